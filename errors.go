@@ -1,0 +1,79 @@
+package handoff
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Failure classes. Every error this package returns for bad input wraps one
+// of these, so a program branches with errors.Is and never on the text.
+var (
+	// ErrMalformed: the input is not a well-formed element of the draft's
+	// data model (syntax, duplicate or case-variant member names, wrong
+	// types, missing members, bad HopId, non-canonical encoding...).
+	ErrMalformed = errors.New("handoff: malformed input")
+	// ErrTooLarge: the input exceeds a configured Limits bound. It is
+	// reported before the input is parsed.
+	ErrTooLarge = errors.New("handoff: input too large")
+	// ErrSignature: the signed form or the signature does not verify
+	// (reason "bad-signature").
+	ErrSignature = errors.New("handoff: bad signature")
+	// ErrUntrustedKey: no key that the trust configuration binds to the
+	// element's iss matches it (reason "untrusted-key").
+	ErrUntrustedKey = errors.New("handoff: untrusted key")
+	// ErrUnsupportedDigest: a Digest names an alg this implementation does
+	// not implement. HC-08: a check that depends on it fails for prev and
+	// grant, and is unverifiable for refs.
+	ErrUnsupportedDigest = errors.New("handoff: unsupported digest alg")
+	// ErrRejected: an offer or status was refused by a processing rule; the
+	// *Rejection it is wrapped in carries the reason code.
+	ErrRejected = errors.New("handoff: rejected")
+	// ErrState: a lifecycle rule forbids the requested step (HC-23..HC-25,
+	// HC-42, HC-44).
+	ErrState = errors.New("handoff: not allowed in this state")
+	// ErrStore: the replay or hop store could not answer. The offer is
+	// refused, never accepted (fail closed).
+	ErrStore = errors.New("handoff: store unavailable")
+)
+
+// Rejection is a refusal with the draft's reason code (section 5.1). It
+// wraps the failure class (ErrSignature, ErrMalformed, ErrRejected...), so
+// errors.Is works on it, and errors.As recovers the reason.
+type Rejection struct {
+	Reason Reason
+	// Detail is for people (HC-05): no program may depend on its text.
+	Detail string
+	Err    error
+}
+
+func (r *Rejection) Error() string {
+	if r.Detail == "" {
+		return fmt.Sprintf("handoff: rejected: %s", r.Reason)
+	}
+	return fmt.Sprintf("handoff: rejected: %s: %s", r.Reason, r.Detail)
+}
+
+func (r *Rejection) Unwrap() error {
+	if r.Err == nil {
+		return ErrRejected
+	}
+	return r.Err
+}
+
+func reject(reason Reason, class error, format string, args ...any) *Rejection {
+	return &Rejection{Reason: reason, Detail: fmt.Sprintf(format, args...), Err: class}
+}
+
+// ReasonOf returns the reason code carried by err, or "" when err carries
+// none.
+func ReasonOf(err error) Reason {
+	var r *Rejection
+	if errors.As(err, &r) {
+		return r.Reason
+	}
+	return ""
+}
+
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,161 @@
+package handoff
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/agentproto/handoff/cose"
+	"github.com/agentproto/handoff/jws"
+)
+
+// OpenOffer checks a signed offer's form and signature (step 1 of section
+// 5.1): the JWS typ or COSE content type, v 1 and type "offer", then the
+// signature with a key the trust configuration binds to the payload's iss
+// (HC-13..HC-18, HC-21, HC-22, HC-60). It returns the decoded offer only
+// when all of that holds. A failure is a *Rejection with reason
+// "bad-signature" (wrapping ErrSignature, ErrMalformed or ErrTooLarge) or
+// "untrusted-key" (wrapping ErrUntrustedKey).
+func OpenOffer(s Signed, trust *Trust, lim Limits) (*Offer, error) {
+	var o *Offer
+	err := open(s, trust, lim, func(payload []byte, enc Encoding) (AgentID, error) {
+		var err error
+		o, err = DecodeOffer(payload, enc, lim)
+		if err != nil {
+			return "", err
+		}
+		return o.Iss, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// OpenStatus checks a signed status's form and signature as OpenOffer does
+// for an offer, with type "status" (HC-55, first part). The checks that
+// relate the status to its offer are the caller's (see Agent.HandleStatus).
+func OpenStatus(s Signed, trust *Trust, lim Limits) (*Status, error) {
+	var st *Status
+	err := open(s, trust, lim, func(payload []byte, enc Encoding) (AgentID, error) {
+		var err error
+		st, err = DecodeStatus(payload, enc, lim)
+		if err != nil {
+			return "", err
+		}
+		return st.Iss, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// errNoTrustedKey is returned by the key lookups so that open can tell an
+// untrusted key from a bad signature.
+type errNoTrustedKey struct{ iss AgentID }
+
+func (e errNoTrustedKey) Error() string {
+	return fmt.Sprintf("no key bound to %q matches", e.iss)
+}
+
+func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (AgentID, error)) error {
+	lim = lim.withDefaults()
+	if trust == nil {
+		return reject(ReasonUntrustedKey, ErrUntrustedKey, "no trust configuration")
+	}
+	var payload []byte
+	var err error
+	switch s.Format {
+	case JWS:
+		payload, _, err = jws.Open(s.Octets, func(h jws.Header, p []byte) ([]jws.Key, error) {
+			iss, err := decode(p, JSON)
+			if err != nil {
+				return nil, err
+			}
+			var keys []jws.Key
+			for _, k := range trust.candidates(iss, h.KID) {
+				keys = append(keys, jws.Key{Public: k.Public, Alg: k.Alg})
+			}
+			if len(keys) == 0 {
+				return nil, errNoTrustedKey{iss}
+			}
+			return keys, nil
+		}, lim.MaxElementSize)
+	case COSE:
+		payload, _, err = cose.Open(s.Octets, func(h cose.Header, p []byte) ([]cose.Key, error) {
+			iss, err := decode(p, CBOR)
+			if err != nil {
+				return nil, err
+			}
+			var keys []cose.Key
+			for _, k := range trust.candidates(iss, h.KID) {
+				keys = append(keys, cose.Key{Public: k.Public, Alg: k.Alg})
+			}
+			if len(keys) == 0 {
+				return nil, errNoTrustedKey{iss}
+			}
+			return keys, nil
+		}, lim.MaxElementSize)
+	default:
+		return reject(ReasonBadSignature, ErrMalformed, "unknown signed form %d", s.Format)
+	}
+	if err == nil {
+		_ = payload
+		return nil
+	}
+	var nk errNoTrustedKey
+	switch {
+	case errors.As(err, &nk):
+		return reject(ReasonUntrustedKey, ErrUntrustedKey, "%v", nk)
+	case errors.Is(err, ErrMalformed), errors.Is(err, ErrTooLarge):
+		return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: errClass(err)}
+	case errors.Is(err, jws.ErrTooLarge), errors.Is(err, cose.ErrTooLarge):
+		return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: ErrTooLarge}
+	case errors.Is(err, jws.ErrSignature), errors.Is(err, cose.ErrSignature):
+		return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: ErrSignature}
+	default:
+		// Form errors of the envelope: typ, crit, alg, embedded keys...
+		return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: fmt.Errorf("%w: %w", ErrSignature, err)}
+	}
+}
+
+func errClass(err error) error {
+	if errors.Is(err, ErrTooLarge) {
+		return ErrTooLarge
+	}
+	return fmt.Errorf("%w: %w", ErrMalformed, err)
+}
+
+// InspectUnverified decodes a signed handoff's payload WITHOUT verifying its
+// signature or trusting anything in it. It is for display and diagnosis
+// only: nothing it returns may drive a decision. Exactly one of the returned
+// offer and status is non-nil.
+func InspectUnverified(s Signed, lim Limits) (*Offer, *Status, error) {
+	lim = lim.withDefaults()
+	var p []byte
+	var enc Encoding
+	var err error
+	switch s.Format {
+	case JWS:
+		p, err = jws.UnsafePayload(s.Octets, lim.MaxElementSize)
+		enc = JSON
+	case COSE:
+		p, err = cose.UnsafePayload(s.Octets, lim.MaxElementSize)
+		enc = CBOR
+	default:
+		return nil, nil, malformed("unknown signed form %d", s.Format)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	m, err := decodePayload(p, enc, lim)
+	if err != nil {
+		return nil, nil, err
+	}
+	if t, _ := m["type"].(string); t == "status" {
+		st, err := statusFrom(m)
+		return nil, st, err
+	}
+	o, err := offerFrom(m)
+	return o, nil, err
+}

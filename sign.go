@@ -1,0 +1,117 @@
+package handoff
+
+import (
+	"crypto"
+	"crypto/rand"
+	"fmt"
+	"io"
+
+	"github.com/agentproto/handoff/cose"
+	"github.com/agentproto/handoff/jws"
+)
+
+// Signer signs offers and statuses for one agent, in one format (section
+// 3). ECDSA signatures it makes are low-S, so what it signs has one form.
+type Signer struct {
+	key    crypto.Signer
+	alg    string
+	kid    string
+	format Format
+	rand   io.Reader
+}
+
+// NewSigner returns a Signer for key in the given format. The algorithm
+// follows from the key (P-256: ES256, P-384: ES384, Ed25519: EdDSA) and the
+// kid is the key's RFC 7638 thumbprint (HC-16). rand may be nil for
+// crypto/rand.
+func NewSigner(key crypto.Signer, format Format, rnd io.Reader) (*Signer, error) {
+	if key == nil {
+		return nil, fmt.Errorf("handoff: nil signing key")
+	}
+	if format != JWS && format != COSE {
+		return nil, fmt.Errorf("handoff: unknown format %d", format)
+	}
+	alg, err := algFor(key.Public())
+	if err != nil {
+		return nil, err
+	}
+	kid, err := jws.Thumbprint(key.Public())
+	if err != nil {
+		return nil, err
+	}
+	if rnd == nil {
+		rnd = rand.Reader
+	}
+	return &Signer{key: key, alg: alg, kid: kid, format: format, rand: rnd}, nil
+}
+
+// Format returns the signed form s produces.
+func (s *Signer) Format() Format { return s.format }
+
+// Key returns the public half of s's key, pinned to its alg, as a trust
+// configuration would hold it.
+func (s *Signer) Key() TrustedKey {
+	return TrustedKey{Public: s.key.Public(), Alg: s.alg, KID: s.kid}
+}
+
+// SignOffer signs o: the JSON payload in a JWS, or the CBOR payload in a
+// COSE_Sign1. The offer is checked against the CDDL first, so that nothing
+// is signed that a receiver must refuse.
+func (s *Signer) SignOffer(o *Offer) (Signed, error) {
+	if err := o.validate(); err != nil {
+		return Signed{}, err
+	}
+	return s.sign(o.EncodeJSON, o.EncodeCBOR)
+}
+
+// SignStatus signs st as SignOffer signs an offer.
+func (s *Signer) SignStatus(st *Status) (Signed, error) {
+	if err := st.validate(); err != nil {
+		return Signed{}, err
+	}
+	return s.sign(st.EncodeJSON, st.EncodeCBOR)
+}
+
+func (s *Signer) sign(encJSON, encCBOR func() ([]byte, error)) (Signed, error) {
+	switch s.format {
+	case JWS:
+		p, err := encJSON()
+		if err != nil {
+			return Signed{}, err
+		}
+		b, err := jws.Sign(p, s.key, s.alg, s.kid, s.rand)
+		if err != nil {
+			return Signed{}, err
+		}
+		return Signed{Format: JWS, Octets: b}, nil
+	default:
+		p, err := encCBOR()
+		if err != nil {
+			return Signed{}, err
+		}
+		b, err := cose.Sign(p, s.key, s.alg, s.kid, s.rand)
+		if err != nil {
+			return Signed{}, err
+		}
+		return Signed{Format: COSE, Octets: b}, nil
+	}
+}
+
+// validate checks o the way a decoder would check its payload.
+func (o *Offer) validate() error {
+	p, err := o.EncodeCBOR()
+	if err != nil {
+		return err
+	}
+	_, err = DecodeOffer(p, CBOR, Limits{})
+	return err
+}
+
+func (st *Status) validate() error {
+	p, err := st.EncodeCBOR()
+	if err != nil {
+		return err
+	}
+	_, err = DecodeStatus(p, CBOR, Limits{})
+	return err
+}

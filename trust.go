@@ -1,0 +1,211 @@
+package handoff
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/agentproto/handoff/jws"
+)
+
+// Signature algorithms, by their JOSE names. The COSE forms use the
+// matching COSE algorithm values (ES256 -7, ES384 -35, EdDSA -8).
+const (
+	ES256 = "ES256" // ECDSA P-256 SHA-256: every implementation supports it
+	ES384 = "ES384" // ECDSA P-384 SHA-384
+	EdDSA = "EdDSA" // Ed25519
+)
+
+// TrustedKey is a public key that a trust configuration binds to one
+// AgentID, pinned to exactly one algorithm (HC-21, HC-22).
+type TrustedKey struct {
+	Public crypto.PublicKey
+	Alg    string
+	// KID is the key identifier a message names it by. Empty means the RFC
+	// 7638 thumbprint, which NewTrust fills in.
+	KID string
+}
+
+// Trust is a receiver's trust configuration: which keys speak for which
+// AgentID (section 3.4). Keys carried in messages are never consulted
+// (HC-21). A Trust is immutable once built and safe for concurrent use.
+type Trust struct {
+	keys map[AgentID][]TrustedKey
+}
+
+// NewTrust builds a trust configuration. Each key must suit its Alg; a key
+// without KID gets its thumbprint.
+func NewTrust(keys map[AgentID][]TrustedKey) (*Trust, error) {
+	t := &Trust{keys: make(map[AgentID][]TrustedKey, len(keys))}
+	for id, ks := range keys {
+		if id == "" {
+			return nil, fmt.Errorf("handoff: trust: empty AgentID")
+		}
+		for _, k := range ks {
+			if err := checkKeyAlg(k.Public, k.Alg); err != nil {
+				return nil, fmt.Errorf("handoff: trust: %s: %w", id, err)
+			}
+			if k.KID == "" {
+				kid, err := jws.Thumbprint(k.Public)
+				if err != nil {
+					return nil, fmt.Errorf("handoff: trust: %s: %w", id, err)
+				}
+				k.KID = kid
+			}
+			t.keys[id] = append(t.keys[id], k)
+		}
+	}
+	return t, nil
+}
+
+// Keys returns the keys bound to id.
+func (t *Trust) Keys(id AgentID) []TrustedKey {
+	if t == nil {
+		return nil
+	}
+	return append([]TrustedKey(nil), t.keys[id]...)
+}
+
+// AgentIDs returns the agents the configuration knows, sorted.
+func (t *Trust) AgentIDs() []AgentID {
+	ids := make([]AgentID, 0, len(t.keys))
+	for id := range t.keys {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
+// candidates returns the keys of iss that a message naming kid may be
+// verified with. kid only selects among keys bound to iss; an empty kid
+// (allowed in COSE, HC-18) selects them all.
+func (t *Trust) candidates(iss AgentID, kid string) []TrustedKey {
+	if t == nil {
+		return nil
+	}
+	var out []TrustedKey
+	for _, k := range t.keys[iss] {
+		if kid == "" || k.KID == kid {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// ParseTrust reads a trust configuration from a JSON object mapping each
+// AgentID to a JWK Set ({"keys": [JWK, ...]}) of public keys. Each key is
+// pinned to its "alg"; a P-256 key without "alg" means ES256, and any other
+// key must name its alg. A JWK "kid" is kept; without one the key is named by
+// its thumbprint.
+func ParseTrust(doc []byte) (*Trust, error) {
+	lim := Limits{MaxDepth: 8, MaxMembers: 4096}.withDefaults()
+	m, err := decodeJSON(doc, lim)
+	if err != nil {
+		return nil, fmt.Errorf("handoff: trust document: %w", err)
+	}
+	keys := map[AgentID][]TrustedKey{}
+	for id, v := range m {
+		set, ok := v.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("handoff: trust document: %q: want a JWK Set object", id)
+		}
+		list, ok := set["keys"].([]any)
+		if !ok {
+			return nil, fmt.Errorf("handoff: trust document: %q: JWK Set without a keys array", id)
+		}
+		for i, kv := range list {
+			raw, err := json.Marshal(kv)
+			if err != nil {
+				return nil, fmt.Errorf("handoff: trust document: %q key %d: %w", id, i, err)
+			}
+			k, err := ParseJWK(raw)
+			if err != nil {
+				return nil, fmt.Errorf("handoff: trust document: %q key %d: %w", id, i, err)
+			}
+			keys[AgentID(id)] = append(keys[AgentID(id)], k)
+		}
+	}
+	return NewTrust(keys)
+}
+
+// ParseJWK reads one public JWK as a TrustedKey pinned to its alg (a P-256
+// key without "alg" means ES256). A private JWK is refused: a trust
+// configuration holds public keys only.
+func ParseJWK(raw []byte) (TrustedKey, error) {
+	var j jose.JSONWebKey
+	if err := j.UnmarshalJSON(raw); err != nil {
+		return TrustedKey{}, fmt.Errorf("%w: JWK: %v", ErrMalformed, err)
+	}
+	if !j.IsPublic() {
+		return TrustedKey{}, fmt.Errorf("%w: JWK holds a private key", ErrMalformed)
+	}
+	alg := j.Algorithm
+	if alg == "" {
+		if pk, ok := j.Key.(*ecdsa.PublicKey); ok && pk.Curve == elliptic.P256() {
+			alg = ES256
+		} else {
+			return TrustedKey{}, fmt.Errorf("%w: JWK without alg (only a P-256 key may omit it)", ErrMalformed)
+		}
+	}
+	k := TrustedKey{Public: j.Key, Alg: alg, KID: j.KeyID}
+	if err := checkKeyAlg(k.Public, k.Alg); err != nil {
+		return TrustedKey{}, err
+	}
+	return k, nil
+}
+
+// PublicJWK returns k as a public JWK with its alg and kid.
+func (k TrustedKey) PublicJWK() ([]byte, error) {
+	kid := k.KID
+	if kid == "" {
+		var err error
+		if kid, err = jws.Thumbprint(k.Public); err != nil {
+			return nil, err
+		}
+	}
+	return jose.JSONWebKey{Key: k.Public, Algorithm: k.Alg, KeyID: kid, Use: "sig"}.MarshalJSON()
+}
+
+// checkKeyAlg verifies that pub is a key of the kind alg needs.
+func checkKeyAlg(pub crypto.PublicKey, alg string) error {
+	switch alg {
+	case ES256, ES384:
+		pk, ok := pub.(*ecdsa.PublicKey)
+		want := elliptic.P256()
+		if alg == ES384 {
+			want = elliptic.P384()
+		}
+		if !ok || pk.Curve != want {
+			return fmt.Errorf("%w: key is not a %s key", ErrMalformed, alg)
+		}
+	case EdDSA:
+		if _, ok := pub.(ed25519.PublicKey); !ok {
+			return fmt.Errorf("%w: key is not an Ed25519 key", ErrMalformed)
+		}
+	default:
+		return fmt.Errorf("%w: unsupported alg %q (asymmetric ES256, ES384 or EdDSA only, HC-15)", ErrMalformed, alg)
+	}
+	return nil
+}
+
+// algFor returns the alg a signing key implies.
+func algFor(pub crypto.PublicKey) (string, error) {
+	switch pk := pub.(type) {
+	case *ecdsa.PublicKey:
+		switch pk.Curve {
+		case elliptic.P256():
+			return ES256, nil
+		case elliptic.P384():
+			return ES384, nil
+		}
+	case ed25519.PublicKey:
+		return EdDSA, nil
+	}
+	return "", fmt.Errorf("%w: unsupported key type %T", ErrMalformed, pub)
+}
