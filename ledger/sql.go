@@ -1,0 +1,227 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+var (
+	// ErrRecorded is returned by Record and Do when (iss, hop) is already
+	// recorded: the work of that hop has already taken effect and must not
+	// be done again (HC-38). The caller's transaction must be rolled back.
+	ErrRecorded = errors.New("ledger: (iss, hop) already recorded")
+
+	// ErrConflict is returned by Record and Do when (iss, hop) is already
+	// recorded with a different digest (equivocation, HC-35). It wraps
+	// ErrRecorded, so errors.Is(err, ErrRecorded) holds for both.
+	ErrConflict = fmt.Errorf("%w with a different digest", ErrRecorded)
+
+	// ErrUncertain is wrapped by the error Do returns when the commit
+	// itself failed. The step may or may not have taken effect; the caller
+	// learns which from Outcome once the step cannot still complete, and
+	// until then keeps the hop "accepted" (HC-45). Any other error from Do
+	// means the transaction was never committed and nothing took effect.
+	ErrUncertain = errors.New("ledger: commit failed, outcome unknown")
+)
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// SQL is a ledger kept in a table of the delegate's own SQL database, the
+// database in which its work takes effect. It is safe for concurrent use.
+//
+// The table has the columns iss, hop (the primary key), digest (the handoff
+// digest of the offer), op_id (OperationID(iss, hop)) and recorded_at (Unix
+// time in milliseconds). The statements are written for SQLite 3.24 or
+// later: "?" placeholders and INSERT ... ON CONFLICT DO NOTHING.
+type SQL struct {
+	db     *sql.DB
+	table  string
+	create string
+	insert string
+	lookup string
+}
+
+// NewSQL returns a ledger kept in table of db. The table name must be an
+// identifier: a letter or underscore followed by up to 62 letters, digits or
+// underscores. Call Init to create the table.
+func NewSQL(db *sql.DB, table string) (*SQL, error) {
+	if db == nil {
+		return nil, errors.New("ledger: nil *sql.DB")
+	}
+	if !identRE.MatchString(table) {
+		return nil, fmt.Errorf("ledger: table name %q is not an identifier", table)
+	}
+	q := `"` + table + `"`
+	return &SQL{
+		db:    db,
+		table: table,
+		create: `CREATE TABLE IF NOT EXISTS ` + q + ` (
+	iss TEXT NOT NULL,
+	hop TEXT NOT NULL,
+	digest BLOB NOT NULL,
+	op_id TEXT NOT NULL,
+	recorded_at INTEGER NOT NULL,
+	PRIMARY KEY (iss, hop)
+)`,
+		insert: `INSERT INTO ` + q + ` (iss, hop, digest, op_id, recorded_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (iss, hop) DO NOTHING`,
+		lookup: `SELECT digest FROM ` + q + ` WHERE iss = ? AND hop = ?`,
+	}, nil
+}
+
+// Table returns the name of the ledger table.
+func (l *SQL) Table() string { return l.table }
+
+// Init creates the ledger table if it does not exist.
+func (l *SQL) Init(ctx context.Context) error {
+	if _, err := l.db.ExecContext(ctx, l.create); err != nil {
+		return fmt.Errorf("ledger: create table %s: %w", l.table, err)
+	}
+	return nil
+}
+
+// Record records (iss, hop, digest) inside the caller's transaction tx, the
+// transaction that makes the work of the hop take effect, so that the record
+// commits or aborts together with the effect (HC-43). tx must belong to the
+// database the ledger was created with.
+//
+// If (iss, hop) is already recorded, Record returns ErrRecorded when the
+// digest is the same and ErrConflict when it differs; the caller must then
+// roll tx back, so that the work is not done a second time (HC-38). Any
+// other error also leaves tx unusable for the effect and must end in a
+// rollback.
+func (l *SQL) Record(ctx context.Context, tx *sql.Tx, iss, hop string, digest []byte) error {
+	if tx == nil {
+		return errors.New("ledger: Record needs the caller's transaction")
+	}
+	if err := checkArgs(iss, hop, digest); err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, l.insert, iss, hop, digest, OperationID(iss, hop), time.Now().UnixMilli())
+	if err != nil {
+		return fmt.Errorf("ledger: record: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("ledger: record: %w", err)
+	}
+	if n == 1 {
+		return nil
+	}
+	var have []byte
+	if err := tx.QueryRowContext(ctx, l.lookup, iss, hop).Scan(&have); err != nil {
+		return fmt.Errorf("ledger: record: reading existing record: %w", err)
+	}
+	if bytes.Equal(have, digest) {
+		return ErrRecorded
+	}
+	return ErrConflict
+}
+
+// Outcome looks up the record of (iss, hop) and reports what it shows about
+// the work of the offer whose handoff digest is digest. It never guesses
+// (HC-45):
+//
+//   - a record with this digest: TookEffect;
+//   - a record with another digest: Conflict;
+//   - no record: NoEffect if settled is true, else Unknown;
+//   - any error from the database, including a cancelled or expired ctx:
+//     Unknown and the error.
+//
+// Absence of the record proves that the effect did not take place only once
+// the step that would have written it cannot still complete (HC-43). The
+// method cannot know that, so the caller states it: settled is true only
+// when the caller knows that every transaction that may record (iss, hop)
+// has ended without committing or has been resolved, for example because
+// the transaction rolled back, Do returned an error not wrapping
+// ErrUncertain, or the store has finished its recovery after a crash, and
+// that no record has been lost. Otherwise the caller passes false, and an
+// absent record yields Unknown: the delegate keeps the hop "accepted" and
+// keeps looking, and if the outcome cannot be learned it flags the hop to
+// its operator.
+func (l *SQL) Outcome(ctx context.Context, iss, hop string, digest []byte, settled bool) (Outcome, error) {
+	if err := checkArgs(iss, hop, digest); err != nil {
+		return Unknown, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Unknown, fmt.Errorf("ledger: lookup: %w", err)
+	}
+	var have []byte
+	err := l.db.QueryRowContext(ctx, l.lookup, iss, hop).Scan(&have)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		// A lookup cut short by its context may come back empty; an
+		// absence it reports shows nothing.
+		if cerr := ctx.Err(); cerr != nil {
+			return Unknown, fmt.Errorf("ledger: lookup: %w", cerr)
+		}
+		if settled {
+			return NoEffect, nil
+		}
+		return Unknown, nil
+	case err != nil:
+		return Unknown, fmt.Errorf("ledger: lookup: %w", err)
+	case bytes.Equal(have, digest):
+		return TookEffect, nil
+	default:
+		return Conflict, nil
+	}
+}
+
+// Do makes the work of the hop (iss, hop) take effect together with its
+// record: it begins a transaction on the ledger's database, runs effect in
+// it, records (iss, hop, digest) in it, and commits. effect must make its
+// changes only through tx. On any error Do rolls the transaction back and
+// returns the error; effect may be nil to record only.
+//
+// The effect runs before the record, so that a duplicate record also undoes
+// it. An effect that itself fails on a hop already done, for example on a
+// unique key of its own, returns its own error rather than ErrRecorded; such
+// an error still means nothing took effect in this call.
+//
+// A nil result means the effect and its record were committed. An error
+// wrapping ErrUncertain means the commit failed and the outcome is unknown
+// until the step cannot still complete (see Outcome). Any other error means
+// nothing took effect; it wraps ErrRecorded or ErrConflict when the hop was
+// already recorded, in which case its work has already been done and must
+// not be done again (HC-38).
+func (l *SQL) Do(ctx context.Context, iss, hop string, digest []byte, effect func(tx *sql.Tx) error) error {
+	if err := checkArgs(iss, hop, digest); err != nil {
+		return err
+	}
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("ledger: begin: %w", err)
+	}
+	// Rolls back on every path that does not commit, a panic in effect
+	// included; after a commit it is a no-op.
+	defer func() { _ = tx.Rollback() }()
+	if effect != nil {
+		if err := effect(tx); err != nil {
+			return err
+		}
+	}
+	if err := l.Record(ctx, tx, iss, hop, digest); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("%w: %w", ErrUncertain, err)
+	}
+	return nil
+}
+
+func checkArgs(iss, hop string, digest []byte) error {
+	switch {
+	case iss == "":
+		return errors.New("ledger: empty iss")
+	case hop == "":
+		return errors.New("ledger: empty hop")
+	case len(digest) == 0:
+		return errors.New("ledger: empty digest")
+	}
+	return nil
+}
