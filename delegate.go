@@ -68,6 +68,11 @@ func (a *Agent) Reply(ctx context.Context, in *Received, state State, opt ReplyO
 		}
 	}
 	if err := checkEffect(state, opt); err != nil {
+		if (state == Completed || state == Failed) && opt.Effect == EffectUnknown {
+			// HC-45: never guess; the hop stays "accepted", flagged.
+			a.flag(Conflict{Kind: ConflictUnresolved, Iss: o.Iss, Hop: o.Hop, First: target,
+				Detail: "outcome of the work could not be established; the hop stays accepted"})
+		}
 		return Signed{}, err
 	}
 	key := replay.Key{Iss: string(o.Iss), Hop: string(o.Hop)}

@@ -539,3 +539,20 @@ func TestBackoff_HC37(t *testing.T) {
 	assert.Equal(t, 2*time.Minute, got[1].Sub(got[0]))
 	assert.Equal(t, 4*time.Minute, got[2].Sub(got[1]))
 }
+
+// HC-25, HC-45: an outcome that cannot be established is never guessed: no
+// terminal status, the hop stays "accepted", and the operator is told.
+func TestLifecycle_HC45_UnknownOutcomeFlagged(t *testing.T) {
+	ctx := context.Background()
+	p := newPair(t)
+	_, err := p.dte.Reply(ctx, p.in, Accepted, ReplyOptions{})
+	require.NoError(t, err)
+	_, err = p.dte.Reply(ctx, p.in, Completed, ReplyOptions{Effect: EffectUnknown})
+	require.ErrorIs(t, err, ErrState)
+	assert.Contains(t, p.log.kinds(), ConflictUnresolved)
+	rec, ok, err := p.dte.cfg.Store.Get(ctx, replayKey(p.in.Offer))
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, string(Accepted), rec.State)
+	assert.True(t, rec.Expires.IsZero(), "HC-34: kept until resolved")
+}
