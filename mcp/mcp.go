@@ -1,0 +1,36 @@
+// Package mcp carries handoff elements in MCP messages (draft section 6,
+// HC-67). It works on the JSON _meta maps, so it needs no MCP SDK.
+//
+// The delegator puts the Handoff under MetaKey in the _meta of a
+// tools/call request's params; the delegate's status goes under the same key
+// in the CallToolResult's _meta; a "canceled" in the _meta of the params of
+// notifications/cancelled. MCP asks the receiver of a cancellation not to
+// reply, so a delegator that cancels over MCP may never see the last status:
+// the hop is then unresolved, and it learns later statuses by retransmitting.
+package mcp
+
+import (
+	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/internal/carry"
+)
+
+// MetaKey is the _meta key of the draft. Its prefix is not one MCP reserves.
+const MetaKey = "quantumlearningmachines.com/agent-handoff"
+
+// ErrAbsent is returned when a message carries no handoff element.
+var ErrAbsent = carry.ErrAbsent
+
+// AttachHandoff puts h in a request's params._meta.
+func AttachHandoff(meta map[string]any, h *handoff.Handoff) error {
+	return carry.PutHandoff(meta, MetaKey, h)
+}
+
+// Handoff returns the Handoff octets a _meta map carries, for Agent.Receive.
+func Handoff(meta map[string]any) ([]byte, error) { return carry.Handoff(meta, MetaKey) }
+
+// AttachStatus puts a signed status in a result's (or a cancellation's)
+// _meta.
+func AttachStatus(meta map[string]any, s handoff.Signed) { carry.PutStatus(meta, MetaKey, s) }
+
+// Status returns the signed status octets a _meta map carries.
+func Status(meta map[string]any) ([]byte, error) { return carry.Status(meta, MetaKey) }
