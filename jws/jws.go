@@ -1,0 +1,304 @@
+package jws
+
+import (
+	"bytes"
+	"crypto"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+
+	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/agentproto/handoff/internal/ecsig"
+)
+
+// Type is the typ header value of a signed handoff in JWS form (HC-14), the
+// short form of the media type application/agent-handoff+jwt.
+const Type = "agent-handoff+jwt"
+
+// Algorithm names accepted in the alg header and in [Key.Alg] (HC-15).
+const (
+	ES256 = ecsig.ES256 // ECDSA P-256 with SHA-256; required by the draft
+	ES384 = ecsig.ES384 // ECDSA P-384 with SHA-384
+	EdDSA = ecsig.EdDSA // Ed25519
+)
+
+// DefaultMaxSize is the size limit Open applies when given maxSize <= 0.
+const DefaultMaxSize = 16 << 10
+
+// Errors returned by Open (and Sign, for a bad algorithm or key). Each is
+// wrapped with a detail for people; test for them with errors.Is.
+var (
+	// ErrMalformed: not a strict JWS Compact Serialization, a header that
+	// is not a strict JSON object, or a missing kid.
+	ErrMalformed = errors.New("jws: malformed")
+	// ErrTooLarge: the input is longer than the size limit.
+	ErrTooLarge = errors.New("jws: too large")
+	// ErrType: typ is not exactly "agent-handoff+jwt" (HC-14, HC-60).
+	ErrType = errors.New("jws: wrong typ")
+	// ErrCrit: the header has crit (or b64), which a signed handoff must
+	// not have (HC-14).
+	ErrCrit = errors.New("jws: crit not allowed")
+	// ErrEmbeddedKey: the header carries or points to a key or certificate
+	// (jwk, jku, x5c, x5u, x5t, x5t#S256), which is never trusted (HC-21).
+	ErrEmbeddedKey = errors.New("jws: key in header")
+	// ErrAlg: alg is not an accepted asymmetric algorithm (HC-15), or no
+	// trusted key is pinned to it (HC-22).
+	ErrAlg = errors.New("jws: algorithm not accepted")
+	// ErrNoKey: the lookup returned no key.
+	ErrNoKey = errors.New("jws: no trusted key")
+	// ErrSignature: no candidate key verifies the signature.
+	ErrSignature = errors.New("jws: signature does not verify")
+)
+
+// Key is a trusted public key pinned to exactly one algorithm (HC-22).
+type Key struct {
+	Public crypto.PublicKey // *ecdsa.PublicKey or ed25519.PublicKey
+	Alg    string           // ES256, ES384 or EdDSA
+}
+
+// Header is what the protected header of a verified message said.
+type Header struct {
+	Alg string
+	KID string
+}
+
+// Lookup resolves the trusted keys that may have signed a message. It is
+// given the protected header and the payload; the payload is NOT verified
+// yet and is passed only so that the caller can read iss and return the
+// keys its trust configuration binds to it (HC-21). Lookup receives its own
+// copy of the payload.
+type Lookup func(h Header, payload []byte) ([]Key, error)
+
+func supported(alg string) bool { return ecsig.Supported(alg) }
+
+// Sign signs payload with key as a JWS Compact Serialization whose protected
+// header is exactly {"alg":alg,"kid":kid,"typ":"agent-handoff+jwt"} (HC-14).
+// alg is ES256, ES384 or EdDSA and must match key; kid must not be empty and
+// is normally [Thumbprint] of the public key (HC-16). ECDSA signatures are
+// low-S and in raw r||s form. rand is passed to key.Sign: for an
+// *ecdsa.PrivateKey, nil gives deterministic (RFC 6979) signatures.
+func Sign(payload []byte, key crypto.Signer, alg, kid string, rand io.Reader) ([]byte, error) {
+	if len(payload) == 0 {
+		return nil, errors.New("jws: empty payload")
+	}
+	if kid == "" {
+		return nil, errors.New("jws: empty kid (HC-14)")
+	}
+	if !supported(alg) {
+		return nil, fmt.Errorf("%w: %q", ErrAlg, alg)
+	}
+	if key == nil {
+		return nil, errors.New("jws: nil signing key")
+	}
+	if err := ecsig.CheckKey(key.Public(), alg); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrAlg, err)
+	}
+	signer, err := jose.NewSigner(
+		jose.SigningKey{Algorithm: jose.SignatureAlgorithm(alg), Key: &opaqueSigner{key: key, alg: alg, kid: kid, rand: rand}},
+		(&jose.SignerOptions{}).WithType(Type),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("jws: %w", err)
+	}
+	obj, err := signer.Sign(payload)
+	if err != nil {
+		return nil, fmt.Errorf("jws: %w", err)
+	}
+	out, err := obj.CompactSerialize()
+	if err != nil {
+		return nil, fmt.Errorf("jws: %w", err)
+	}
+	return []byte(out), nil
+}
+
+// opaqueSigner lets go-jose build the JWS while ecsig makes the signature,
+// so that ECDSA signatures come out low-S whatever crypto.Signer is behind.
+type opaqueSigner struct {
+	key  crypto.Signer
+	alg  string
+	kid  string
+	rand io.Reader
+}
+
+var _ jose.OpaqueSigner = (*opaqueSigner)(nil)
+
+func (s *opaqueSigner) Public() *jose.JSONWebKey {
+	return &jose.JSONWebKey{Key: s.key.Public(), KeyID: s.kid, Algorithm: s.alg}
+}
+
+func (s *opaqueSigner) Algs() []jose.SignatureAlgorithm {
+	return []jose.SignatureAlgorithm{jose.SignatureAlgorithm(s.alg)}
+}
+
+func (s *opaqueSigner) SignPayload(payload []byte, alg jose.SignatureAlgorithm) ([]byte, error) {
+	if string(alg) != s.alg {
+		return nil, fmt.Errorf("jws: signer for %s asked for %s", s.alg, alg)
+	}
+	return ecsig.Sign(s.rand, s.key, s.alg, payload)
+}
+
+// verifier is the go-jose verifier for one trusted key pinned to one
+// algorithm. It hands the signing input and the signature to ecsig.Verify,
+// the same function cose uses and the Wycheproof tests drive.
+type verifier struct {
+	pub crypto.PublicKey
+	alg string
+}
+
+var _ jose.OpaqueVerifier = verifier{}
+
+func (v verifier) VerifyPayload(payload, signature []byte, alg jose.SignatureAlgorithm) error {
+	if string(alg) != v.alg {
+		return fmt.Errorf("jws: key pinned to %s used for %s", v.alg, alg)
+	}
+	return ecsig.Verify(v.pub, v.alg, payload, signature)
+}
+
+// Open checks token as a signed handoff in JWS form and returns its payload,
+// the exact octets that were signed, and its header. The checks and their
+// order are in the package documentation. maxSize <= 0 means
+// [DefaultMaxSize]. On error, the payload is nil and the Header zero.
+func Open(token []byte, lookup Lookup, maxSize int) (payload []byte, h Header, err error) {
+	c, err := parse(token, maxSize)
+	if err != nil {
+		return nil, Header{}, err
+	}
+	hdr, err := parseHeader(c.header)
+	if err != nil {
+		return nil, Header{}, err
+	}
+	if err := hdr.check(); err != nil {
+		return nil, Header{}, err
+	}
+	h = Header{Alg: hdr.alg, KID: hdr.kid}
+	if lookup == nil {
+		return nil, Header{}, fmt.Errorf("%w: no key lookup", ErrNoKey)
+	}
+	keys, err := lookup(h, bytes.Clone(c.payload))
+	if err != nil {
+		return nil, Header{}, fmt.Errorf("jws: key lookup: %w", err)
+	}
+	if len(keys) == 0 {
+		return nil, Header{}, fmt.Errorf("%w: for kid %q", ErrNoKey, h.KID)
+	}
+	if err := verify(token, h.Alg, keys); err != nil {
+		return nil, Header{}, err
+	}
+	return c.payload, h, nil
+}
+
+// UnsafePayload returns the payload of token WITHOUT verifying its signature
+// or checking its header: only the size limit and the strict compact form
+// are checked. It is for display and diagnosis; nothing it returns may drive
+// a decision.
+func UnsafePayload(token []byte, maxSize int) ([]byte, error) {
+	c, err := parse(token, maxSize)
+	if err != nil {
+		return nil, err
+	}
+	return c.payload, nil
+}
+
+// compact is a JWS Compact Serialization split and decoded.
+type compact struct {
+	header, payload, signature []byte
+}
+
+// parse checks the size and the strict compact form and decodes the three
+// segments.
+func parse(token []byte, maxSize int) (*compact, error) {
+	if maxSize <= 0 {
+		maxSize = DefaultMaxSize
+	}
+	if len(token) > maxSize {
+		return nil, fmt.Errorf("%w: %d octets, limit %d", ErrTooLarge, len(token), maxSize)
+	}
+	if len(token) == 0 {
+		return nil, malformed("empty input")
+	}
+	segs := bytes.Split(token, []byte{'.'})
+	if len(segs) != 3 {
+		return nil, malformed("%d dots, want exactly 2", len(segs)-1)
+	}
+	var out [3][]byte
+	for i, name := range [3]string{"header", "payload", "signature"} {
+		b, err := decodeSegment(segs[i])
+		if err != nil {
+			return nil, malformed("%s segment: %v", name, err)
+		}
+		out[i] = b
+	}
+	return &compact{header: out[0], payload: out[1], signature: out[2]}, nil
+}
+
+// decodeSegment decodes one segment as strict, canonical base64url without
+// padding: only the 64 alphabet characters, and the decoded octets encode
+// back to the same characters (no stray low bits in the last character).
+func decodeSegment(seg []byte) ([]byte, error) {
+	if len(seg) == 0 {
+		return nil, errors.New("empty")
+	}
+	for _, c := range seg {
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return nil, fmt.Errorf("character %q is not base64url without padding", c)
+		}
+	}
+	b := make([]byte, base64.RawURLEncoding.DecodedLen(len(seg)))
+	n, err := base64.RawURLEncoding.Strict().Decode(b, seg)
+	if err != nil {
+		return nil, err
+	}
+	b = b[:n]
+	if base64.RawURLEncoding.EncodeToString(b) != string(seg) {
+		return nil, errors.New("not canonical base64url")
+	}
+	return b, nil
+}
+
+// verify verifies the signature of a token whose form and header have been
+// checked, with each key pinned to alg (HC-22), through go-jose.
+func verify(token []byte, alg string, keys []Key) error {
+	var candidates []Key
+	var keyErr error
+	for _, k := range keys {
+		if k.Alg != alg {
+			continue
+		}
+		if err := ecsig.CheckKey(k.Public, k.Alg); err != nil {
+			keyErr = err
+			continue
+		}
+		candidates = append(candidates, k)
+	}
+	if len(candidates) == 0 {
+		if keyErr != nil {
+			return fmt.Errorf("%w: trusted key pinned to %s: %w", ErrAlg, alg, keyErr)
+		}
+		return fmt.Errorf("%w: no trusted key is pinned to %s", ErrAlg, alg)
+	}
+	obj, err := jose.ParseSignedCompact(string(token), []jose.SignatureAlgorithm{jose.SignatureAlgorithm(alg)})
+	if err != nil {
+		return malformed("%v", err)
+	}
+	for _, k := range candidates {
+		if _, err := obj.Verify(verifier{pub: k.Public, alg: alg}); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: none of %d key(s) pinned to %s verifies", ErrSignature, len(candidates), alg)
+}
+
+// Thumbprint returns the RFC 7638 JWK thumbprint of pub with SHA-256, in
+// base64url without padding: the kid a signed handoff SHOULD carry (HC-16).
+func Thumbprint(pub crypto.PublicKey) (string, error) {
+	if pub == nil {
+		return "", errors.New("jws: nil public key")
+	}
+	tp, err := (&jose.JSONWebKey{Key: pub}).Thumbprint(crypto.SHA256)
+	if err != nil {
+		return "", fmt.Errorf("jws: thumbprint: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(tp), nil
+}
