@@ -1,0 +1,522 @@
+// Package boltstore is a replay.Store kept in one bbolt file, for a
+// receiver or delegate that runs as a single process and must keep what it
+// answered across a restart (HC-34 of the draft).
+//
+// Every Remember and Update is one bbolt write transaction, synced to disk
+// before the call returns: a hop acknowledged by the store is on disk. A
+// background goroutine deletes expired records in small transactions;
+// until it does, they are absent to every method all the same.
+//
+// The file may be opened by one process at a time; Open fails after a
+// second when another holds it. For several replicas sharing one memory,
+// use replay/redisstore.
+//
+// # File layout
+//
+// The file holds three buckets:
+//
+//	records  key: uvarint(len(iss)) || iss || hop   value: the record encoding below
+//	expiry   key: be64(sec ^ 1<<63) || be32(nsec) || record key   value: empty
+//	meta     "version" -> 0x01, "count" -> be64(number of records)
+//
+// A record value is, in order: the octet 0x01 (version); the 32-octet
+// digest; a flags octet, 0x01 when the record expires, else 0x00; Expires as
+// 8 octets of big-endian Unix seconds and 4 of nanoseconds (zero without an
+// expiry); the state and the status, each as a uvarint length and that many
+// octets. A value that does not decode is reported as an error, never as an
+// absent record.
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/agentproto/handoff/replay"
+	"github.com/agentproto/handoff/replay/internal/codec"
+)
+
+// DefaultMaxEntries is the number of records a store holds when
+// Options.MaxEntries is zero.
+const DefaultMaxEntries = 1 << 22
+
+// DefaultReclaimEvery is the interval of the background reclaimer when
+// Options.ReclaimEvery is zero.
+const DefaultReclaimEvery = time.Minute
+
+const (
+	// reclaimBatch is the number of expired records deleted per
+	// transaction by the background reclaimer, so that no transaction
+	// holds the write lock long.
+	reclaimBatch = 256
+	// reclaimOnFull is the number of expired records Remember deletes
+	// when the store is full.
+	reclaimOnFull = 16
+	// lockTimeout bounds the wait for another process's file lock.
+	lockTimeout = time.Second
+	// formatVersion is the version of the file layout.
+	formatVersion = 1
+)
+
+var (
+	bucketRecords = []byte("records")
+	bucketExpiry  = []byte("expiry")
+	bucketMeta    = []byte("meta")
+	metaVersion   = []byte("version")
+	metaCount     = []byte("count")
+)
+
+// Options configures a Store. The zero value is usable.
+type Options struct {
+	// MaxEntries bounds the number of records in the file, live or
+	// expired and not yet reclaimed. Zero or less means DefaultMaxEntries.
+	MaxEntries int
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+	// ReclaimEvery is the interval at which expired records are deleted in
+	// the background. Zero means DefaultReclaimEvery; a negative value
+	// turns the background reclaimer off (expired records are then only
+	// reclaimed when the store is full).
+	ReclaimEvery time.Duration
+}
+
+// Store is a replay.Store kept in a bbolt file. It is safe for concurrent
+// use.
+type Store struct {
+	db   *bolt.DB
+	path string
+	max  uint64
+	now  func() time.Time
+
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ replay.Store = (*Store)(nil)
+
+// Open opens the store in the file at path, creating it if needed, and
+// starts the background reclaimer. The caller must Close the store.
+func Open(path string, opts Options) (*Store, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
+	}
+	if err := db.Update(initFile); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
+	}
+	s := &Store{
+		db:   db,
+		path: path,
+		now:  opts.Now,
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	if opts.MaxEntries > 0 {
+		s.max = uint64(opts.MaxEntries)
+	} else {
+		s.max = DefaultMaxEntries
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	every := opts.ReclaimEvery
+	if every == 0 {
+		every = DefaultReclaimEvery
+	}
+	if every > 0 {
+		go s.reclaimer(every)
+	} else {
+		close(s.done)
+	}
+	return s, nil
+}
+
+func initFile(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		if tx.Bucket(bucketRecords) != nil || tx.Bucket(bucketExpiry) != nil {
+			return errors.New("not a replay store: records without meta bucket")
+		}
+		var err error
+		if meta, err = tx.CreateBucket(bucketMeta); err != nil {
+			return err
+		}
+		if err := meta.Put(metaVersion, []byte{formatVersion}); err != nil {
+			return err
+		}
+		if err := putCount(meta, 0); err != nil {
+			return err
+		}
+	}
+	if v := meta.Get(metaVersion); len(v) != 1 || v[0] != formatVersion {
+		return fmt.Errorf("unsupported file format version %x", v)
+	}
+	if len(meta.Get(metaCount)) != 8 {
+		return errors.New("malformed record count")
+	}
+	if _, err := tx.CreateBucketIfNotExists(bucketRecords); err != nil {
+		return err
+	}
+	_, err := tx.CreateBucketIfNotExists(bucketExpiry)
+	return err
+}
+
+// Path returns the path of the store's file.
+func (s *Store) Path() string { return s.path }
+
+// Close stops the background reclaimer and closes the file.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		<-s.done
+		s.closeErr = s.db.Close()
+	})
+	return s.closeErr
+}
+
+// Remember implements replay.Store.
+func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (replay.Record, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return replay.Record{}, false, err
+	}
+	if err := codec.Check(k, &rec); err != nil {
+		return replay.Record{}, false, err
+	}
+	rk := recordKey(k)
+	val := codec.Encode(rec)
+	var (
+		held     replay.Record
+		inserted bool
+		full     bool
+	)
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		held, inserted, full = replay.Record{}, false, false
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		now := s.now()
+		recs, idx, meta := buckets(tx)
+		if v := recs.Get(rk); v != nil {
+			old, err := codec.Decode(v)
+			if err != nil {
+				return fmt.Errorf("record for %q: %w", k, err)
+			}
+			if old.Live(now) {
+				held = old
+				return nil
+			}
+			// An expired record is replaced in place.
+			if !old.Expires.IsZero() {
+				if err := idx.Delete(indexKey(old.Expires, rk)); err != nil {
+					return err
+				}
+			}
+		} else {
+			n, err := getCount(meta)
+			if err != nil {
+				return err
+			}
+			if n >= s.max {
+				freed, _, err := reclaim(tx, now, reclaimOnFull)
+				if err != nil {
+					return err
+				}
+				n -= freed
+			}
+			if n >= s.max {
+				full = true
+				return nil
+			}
+			if err := putCount(meta, n+1); err != nil {
+				return err
+			}
+		}
+		if err := recs.Put(rk, val); err != nil {
+			return err
+		}
+		if !rec.Expires.IsZero() {
+			if err := idx.Put(indexKey(rec.Expires, rk), nil); err != nil {
+				return err
+			}
+		}
+		inserted = true
+		return nil
+	})
+	switch {
+	case err != nil:
+		return replay.Record{}, false, s.wrap(ctx, err)
+	case full:
+		return replay.Record{}, false, replay.ErrFull
+	case inserted:
+		return clone(rec), true, nil
+	}
+	return held, false, nil
+}
+
+// Get implements replay.Store.
+func (s *Store) Get(ctx context.Context, k replay.Key) (replay.Record, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return replay.Record{}, false, err
+	}
+	if err := codec.Check(k, nil); err != nil {
+		return replay.Record{}, false, err
+	}
+	var (
+		rec replay.Record
+		ok  bool
+	)
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketRecords).Get(recordKey(k))
+		if v == nil {
+			return nil
+		}
+		var err error
+		if rec, err = codec.Decode(v); err != nil {
+			return fmt.Errorf("record for %q: %w", k, err)
+		}
+		ok = rec.Live(s.now())
+		return nil
+	})
+	if err != nil {
+		return replay.Record{}, false, s.wrap(ctx, err)
+	}
+	if !ok {
+		return replay.Record{}, false, nil
+	}
+	return rec, true, nil
+}
+
+// Update implements replay.Store.
+func (s *Store) Update(ctx context.Context, k replay.Key, rec replay.Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := codec.Check(k, &rec); err != nil {
+		return err
+	}
+	rk := recordKey(k)
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		recs, idx, _ := buckets(tx)
+		v := recs.Get(rk)
+		if v == nil {
+			return replay.ErrNotFound
+		}
+		old, err := codec.Decode(v)
+		if err != nil {
+			return fmt.Errorf("record for %q: %w", k, err)
+		}
+		if !old.Live(s.now()) {
+			return replay.ErrNotFound
+		}
+		if !bytes.Equal(old.Digest, rec.Digest) {
+			return replay.ErrConflict
+		}
+		if !old.Expires.Equal(rec.Expires) {
+			if !old.Expires.IsZero() {
+				if err := idx.Delete(indexKey(old.Expires, rk)); err != nil {
+					return err
+				}
+			}
+			if !rec.Expires.IsZero() {
+				if err := idx.Put(indexKey(rec.Expires, rk), nil); err != nil {
+					return err
+				}
+			}
+		}
+		return recs.Put(rk, codec.Encode(rec))
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, replay.ErrNotFound), errors.Is(err, replay.ErrConflict):
+		return err
+	}
+	return s.wrap(ctx, err)
+}
+
+// wrap annotates an error from a transaction. Context errors pass as they
+// are; an error from a store that has been closed wraps
+// replay.ErrUnavailable.
+func (s *Store) wrap(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+		return err
+	}
+	if errors.Is(err, bolt.ErrDatabaseNotOpen) {
+		return fmt.Errorf("boltstore: %w: %w", replay.ErrUnavailable, err)
+	}
+	return fmt.Errorf("boltstore: %w", err)
+}
+
+// reclaimer deletes expired records every interval until Close.
+func (s *Store) reclaimer(every time.Duration) {
+	defer close(s.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		for {
+			var more bool
+			err := s.db.Update(func(tx *bolt.Tx) error {
+				var err error
+				_, more, err = reclaim(tx, s.now(), reclaimBatch)
+				return err
+			})
+			if err != nil || !more {
+				break
+			}
+			select {
+			case <-s.stop:
+				return
+			default:
+			}
+		}
+	}
+}
+
+// Reclaim deletes every expired record now, in transactions of a few
+// hundred records, and returns how many it deleted. The background
+// reclaimer does the same on its interval.
+func (s *Store) Reclaim(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		var (
+			freed uint64
+			more  bool
+		)
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			var err error
+			freed, more, err = reclaim(tx, s.now(), reclaimBatch)
+			return err
+		})
+		if err != nil {
+			return total, s.wrap(ctx, err)
+		}
+		total += int(freed)
+		if !more {
+			return total, nil
+		}
+	}
+}
+
+// reclaim deletes up to limit expired records, earliest first, and
+// reports how many records it deleted and whether more may be expired.
+func reclaim(tx *bolt.Tx, now time.Time, limit int) (freed uint64, more bool, err error) {
+	recs, idx, meta := buckets(tx)
+	var keys [][]byte
+	c := idx.Cursor()
+	for ik, _ := c.First(); ik != nil; ik, _ = c.Next() {
+		if len(keys) == limit {
+			more = true
+			break
+		}
+		exp, ok := indexTime(ik)
+		if ok && now.Before(exp) {
+			break
+		}
+		keys = append(keys, ik)
+	}
+	for _, ik := range keys {
+		exp, ok := indexTime(ik)
+		if ok {
+			rk := ik[12:]
+			if v := recs.Get(rk); v != nil {
+				old, err := codec.Decode(v)
+				// A record that does not decode is left for Get to
+				// report; one whose expiry moved has another index
+				// entry.
+				if err == nil && old.Expires.Equal(exp) && !old.Live(now) {
+					if err := recs.Delete(rk); err != nil {
+						return freed, false, err
+					}
+					freed++
+				}
+			}
+		}
+		if err := idx.Delete(ik); err != nil {
+			return freed, false, err
+		}
+	}
+	if freed > 0 {
+		n, err := getCount(meta)
+		if err != nil {
+			return 0, false, err
+		}
+		if freed > n {
+			n = freed // a count that lags cannot go below zero
+		}
+		if err := putCount(meta, n-freed); err != nil {
+			return 0, false, err
+		}
+	}
+	return freed, more, nil
+}
+
+func buckets(tx *bolt.Tx) (recs, idx, meta *bolt.Bucket) {
+	return tx.Bucket(bucketRecords), tx.Bucket(bucketExpiry), tx.Bucket(bucketMeta)
+}
+
+func getCount(meta *bolt.Bucket) (uint64, error) {
+	v := meta.Get(metaCount)
+	if len(v) != 8 {
+		return 0, errors.New("malformed record count")
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+func putCount(meta *bolt.Bucket, n uint64) error {
+	return meta.Put(metaCount, binary.BigEndian.AppendUint64(nil, n))
+}
+
+// recordKey is uvarint(len(iss)) || iss || hop.
+func recordKey(k replay.Key) []byte {
+	b := make([]byte, 0, binary.MaxVarintLen64+len(k.Iss)+len(k.Hop))
+	b = binary.AppendUvarint(b, uint64(len(k.Iss)))
+	b = append(b, k.Iss...)
+	return append(b, k.Hop...)
+}
+
+// indexKey orders records by expiry: the Unix seconds with the sign bit
+// flipped so that big-endian order is time order, then the nanoseconds.
+func indexKey(exp time.Time, rk []byte) []byte {
+	b := make([]byte, 12, 12+len(rk))
+	binary.BigEndian.PutUint64(b, uint64(exp.Unix())^1<<63)
+	binary.BigEndian.PutUint32(b[8:], uint32(exp.Nanosecond()))
+	return append(b, rk...)
+}
+
+func indexTime(ik []byte) (time.Time, bool) {
+	if len(ik) < 12 {
+		return time.Time{}, false
+	}
+	sec := int64(binary.BigEndian.Uint64(ik) ^ 1<<63)
+	nsec := binary.BigEndian.Uint32(ik[8:])
+	if nsec >= 1e9 {
+		return time.Time{}, false
+	}
+	return time.Unix(sec, int64(nsec)), true
+}
+
+func clone(r replay.Record) replay.Record {
+	r.Digest = bytes.Clone(r.Digest)
+	r.Status = bytes.Clone(r.Status)
+	return r
+}

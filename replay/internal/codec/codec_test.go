@@ -1,0 +1,104 @@
+package codec
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentproto/handoff/replay"
+)
+
+func sample() []replay.Record {
+	d := sha256.Sum256([]byte("offer"))
+	return []replay.Record{
+		{Digest: d[:]},
+		{Digest: d[:], Expires: time.Unix(1893456000, 123456789), State: "accepted", Status: []byte{0, 1, 0xff}},
+		{Digest: d[:], Expires: time.Unix(-1, 0), State: "completed"},
+		{Digest: d[:], Expires: time.Date(9999, 1, 1, 0, 0, 0, 1, time.UTC), Status: bytes.Repeat([]byte{7}, 300)},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, rec := range sample() {
+		b := Encode(rec)
+		got, err := Decode(b)
+		require.NoError(t, err)
+		assert.True(t, rec.Equal(got), "%+v != %+v", rec, got)
+		assert.Equal(t, rec.Digest, b[DigestOffset:DigestOffset+DigestSize])
+		assert.Equal(t, b, Encode(got))
+	}
+}
+
+func TestKnownEncoding(t *testing.T) {
+	d := bytes.Repeat([]byte{0xdd}, 32)
+	b := Encode(replay.Record{Digest: d, Expires: time.Unix(0x0102030405, 6), State: "ok", Status: []byte{0xaa}})
+	want := append([]byte{1}, d...)
+	want = append(want, 1, 0, 0, 0, 1, 2, 3, 4, 5, 0, 0, 0, 6, 2, 'o', 'k', 1, 0xaa)
+	assert.Equal(t, want, b)
+}
+
+func TestMalformed(t *testing.T) {
+	good := Encode(sample()[1])
+	mutate := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
+	zeroExpiry := Encode(sample()[0])
+	for name, b := range map[string][]byte{
+		"empty":        nil,
+		"short header": good[:headerSize-1],
+		"version":      mutate(func(b []byte) []byte { b[0] = 2; return b }),
+		"flags":        mutate(func(b []byte) []byte { b[1+DigestSize] = 3; return b }),
+		"nanos":        mutate(func(b []byte) []byte { b[10+DigestSize] = 0xff; return b }),
+		"time without flag": func() []byte {
+			b := bytes.Clone(zeroExpiry)
+			b[9+DigestSize] = 1
+			return b
+		}(),
+		"no state length":  good[:headerSize],
+		"state past end":   mutate(func(b []byte) []byte { b[headerSize] = 100; return b }),
+		"truncated status": good[:len(good)-1],
+		"trailing":         append(bytes.Clone(good), 0),
+		"non-minimal":      append(append(bytes.Clone(zeroExpiry[:headerSize]), 0x80, 0x00), 0),
+		"huge length":      append(bytes.Clone(zeroExpiry[:headerSize]), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01),
+	} {
+		rec, err := Decode(b)
+		assert.ErrorIs(t, err, ErrMalformed, name)
+		assert.Nil(t, rec.Digest, name)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	d := make([]byte, 32)
+	assert.NoError(t, Check(replay.Key{Iss: "i", Hop: "h"}, &replay.Record{Digest: d}))
+	assert.NoError(t, Check(replay.Key{Iss: "i", Hop: "h"}, nil))
+	assert.ErrorIs(t, Check(replay.Key{Hop: "h"}, nil), replay.ErrInvalid)
+	assert.ErrorIs(t, Check(replay.Key{Iss: "i"}, nil), replay.ErrInvalid)
+	assert.ErrorIs(t, Check(replay.Key{Iss: "i", Hop: "h"}, &replay.Record{Digest: d[:31]}), replay.ErrInvalid)
+}
+
+func FuzzDecode(f *testing.F) {
+	for _, rec := range sample() {
+		f.Add(Encode(rec))
+	}
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rec, err := Decode(b)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			}
+			if rec.Digest != nil || rec.Status != nil || rec.State != "" || !rec.Expires.IsZero() {
+				t.Fatalf("error with a non-empty record %+v", rec)
+			}
+			return
+		}
+		// Decoding is strict: a value that decodes is the only encoding of
+		// its record.
+		if again := Encode(rec); !bytes.Equal(again, b) {
+			t.Fatalf("decode/encode changed %x to %x", b, again)
+		}
+	})
+}

@@ -1,0 +1,139 @@
+package replay_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentproto/handoff/replay"
+	"github.com/agentproto/handoff/replay/storetest"
+)
+
+func TestMemory(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, now func() time.Time) replay.Store {
+		return replay.NewMemory(replay.MemoryOptions{Now: now})
+	}, storetest.Options{})
+}
+
+func TestMemoryBounded(t *testing.T) {
+	const max = 200
+	storetest.Run(t, func(t *testing.T, now func() time.Time) replay.Store {
+		return replay.NewMemory(replay.MemoryOptions{MaxEntries: max, Now: now})
+	}, storetest.Options{MaxEntries: max})
+}
+
+func TestMemoryRealTime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sleeps")
+	}
+	// The real-time mode of the suite, exercised against a store known to
+	// be correct, so that its margins are checked here too.
+	storetest.Run(t, func(t *testing.T, now func() time.Time) replay.Store {
+		return replay.NewMemory(replay.MemoryOptions{MaxEntries: 64})
+	}, storetest.Options{RealTime: true, MaxEntries: 64})
+}
+
+func TestMemoryDefaults(t *testing.T) {
+	s := replay.NewMemory(replay.MemoryOptions{})
+	defer s.Close()
+	ctx := context.Background()
+	k := replay.Key{Iss: "iss", Hop: "hop"}
+	d := sha256.Sum256([]byte("offer"))
+	// The default clock is the real one.
+	_, inserted, err := s.Remember(ctx, k, replay.Record{Digest: d[:], Expires: time.Now().Add(-time.Second)})
+	require.NoError(t, err)
+	assert.True(t, inserted)
+	_, ok, err := s.Get(ctx, k)
+	require.NoError(t, err)
+	assert.False(t, ok, "a record expired by the real clock is absent")
+}
+
+// TestMemoryFullSweep checks that a full store refuses while no record has
+// expired and makes room from each record as soon as it expires.
+func TestMemoryFullSweep(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1e9, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s := replay.NewMemory(replay.MemoryOptions{MaxEntries: 3, Now: clock})
+	ctx := context.Background()
+	rec := func(i int, exp time.Time) replay.Record {
+		d := sha256.Sum256(fmt.Appendf(nil, "offer %d", i))
+		return replay.Record{Digest: d[:], Expires: exp}
+	}
+	k := func(i int) replay.Key { return replay.Key{Iss: "iss", Hop: fmt.Sprint(i)} }
+	for i, exp := range []time.Time{now.Add(2 * time.Second), now.Add(time.Second), {}} {
+		_, ok, err := s.Remember(ctx, k(i), rec(i, exp))
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	_, _, err := s.Remember(ctx, k(3), rec(3, time.Time{}))
+	require.ErrorIs(t, err, replay.ErrFull)
+
+	mu.Lock()
+	now = now.Add(time.Second) // record 1 expires
+	mu.Unlock()
+	_, ok, err := s.Remember(ctx, k(3), rec(3, now.Add(time.Hour)))
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, _, err = s.Remember(ctx, k(4), rec(4, time.Time{}))
+	require.ErrorIs(t, err, replay.ErrFull)
+
+	mu.Lock()
+	now = now.Add(time.Second) // record 0 expires
+	mu.Unlock()
+	_, ok, err = s.Remember(ctx, k(4), rec(4, time.Time{}))
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	// An Update that shortens a retention makes its record reclaimable.
+	require.NoError(t, s.Update(ctx, k(3), rec(3, now.Add(time.Second))))
+	mu.Lock()
+	now = now.Add(time.Second)
+	mu.Unlock()
+	_, ok, err = s.Remember(ctx, k(5), rec(5, time.Time{}))
+	require.NoError(t, err)
+	require.True(t, ok)
+	for _, i := range []int{2, 4, 5} {
+		_, ok, err := s.Get(ctx, k(i))
+		require.NoError(t, err)
+		assert.True(t, ok, "record %d", i)
+	}
+}
+
+func TestMemoryConcurrentFull(t *testing.T) {
+	// Many writers racing for the last slots never exceed the bound.
+	const max = 100
+	s := replay.NewMemory(replay.MemoryOptions{MaxEntries: max})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	inserted, full := 0, 0
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				d := sha256.Sum256(fmt.Appendf(nil, "%d/%d", g, i))
+				_, ok, err := s.Remember(ctx, replay.Key{Iss: "iss", Hop: fmt.Sprint(g, "/", i)}, replay.Record{Digest: d[:]})
+				mu.Lock()
+				switch {
+				case err == nil && ok:
+					inserted++
+				case err != nil:
+					assert.ErrorIs(t, err, replay.ErrFull)
+					full++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, max, inserted)
+	assert.Equal(t, 16*20-max, full)
+}

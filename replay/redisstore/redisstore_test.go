@@ -1,0 +1,420 @@
+package redisstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentproto/handoff/replay"
+	"github.com/agentproto/handoff/replay/storetest"
+)
+
+// The tests use the Redis server at HANDOFF_REDIS_ADDR (default
+// 127.0.0.1:6399; .ci/redis.sh starts one). When none answers they are
+// skipped, unless CI is set or HANDOFF_REQUIRE_REDIS=1, when they fail.
+// The restart and memory tests start their own redis-server from PATH.
+
+const defaultAddr = "127.0.0.1:6399"
+
+func required() bool {
+	return os.Getenv("CI") != "" || os.Getenv("HANDOFF_REQUIRE_REDIS") == "1"
+}
+
+// missing skips or fails the test for a missing dependency.
+func missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if required() {
+		t.Fatalf("%s (required: CI or HANDOFF_REQUIRE_REDIS=1 is set)", msg)
+	}
+	t.Skipf("%s; run .ci/redis.sh or set HANDOFF_REDIS_ADDR (CI=1 or HANDOFF_REQUIRE_REDIS=1 turns this skip into a failure)", msg)
+}
+
+func clientOptions(addr string) *redis.Options {
+	return &redis.Options{
+		Addr:                  addr,
+		DialTimeout:           time.Second,
+		ReadTimeout:           2 * time.Second,
+		WriteTimeout:          2 * time.Second,
+		ContextTimeoutEnabled: true,
+	}
+}
+
+// testClient returns a client of the shared test server.
+func testClient(t testing.TB) *redis.Client {
+	t.Helper()
+	addr := os.Getenv("HANDOFF_REDIS_ADDR")
+	if addr == "" {
+		addr = defaultAddr
+	}
+	probeOpts := clientOptions(addr)
+	probeOpts.MaxRetries, probeOpts.DialerRetries = -1, 1
+	probe := redis.NewClient(probeOpts)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := probe.Ping(ctx).Err()
+	probe.Close()
+	if err != nil {
+		missing(t, "no Redis server answers at %s: %v", addr, err)
+	}
+	c := redis.NewClient(clientOptions(addr))
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// testPrefix returns a prefix no other test uses, and deletes its keys when
+// the test ends.
+func testPrefix(t testing.TB, c redis.UniversalClient) string {
+	var b [8]byte
+	rand.Read(b[:])
+	prefix := "handofftest-" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			c.Del(ctx, iter.Val())
+		}
+	})
+	return prefix
+}
+
+func digest(s string) []byte {
+	d := sha256.Sum256([]byte(s))
+	return d[:]
+}
+
+func TestStore(t *testing.T) {
+	c := testClient(t)
+	storetest.Run(t, func(t *testing.T, now func() time.Time) replay.Store {
+		return New(c, Options{Prefix: testPrefix(t, c)})
+	}, storetest.Options{
+		RealTime: true,
+		Reopen: func(t *testing.T, closed replay.Store, now func() time.Time) replay.Store {
+			// A new store over the same server and prefix: nothing is
+			// kept in the client.
+			return New(c, Options{Prefix: closed.(*Store).prefix})
+		},
+	})
+}
+
+func TestKey(t *testing.T) {
+	s := New(nil, Options{})
+	for _, k := range []replay.Key{
+		{Iss: "a", Hop: "b"},
+		{Iss: "a}|{b", Hop: "}{|"},
+		{Iss: "{", Hop: "}"},
+		{Iss: "\x00\xff", Hop: "é"},
+	} {
+		key := s.key(k)
+		require.True(t, strings.HasPrefix(key, DefaultPrefix+":{"), key)
+		require.True(t, strings.HasSuffix(key, "}"), key)
+		assert.Equal(t, 1, strings.Count(key, "{"), key)
+		assert.Equal(t, 1, strings.Count(key, "}"), key)
+		// The hash tag is the text between the braces: both parts decode
+		// back to the key.
+		tag := key[strings.IndexByte(key, '{')+1 : len(key)-1]
+		iss, hop, ok := strings.Cut(tag, "|")
+		require.True(t, ok, key)
+		gotIss, err := base64.RawURLEncoding.DecodeString(iss)
+		require.NoError(t, err)
+		gotHop, err := base64.RawURLEncoding.DecodeString(hop)
+		require.NoError(t, err)
+		assert.Equal(t, k, replay.Key{Iss: string(gotIss), Hop: string(gotHop)})
+	}
+	assert.Equal(t, "p:{YQ|Yg}", New(nil, Options{Prefix: "p"}).key(replay.Key{Iss: "a", Hop: "b"}))
+	assert.Panics(t, func() { New(nil, Options{Prefix: "a{b"}) })
+	assert.Panics(t, func() { New(nil, Options{Prefix: "a}"}) })
+}
+
+func TestPXAT(t *testing.T) {
+	for _, tc := range []struct {
+		t    time.Time
+		want string
+	}{
+		{time.Time{}, ""},
+		{time.Unix(1, 0), "1000"},
+		{time.Unix(1, 1), "1001"},
+		{time.Unix(1, 999_000_000), "1999"},
+		{time.Unix(1, 999_000_001), "2000"},
+		{time.Unix(0, 0), "1"},
+		{time.Unix(-5, 0), "1"},
+		{time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), "253402214400000"},
+		{time.Unix(1<<62, 0), ""},
+	} {
+		assert.Equal(t, tc.want, pxat(tc.t), "%v", tc.t)
+	}
+}
+
+// closedAddr returns an address on which nothing listens.
+func closedAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+func requireUnavailable(t *testing.T, s *Store, k replay.Key, rec replay.Record) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	held, inserted, err := s.Remember(ctx, k, rec)
+	assert.ErrorIs(t, err, replay.ErrUnavailable, "Remember")
+	assert.False(t, inserted, "Remember must never report an insert it could not make")
+	assert.Nil(t, held.Digest)
+	_, ok, err := s.Get(ctx, k)
+	assert.ErrorIs(t, err, replay.ErrUnavailable, "Get")
+	assert.False(t, ok)
+	assert.ErrorIs(t, s.Update(ctx, k, rec), replay.ErrUnavailable, "Update")
+}
+
+func TestOutage(t *testing.T) {
+	opts := clientOptions(closedAddr(t))
+	opts.MaxRetries, opts.DialerRetries = -1, 1
+	c := redis.NewClient(opts)
+	defer c.Close()
+	s := New(c, Options{})
+	requireUnavailable(t, s, replay.Key{Iss: "iss", Hop: "hop"}, replay.Record{Digest: digest("offer")})
+}
+
+func TestTimeout(t *testing.T) {
+	// A server that accepts connections and never answers.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	opts := clientOptions(l.Addr().String())
+	opts.ReadTimeout = 100 * time.Millisecond
+	opts.MaxRetries = -1
+	c := redis.NewClient(opts)
+	defer c.Close()
+	s := New(c, Options{})
+	start := time.Now()
+	requireUnavailable(t, s, replay.Key{Iss: "iss", Hop: "hop"}, replay.Record{Digest: digest("offer")})
+	assert.Less(t, time.Since(start), 8*time.Second)
+
+	// A context deadline bounds the wait as well.
+	opts.ReadTimeout = time.Minute
+	c2 := redis.NewClient(opts)
+	defer c2.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, inserted, err := New(c2, Options{}).Remember(ctx, replay.Key{Iss: "iss", Hop: "hop"}, replay.Record{Digest: digest("offer")})
+	assert.ErrorIs(t, err, replay.ErrUnavailable)
+	assert.False(t, inserted)
+	assert.Less(t, time.Since(start), 15*time.Second)
+}
+
+func TestMalformedValue(t *testing.T) {
+	c := testClient(t)
+	s := New(c, Options{Prefix: testPrefix(t, c)})
+	ctx := context.Background()
+	k := replay.Key{Iss: "iss", Hop: "hop"}
+	for _, bad := range []string{"", "\x02", "\x01short", "\x01" + strings.Repeat("\x00", 45) + "\xff"} {
+		require.NoError(t, c.Set(ctx, s.key(k), bad, 0).Err())
+		_, ok, err := s.Get(ctx, k)
+		assert.Error(t, err, "Get of %q", bad)
+		assert.False(t, ok)
+		_, inserted, err := s.Remember(ctx, k, replay.Record{Digest: digest("x")})
+		assert.Error(t, err, "Remember over %q", bad)
+		assert.False(t, inserted)
+		assert.Error(t, s.Update(ctx, k, replay.Record{Digest: digest("x")}), "Update over %q", bad)
+	}
+	// A key of another type is an error too.
+	require.NoError(t, c.Del(ctx, s.key(k)).Err())
+	require.NoError(t, c.LPush(ctx, s.key(k), "x").Err())
+	_, inserted, err := s.Remember(ctx, k, replay.Record{Digest: digest("x")})
+	assert.Error(t, err)
+	assert.False(t, inserted)
+}
+
+// server is a redis-server run by a test.
+type server struct {
+	t    *testing.T
+	args []string
+	addr string
+	cmd  *exec.Cmd
+	log  *bytes.Buffer
+}
+
+// startServer starts redis-server on a free port with the given
+// configuration, in a temporary directory kept across restarts.
+func startServer(t *testing.T, conf ...string) *server {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		missing(t, "redis-server is not on PATH")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	args := append([]string{bin,
+		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--dir", t.TempDir(), "--save", "", "--daemonize", "no",
+	}, conf...)
+	s := &server{t: t, args: args, addr: fmt.Sprintf("127.0.0.1:%d", port)}
+	s.start()
+	t.Cleanup(s.kill)
+	return s
+}
+
+func (s *server) start() {
+	s.t.Helper()
+	s.log = new(bytes.Buffer)
+	s.cmd = exec.Command(s.args[0], s.args[1:]...)
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	require.NoError(s.t, s.cmd.Start())
+	c := redis.NewClient(clientOptions(s.addr))
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := c.Ping(context.Background()).Err()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.kill()
+			s.t.Fatalf("redis-server on %s did not answer: %v\n%s", s.addr, err, s.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// kill ends the server abruptly, as a crash would.
+func (s *server) kill() {
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+	s.cmd = nil
+}
+
+// TestRestart kills a server with an append-only file synced on every
+// write, checks that the store fails closed meanwhile, restarts it over the
+// same directory and checks that every acknowledged record is still held.
+func TestRestart(t *testing.T) {
+	srv := startServer(t, "--appendonly", "yes", "--appendfsync", "always")
+	opts := clientOptions(srv.addr)
+	opts.MaxRetries, opts.DialerRetries = -1, 1
+	c := redis.NewClient(opts)
+	defer c.Close()
+	s := New(c, Options{})
+	ctx := context.Background()
+
+	key := func(i int) replay.Key {
+		return replay.Key{Iss: "https://delegator.example", Hop: fmt.Sprint("hop-", i)}
+	}
+	exp := time.Now().Add(time.Hour)
+	const n = 200
+	recs := make([]replay.Record, n)
+	for i := range n {
+		recs[i] = replay.Record{Digest: digest(fmt.Sprint(i)), Expires: exp}
+		switch i % 3 {
+		case 1:
+			recs[i].Expires = time.Time{}
+		case 2:
+			recs[i].Expires = time.Now().Add(-time.Second) // expired
+		}
+		_, inserted, err := s.Remember(ctx, key(i), recs[i])
+		require.NoError(t, err)
+		require.True(t, inserted)
+		if i%5 == 0 && i%3 != 2 {
+			recs[i].State, recs[i].Status = "completed", []byte(fmt.Sprint("status ", i))
+			require.NoError(t, s.Update(ctx, key(i), recs[i]))
+		}
+	}
+
+	srv.kill()
+	requireUnavailable(t, s, key(n), replay.Record{Digest: digest("during the outage")})
+
+	srv.start()
+	for i := range n {
+		got, ok, err := s.Get(ctx, key(i))
+		require.NoError(t, err, "Get after the restart")
+		if i%3 == 2 {
+			assert.False(t, ok, "expired record %d", i)
+			continue
+		}
+		if assert.True(t, ok, "record %d", i) {
+			assert.True(t, recs[i].Equal(got), "record %d: got %+v, want %+v", i, got, recs[i])
+		}
+	}
+	held, inserted, err := s.Remember(ctx, key(0), replay.Record{Digest: digest("equivocating offer")})
+	require.NoError(t, err)
+	assert.False(t, inserted)
+	assert.True(t, recs[0].Equal(held))
+	_, inserted, err = s.Remember(ctx, key(n), replay.Record{Digest: digest("after the outage")})
+	require.NoError(t, err)
+	assert.True(t, inserted, "the record refused during the outage was never written")
+}
+
+// TestServerFull fills a server that may not evict and checks that new hops
+// are refused with ErrFull while held ones are still answered.
+func TestServerFull(t *testing.T) {
+	srv := startServer(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction", "--appendonly", "no")
+	c := redis.NewClient(clientOptions(srv.addr))
+	defer c.Close()
+	s := New(c, Options{})
+	ctx := context.Background()
+	status := bytes.Repeat([]byte{0xa5}, 8<<10)
+	key := func(i int) replay.Key { return replay.Key{Iss: "iss", Hop: fmt.Sprint(i)} }
+	full := -1
+	for i := range 10000 {
+		_, inserted, err := s.Remember(ctx, key(i), replay.Record{Digest: digest(fmt.Sprint(i)), Status: status})
+		if err != nil {
+			require.ErrorIs(t, err, replay.ErrFull)
+			assert.False(t, inserted)
+			full = i
+			break
+		}
+		require.True(t, inserted)
+	}
+	require.Greater(t, full, 0, "the server never filled up")
+	for i := range full {
+		held, inserted, err := s.Remember(ctx, key(i), replay.Record{Digest: digest("other")})
+		require.NoError(t, err, "Remember of held hop %d in a full server", i)
+		assert.False(t, inserted)
+		assert.Equal(t, digest(fmt.Sprint(i)), held.Digest)
+	}
+	_, ok, err := s.Get(ctx, key(full))
+	require.NoError(t, err)
+	assert.False(t, ok)
+}
