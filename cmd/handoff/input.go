@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"strings"
+
+	"github.com/agentproto/handoff"
+)
+
+// input is a file read as a Handoff object or as one signed element.
+type input struct {
+	handoff *handoff.Handoff // nil for a single element
+	enc     handoff.Encoding // of the Handoff object
+	single  handoff.Signed   // the element, when handoff is nil
+}
+
+// trimText removes white space around a text input (a JWS compact
+// serialization written with a trailing newline, say). Binary COSE input,
+// which starts with the tag octet 0xd2, is never altered: its digest is
+// over its octets exactly.
+func trimText(b []byte) []byte {
+	if len(b) > 0 && b[0] == 0xd2 {
+		return b
+	}
+	return bytes.TrimSpace(b)
+}
+
+// parseInput reads data as a single signed element (JWS compact or tagged
+// COSE_Sign1) or else as a Handoff object (JSON or CBOR).
+func parseInput(data []byte) (*input, error) {
+	if s, err := handoff.ParseSigned(trimText(data), handoff.Limits{}); err == nil {
+		return &input{single: s}, nil
+	}
+	h, enc, err := handoff.ParseHandoff(data, handoff.Limits{})
+	if err != nil {
+		return nil, fmt.Errorf("neither a Handoff object nor a signed element: %w", err)
+	}
+	return &input{handoff: h, enc: enc}, nil
+}
+
+// offerElement returns the offer an input names: the Handoff's offer, or
+// the single element.
+func (in *input) offerElement() handoff.Signed {
+	if in.handoff != nil {
+		return in.handoff.Offer
+	}
+	return in.single
+}
+
+// b64 is base64url without padding, the wire form of digests.
+func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+// digestOut is a Digest value in output: its val in base64url, or "" for
+// none.
+func digestOut(d handoff.Digest) string {
+	if d.IsZero() {
+		return ""
+	}
+	return d.B64()
+}
+
+// refOut is one reference in JSON output.
+type refOut struct {
+	Kind    string `json:"kind"`
+	Alg     string `json:"alg"`
+	Dig     string `json:"dig"`
+	Loc     string `json:"loc"`
+	Outcome string `json:"outcome"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+func refsOut(rs []handoff.RefResult) []refOut {
+	out := make([]refOut, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, refOut{Kind: r.Ref.Kind, Alg: r.Ref.Dig.Alg, Dig: r.Ref.Dig.B64(), Loc: r.Ref.Loc,
+			Outcome: string(r.Outcome), Detail: r.Detail})
+	}
+	return out
+}
+
+func notChecked(refs []handoff.ContextRef) []handoff.RefResult {
+	out := make([]handoff.RefResult, len(refs))
+	for i, r := range refs {
+		out[i] = handoff.RefResult{Ref: r, Outcome: handoff.RefNotChecked}
+	}
+	return out
+}
+
+// cutSpec splits "A=B" at the first "=".
+func cutSpec(s string) (a, b string, hasB bool) {
+	a, b, hasB = strings.Cut(s, "=")
+	return a, b, hasB
+}

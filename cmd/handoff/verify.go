@@ -1,0 +1,352 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/base64"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/replay"
+	"github.com/agentproto/handoff/replay/boltstore"
+)
+
+// verifyOutput is the one JSON object verify prints. Its members are a
+// contract: see README.md.
+type verifyOutput struct {
+	Accepted       bool       `json:"accepted"`
+	Retransmission bool       `json:"retransmission"`
+	Reason         string     `json:"reason"`
+	Detail         string     `json:"detail"`
+	Equivocation   string     `json:"equivocation"`
+	OfferDigest    string     `json:"offer_digest"`
+	FirstDigest    string     `json:"first_digest"`
+	OfferVerified  bool       `json:"offer_verified"`
+	Iss            string     `json:"iss"`
+	Aud            string     `json:"aud"`
+	Hop            string     `json:"hop"`
+	Dialog         string     `json:"dialog"`
+	Task           string     `json:"task"`
+	Iat            *uint64    `json:"iat"`
+	Exp            *uint64    `json:"exp"`
+	Chain          string     `json:"chain"`
+	Links          []linkOut  `json:"links"`
+	Refs           []refOut   `json:"refs"`
+	Checks         []checkOut `json:"checks"`
+	Now            int64      `json:"now"`
+}
+
+type linkOut struct {
+	Digest   string `json:"digest"`
+	Iss      string `json:"iss"`
+	Aud      string `json:"aud"`
+	Hop      string `json:"hop"`
+	Verified bool   `json:"verified"`
+}
+
+type checkOut struct {
+	Step   int    `json:"step"`
+	Check  string `json:"check"`
+	Result string `json:"result"`
+}
+
+// The seven checks of section 5.1, in order.
+var checkNames = [...]string{"signature", "audience", "freshness", "memory", "dialog", "chain", "refs"}
+
+func runVerify(e *env, args []string) int {
+	fset := newFlagSet("verify")
+	self := fset.String("self", "", "this receiver's `AGENTID`: offers must name it as aud (required)")
+	trustPath := fset.String("trust", "", "trust file: each AgentId -> JWK Set of public keys (`TRUST.json`, required)")
+	now := &unixFlag{}
+	fset.Var(now, "now", "evaluation time in `UNIX` seconds (default: the clock)")
+	dialog := fset.String("dialog", "", "the host dialog `ID`; when absent the dialog check is skipped")
+	skew := &secondsFlag{d: handoff.DefaultSkew}
+	fset.Var(skew, "skew", "clock skew allowed, in `SECONDS` (at least 1)")
+	maxLife := &secondsFlag{d: handoff.DefaultMaxLifetime}
+	fset.Var(maxLife, "max-lifetime", "longest exp - iat accepted, in `SECONDS` (at least 1)")
+	maxChain := fset.Int("max-chain", handoff.DefaultMaxChain, "longest chain accepted; a longer one is rejected as too-deep (at least 1)")
+	requireChain := fset.Bool("require-chain", false, "reject with \"policy\" unless the chain is full: verified back to its start")
+	replayDB := fset.String("replay-db", "", "bbolt `FILE` keeping the (iss, hop) memory across runs; created when missing "+
+		"(default: memory that lasts this run only)")
+	refsPolicy := fset.String("refs", "not-checked", "reference `POLICY`: not-checked, available (check what --ref-object supplies; a mismatch rejects) "+
+		"or required (every reference must verify); default available when --ref-object is given")
+	var refObjects, refSalts listFlag
+	fset.Var(&refObjects, "ref-object", "FILE holds the object of the references whose loc is LOC (`LOC=FILE`, repeatable)")
+	fset.Var(&refSalts, "ref-salt", "SALT is the base64url salt delivered with the object at LOC, for \"salted-digest\" (`LOC=SALT`, repeatable)")
+	usage := func() string {
+		return usageText(fset, `Usage: handoff verify --self AGENTID --trust TRUST.json [--now UNIX] [--dialog ID]
+                      [--skew 60] [--max-lifetime 300] [--max-chain 16]
+                      [--require-chain] [--replay-db FILE] HANDOFF_FILE|-
+
+Runs the receive checks of the draft (section 5.1) on a Handoff object, JSON
+or CBOR (detected; "-" reads stdin), as the agent --self: signature with a
+key TRUST.json binds to iss, audience, freshness, (iss, hop) memory,
+dialog, chain, references. The first failure ends processing.
+
+Prints exactly one JSON object on stdout: "accepted", "retransmission",
+"reason" (the draft's reason code; "" when accepted or a retransmission),
+"detail", "equivocation", "offer_digest", "chain", "iss", "aud", "hop",
+"dialog", "refs", "checks" and more (see README.md).
+
+Exit status: 0 accepted; 1 not accepted, including a retransmission and
+equivocation; 2 usage or I/O error (message on stderr, nothing on stdout).
+
+Without --replay-db the memory of hops lasts this run only: only a
+--replay-db catches a replay across runs. An offer that passed the first
+three checks is remembered even when a later check rejects it.`, `  handoff verify --self spiffe://b.example/agent/coder --trust trust.json h.json
+  handoff verify --self spiffe://b.example/agent/coder --trust trust.json \
+      --now 1793000003 --dialog ctx-7c1e --require-chain handoff.json
+  # memory across runs: the second run reports a retransmission (exit 1)
+  handoff verify --self B --trust trust.json --replay-db seen.db h.json
+  handoff verify --self B --trust trust.json --replay-db seen.db h.json
+  # check a reference against the object delivered with the task
+  handoff verify --self B --trust trust.json --ref-object https://a.example/ctx/9=issue.json h.json
+  cat h.json | handoff verify --self B --trust trust.json -`)
+	}
+	pos, code, ok := e.parse(fset, usage, args)
+	if !ok {
+		return code
+	}
+	const cmd = "verify"
+	explicit := map[string]bool{}
+	fset.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	switch {
+	case len(pos) == 0:
+		return e.usagef(cmd, "HANDOFF_FILE (or - for stdin) is required")
+	case len(pos) > 1:
+		return e.usagef(cmd, "one HANDOFF_FILE expected, got %d arguments", len(pos))
+	case *self == "":
+		return e.usagef(cmd, "--self is required")
+	case *trustPath == "":
+		return e.usagef(cmd, "--trust is required")
+	case skew.d < time.Second:
+		// The library reads a zero skew as "the default", 60 s.
+		return e.usagef(cmd, "--skew must be at least 1 second")
+	case maxLife.d < time.Second:
+		return e.usagef(cmd, "--max-lifetime must be at least 1 second")
+	case *maxChain < 1:
+		return e.usagef(cmd, "--max-chain must be at least 1")
+	}
+	var refPol handoff.RefPolicy
+	switch *refsPolicy {
+	case "not-checked":
+		refPol = handoff.RefsNotChecked
+		if len(refObjects) > 0 && !explicit["refs"] {
+			refPol = handoff.RefsCheckAvailable
+		}
+	case "available":
+		refPol = handoff.RefsCheckAvailable
+	case "required":
+		refPol = handoff.RefsRequired
+	default:
+		return e.usagef(cmd, "--refs %q: want not-checked, available or required", *refsPolicy)
+	}
+	objects, err := refObjectsFrom(refObjects, refSalts)
+	if err != nil {
+		return e.usagef(cmd, "%v", err)
+	}
+
+	trustDoc, err := os.ReadFile(*trustPath)
+	if err != nil {
+		return e.failf(cmd, "--trust: %v", err)
+	}
+	trust, err := handoff.ParseTrust(trustDoc)
+	if err != nil {
+		return e.failf(cmd, "--trust %s: %v", *trustPath, err)
+	}
+	data, err := e.readInput(pos[0])
+	if err != nil {
+		return e.failf(cmd, "%v", err)
+	}
+
+	// verify signs nothing, but an Agent needs a Signer: an ephemeral key
+	// that leaves no trace.
+	ephemeral, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return e.failf(cmd, "%v", err)
+	}
+	signer, err := handoff.NewSigner(ephemeral, handoff.JWS, nil)
+	if err != nil {
+		return e.failf(cmd, "%v", err)
+	}
+	clock := now.clock()
+	var store replay.Store
+	if *replayDB != "" {
+		// A file that did not exist starts with no history. The store is
+		// durable, so nothing was lost: Config.MemoryLostAt stays zero.
+		// No background reclaimer: it would delete by the --now clock, and
+		// a run evaluated in the future must not erase records that are
+		// still live by the real clock.
+		bs, err := boltstore.Open(*replayDB, boltstore.Options{Now: clock, ReclaimEvery: -1})
+		if err != nil {
+			return e.failf(cmd, "--replay-db: %v", err)
+		}
+		store = bs
+	} else {
+		store = replay.NewMemory(replay.MemoryOptions{Now: clock})
+	}
+	lim := handoff.Limits{MaxChain: *maxChain}
+	agent, err := handoff.NewAgent(handoff.Config{
+		ID: handoff.AgentID(*self), Signer: signer, Trust: trust, Store: store, Now: clock,
+		Skew: skew.d, MaxLifetime: maxLife.d, Limits: lim,
+		Chain:     handoff.ChainPolicy{RequireFull: *requireChain},
+		Refs:      refPol,
+		RefSource: handoff.RefsByLoc(objects),
+	})
+	if err != nil {
+		store.Close()
+		return e.failf(cmd, "%v", err)
+	}
+	r, err := agent.Receive(context.Background(), data, handoff.Host{Dialog: *dialog})
+	// Close before printing: an answer is printed only once the memory
+	// of it is safely stored.
+	if cerr := store.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("closing --replay-db: %w", cerr)
+	}
+	if err != nil {
+		return e.failf(cmd, "replay store: %v", err)
+	}
+	res := verifyResult(r, trust, lim, clock(), *dialog != "", refPol)
+	if err := e.printJSON(res); err != nil {
+		return e.failf(cmd, "%v", err)
+	}
+	if res.Accepted {
+		return exitOK
+	}
+	return exitNo
+}
+
+// refObjectsFrom reads the --ref-object files and attaches --ref-salt
+// salts, keyed by loc.
+func refObjectsFrom(objects, salts []string) (map[string]handoff.RefObject, error) {
+	m := map[string]handoff.RefObject{}
+	for _, spec := range objects {
+		loc, file, ok := cutSpec(spec)
+		if !ok || loc == "" || file == "" {
+			return nil, fmt.Errorf("--ref-object %q: want LOC=FILE", spec)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--ref-object: %v", err)
+		}
+		m[loc] = handoff.RefObject{Octets: b}
+	}
+	for _, spec := range salts {
+		loc, s, ok := cutSpec(spec)
+		if !ok || loc == "" || s == "" {
+			return nil, fmt.Errorf("--ref-salt %q: want LOC=SALT", spec)
+		}
+		obj, found := m[loc]
+		if !found {
+			return nil, fmt.Errorf("--ref-salt %q: no --ref-object for loc %q", spec, loc)
+		}
+		salt, err := base64.RawURLEncoding.DecodeString(s)
+		if err != nil {
+			return nil, fmt.Errorf("--ref-salt %q: not base64url without padding", spec)
+		}
+		obj.Salt = salt
+		m[loc] = obj
+	}
+	return m, nil
+}
+
+// verifyResult turns a Received into the output object.
+func verifyResult(r *handoff.Received, trust *handoff.Trust, lim handoff.Limits, now time.Time, dialogGiven bool, refPol handoff.RefPolicy) *verifyOutput {
+	out := &verifyOutput{
+		Accepted:       r.Accepted(),
+		Retransmission: r.Retransmission,
+		Reason:         string(r.Reason()),
+		Detail:         r.Detail(),
+		Equivocation:   string(r.Equivocation),
+		OfferDigest:    digestOut(r.Digest),
+		FirstDigest:    digestOut(r.First),
+		Chain:          string(r.Chain),
+		Links:          []linkOut{},
+		Now:            now.Unix(),
+	}
+	if r.Handoff != nil {
+		// Whether the offer's own signature verified, independently of
+		// which check failed: a bad signature inside the chain is reported
+		// with the same reason as one on the offer.
+		_, err := handoff.OpenOffer(r.Handoff.Offer, trust, lim)
+		out.OfferVerified = err == nil
+	}
+	refs := r.Refs
+	if o := r.Offer; o != nil {
+		out.Iss, out.Aud, out.Hop, out.Dialog, out.Task = string(o.Iss), string(o.Aud), string(o.Hop), o.Dialog, o.Task
+		iat, exp := uint64(o.Iat), uint64(o.Exp)
+		out.Iat, out.Exp = &iat, &exp
+		if refs == nil {
+			refs = notChecked(o.Refs)
+		}
+	}
+	out.Refs = refsOut(refs)
+	for _, l := range r.Links {
+		lo := linkOut{Digest: digestOut(l.Digest), Verified: l.Verified}
+		if l.Offer != nil {
+			lo.Iss, lo.Aud, lo.Hop = string(l.Offer.Iss), string(l.Offer.Aud), string(l.Offer.Hop)
+		}
+		out.Links = append(out.Links, lo)
+	}
+	out.Checks = checksOf(r, out.OfferVerified, dialogGiven, refPol)
+	return out
+}
+
+// checksOf reports what each of the seven checks did: "pass", "fail",
+// "skipped" (did not apply), "not-run" (an earlier check ended processing)
+// or, for the memory check, "retransmission".
+func checksOf(r *handoff.Received, offerVerified, dialogGiven bool, refPol handoff.RefPolicy) []checkOut {
+	failed := 0 // step that ended processing; 0: none
+	stopResult := "fail"
+	switch reason := r.Reason(); {
+	case r.Retransmission:
+		failed, stopResult = 4, "retransmission"
+	case reason == "":
+		failed = 0
+	case reason == handoff.ReasonBadSignature || reason == handoff.ReasonUntrustedKey:
+		failed = 1
+		if offerVerified {
+			failed = 6 // an element of the chain
+		}
+	case reason == handoff.ReasonWrongAudience:
+		failed = 2
+	case reason == handoff.ReasonStale:
+		failed = 3
+	case reason == handoff.ReasonReplay, reason == handoff.ReasonEquivocation:
+		failed = 4
+	case reason == handoff.ReasonPolicy:
+		failed = 5 // the dialog; a chain policy failure comes with a chain state
+		if r.Chain != "" {
+			failed = 6
+		}
+	case reason == handoff.ReasonBrokenChain, reason == handoff.ReasonCycle, reason == handoff.ReasonTooDeep:
+		failed = 6
+	default: // ref-mismatch, unverifiable-ref
+		failed = 7
+	}
+	remembered := r.Retransmission || r.Equivocation != ""
+	out := make([]checkOut, len(checkNames))
+	for i, name := range checkNames {
+		step := i + 1
+		res := "pass"
+		switch {
+		case failed != 0 && step == failed:
+			res = stopResult
+		case failed != 0 && step > failed:
+			res = "not-run"
+		case step == 3 && remembered:
+			res = "skipped" // freshness is not checked for a remembered hop
+		case step == 5 && !dialogGiven:
+			res = "skipped"
+		case step == 7 && refPol == handoff.RefsNotChecked:
+			res = "skipped"
+		}
+		out[i] = checkOut{Step: step, Check: name, Result: res}
+	}
+	return out
+}
