@@ -329,8 +329,11 @@ func (a *Agent) HandleStatus(ctx context.Context, octets []byte) (*StatusResult,
 	if !ok || !oh.digest.Equal(st.Offer) {
 		return nil, reject(ReasonPolicy, ErrRejected, "status names no offer this agent made")
 	}
-	if st.State == Canceled || st.Iss != oh.offer.Aud {
-		return nil, reject(ReasonPolicy, ErrRejected, "status from %q, not the offer's delegate %q (HC-55)", st.Iss, oh.offer.Aud)
+	if st.State == Canceled {
+		return nil, reject(ReasonPolicy, ErrRejected, "a \"canceled\" for a hop this agent offered did not come from its delegate")
+	}
+	if err := statusAnswers(st, oh.offer, oh.digest); err != nil {
+		return nil, err
 	}
 	res := &StatusResult{Status: st}
 	switch {

@@ -556,3 +556,30 @@ func TestLifecycle_HC45_UnknownOutcomeFlagged(t *testing.T) {
 	assert.Equal(t, string(Accepted), rec.State)
 	assert.True(t, rec.Expires.IsZero(), "HC-34: kept until resolved")
 }
+
+// HC-55 as a standalone check, for both directions of a hop.
+func TestVerifyStatus_HC55(t *testing.T) {
+	p := newPair(t)
+	mk := func(mod func(*Status)) Signed {
+		s := &Status{Hop: p.out.Offer.Hop, Offer: p.out.Digest, Iss: idB, Aud: idA, Iat: TimeOf(p.w.clock.Now()), State: Completed}
+		mod(s)
+		return signStatus(t, p.w, s)
+	}
+	ok := func(s Signed) error {
+		_, err := VerifyStatus(s, p.out.Offer, p.out.Digest, p.w.trust, Limits{})
+		return err
+	}
+	assert.NoError(t, ok(mk(func(*Status) {})))
+	assert.NoError(t, ok(mk(func(s *Status) { s.State, s.Iss, s.Aud = Canceled, idA, idB })), "canceled comes from offer.iss")
+	for name, mod := range map[string]func(*Status){
+		"canceled from the delegate":   func(s *Status) { s.State = Canceled },
+		"completed from the delegator": func(s *Status) { s.Iss, s.Aud = idA, idB },
+		"wrong aud":                    func(s *Status) { s.Aud = idB },
+		"wrong hop":                    func(s *Status) { s.Hop = "AAAAAAAAAAAAAAAAAAAAAA" },
+		"wrong offer digest":           func(s *Status) { s.Offer = SHA256(nil) },
+	} {
+		err := ok(mk(mod))
+		assert.ErrorIs(t, err, ErrRejected, name)
+		assert.Equal(t, ReasonPolicy, ReasonOf(err), name)
+	}
+}
