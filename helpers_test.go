@@ -96,3 +96,102 @@ func receive(t testing.TB, a *Agent, data []byte, host Host) *Received {
 	require.NoError(t, err)
 	return in
 }
+
+// formatEncoding is one cell of the matrix that receive tests run in: the
+// signed form of every element, and the encoding of the Handoff object.
+type formatEncoding struct {
+	Format   Format
+	Encoding Encoding
+}
+
+func (fe formatEncoding) String() string { return fe.Format.String() + "-in-" + fe.Encoding.String() }
+
+var allFormatEncodings = []formatEncoding{{JWS, JSON}, {JWS, CBOR}, {COSE, JSON}, {COSE, CBOR}}
+
+// eachFormatEncoding runs fn as a subtest in every cell of the matrix.
+func eachFormatEncoding(t *testing.T, fn func(t *testing.T, fe formatEncoding)) {
+	t.Helper()
+	for _, fe := range allFormatEncodings {
+		t.Run(fe.String(), func(t *testing.T) { fn(t, fe) })
+	}
+}
+
+// newMixedWorld is newWorld with a signed form chosen per agent, for
+// chains whose elements come in both forms.
+func newMixedWorld(t testing.TB, formats map[AgentID]Format) *world {
+	t.Helper()
+	w := &world{t: t, clock: newClock(1793000000), signers: map[AgentID]*Signer{}}
+	keys := map[AgentID][]TrustedKey{}
+	for id, f := range formats {
+		s := testSigner(t, f)
+		w.signers[id] = s
+		keys[id] = []TrustedKey{s.Key()}
+	}
+	var err error
+	w.trust, err = NewTrust(keys)
+	require.NoError(t, err)
+	return w
+}
+
+// trustOnly returns a trust configuration that binds the keys of ids only.
+func (w *world) trustOnly(ids ...AgentID) *Trust {
+	w.t.Helper()
+	keys := map[AgentID][]TrustedKey{}
+	for _, id := range ids {
+		keys[id] = []TrustedKey{w.signers[id].Key()}
+	}
+	tr, err := NewTrust(keys)
+	require.NoError(w.t, err)
+	return tr
+}
+
+// draftOffer returns the unsigned offer that w.offer would sign.
+func (w *world) draftOffer(iss, aud AgentID) *Offer {
+	w.t.Helper()
+	hop, err := NewHopID(nil)
+	require.NoError(w.t, err)
+	now := TimeOf(w.clock.Now())
+	return &Offer{Hop: hop, Dialog: "ctx-1", Iss: iss, Aud: aud, Iat: now, Exp: now + 120}
+}
+
+// signAs signs o with the key of signer, whatever o.Iss names. Signing one
+// offer twice gives two different octets (equivocation, HC-53).
+func (w *world) signAs(signer AgentID, o *Offer) Signed {
+	w.t.Helper()
+	s, err := w.signers[signer].SignOffer(o)
+	require.NoError(w.t, err)
+	return s
+}
+
+// path signs the offers of a delegation path: ids[0] to ids[1], ids[1] to
+// ids[2], and so on, each naming the one before it by prev. mod, when not
+// nil, changes offer i after prev is set and before it is signed by the
+// key of its (possibly changed) iss. The last element is the current
+// offer, the others its chain, oldest first.
+func (w *world) path(mod func(i int, o *Offer), ids ...AgentID) []Signed {
+	w.t.Helper()
+	require.GreaterOrEqual(w.t, len(ids), 2)
+	var out []Signed
+	for i := 0; i+1 < len(ids); i++ {
+		o := w.draftOffer(ids[i], ids[i+1])
+		if i > 0 {
+			d := out[i-1].Digest()
+			o.Prev = &d
+		}
+		if mod != nil {
+			mod(i, o)
+		}
+		out = append(out, w.signAs(o.Iss, o))
+	}
+	return out
+}
+
+// handoffOf makes a Handoff whose offer is the last element and whose
+// chain is the others, oldest first.
+func handoffOf(elems ...Signed) *Handoff {
+	h := &Handoff{Offer: elems[len(elems)-1]}
+	if len(elems) > 1 {
+		h.Chain = append([]Signed(nil), elems[:len(elems)-1]...)
+	}
+	return h
+}

@@ -33,13 +33,14 @@ const (
 	// AnswerRejectFirst: the first offer was neither taken nor answered:
 	// send "rejected" with reason "equivocation" for it (Agent.Reply).
 	AnswerRejectFirst EquivocationAnswer = "reject-first"
-	// AnswerFinishFirst: the work of the first offer was taken and has no
-	// terminal status: stop the work if possible, then, once the outcome is
-	// known, send "completed" if it took full effect, else "failed" with
-	// reason "equivocation" and refs of any effect.
+	// AnswerFinishFirst: the work of the first offer was taken (or the hop
+	// canceled by its delegator) and this delegate sent no terminal status:
+	// stop the work if possible, then, once the outcome is known, send
+	// "completed" if it took full effect, else "failed" with reason
+	// "equivocation" and refs of any effect.
 	AnswerFinishFirst EquivocationAnswer = "finish-first"
-	// AnswerNone: the first offer was rejected or has a terminal status: no
-	// further status may be sent.
+	// AnswerNone: this delegate rejected the first offer or sent a terminal
+	// status for it: no further status may be sent.
 	AnswerNone EquivocationAnswer = "none"
 )
 
@@ -127,7 +128,9 @@ func (r *Received) LastStatus() (s Signed, ok bool) {
 	if !r.Retransmission || len(r.lastStatus) == 0 || r.Offer == nil || r.host.Peer != r.Offer.Iss {
 		return Signed{}, false
 	}
-	s, err := ParseSigned(r.lastStatus, Limits{})
+	// The octets were signed and sent by this agent: resend them whatever
+	// their size (HC-39), checking the form only.
+	s, err := ParseSigned(r.lastStatus, Limits{MaxElementSize: len(r.lastStatus)})
 	return s, err == nil
 }
 
@@ -267,7 +270,7 @@ func (a *Agent) fresh(o *Offer, now time.Time) *Rejection {
 		return reject(ReasonStale, ErrRejected, "exp %d is not later than iat %d", o.Exp, o.Iat)
 	case o.Iat > nowT+a.skewT():
 		return reject(ReasonStale, ErrRejected, "iat %d is in the future beyond the skew (now %d)", o.Iat, nowT)
-	case time.Duration(o.Exp-o.Iat)*time.Second > a.cfg.MaxLifetime:
+	case o.Exp-o.Iat > Time(a.cfg.MaxLifetime/time.Second): // in seconds: a Duration overflows
 		return reject(ReasonStale, ErrRejected, "lifetime %ds exceeds the maximum %s", o.Exp-o.Iat, a.cfg.MaxLifetime)
 	case o.Exp <= nowT:
 		return reject(ReasonStale, ErrRejected, "expired at %d (now %d)", o.Exp, nowT)
@@ -279,7 +282,9 @@ func equivocationAnswer(held replay.Record) EquivocationAnswer {
 	switch State(held.State) {
 	case "":
 		return AnswerRejectFirst
-	case Accepted:
+	case Accepted, Canceled:
+		// A hop the delegator canceled has no terminal status from this
+		// delegate, which may still report the outcome (HC-54, HC-56).
 		return AnswerFinishFirst
 	}
 	return AnswerNone
