@@ -71,6 +71,13 @@ type Received struct {
 	// First is the digest of the first offer seen for the (iss, hop), for a
 	// retransmission or equivocation.
 	First Digest
+	// Check is the number of the check of section 5.1 that decided the
+	// outcome when the offer was not accepted: 1 signed form and signature
+	// (of the offer itself; a chain element's failure is check 6), 2
+	// audience, 3 freshness, 4 (iss, hop) memory (retransmission,
+	// equivocation, and the HC-59 replay rule), 5 dialog, 6 chain, 7
+	// references. It is 0 when the offer was accepted.
+	Check int
 
 	lastStatus []byte
 	owesAccept bool
@@ -166,7 +173,7 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 	r := &Received{host: host}
 	h, _, err := ParseHandoff(data, a.lim)
 	if err != nil {
-		r.rejection = &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: err}
+		r.Check, r.rejection = 1, &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: err}
 		return r, nil
 	}
 	r.Handoff = h
@@ -175,7 +182,7 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 	// 1. Signed form and signature.
 	o, err := OpenOffer(h.Offer, a.cfg.Trust, a.lim)
 	if err != nil {
-		r.rejection = asRejection(err)
+		r.Check, r.rejection = 1, asRejection(err)
 		r.Offer, _, _ = InspectUnverified(h.Offer, a.lim)
 		return r, nil
 	}
@@ -184,7 +191,7 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 
 	// 2. Audience.
 	if o.Aud != a.cfg.ID {
-		r.rejection = reject(ReasonWrongAudience, ErrRejected, "aud %q is not this agent %q", o.Aud, a.cfg.ID)
+		r.Check, r.rejection = 2, reject(ReasonWrongAudience, ErrRejected, "aud %q is not this agent %q", o.Aud, a.cfg.ID)
 		return r, nil
 	}
 
@@ -197,14 +204,14 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 	now := a.now()
 	if !remembered {
 		if rj := a.fresh(o, now); rj != nil {
-			r.rejection = rj
+			r.Check, r.rejection = 3, rj
 			return r, nil
 		}
 		// HC-59: a receiver that lost its memory refuses offers issued
 		// before the loss until they can no longer be fresh.
 		if lost := a.cfg.MemoryLostAt; !lost.IsZero() && o.Iat.Std().Before(lost) &&
 			now.Before(lost.Add(a.cfg.MaxLifetime+a.cfg.Skew)) {
-			r.rejection = reject(ReasonReplay, ErrRejected, "issued before this receiver lost its memory at %s", lost.UTC().Format(time.RFC3339))
+			r.Check, r.rejection = 4, reject(ReasonReplay, ErrRejected, "issued before this receiver lost its memory at %s", lost.UTC().Format(time.RFC3339))
 			return r, nil
 		}
 	}
@@ -222,11 +229,13 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 	if remembered {
 		r.First = Digest{Alg: SHA256Alg, Val: held.Digest}
 		if !r.First.Equal(r.Digest) {
+			r.Check = 4
 			r.Equivocation = equivocationAnswer(held)
 			a.flag(Conflict{Kind: ConflictEquivocation, Iss: o.Iss, Hop: o.Hop, First: r.First, Second: r.Digest,
 				Detail: "two offers with one (iss, hop) and different octets"})
 			return r, nil
 		}
+		r.Check = 4
 		r.Retransmission = true
 		r.lastStatus = held.Status
 		r.owesAccept = held.Status == nil && held.State == string(Accepted)
@@ -235,7 +244,7 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 
 	// 5. Dialog.
 	if host.Dialog != "" && o.Dialog != host.Dialog {
-		r.rejection = reject(ReasonPolicy, ErrRejected, "dialog %q is not the host dialog %q", o.Dialog, host.Dialog)
+		r.Check, r.rejection = 5, reject(ReasonPolicy, ErrRejected, "dialog %q is not the host dialog %q", o.Dialog, host.Dialog)
 		return r, nil
 	}
 
@@ -246,7 +255,7 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 		rj = applyChainPolicy(state, links, o, a.cfg.Chain)
 	}
 	if rj != nil {
-		r.rejection = rj
+		r.Check, r.rejection = 6, rj
 		return r, nil
 	}
 
@@ -257,7 +266,7 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 	}
 	r.Refs, rj = checkRefs(ctx, o.Refs, a.cfg.Refs, src)
 	if rj != nil {
-		r.rejection = rj
+		r.Check, r.rejection = 7, rj
 	}
 	return r, nil
 }
