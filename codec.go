@@ -74,14 +74,14 @@ func jsonValue(dec *json.Decoder, lim Limits, depth int) (any, error) {
 		switch t {
 		case '{':
 			m := map[string]any{}
-			folded := map[string]string{}
+			seen := map[string]bool{}
 			for dec.More() {
 				kt, err := dec.Token()
 				if err != nil {
 					return nil, malformed("JSON syntax: %v", err)
 				}
 				k, _ := kt.(string)
-				if err := addMember(folded, k, len(m), lim); err != nil {
+				if err := addMember(seen, k, len(m), lim); err != nil {
 					return nil, err
 				}
 				v, err := jsonValue(dec, lim, depth+1)
@@ -120,21 +120,17 @@ func jsonValue(dec *json.Decoder, lim Limits, depth int) (any, error) {
 	return nil, malformed("JSON syntax: unexpected token")
 }
 
-// addMember records member name k of a map and refuses duplicates, names
-// that differ only in case from one already seen, and maps that are too
-// large.
-func addMember(folded map[string]string, k string, n int, lim Limits) error {
+// addMember records member name k of a map and refuses duplicates and maps
+// that are too large. Names that differ only in case from a member the data
+// model defines are refused where the model is known (fields.extra).
+func addMember(seen map[string]bool, k string, n int, lim Limits) error {
 	if n >= lim.MaxMembers {
 		return malformed("map of more than %d members", lim.MaxMembers)
 	}
-	f := strings.ToLower(k)
-	if prev, dup := folded[f]; dup {
-		if prev == k {
-			return malformed("duplicate member %q", k)
-		}
-		return malformed("members %q and %q differ only in case", prev, k)
+	if seen[k] {
+		return malformed("duplicate member %q", k)
 	}
-	folded[f] = k
+	seen[k] = true
 	return nil
 }
 
@@ -147,7 +143,7 @@ func jsonNumber(n json.Number) (any, error) {
 	}
 	if strings.HasPrefix(s, "-") {
 		i, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
+		if err != nil || i == 0 { // "-0" is no negative integer: keep it as written
 			return n, nil
 		}
 		return i, nil
@@ -159,9 +155,26 @@ func jsonNumber(n json.Number) (any, error) {
 	return u, nil
 }
 
-// cborDecMode is strict: duplicate map keys, indefinite lengths and tags are
-// errors, text must be valid UTF-8, and maps decode with any key type so
-// that non-text member names are seen and refused.
+// cborSimple accepts false, true and null only: undefined and the
+// unassigned simple values have no place in the data model.
+var cborSimple = func() *cbor.SimpleValueRegistry {
+	var fns []func(*cbor.SimpleValueRegistry) error
+	for sv := 0; sv < 256; sv++ {
+		if (sv < 20 || sv > 22) && (sv < 24 || sv > 31) {
+			fns = append(fns, cbor.WithRejectedSimpleValue(cbor.SimpleValue(sv)))
+		}
+	}
+	r, err := cbor.NewSimpleValueRegistryFromDefaults(fns...)
+	if err != nil {
+		panic(err) // constant options: a programmer error
+	}
+	return r
+}()
+
+// cborDecMode is strict: duplicate map keys, indefinite lengths, tags, NaN,
+// infinities and simple values other than false, true and null are errors,
+// text must be valid UTF-8, and maps decode with any key type so that
+// non-text member names are seen and refused.
 func cborDecMode(lim Limits) (cbor.DecMode, error) {
 	return cbor.DecOptions{
 		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
@@ -172,11 +185,14 @@ func cborDecMode(lim Limits) (cbor.DecMode, error) {
 		MaxArrayElements: max(lim.MaxMembers, 16),
 		MaxMapPairs:      max(lim.MaxMembers, 16),
 		IntDec:           cbor.IntDecConvertNone,
+		SimpleValues:     cborSimple,
+		NaN:              cbor.NaNDecodeForbidden,
+		Inf:              cbor.InfDecodeForbidden,
 	}.DecMode()
 }
 
 // cborEncMode is RFC 8949 section 4.2.1 core deterministic encoding: the one
-// form in which this package writes CBOR and the only form it reads.
+// form in which this package writes CBOR.
 var cborEncMode = func() cbor.EncMode {
 	em, err := cbor.CoreDetEncOptions().EncMode()
 	if err != nil {
@@ -185,10 +201,25 @@ var cborEncMode = func() cbor.EncMode {
 	return em
 }()
 
-// decodeCBOR parses one CBOR map strictly. Besides the decoder's checks, the
-// input must be in core deterministic encoding (RFC 8949 section 4.2.1):
-// every head minimal and map keys in order. Re-encoding the decoded value
-// must give back the input octets exactly, so one value has one encoding.
+// cborPreferredMode writes every head in its shortest form (RFC 8949
+// section 4.2.1 preferred serialization, floats included) and keeps maps in
+// no particular order. decodeCBOR uses it to measure an input.
+var cborPreferredMode = func() cbor.EncMode {
+	em, err := cbor.EncOptions{Sort: cbor.SortNone, ShortestFloat: cbor.ShortestFloat16,
+		IndefLength: cbor.IndefLengthForbidden}.EncMode()
+	if err != nil {
+		panic(err)
+	}
+	return em
+}()
+
+// decodeCBOR parses one CBOR map strictly. Besides the decoder's checks
+// (duplicate keys, indefinite lengths, tags, invalid UTF-8, nesting and
+// size bounds), every head must be in its shortest form: RFC 8949
+// preferred serialization. Map keys may come in any order, as the draft
+// asks for no deterministic encoding. The check is by length: the decoded
+// value, re-encoded with shortest heads, must be exactly as long as the
+// input, which holds only when no head of the input is longer than needed.
 func decodeCBOR(data []byte, lim Limits) (map[string]any, error) {
 	dm, err := cborDecMode(lim)
 	if err != nil {
@@ -210,26 +241,26 @@ func decodeCBOR(data []byte, lim Limits) (map[string]any, error) {
 	if !ok {
 		return nil, malformed("CBOR value is not a map")
 	}
-	again, err := cborEncMode.Marshal(raw)
-	if err != nil || !bytes.Equal(again, data) {
-		return nil, malformed("CBOR is not in deterministic encoding (RFC 8949 section 4.2.1)")
+	again, err := cborPreferredMode.Marshal(raw)
+	if err != nil || len(again) != len(data) {
+		return nil, malformed("CBOR head longer than needed (RFC 8949 section 4.2.1 preferred serialization)")
 	}
 	return m, nil
 }
 
 // fromCBOR converts the decoder's generic values to the shared model,
-// refusing non-text member names and case-variant names.
+// refusing non-text member names.
 func fromCBOR(v any, lim Limits) (any, error) {
 	switch t := v.(type) {
 	case map[any]any:
 		m := make(map[string]any, len(t))
-		folded := map[string]string{}
+		seen := map[string]bool{}
 		for k, e := range t {
 			ks, ok := k.(string)
 			if !ok {
 				return nil, malformed("CBOR map key %v is not a text string", k)
 			}
-			if err := addMember(folded, ks, len(m), lim); err != nil {
+			if err := addMember(seen, ks, len(m), lim); err != nil {
 				return nil, err
 			}
 			c, err := fromCBOR(e, lim)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"sort"
+	"strings"
 )
 
 // Member names of the data model (section 2). Matching is exact and case
@@ -136,19 +137,33 @@ func (f fields) refs() ([]ContextRef, error) {
 	return refs, nil
 }
 
-// extra returns the members outside known, kept as decoded (HC-01).
-func (f fields) extra(known []string) map[string]any {
+// extra returns the members outside known, kept as decoded (HC-01). A
+// member whose name differs only in case from a known one is refused: it is
+// neither the member (names match exactly) nor safely ignorable, since
+// decoders that fold case would take it for the member.
+func (f fields) extra(known []string) (map[string]any, error) {
 	var x map[string]any
 	for k, v := range f.m {
-		if !contains(known, k) {
-			if x == nil {
-				x = map[string]any{}
-			}
-			x[k] = v
+		if contains(known, k) {
+			continue
 		}
+		for _, kn := range known {
+			if strings.EqualFold(k, kn) || foldJSON(k) == foldJSON(kn) {
+				return nil, malformed("%s%s: differs only in case from the member %q", f.path, k, kn)
+			}
+		}
+		if x == nil {
+			x = map[string]any{}
+		}
+		x[k] = v
 	}
-	return x
+	return x, nil
 }
+
+// foldJSON folds a name as encoding/json matches names to struct fields
+// (each rune to upper(lower(r))), so that "iſs" and "ıss" count as case
+// variants of "iss" too.
+func foldJSON(s string) string { return strings.ToUpper(strings.ToLower(s)) }
 
 func digestFrom(v any, path string) (Digest, error) {
 	m, ok := v.(map[string]any)
@@ -197,7 +212,11 @@ func refFrom(v any, path string) (ContextRef, error) {
 	if err != nil {
 		return ContextRef{}, err
 	}
-	return ContextRef{Kind: kind, Dig: *dig, Loc: loc, Proof: m["proof"], Extra: f.extra(refMembers)}, nil
+	extra, err := f.extra(refMembers)
+	if err != nil {
+		return ContextRef{}, err
+	}
+	return ContextRef{Kind: kind, Dig: *dig, Loc: loc, Proof: m["proof"], Extra: extra}, nil
 }
 
 func principalFrom(v any, path string) (*Principal, error) {
@@ -214,7 +233,11 @@ func principalFrom(v any, path string) (*Principal, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Principal{Sub: sub, Iss: iss, Extra: f.extra(principalMembers)}, nil
+	extra, err := f.extra(principalMembers)
+	if err != nil {
+		return nil, err
+	}
+	return &Principal{Sub: sub, Iss: iss, Extra: extra}, nil
 }
 
 func knownKind(k string) bool {
@@ -276,7 +299,9 @@ func offerFrom(m map[string]any) (*Offer, error) {
 	if o.Refs, err = f.refs(); err != nil {
 		return nil, err
 	}
-	o.Extra = f.extra(offerMembers)
+	if o.Extra, err = f.extra(offerMembers); err != nil {
+		return nil, err
+	}
 	return &o, nil
 }
 
@@ -327,7 +352,9 @@ func statusFrom(m map[string]any) (*Status, error) {
 	if s.Refs, err = f.refs(); err != nil {
 		return nil, err
 	}
-	s.Extra = f.extra(statusMembers)
+	if s.Extra, err = f.extra(statusMembers); err != nil {
+		return nil, err
+	}
 	return &s, nil
 }
 
