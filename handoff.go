@@ -125,7 +125,11 @@ func handoffFrom(m map[string]any, enc Encoding, lim Limits) (*Handoff, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handoff{Offer: offer, Extra: fields{m: m}.extra(handoffMembers)}
+	extra, err := fields{m: m}.extra(handoffMembers)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handoff{Offer: offer, Extra: extra}
 	if c, ok := m["chain"]; ok {
 		a, ok := c.([]any)
 		if !ok {
