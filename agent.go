@@ -54,6 +54,11 @@ type Config struct {
 	// Refs is the reference policy (step 7) and RefSource its objects.
 	Refs      RefPolicy
 	RefSource RefSource
+	// VerifiedCache is how many chain elements the agent remembers as
+	// verified, by handoff digest, so that a chain prefix seen before is
+	// not verified twice. Zero means DefaultVerifiedCache; negative turns
+	// the cache off.
+	VerifiedCache int
 	// OnConflict, when set, is called with every conflict the operator
 	// should see: equivocation, conflicting statuses, hops flagged
 	// unresolved (HC-42, HC-45, HC-54, HC-56). It must not block.
@@ -63,8 +68,9 @@ type Config struct {
 // Agent plays both roles of the draft for one AgentID: delegate (Receive,
 // Reply) and delegator (Offer, HandleStatus). It is safe for concurrent use.
 type Agent struct {
-	cfg Config
-	lim Limits
+	cfg      Config
+	lim      Limits
+	verified *verifiedCache
 
 	mu  sync.Mutex
 	out map[HopID]*outHop // delegator side: hops this agent offered
@@ -105,7 +111,11 @@ func NewAgent(cfg Config) (*Agent, error) {
 	if cfg.Skew%time.Second != 0 || cfg.MaxLifetime%time.Second != 0 {
 		return nil, fmt.Errorf("handoff: Skew and MaxLifetime must be whole seconds")
 	}
-	return &Agent{cfg: cfg, lim: cfg.Limits.withDefaults(), out: map[HopID]*outHop{}}, nil
+	if cfg.VerifiedCache == 0 {
+		cfg.VerifiedCache = DefaultVerifiedCache
+	}
+	return &Agent{cfg: cfg, lim: cfg.Limits.withDefaults(), out: map[HopID]*outHop{},
+		verified: newVerifiedCache(cfg.VerifiedCache)}, nil
 }
 
 // ID returns the agent's AgentID.

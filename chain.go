@@ -55,8 +55,9 @@ type Link struct {
 // chain. It returns the chain's state and its elements, or a rejection.
 // The length limit is checked before any signature work (HC-50); signatures
 // are verified from the newest element back, so that the unverifiable
-// prefix is found as the draft describes it (HC-46).
-func checkChain(h *Handoff, o *Offer, self AgentID, trust *Trust, pol ChainPolicy, lim Limits, skew time.Duration) (ChainState, []Link, *Rejection) {
+// prefix is found as the draft describes it (HC-46). Elements in cache
+// verified before and are only decoded.
+func checkChain(h *Handoff, o *Offer, self AgentID, trust *Trust, cache *verifiedCache, pol ChainPolicy, lim Limits, skew time.Duration) (ChainState, []Link, *Rejection) {
 	n := len(h.Chain)
 	if n > lim.MaxChain { // HC-50
 		return "", nil, reject(ReasonTooDeep, ErrRejected, "chain of %d elements exceeds the limit of %d", n, lim.MaxChain)
@@ -80,9 +81,17 @@ func checkChain(h *Handoff, o *Offer, self AgentID, trust *Trust, pol ChainPolic
 		e := h.Chain[i]
 		links[i] = Link{Signed: e, Digest: e.Digest()}
 		if !unverifiable {
+			if cache.has(e.Octets) {
+				// Verified before with this agent's trust: decode only.
+				if eo, _, err := InspectUnverified(e, lim); err == nil && eo != nil {
+					links[i].Offer, links[i].Verified = eo, true
+					continue
+				}
+			}
 			eo, err := OpenOffer(e, trust, lim)
 			if err == nil {
 				links[i].Offer, links[i].Verified = eo, true
+				cache.add(e.Octets)
 				continue
 			}
 			if ReasonOf(err) != ReasonUntrustedKey {

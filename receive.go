@@ -249,7 +249,7 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 	}
 
 	// 6. Chain.
-	state, links, rj := checkChain(h, o, a.cfg.ID, a.cfg.Trust, a.cfg.Chain, a.lim, a.cfg.Skew)
+	state, links, rj := checkChain(h, o, a.cfg.ID, a.cfg.Trust, a.verified, a.cfg.Chain, a.lim, a.cfg.Skew)
 	if rj == nil {
 		r.Chain, r.Links = state, links
 		rj = applyChainPolicy(state, links, o, a.cfg.Chain)
