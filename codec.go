@@ -293,47 +293,40 @@ func fromCBOR(v any, lim Limits) (any, error) {
 	return nil, malformed("CBOR value of unsupported type %T", v)
 }
 
-// toCBORValue prepares a value of the shared model for encoding.
+// toCBORValue prepares a value of the shared model for encoding as CBOR:
+// a JSON number that is not an integer becomes a float.
 func toCBORValue(v any) (any, error) {
-	switch t := v.(type) {
-	case map[string]any:
-		m := make(map[string]any, len(t))
-		for k, e := range t {
-			c, err := toCBORValue(e)
+	return mapLeaves(v, func(leaf any) (any, error) {
+		if n, ok := leaf.(json.Number); ok {
+			f, err := n.Float64()
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("%w: number %s", ErrMalformed, n)
 			}
-			m[k] = c
-		}
-		return m, nil
-	case []any:
-		a := make([]any, len(t))
-		for i, e := range t {
-			c, err := toCBORValue(e)
-			if err != nil {
-				return nil, err
-			}
-			a[i] = c
-		}
-		return a, nil
-	case json.Number:
-		if f, err := t.Float64(); err == nil {
 			return f, nil
 		}
-		return nil, fmt.Errorf("%w: number %s", ErrMalformed, t)
-	default:
-		return t, nil
-	}
+		return leaf, nil
+	})
 }
 
 // toJSONValue prepares a value of the shared model for encoding as JSON;
 // byte strings, which JSON lacks, become base64url text.
 func toJSONValue(v any) (any, error) {
+	return mapLeaves(v, func(leaf any) (any, error) {
+		if b, ok := leaf.([]byte); ok {
+			return base64.RawURLEncoding.EncodeToString(b), nil
+		}
+		return leaf, nil
+	})
+}
+
+// mapLeaves copies a value of the shared model, applying f to every value
+// that is neither a map nor an array.
+func mapLeaves(v any, f func(any) (any, error)) (any, error) {
 	switch t := v.(type) {
 	case map[string]any:
 		m := make(map[string]any, len(t))
 		for k, e := range t {
-			c, err := toJSONValue(e)
+			c, err := mapLeaves(e, f)
 			if err != nil {
 				return nil, err
 			}
@@ -343,16 +336,13 @@ func toJSONValue(v any) (any, error) {
 	case []any:
 		a := make([]any, len(t))
 		for i, e := range t {
-			c, err := toJSONValue(e)
+			c, err := mapLeaves(e, f)
 			if err != nil {
 				return nil, err
 			}
 			a[i] = c
 		}
 		return a, nil
-	case []byte:
-		return base64.RawURLEncoding.EncodeToString(t), nil
-	default:
-		return t, nil
 	}
+	return f(v)
 }
