@@ -25,7 +25,8 @@ func exampleKey() *ecdsa.PrivateKey {
 
 func ExampleSign() {
 	key := exampleKey()
-	payload, _ := cbor.Marshal(map[string]any{"v": 1, "type": "offer"})
+	em, _ := cbor.CoreDetEncOptions().EncMode() // one key order, so one output
+	payload, _ := em.Marshal(map[string]any{"v": 1, "type": "offer"})
 	msg, err := cose.Sign(payload, key, cose.ES256, "planner-1", nil)
 	if err != nil {
 		panic(err)
