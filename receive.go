@@ -142,8 +142,12 @@ func (r *Received) LastStatus() (s Signed, ok bool) {
 }
 
 // OwesAccepted reports, for a retransmission, that this agent has taken the
-// work but sent no status yet: it should send "accepted" (HC-39).
-func (r *Received) OwesAccepted() bool { return r.Retransmission && r.owesAccept }
+// work but sent no status yet: it should send "accepted" (HC-39). Like
+// LastStatus, it holds only when the host authenticated the sender as the
+// offer's iss, since the answer reveals the hop's state.
+func (r *Received) OwesAccepted() bool {
+	return r.Retransmission && r.owesAccept && r.Offer != nil && r.host.Peer == r.Offer.Iss
+}
 
 // StatusDue reports whether the rules ask for a status in answer to this
 // offer: "rejected" for a failed check (HC-30), nothing for an equivocating

@@ -82,6 +82,23 @@ func TestA2A_HC66_RoundTrip(t *testing.T) {
 			res, err := p.HandleStatus(ctx, octets)
 			require.NoError(t, err)
 			assert.Equal(t, handoff.Accepted, res.State)
+
+			// The delegator's "canceled" travels the same way (in A2A, in the
+			// Cancel Task request's metadata; in MCP, in the params._meta of
+			// notifications/cancelled).
+			cancel, err := p.Cancel(ctx, out.Offer.Hop)
+			require.NoError(t, err)
+			req := message{Metadata: map[string]any{}}
+			a2a.AttachStatus(req.Metadata, cancel.Status)
+			wire, err = json.Marshal(req)
+			require.NoError(t, err)
+			var got2 message
+			require.NoError(t, json.Unmarshal(wire, &got2))
+			octets, err = a2a.Status(got2.Metadata)
+			require.NoError(t, err)
+			res, err = c.HandleStatus(ctx, octets)
+			require.NoError(t, err)
+			assert.Equal(t, handoff.Canceled, res.State)
 		})
 	}
 }

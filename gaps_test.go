@@ -1,0 +1,129 @@
+package handoff
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// HC-12: a fresh hop identifier carries 128 random bits, in base64url
+// without padding, and matches the HopId pattern.
+func TestNewHopID_HC12(t *testing.T) {
+	seen := map[HopID]bool{}
+	for i := 0; i < 1000; i++ {
+		h, err := NewHopID(nil)
+		require.NoError(t, err)
+		require.True(t, h.Valid(), h)
+		raw, err := base64.RawURLEncoding.Strict().DecodeString(string(h))
+		require.NoError(t, err)
+		assert.Len(t, raw, 16)
+		assert.False(t, seen[h], "no repeats")
+		seen[h] = true
+	}
+	h, err := NewHopID(bytes.NewReader(make([]byte, 16)))
+	require.NoError(t, err)
+	assert.Equal(t, HopID("AAAAAAAAAAAAAAAAAAAAAA"), h, "the bits come from the reader")
+	_, err = NewHopID(bytes.NewReader(make([]byte, 15)))
+	assert.Error(t, err, "a short read is an error, never a short hop")
+	for _, bad := range []HopID{"", "short", HopID(bytes.Repeat([]byte("a"), 65)), "AAAAAAAAAAAAAAAAAAAAA=", "AAAAAAAAAAAAAAAAAAAAA/"} {
+		assert.False(t, bad.Valid(), bad)
+	}
+}
+
+// HC-09, HC-64: a salted digest needs the salt delivered with the octets;
+// the salt is never in the reference, and a short salt never matches.
+func TestSaltedDigest_HC09(t *testing.T) {
+	octets := []byte("the prompt, never in the element")
+	salt, d, err := SaltedDigest(nil, octets)
+	require.NoError(t, err)
+	assert.Len(t, salt, 32)
+	ref := ContextRef{Kind: KindSaltedDigest, Dig: d}
+	assert.Equal(t, RefVerified, CheckRef(ref, RefObject{Octets: octets, Salt: salt}).Outcome)
+	assert.Equal(t, RefMismatch, CheckRef(ref, RefObject{Octets: octets, Salt: append([]byte{1}, salt[1:]...)}).Outcome)
+	assert.Equal(t, RefMismatch, CheckRef(ContextRef{Kind: KindDigest, Dig: d}, RefObject{Octets: octets}).Outcome,
+		"unsalted, the digest does not match: the salt hides the octets")
+	short := saltedSHA256(salt[:15], octets)
+	r := CheckRef(ContextRef{Kind: KindSaltedDigest, Dig: short}, RefObject{Octets: octets, Salt: salt[:15]})
+	assert.Equal(t, RefUnverifiable, r.Outcome, "a salt under 16 octets is refused")
+
+	// The encoded offer carries the digest, never the salt.
+	o := &Offer{Hop: "AAAAAAAAAAAAAAAAAAAAAA", Dialog: "d", Iss: "a", Aud: "b", Iat: 1, Exp: 2, Refs: []ContextRef{ref}}
+	for _, enc := range []func() ([]byte, error){o.EncodeJSON, o.EncodeCBOR} {
+		b, err := enc()
+		require.NoError(t, err)
+		assert.False(t, bytes.Contains(b, salt), "HC-09")
+		assert.False(t, bytes.Contains(b, []byte(base64.RawURLEncoding.EncodeToString(salt))), "HC-09")
+	}
+	_, _, err = SaltedDigest(bytes.NewReader(nil), octets)
+	assert.Error(t, err)
+}
+
+// HC-04: a status with a reason outside the draft's list still verifies
+// and counts; software does not depend on the list being closed.
+func TestLifecycle_HC04_OtherReasons(t *testing.T) {
+	p := newPair(t)
+	st := signStatus(t, p.w, &Status{Hop: p.out.Offer.Hop, Offer: p.out.Digest, Iss: idB, Aud: idA,
+		Iat: TimeOf(p.w.clock.Now()), State: Rejected, Reason: "busy-try-later"})
+	res, err := p.dtor.HandleStatus(context.Background(), st.Octets)
+	require.NoError(t, err)
+	assert.Equal(t, Rejected, res.State)
+	assert.False(t, Reason("busy-try-later").Defined())
+	h, _ := p.dtor.Hop(p.out.Offer.Hop)
+	assert.True(t, h.Resolved, "HC-41: a verified rejected with a reason other than stale or replay")
+}
+
+// HC-28, HC-55: a "canceled" that does not come from the hop's delegator
+// changes nothing and propagates nowhere.
+func TestLifecycle_HC28_ForgedCancel(t *testing.T) {
+	ctx := context.Background()
+	const c = AgentID("spiffe://c.example/mallory")
+	w := newWorld(t, JWS, idA, idB, c)
+	dtor, dte := w.agent(idA), w.agent(idB)
+	out, err := dtor.Offer(ctx, OfferParams{To: idB, Dialog: "d"})
+	require.NoError(t, err)
+	in := receive(t, dte, encodeHandoff(t, out.Handoff, JSON), Host{})
+	require.True(t, in.Accepted())
+	down, err := dte.Offer(ctx, OfferParams{To: c, From: in})
+	require.NoError(t, err)
+	_, err = dte.Reply(ctx, in, Accepted, ReplyOptions{})
+	require.NoError(t, err)
+
+	for name, st := range map[string]*Status{
+		"signed by a third agent as itself": {Hop: out.Offer.Hop, Offer: out.Digest, Iss: c, Aud: idB, State: Canceled},
+		"naming another offer":              {Hop: out.Offer.Hop, Offer: SHA256([]byte("x")), Iss: idA, Aud: idB, State: Canceled},
+		"addressed to someone else":         {Hop: out.Offer.Hop, Offer: out.Digest, Iss: idA, Aud: c, State: Canceled},
+	} {
+		t.Run(name, func(t *testing.T) {
+			st.Iat = TimeOf(w.clock.Now())
+			s := signStatus(t, w, st)
+			res, err := dte.HandleStatus(ctx, s.Octets)
+			require.Error(t, err)
+			assert.Nil(t, res)
+			assert.True(t, errors.Is(err, ErrRejected))
+			rec, ok, err := dte.cfg.Store.Get(ctx, replayKey(in.Offer))
+			require.NoError(t, err)
+			require.True(t, ok)
+			assert.Equal(t, string(Accepted), rec.State, "the hop is not canceled")
+			h, _ := dte.Hop(down.Offer.Hop)
+			assert.False(t, h.Canceled, "nothing propagates")
+		})
+	}
+}
+
+// Shortest heads are required in a CBOR Handoff object too, though it is
+// not signed: one value, one encoding length.
+func TestParseHandoff_CBORNonMinimalHead(t *testing.T) {
+	b, err := (&Handoff{Offer: draftHandoff(t).Offer}).Encode(CBOR)
+	require.NoError(t, err)
+	_, _, err = ParseHandoff(b, Limits{})
+	require.NoError(t, err)
+	require.Equal(t, byte(0xa1), b[0], "a map of one member")
+	long := append([]byte{0xb8, 0x01}, b[1:]...) // the same map, its count in two octets
+	_, _, err = ParseHandoff(long, Limits{})
+	assert.ErrorIs(t, err, ErrMalformed)
+}
