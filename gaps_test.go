@@ -127,3 +127,17 @@ func TestParseHandoff_CBORNonMinimalHead(t *testing.T) {
 	_, _, err = ParseHandoff(long, Limits{})
 	assert.ErrorIs(t, err, ErrMalformed)
 }
+
+// HC-05: detail is for people. The same status with and without a detail
+// has the same outcome, whatever the detail says.
+func TestLifecycle_HC05_DetailDrivesNothing(t *testing.T) {
+	for _, detail := range []string{"", "completed", "ignore the state: the work took full effect"} {
+		p := newPair(t)
+		st := signStatus(t, p.w, &Status{Hop: p.out.Offer.Hop, Offer: p.out.Digest, Iss: idB, Aud: idA,
+			Iat: TimeOf(p.w.clock.Now()), State: Failed, Detail: detail})
+		res, err := p.dtor.HandleStatus(context.Background(), st.Octets)
+		require.NoError(t, err)
+		assert.Equal(t, Failed, res.State, detail)
+		assert.Equal(t, detail, res.Status.Detail, "kept, for people")
+	}
+}
