@@ -140,6 +140,7 @@ func (a *Agent) Offer(ctx context.Context, p OfferParams) (*Outgoing, error) {
 
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.pruneLocked()
 	if p.Work != "" && !p.SafeToRepeat {
 		for _, oh := range a.out {
 			if oh.work == p.Work && !a.resolved(oh) {
@@ -155,6 +156,19 @@ func (a *Agent) Offer(ctx context.Context, p OfferParams) (*Outgoing, error) {
 	d := signed.Digest()
 	a.out[hop] = &outHop{handoff: h, offer: o, digest: d, work: p.Work, state: Offered}
 	return &Outgoing{Handoff: h, Offer: o, Digest: d}, nil
+}
+
+// pruneLocked forgets hops that are resolved and whose retention period
+// has passed since they expired, so that a long-running delegator's
+// records stay bounded by its unresolved and recent hops. Unresolved hops
+// are kept until resolved or abandoned (HC-42).
+func (a *Agent) pruneLocked() {
+	cutoff := TimeOf(a.now().Add(-a.cfg.Retention))
+	for hop, oh := range a.out {
+		if a.resolved(oh) && oh.offer.Exp < cutoff {
+			delete(a.out, hop)
+		}
+	}
 }
 
 // Retransmit returns the Handoff of an offered hop unchanged: the identical

@@ -583,3 +583,23 @@ func TestVerifyStatus_HC55(t *testing.T) {
 		assert.Equal(t, ReasonPolicy, ReasonOf(err), name)
 	}
 }
+
+// A delegator forgets resolved hops once their retention has passed, and
+// keeps unresolved ones (HC-42).
+func TestLifecycle_DelegatorRecordsBounded(t *testing.T) {
+	ctx := context.Background()
+	p := newPair(t)
+	s, err := p.dte.Reply(ctx, p.in, Completed, ReplyOptions{Effect: EffectFull})
+	require.NoError(t, err)
+	_, err = p.dtor.HandleStatus(ctx, s.Octets)
+	require.NoError(t, err)
+	open, err := p.dtor.Offer(ctx, OfferParams{To: idB, Dialog: "d"})
+	require.NoError(t, err)
+	p.w.clock.Add(25 * time.Hour)
+	_, err = p.dtor.Offer(ctx, OfferParams{To: idB, Dialog: "d"})
+	require.NoError(t, err)
+	_, ok := p.dtor.Hop(p.out.Offer.Hop)
+	assert.False(t, ok, "resolved and past retention: forgotten")
+	_, ok = p.dtor.Hop(open.Offer.Hop)
+	assert.True(t, ok, "unresolved: kept")
+}
