@@ -14,8 +14,8 @@ import (
 // Config configures an Agent. The zero value of every optional field is the
 // strict choice; ID, Signer and Trust are required.
 type Config struct {
-	// ID is this agent's AgentId: offers must name it as aud (HC-... step
-	// 2), and it signs as iss.
+	// ID is this agent's AgentId: offers must name it as aud (step 2 of
+	// section 5.1), and it signs as iss.
 	ID AgentID
 	// Signer signs this agent's offers and statuses.
 	Signer *Signer
