@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"sync"
 	"time"
@@ -74,6 +75,23 @@ type Agent struct {
 
 	mu  sync.Mutex
 	out map[HopID]*outHop // delegator side: hops this agent offered
+
+	// hopLocks serialise the read-check-write of a received hop's state
+	// (Reply, Take, a received cancel), so that two calls on one Agent
+	// cannot both pass the lifecycle rules for one hop (HC-23).
+	hopLocks [64]sync.Mutex
+}
+
+// lockHop locks the state of the received hop (iss, hop) and returns the
+// unlock function.
+func (a *Agent) lockHop(iss AgentID, hop HopID) func() {
+	h := fnv.New32a()
+	h.Write([]byte(iss))
+	h.Write([]byte{0})
+	h.Write([]byte(hop))
+	m := &a.hopLocks[h.Sum32()%uint32(len(a.hopLocks))]
+	m.Lock()
+	return m.Unlock
 }
 
 // NewAgent validates cfg and returns an Agent.

@@ -75,6 +75,7 @@ func (a *Agent) Reply(ctx context.Context, in *Received, state State, opt ReplyO
 		}
 		return Signed{}, err
 	}
+	defer a.lockHop(o.Iss, o.Hop)()
 	key := replay.Key{Iss: string(o.Iss), Hop: string(o.Hop)}
 	rec, remembered, err := a.cfg.Store.Get(ctx, key)
 	if err != nil {
@@ -120,6 +121,7 @@ func (a *Agent) Take(ctx context.Context, in *Received) error {
 	if in == nil || !in.Accepted() {
 		return fmt.Errorf("%w: only an accepted offer can be taken", ErrState)
 	}
+	defer a.lockHop(in.Offer.Iss, in.Offer.Hop)()
 	key := replay.Key{Iss: string(in.Offer.Iss), Hop: string(in.Offer.Hop)}
 	rec, ok, err := a.cfg.Store.Get(ctx, key)
 	if err != nil {

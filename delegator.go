@@ -379,6 +379,34 @@ func (a *Agent) HandleStatus(ctx context.Context, octets []byte) (*StatusResult,
 // cancelReceived handles a "canceled" for a hop this agent received. ok is
 // false when the status is not for such a hop.
 func (a *Agent) cancelReceived(ctx context.Context, st *Status) (*StatusResult, bool, error) {
+	res, ok, err := a.cancelHop(ctx, st)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	// HC-28: cancel each offer issued from this hop.
+	a.mu.Lock()
+	var down []*outHop
+	for _, oh := range a.out {
+		if oh.offer.Prev != nil && oh.offer.Prev.Equal(st.Offer) {
+			down = append(down, oh)
+		}
+	}
+	a.mu.Unlock()
+	sort.Slice(down, func(i, j int) bool { return down[i].offer.Hop < down[j].offer.Hop })
+	for _, oh := range down {
+		c, err := a.Cancel(ctx, oh.offer.Hop)
+		if err != nil {
+			return nil, true, err
+		}
+		res.Cancels = append(res.Cancels, c)
+	}
+	return res, true, nil
+}
+
+// cancelHop sets a received hop canceled unless it already has a terminal
+// state. ok is false when the status names no hop this agent received.
+func (a *Agent) cancelHop(ctx context.Context, st *Status) (*StatusResult, bool, error) {
+	defer a.lockHop(st.Iss, st.Hop)()
 	key := replay.Key{Iss: string(st.Iss), Hop: string(st.Hop)}
 	rec, ok, err := a.cfg.Store.Get(ctx, key)
 	if err != nil {
@@ -399,23 +427,6 @@ func (a *Agent) cancelReceived(ctx context.Context, st *Status) (*StatusResult, 
 		if err := a.cfg.Store.Update(ctx, key, rec); err != nil {
 			return nil, true, storeErr(err)
 		}
-	}
-	// HC-28: cancel each offer issued from this hop.
-	a.mu.Lock()
-	var down []*outHop
-	for _, oh := range a.out {
-		if oh.offer.Prev != nil && oh.offer.Prev.Equal(st.Offer) {
-			down = append(down, oh)
-		}
-	}
-	a.mu.Unlock()
-	sort.Slice(down, func(i, j int) bool { return down[i].offer.Hop < down[j].offer.Hop })
-	for _, oh := range down {
-		c, err := a.Cancel(ctx, oh.offer.Hop)
-		if err != nil {
-			return nil, true, err
-		}
-		res.Cancels = append(res.Cancels, c)
 	}
 	return res, true, nil
 }

@@ -603,3 +603,28 @@ func TestLifecycle_DelegatorRecordsBounded(t *testing.T) {
 	_, ok = p.dtor.Hop(open.Offer.Hop)
 	assert.True(t, ok, "unresolved: kept")
 }
+
+// HC-23 under concurrency: of many simultaneous replies for one hop on one
+// Agent, exactly one "accepted" is signed.
+func TestLifecycle_HC23_ConcurrentReplies(t *testing.T) {
+	ctx := context.Background()
+	p := newPair(t)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok := 0
+	for i := 0; i < 32; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := p.dte.Reply(ctx, p.in, Accepted, ReplyOptions{}); err == nil {
+				mu.Lock()
+				ok++
+				mu.Unlock()
+			} else {
+				assert.ErrorIs(t, err, ErrState)
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, 1, ok)
+}
