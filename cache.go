@@ -30,22 +30,29 @@ func newVerifiedCache(n int) *verifiedCache {
 	return &verifiedCache{max: n, set: make(map[[sha256.Size]byte]struct{}, n)}
 }
 
-func (c *verifiedCache) has(octets []byte) bool {
+// cacheKey is the cache key of an element: its handoff digest, computed once by
+// the caller.
+func cacheKey(d Digest) (k [sha256.Size]byte) {
+	copy(k[:], d.Val)
+	return k
+}
+
+func (c *verifiedCache) has(d Digest) bool {
 	if c == nil {
 		return false
 	}
-	k := sha256.Sum256(octets)
+	k := cacheKey(d)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.set[k]
 	return ok
 }
 
-func (c *verifiedCache) add(octets []byte) {
+func (c *verifiedCache) add(d Digest) {
 	if c == nil {
 		return
 	}
-	k := sha256.Sum256(octets)
+	k := cacheKey(d)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.set[k]; ok {

@@ -13,19 +13,19 @@ import (
 func TestVerifiedCache_Bounded(t *testing.T) {
 	c := newVerifiedCache(3)
 	for _, s := range []string{"a", "b", "c"} {
-		c.add([]byte(s))
+		c.add(SHA256([]byte(s)))
 	}
-	assert.True(t, c.has([]byte("a")))
-	c.add([]byte("a")) // already held: no change
-	c.add([]byte("d")) // evicts the oldest, "a"
-	assert.False(t, c.has([]byte("a")))
+	assert.True(t, c.has(SHA256([]byte("a"))))
+	c.add(SHA256([]byte("a"))) // already held: no change
+	c.add(SHA256([]byte("d"))) // evicts the oldest, "a"
+	assert.False(t, c.has(SHA256([]byte("a"))))
 	for _, s := range []string{"b", "c", "d"} {
-		assert.True(t, c.has([]byte(s)), s)
+		assert.True(t, c.has(SHA256([]byte(s))), s)
 	}
 	assert.Len(t, c.set, 3)
 	var off *verifiedCache = newVerifiedCache(-1)
-	off.add([]byte("x"))
-	assert.False(t, off.has([]byte("x")))
+	off.add(SHA256([]byte("x")))
+	assert.False(t, off.has(SHA256([]byte("x"))))
 }
 
 // chainFixture builds a chain of n hops a0 -> a1 -> ... -> an, the last

@@ -81,7 +81,7 @@ func checkChain(h *Handoff, o *Offer, self AgentID, trust *Trust, cache *verifie
 		e := h.Chain[i]
 		links[i] = Link{Signed: e, Digest: e.Digest()}
 		if !unverifiable {
-			if cache.has(e.Octets) {
+			if cache.has(links[i].Digest) {
 				// Verified before with this agent's trust: decode only.
 				if eo, _, err := InspectUnverified(e, lim); err == nil && eo != nil {
 					links[i].Offer, links[i].Verified = eo, true
@@ -91,7 +91,7 @@ func checkChain(h *Handoff, o *Offer, self AgentID, trust *Trust, cache *verifie
 			eo, err := OpenOffer(e, trust, lim)
 			if err == nil {
 				links[i].Offer, links[i].Verified = eo, true
-				cache.add(e.Octets)
+				cache.add(links[i].Digest)
 				continue
 			}
 			if ReasonOf(err) != ReasonUntrustedKey {
