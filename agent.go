@@ -1,19 +1,25 @@
 package handoff
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
+	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentproto/handoff/replay"
 )
 
-// Config configures an Agent. The zero value of every optional field is the
-// strict choice; ID, Signer and Trust are required.
+// Config configures an Agent. ID, Signer and Trust are required; every
+// other field has a default, named in its comment. The defaults are the
+// draft's recommendations (skew 60 s, lifetime 300 s, chain 16), not its
+// strictest values: a zero skew or a zero chain limit is said explicitly,
+// with new(0) for the pointer fields.
 type Config struct {
 	// ID is this agent's AgentId: offers must name it as aud (step 2 of
 	// section 5.1), and it signs as iss.
@@ -21,26 +27,31 @@ type Config struct {
 	// Signer signs this agent's offers and statuses.
 	Signer *Signer
 	// Trust binds AgentIDs to keys. Required: a missing trust configuration
-	// is an error, never "accept all".
+	// is an error, never "accept all". Agent.SetTrust replaces it.
 	Trust *Trust
-	// Store is the delegate's memory of hops (HC-33, HC-34). Nil means a new
-	// in-memory store, which a restart loses: see MemoryLostAt.
+	// Store is the delegate's memory of hops it received (HC-33, HC-34).
+	// Nil means a new in-memory store, which a restart loses: see
+	// MemoryLostAt.
 	Store replay.Store
+	// Offers is the delegator's record of hops it offered, for Retransmit,
+	// Cancel, cancel propagation and HC-42. Nil means a new in-memory
+	// store, which a restart loses.
+	Offers replay.OfferStore
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
-	// Rand is the source of hop identifiers and signature randomness. Nil
-	// means crypto/rand.
+	// Rand is the source of hop identifiers, call tokens and signature
+	// randomness. Nil means crypto/rand.
 	Rand io.Reader
 
-	// Skew is the clock skew allowed (HC-31). Zero means DefaultSkew.
-	Skew time.Duration
+	// Skew is the clock skew allowed (HC-31). Nil means DefaultSkew.
+	Skew *time.Duration
 	// MaxLifetime bounds exp - iat of offers received and made (HC-32).
-	// Zero means DefaultMaxLifetime.
-	MaxLifetime time.Duration
-	// Retention is how long a hop the delegate answered is kept after its
-	// last status, so that a delegator may still ask again (HC-34, HC-65).
-	// Zero means 24 hours.
-	Retention time.Duration
+	// Nil means DefaultMaxLifetime.
+	MaxLifetime *time.Duration
+	// Retention is how long a hop is kept after its last terminal status,
+	// so that the other side may still ask again (HC-34, HC-65). Nil means
+	// DefaultRetention.
+	Retention *time.Duration
 	// MemoryLostAt, when set, is the time this agent's hop memory was lost,
 	// for example the start of a process whose store is in memory. Offers
 	// issued before it are rejected as "replay" until MaxLifetime plus Skew
@@ -48,7 +59,8 @@ type Config struct {
 	// store that survived the restart has lost nothing: leave it zero.
 	MemoryLostAt time.Time
 
-	// Limits bounds input sizes and the chain length (HC-50, HC-61).
+	// Limits bounds input sizes and the chain length (HC-50, HC-61), and
+	// selects the strict profile.
 	Limits Limits
 	// Chain is the chain policy (step 6 of section 5.1).
 	Chain ChainPolicy
@@ -62,82 +74,85 @@ type Config struct {
 	VerifiedCache int
 	// OnConflict, when set, is called with every conflict the operator
 	// should see: equivocation, conflicting statuses, hops flagged
-	// unresolved (HC-42, HC-45, HC-54, HC-56). It must not block.
+	// unresolved (HC-42, HC-45, HC-54, HC-56). It is never called while the
+	// Agent holds a lock, so it may call the Agent.
 	OnConflict func(Conflict)
 }
 
 // Agent plays both roles of the draft for one AgentID: delegate (Receive,
-// Reply) and delegator (Offer, HandleStatus). It is safe for concurrent use.
+// Take, Reply) and delegator (Offer, Retransmit, Cancel, HandleStatus). It
+// is safe for concurrent use; its state lives in its two stores, so a
+// restart with durable stores loses nothing.
 type Agent struct {
-	cfg      Config
-	lim      Limits
-	verified *verifiedCache
+	cfg                          Config
+	lim                          Limits
+	skew, maxLifetime, retention time.Duration
+	trust                        atomic.Pointer[trustState]
 
-	mu  sync.Mutex
-	out map[HopID]*outHop // delegator side: hops this agent offered
-
-	// hopLocks serialise the read-check-write of a received hop's state
-	// (Reply, Take, a received cancel), so that two calls on one Agent
-	// cannot both pass the lifecycle rules for one hop (HC-23).
+	// hopLocks serialise, within this Agent, the read-check-write of a
+	// received hop's state (Reply, Take, a received cancel), so that two
+	// calls cannot both pass the lifecycle rules for one hop (HC-23).
+	// Replicas sharing a store rely on the store's compare-and-set.
 	hopLocks [64]sync.Mutex
-}
-
-// lockHop locks the state of the received hop (iss, hop) and returns the
-// unlock function.
-func (a *Agent) lockHop(iss AgentID, hop HopID) func() {
-	h := fnv.New32a()
-	h.Write([]byte(iss))
-	h.Write([]byte{0})
-	h.Write([]byte(hop))
-	m := &a.hopLocks[h.Sum32()%uint32(len(a.hopLocks))]
-	m.Lock()
-	return m.Unlock
 }
 
 // NewAgent validates cfg and returns an Agent.
 func NewAgent(cfg Config) (*Agent, error) {
-	if cfg.ID == "" {
-		return nil, errors.New("handoff: Config.ID is required")
-	}
-	if cfg.Trust == nil {
-		return nil, errors.New("handoff: Config.Trust is required")
-	}
-	if cfg.Signer == nil {
-		return nil, errors.New("handoff: Config.Signer is required")
-	}
-	if cfg.Store == nil {
-		cfg.Store = replay.NewMemory(replay.MemoryOptions{Now: cfg.Now})
+	switch {
+	case cfg.ID == "":
+		return nil, fmt.Errorf("%w: Config.ID is required", ErrConfig)
+	case cfg.Trust == nil:
+		return nil, fmt.Errorf("%w: Config.Trust is required", ErrConfig)
+	case cfg.Signer == nil:
+		return nil, fmt.Errorf("%w: Config.Signer is required", ErrConfig)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Store == nil {
+		cfg.Store = replay.NewMemory(replay.MemoryOptions{Now: cfg.Now})
+	}
+	if cfg.Offers == nil {
+		cfg.Offers = replay.NewMemoryOffers(cfg.Now)
+	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Reader
 	}
-	if cfg.Skew == 0 {
-		cfg.Skew = DefaultSkew
+	a := &Agent{cfg: cfg, lim: cfg.Limits.withDefaults(),
+		skew:        durationOr(cfg.Skew, DefaultSkew),
+		maxLifetime: durationOr(cfg.MaxLifetime, DefaultMaxLifetime),
+		retention:   durationOr(cfg.Retention, DefaultRetention)}
+	if a.skew < 0 || a.maxLifetime < 0 || a.retention < 0 {
+		return nil, fmt.Errorf("%w: negative duration", ErrConfig)
 	}
-	if cfg.MaxLifetime == 0 {
-		cfg.MaxLifetime = DefaultMaxLifetime
+	if a.skew%time.Second != 0 || a.maxLifetime%time.Second != 0 {
+		return nil, fmt.Errorf("%w: Skew and MaxLifetime must be whole seconds, as Time is", ErrConfig)
 	}
-	if cfg.Retention == 0 {
-		cfg.Retention = 24 * time.Hour
-	}
-	if cfg.Skew < 0 || cfg.MaxLifetime < 0 || cfg.Retention < 0 {
-		return nil, errors.New("handoff: negative duration in Config")
-	}
-	if cfg.Skew%time.Second != 0 || cfg.MaxLifetime%time.Second != 0 {
-		return nil, fmt.Errorf("handoff: Skew and MaxLifetime must be whole seconds")
+	if cfg.Limits.MaxChain != nil && *cfg.Limits.MaxChain < 0 {
+		return nil, fmt.Errorf("%w: negative Limits.MaxChain", ErrConfig)
 	}
 	if cfg.VerifiedCache == 0 {
-		cfg.VerifiedCache = DefaultVerifiedCache
+		a.cfg.VerifiedCache = DefaultVerifiedCache
 	}
-	return &Agent{cfg: cfg, lim: cfg.Limits.withDefaults(), out: map[HopID]*outHop{},
-		verified: newVerifiedCache(cfg.VerifiedCache)}, nil
+	a.trust.Store(&trustState{trust: cfg.Trust, cache: newVerifiedCache(a.cfg.VerifiedCache)})
+	return a, nil
 }
 
 // ID returns the agent's AgentID.
 func (a *Agent) ID() AgentID { return a.cfg.ID }
+
+// SetTrust replaces the trust configuration of a running agent, for
+// example to rotate keys. It clears the verified-element cache, so that no
+// element verified under the old configuration counts under the new one.
+// Offers being received while it runs are checked under one configuration
+// or the other, never a mix.
+func (a *Agent) SetTrust(t *Trust) error {
+	if t == nil {
+		return fmt.Errorf("%w: nil trust configuration", ErrConfig)
+	}
+	a.trust.Store(&trustState{trust: t, cache: newVerifiedCache(a.cfg.VerifiedCache)})
+	return nil
+}
 
 // ConflictKind classifies what an operator is shown.
 type ConflictKind string
@@ -164,6 +179,7 @@ type Conflict struct {
 	Detail string
 }
 
+// flag reports c to the operator. Callers hold no lock.
 func (a *Agent) flag(c Conflict) {
 	if a.cfg.OnConflict != nil {
 		a.cfg.OnConflict(c)
@@ -172,4 +188,668 @@ func (a *Agent) flag(c Conflict) {
 
 func (a *Agent) now() time.Time { return a.cfg.Now() }
 
-func (a *Agent) skewT() Time { return Time(a.cfg.Skew / time.Second) }
+// token returns a fresh call token for the store's check-and-record, so
+// that a retried call recognises its own record.
+func (a *Agent) token() ([]byte, error) {
+	t := make([]byte, 16)
+	if _, err := io.ReadFull(a.cfg.Rand, t); err != nil {
+		return nil, fmt.Errorf("handoff: call token: %w", err)
+	}
+	return t, nil
+}
+
+// lockHop locks the state of the received hop (iss, hop) and returns the
+// unlock function.
+func (a *Agent) lockHop(iss AgentID, hop HopID) func() {
+	h := fnv.New32a()
+	h.Write([]byte(iss))
+	h.Write([]byte{0})
+	h.Write([]byte(hop))
+	m := &a.hopLocks[h.Sum32()%uint32(len(a.hopLocks))]
+	m.Lock()
+	return m.Unlock
+}
+
+// ---- The delegate's verbs ----
+
+// received reports whether in was made by Receive of this agent, or of a
+// replica with the same AgentID. Only Receive makes a Received, so what it
+// holds was checked as it says.
+func (a *Agent) received(in *Received) bool {
+	return in != nil && in.by != nil && in.by.cfg.ID == a.cfg.ID
+}
+
+// ReplyOptions are the optional members of a status and what the delegate
+// knows of the work.
+type ReplyOptions struct {
+	Reason Reason
+	// Detail is for people (HC-05); leave it empty across trust boundaries
+	// (HC-65).
+	Detail string
+	// Refs: for "completed", the result; for "failed", every part of the
+	// work that took effect (HC-44).
+	Refs []ContextRef
+	// Effect is required for "completed" (EffectFull) and "failed"
+	// (EffectNone or EffectPartial).
+	Effect Effect
+}
+
+// Reply signs the delegate's status for a received offer and records it as
+// the hop's last status, so that a retransmission is answered with the
+// identical octets (HC-34, HC-39). The rules of lifecycle.go decide what
+// may be sent: at most one of accepted/rejected and one of
+// completed/failed per hop (HC-23); no "rejected" for a hop taken (HC-24);
+// "completed" and "failed" only with a known effect (HC-25, HC-44, HC-45);
+// for an equivocating offer, only what HC-54 allows, for the FIRST offer.
+// A delegate never sends "canceled" for an offer it received.
+func (a *Agent) Reply(ctx context.Context, in *Received, state State, opt ReplyOptions) (Signed, error) {
+	if !a.received(in) || in.offer == nil || in.check == CheckSignature {
+		return Signed{}, fmt.Errorf("%w: no offer received by this agent with a verified signature to answer", ErrArgument)
+	}
+	target := in.digest
+	if in.verdict == verdictEquivocation {
+		target = in.first
+	}
+	return a.reply(ctx, in.offer.Iss, in.offer.Hop, target, in.verdict, in.OwesAccepted(), in.equivocation, state, opt)
+}
+
+// ReplyHop signs a status for a hop this agent received and remembers, by
+// its (iss, hop), without the *Received of the delivery: for example to
+// send "completed" after a restart for work taken before it. The hop must
+// have been taken (Take, or Reply with "accepted") or canceled by its
+// delegator; the same rules as Reply apply.
+func (a *Agent) ReplyHop(ctx context.Context, iss AgentID, hop HopID, state State, opt ReplyOptions) (Signed, error) {
+	rec, ok, err := a.cfg.Store.Get(ctx, replay.Key{Iss: string(iss), Hop: string(hop)})
+	if err != nil {
+		return Signed{}, storeErr(err)
+	}
+	if !ok {
+		return Signed{}, rule("", "hop %s of %q is not remembered", hop, iss)
+	}
+	if s := State(rec.State); s != Accepted && s != Canceled {
+		return Signed{}, rule("", "only a hop taken (or canceled while taken) can be answered without its delivery; this one is %q", rec.State)
+	}
+	return a.reply(ctx, iss, hop, Digest{Alg: SHA256Alg, Val: rec.Digest}, verdictRetransmit, false, "", state, opt)
+}
+
+func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target Digest, v verdict, owes bool, eq EquivocationAnswer, state State, opt ReplyOptions) (Signed, error) {
+	var conflicts []Conflict
+	defer func() { // after the hop lock is released
+		for _, c := range conflicts {
+			a.flag(c)
+		}
+	}()
+	send := delegateSend{State: state, Reason: opt.Reason, Effect: opt.Effect, Refs: len(opt.Refs), OwesAccepted: owes, Equivocation: eq}
+	if (state == Completed || state == Failed) && opt.Effect == EffectUnknown {
+		// HC-45: never guess; the hop stays "accepted", flagged.
+		conflicts = append(conflicts, Conflict{Kind: ConflictUnresolved, Iss: iss, Hop: hop, First: target,
+			Detail: "the outcome of the work could not be established; the hop stays accepted"})
+		return Signed{}, effectRule(send)
+	}
+	unlock := a.lockHop(iss, hop)
+	defer unlock()
+	key := replay.Key{Iss: string(iss), Hop: string(hop)}
+	rec, remembered, err := a.cfg.Store.Get(ctx, key)
+	if err != nil {
+		return Signed{}, storeErr(err)
+	}
+	if remembered && !(Digest{Alg: SHA256Alg, Val: rec.Digest}).Equal(target) {
+		return Signed{}, rule("", "the hop holds another offer")
+	}
+	h := delegateHop{Remembered: remembered, State: State(rec.State), Verdict: v}
+	next, records, err := delegateStep(h, send)
+	if err != nil {
+		return Signed{}, err
+	}
+	st := &Status{Hop: hop, Offer: target, Iss: a.cfg.ID, Aud: iss, Iat: TimeOf(a.now()),
+		State: state, Reason: opt.Reason, Detail: opt.Detail, Refs: opt.Refs}
+	signed, err := a.cfg.Signer.SignStatus(st)
+	if err != nil {
+		return Signed{}, err
+	}
+	if !records {
+		return signed, nil
+	}
+	rec.State, rec.Status = string(next), signed.Octets
+	rec.Expires = a.now().Add(a.retention)
+	if next == Accepted {
+		rec.Expires = time.Time{} // kept until resolved (HC-34)
+	}
+	if err := a.cfg.Store.Update(ctx, key, rec); err != nil {
+		return Signed{}, storeErr(err)
+	}
+	return signed, nil
+}
+
+// Take records that the delegate has taken the work of an accepted offer
+// without sending a status yet: a retransmission is then told it owes
+// "accepted" (HC-39). The work starts only after Take or Reply with
+// "accepted" returned.
+func (a *Agent) Take(ctx context.Context, in *Received) error {
+	if !a.received(in) || !in.Accepted() {
+		return fmt.Errorf("%w: only an offer this agent received and accepted can be taken", ErrArgument)
+	}
+	o := in.offer
+	defer a.lockHop(o.Iss, o.Hop)()
+	key := replay.Key{Iss: string(o.Iss), Hop: string(o.Hop)}
+	rec, ok, err := a.cfg.Store.Get(ctx, key)
+	if err != nil {
+		return storeErr(err)
+	}
+	switch {
+	case !ok:
+		return rule("", "the hop is no longer remembered")
+	case rec.State != "":
+		return rule("HC-23", "the hop is already %s", rec.State)
+	}
+	rec.State, rec.Expires = string(Accepted), time.Time{}
+	if err := a.cfg.Store.Update(ctx, key, rec); err != nil {
+		return storeErr(err)
+	}
+	return nil
+}
+
+// ---- The delegator's verbs ----
+
+// OfferParams describe a new offer (section 2).
+type OfferParams struct {
+	// To is the delegate (aud). Required.
+	To AgentID
+	// Dialog is the host protocol's dialog identifier, which the delegate
+	// checks against its host message (step 5). Required, unless From
+	// gives it: the CDDL makes dialog a required text.
+	Dialog string
+	Task   string
+	// TTL is exp - iat. Zero means DefaultTTL; it may not exceed the
+	// configured MaxLifetime (HC-32).
+	TTL time.Duration
+	// From is the received offer whose work this offer passes on: prev is
+	// its digest and the chain is its chain plus its offer (section 2.1).
+	// It must be an offer this agent received and accepted. Nil starts a
+	// chain.
+	From *Received
+	// OmitChain leaves the chain out, keeping prev (HC-63): the next hop
+	// then sees an absent chain.
+	OmitChain bool
+	// Obo names the principal; nil means From's, when given.
+	Obo *Principal
+	// Credential, when set, is bound to the hop by its digest in grant
+	// (HC-03). The credential itself is never put in the offer (HC-62).
+	Credential []byte
+	// Refs name prior context by digest (HC-64).
+	Refs []ContextRef
+	// Extra members to sign with the offer (HC-01).
+	Extra map[string]any
+	// Work names the work this offer asks for. While an earlier hop for the
+	// same Work is unresolved, a new offer is refused unless SafeToRepeat
+	// (HC-42). Empty means the work is not tracked.
+	Work         string
+	SafeToRepeat bool
+}
+
+// Outgoing is an offer this agent made.
+type Outgoing struct {
+	Handoff *Handoff
+	Offer   *Offer
+	Digest  Digest
+}
+
+// Encode returns the Handoff object to carry.
+func (o *Outgoing) Encode(enc Encoding) ([]byte, error) { return o.Handoff.Encode(enc) }
+
+// Offer builds, signs and records a new offer to p.To with a fresh hop
+// (HC-12). The hop is never signed again: Retransmit resends these octets
+// (HC-52). Several offers may pass on one received offer (fan-out, HC-51).
+func (a *Agent) Offer(ctx context.Context, p OfferParams) (*Outgoing, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if p.To == "" {
+		return nil, fmt.Errorf("%w: OfferParams.To is required", ErrArgument)
+	}
+	ttl := p.TTL
+	if ttl == 0 {
+		ttl = DefaultTTL
+	}
+	if ttl < time.Second || ttl > a.maxLifetime {
+		return nil, fmt.Errorf("%w: TTL %s outside [1s, %s], the maximum lifetime (HC-32)", ErrArgument, ttl, a.maxLifetime)
+	}
+	hop, err := NewHopID(a.cfg.Rand)
+	if err != nil {
+		return nil, err
+	}
+	now := TimeOf(a.now())
+	o := &Offer{
+		Hop: hop, Dialog: p.Dialog, Task: p.Task, Iss: a.cfg.ID, Aud: p.To,
+		Iat: now, Exp: now + seconds(ttl), Obo: p.Obo, Refs: p.Refs, Extra: p.Extra,
+	}
+	h := &Handoff{}
+	var prev []byte
+	if in := p.From; in != nil {
+		if !a.received(in) || !(in.Accepted() || in.Retransmission()) {
+			return nil, fmt.Errorf("%w: From must be an offer this agent received and accepted", ErrArgument)
+		}
+		o.Prev = &Digest{Alg: SHA256Alg, Val: in.digest.Val}
+		prev = in.digest.Val
+		if o.Dialog == "" {
+			o.Dialog = in.offer.Dialog
+		}
+		if o.Obo == nil {
+			o.Obo = in.offer.Obo
+		}
+		if !p.OmitChain {
+			h.Chain = append(append([]Signed(nil), in.handoff.Chain...), in.handoff.Offer)
+			if len(h.Chain) > a.lim.maxChain() {
+				return nil, fmt.Errorf("%w: the chain would have %d elements, over the limit of %d (HC-50)", ErrArgument, len(h.Chain), a.lim.maxChain())
+			}
+		}
+	}
+	if o.Dialog == "" {
+		return nil, fmt.Errorf("%w: OfferParams.Dialog is required: the delegate checks it against its host message", ErrArgument)
+	}
+	if p.Credential != nil {
+		g := SHA256(p.Credential)
+		o.Grant = &g
+	}
+	if p.Work != "" && !p.SafeToRepeat {
+		// A cheap look first, so that a refused offer costs no signature;
+		// Create below is the atomic check (HC-42).
+		open, err := a.cfg.Offers.List(ctx, replay.OfferQuery{OpenOnly: true, Work: p.Work})
+		if err != nil {
+			return nil, storeErr(err)
+		}
+		if len(open) > 0 {
+			return nil, rule("HC-42", "hop %s for the same work is unresolved; no new offer replaces it unless the work is safe to do twice", open[0].Hop)
+		}
+	}
+	signed, err := a.cfg.Signer.SignOffer(o)
+	if err != nil {
+		return nil, err
+	}
+	h.Offer = signed
+	encoded, err := h.Encode(CBOR)
+	if err != nil {
+		return nil, err
+	}
+	d := signed.Digest()
+	work := p.Work
+	if p.SafeToRepeat {
+		work = "" // not held against later offers
+	}
+	rec := replay.OfferRecord{Hop: string(hop), To: string(p.To), Digest: d.Val, Prev: prev, Work: work, Open: true,
+		Handoff: encoded, State: string(Offered), Created: a.now()}
+	if _, err := a.cfg.Offers.Create(ctx, rec); err != nil {
+		var busy *replay.BusyError
+		if errors.As(err, &busy) {
+			return nil, rule("HC-42", "hop %s for the same work is unresolved; no new offer replaces it unless the work is safe to do twice", busy.Hop)
+		}
+		return nil, storeErr(err)
+	}
+	return &Outgoing{Handoff: h, Offer: o, Digest: d}, nil
+}
+
+// Retransmit returns the Handoff of an offered hop unchanged: the identical
+// octets, never a re-signed hop (HC-37, HC-52). It works across restarts
+// when Config.Offers is durable.
+func (a *Agent) Retransmit(ctx context.Context, hop HopID) (*Handoff, error) {
+	rec, err := a.offered(ctx, hop)
+	if err != nil {
+		return nil, err
+	}
+	h, _, err := ParseHandoff(rec.Handoff, Limits{MaxHandoffSize: len(rec.Handoff), MaxElementSize: len(rec.Handoff)})
+	if err != nil {
+		return nil, fmt.Errorf("handoff: the recorded Handoff of hop %s does not parse: %w", hop, err)
+	}
+	return h, nil
+}
+
+func (a *Agent) offered(ctx context.Context, hop HopID) (replay.OfferRecord, error) {
+	rec, ok, err := a.cfg.Offers.Get(ctx, string(hop))
+	if err != nil {
+		return replay.OfferRecord{}, storeErr(err)
+	}
+	if !ok {
+		return replay.OfferRecord{}, fmt.Errorf("%w: no offered hop %s", ErrArgument, hop)
+	}
+	return rec, nil
+}
+
+// HopInfo is the delegator's view of one hop it offered.
+type HopInfo struct {
+	Hop    HopID
+	To     AgentID
+	Digest Digest
+	Work   string
+	// State is the hop's state: Offered, Expired (local, provisional,
+	// HC-27), or the first verified status's state.
+	State State
+	// Reason is the reason of a verified "rejected" or "failed".
+	Reason Reason
+	// Canceled is true once this agent canceled the hop; a later verified
+	// "completed" or "failed" still resolves it (HC-56).
+	Canceled bool
+	// Resolved follows HC-41.
+	Resolved bool
+	// Status is the verified status that set State, as received.
+	Status Signed
+	// Age is how long ago the offer was made.
+	Age time.Duration
+}
+
+func (a *Agent) info(rec replay.OfferRecord) HopInfo {
+	h := hopOf(rec)
+	exp := Time(0)
+	if o, _, err := InspectUnverified(a.recordedOffer(rec), Limits{MaxElementSize: len(rec.Handoff)}); err == nil && o != nil {
+		exp = o.Exp // this agent's own offer, read back from its store
+	}
+	info := HopInfo{Hop: HopID(rec.Hop), To: AgentID(rec.To), Digest: Digest{Alg: SHA256Alg, Val: rec.Digest}, Work: rec.Work,
+		State: h.localState(exp, TimeOf(a.now())), Reason: Reason(rec.Reason), Canceled: rec.Canceled,
+		Resolved: h.resolved(), Age: a.now().Sub(rec.Created)}
+	if len(rec.Status) > 0 {
+		if s, err := ParseSigned(rec.Status, Limits{MaxElementSize: len(rec.Status)}); err == nil {
+			info.Status = s
+		}
+	}
+	return info
+}
+
+// recordedOffer returns the signed offer of a record, or a zero Signed.
+func (a *Agent) recordedOffer(rec replay.OfferRecord) Signed {
+	h, _, err := ParseHandoff(rec.Handoff, Limits{MaxHandoffSize: len(rec.Handoff), MaxElementSize: len(rec.Handoff)})
+	if err != nil {
+		return Signed{}
+	}
+	return h.Offer
+}
+
+func hopOf(rec replay.OfferRecord) delegatorHop {
+	return delegatorHop{State: State(rec.State), Reason: Reason(rec.Reason), Canceled: rec.Canceled, Observed: rec.Observed}
+}
+
+// Hop returns the delegator's view of a hop it offered.
+func (a *Agent) Hop(ctx context.Context, hop HopID) (HopInfo, bool, error) {
+	rec, ok, err := a.cfg.Offers.Get(ctx, string(hop))
+	if err != nil || !ok {
+		return HopInfo{}, false, storeErrOrNil(err)
+	}
+	return a.info(rec), true, nil
+}
+
+// Unresolved lists the hops this agent offered that are not resolved
+// (HC-41), for an operator, sorted by hop.
+func (a *Agent) Unresolved(ctx context.Context) ([]HopInfo, error) {
+	recs, err := a.cfg.Offers.List(ctx, replay.OfferQuery{OpenOnly: true})
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	out := make([]HopInfo, 0, len(recs))
+	for _, rec := range recs {
+		out = append(out, a.info(rec))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Hop < out[j].Hop })
+	return out, nil
+}
+
+// ObservedNoEffect records an authoritative observation that the work of
+// hop did not take effect, which resolves it (HC-41).
+func (a *Agent) ObservedNoEffect(ctx context.Context, hop HopID) error {
+	return a.updateOffered(ctx, hop, func(rec *replay.OfferRecord) (bool, error) {
+		rec.Observed = true
+		return true, nil
+	})
+}
+
+// Abandon stops tracking a hop and, when it is unresolved, flags it to the
+// operator (HC-42: a delegator that stops asking while a hop is unresolved
+// flags it).
+func (a *Agent) Abandon(ctx context.Context, hop HopID) error {
+	rec, err := a.offered(ctx, hop)
+	if err != nil {
+		return err
+	}
+	if err := a.cfg.Offers.Delete(ctx, rec.Hop, rec.Version); err != nil {
+		return storeErr(err)
+	}
+	if !hopOf(rec).resolved() {
+		a.flag(Conflict{Kind: ConflictUnresolved, Iss: a.cfg.ID, Hop: hop, First: Digest{Alg: SHA256Alg, Val: rec.Digest},
+			Detail: "hop abandoned while unresolved"})
+	}
+	return nil
+}
+
+// updateOffered applies change to the record of hop with the store's
+// compare-and-swap, retrying when another writer got there first. change
+// reports whether it changed anything.
+func (a *Agent) updateOffered(ctx context.Context, hop HopID, change func(*replay.OfferRecord) (bool, error)) error {
+	for {
+		rec, err := a.offered(ctx, hop)
+		if err != nil {
+			return err
+		}
+		next := rec
+		changed, err := change(&next)
+		if err != nil || !changed {
+			return err
+		}
+		h := hopOf(next)
+		if next.Open && h.resolved() {
+			next.Open = false
+			next.Expires = a.now().Add(a.retention)
+		}
+		if _, err := a.cfg.Offers.Swap(ctx, rec, next); err != nil {
+			if errors.Is(err, replay.ErrConflict) {
+				continue
+			}
+			return storeErr(err)
+		}
+		return nil
+	}
+}
+
+// Notice is a status this agent signed for another agent: send Status to
+// To, about its hop Hop.
+type Notice struct {
+	To     AgentID
+	Hop    HopID
+	Status Signed
+}
+
+// Cancel signs a "canceled" for a hop this agent offered (section 4). The
+// hop stays unresolved: the delegate may have done the work (HC-41).
+func (a *Agent) Cancel(ctx context.Context, hop HopID) (Notice, error) {
+	var n Notice
+	err := a.updateOffered(ctx, hop, func(rec *replay.OfferRecord) (bool, error) {
+		st := &Status{Hop: hop, Offer: Digest{Alg: SHA256Alg, Val: rec.Digest}, Iss: a.cfg.ID, Aud: AgentID(rec.To),
+			Iat: TimeOf(a.now()), State: Canceled}
+		signed, err := a.cfg.Signer.SignStatus(st)
+		if err != nil {
+			return false, err
+		}
+		n = Notice{To: AgentID(rec.To), Hop: hop, Status: signed}
+		changed := !rec.Canceled
+		rec.Canceled = true
+		return changed, nil
+	})
+	return n, err
+}
+
+// StatusResult is the outcome of HandleStatus. Like Received, it carries a
+// rejection as a value: Err, Reason.
+type StatusResult struct {
+	status    *Status
+	state     State
+	changed   bool
+	conflict  bool
+	notices   []Notice
+	rejection *Rejection
+}
+
+// Status returns the status once it verified (HC-55), else nil.
+func (r *StatusResult) Status() *Status { return r.status }
+
+// State is the hop's state after the status, for the side it concerns.
+func (r *StatusResult) State() State { return r.state }
+
+// Changed reports that the status set the hop's state.
+func (r *StatusResult) Changed() bool { return r.changed }
+
+// Conflict reports that the status contradicts the first verified terminal
+// state: it was flagged and ignored (HC-56).
+func (r *StatusResult) Conflict() bool { return r.conflict }
+
+// Notices are the "canceled" statuses this agent signed for the offers it
+// issued from a hop that was just canceled (HC-28): send each to its
+// delegate, so that the cancel walks down the chain.
+func (r *StatusResult) Notices() []Notice { return r.notices }
+
+// Err returns why the status was refused (a *Rejection), or nil.
+func (r *StatusResult) Err() error {
+	if r.rejection == nil {
+		return nil
+	}
+	return r.rejection
+}
+
+// Reason returns the reason code of a refusal, or "".
+func (r *StatusResult) Reason() Reason {
+	if r.rejection == nil {
+		return ""
+	}
+	return r.rejection.Reason
+}
+
+// HandleStatus verifies a status (HC-55) and applies it.
+//
+// As delegator, for a hop this agent offered: the status must be signed by
+// a key bound to its iss, with status.iss the offer's aud, status.aud this
+// agent, and status.offer the offer's digest. The delegator's table in
+// lifecycle.go then applies it: the first verified terminal state stands,
+// a later conflicting one is flagged and ignored (HC-56), a verified status
+// replaces a local expiry (HC-27).
+//
+// As delegate, for a "canceled" from the delegator of a hop this agent
+// received: status.iss must be that offer's iss (HC-55). The hop becomes
+// canceled unless it already has a terminal state, and a "canceled" is
+// signed for each offer this agent issued whose prev is that offer's
+// digest (HC-28).
+//
+// A status that fails verification changes nothing: the result carries the
+// rejection (Err, Reason). The error is for the stores and the context.
+func (a *Agent) HandleStatus(ctx context.Context, octets []byte) (*StatusResult, error) {
+	res := &StatusResult{}
+	s, err := ParseSigned(octets, a.lim)
+	if err != nil {
+		res.rejection = &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: err}
+		return res, nil
+	}
+	st, err := OpenStatus(s, a.trust.Load().trust, a.lim)
+	if err != nil {
+		res.rejection = asRejection(err)
+		return res, nil
+	}
+	if st.Aud != a.cfg.ID {
+		res.rejection = reject(ReasonWrongAudience, ErrRejected, "status aud %q is not this agent", st.Aud)
+		return res, nil
+	}
+	if st.State == Canceled {
+		if ok, err := a.cancelReceived(ctx, st, res); ok || err != nil {
+			return res, err
+		}
+		res.rejection = reject(ReasonPolicy, ErrRejected, "a \"canceled\" names no hop this agent received from its iss")
+		return res, nil
+	}
+	var flagged *Conflict
+	err = a.updateOffered(ctx, st.Hop, func(rec *replay.OfferRecord) (bool, error) {
+		flagged, res.conflict, res.changed = nil, false, false
+		offer := a.recordedOffer(*rec)
+		o, _, err := InspectUnverified(offer, Limits{MaxElementSize: len(offer.Octets)})
+		if err != nil || o == nil || !(Digest{Alg: SHA256Alg, Val: rec.Digest}).Equal(st.Offer) {
+			res.rejection = reject(ReasonPolicy, ErrRejected, "the status names no offer this agent made")
+			return false, nil
+		}
+		if rj := statusAnswers(st, o, offer.Digest()); rj != nil {
+			res.rejection = asRejection(rj)
+			return false, nil
+		}
+		res.status = st
+		next, changed, conflict := delegatorStep(hopOf(*rec), st)
+		res.state, res.changed, res.conflict = next.State, changed, conflict
+		if conflict {
+			flagged = &Conflict{Kind: ConflictStatus, Iss: a.cfg.ID, Hop: st.Hop, First: Digest{Alg: SHA256Alg, Val: rec.Digest}, Second: s.Digest(),
+				Detail: fmt.Sprintf("status %q conflicts with the hop's state %q", st.State, rec.State)}
+		}
+		if changed {
+			rec.State, rec.Reason, rec.Status = string(next.State), string(next.Reason), s.Octets
+		}
+		return changed, nil
+	})
+	if err != nil {
+		if errors.Is(err, ErrArgument) { // no such hop
+			res.rejection = reject(ReasonPolicy, ErrRejected, "the status names no offer this agent made")
+			return res, nil
+		}
+		return nil, err
+	}
+	if flagged != nil {
+		a.flag(*flagged)
+	}
+	return res, nil
+}
+
+// cancelReceived handles a "canceled" for a hop this agent received. It
+// reports false when the status names no such hop.
+func (a *Agent) cancelReceived(ctx context.Context, st *Status, res *StatusResult) (bool, error) {
+	ok, err := a.cancelHop(ctx, st, res)
+	if !ok || err != nil {
+		return ok, err
+	}
+	// HC-28: cancel each offer issued from this hop.
+	down, err := a.cfg.Offers.List(ctx, replay.OfferQuery{Prev: st.Offer.Val})
+	if err != nil {
+		return true, storeErr(err)
+	}
+	sort.Slice(down, func(i, j int) bool { return down[i].Hop < down[j].Hop })
+	for _, rec := range down {
+		n, err := a.Cancel(ctx, HopID(rec.Hop))
+		if err != nil {
+			return true, err
+		}
+		res.notices = append(res.notices, n)
+	}
+	return true, nil
+}
+
+// cancelHop sets a received hop canceled unless it already has a terminal
+// state.
+func (a *Agent) cancelHop(ctx context.Context, st *Status, res *StatusResult) (bool, error) {
+	defer a.lockHop(st.Iss, st.Hop)()
+	key := replay.Key{Iss: string(st.Iss), Hop: string(st.Hop)}
+	rec, ok, err := a.cfg.Store.Get(ctx, key)
+	if err != nil {
+		return true, storeErr(err)
+	}
+	// The record is keyed by (iss, hop): a matching digest proves that
+	// status.iss is the offer's iss (HC-55).
+	if !ok || !(Digest{Alg: SHA256Alg, Val: rec.Digest}).Equal(st.Offer) {
+		return false, nil
+	}
+	res.status, res.state = st, State(rec.State)
+	switch State(rec.State) {
+	case Rejected, Completed, Failed, Canceled:
+		// The first terminal state stands.
+	default:
+		rec.State, res.state, res.changed = string(Canceled), Canceled, true
+		rec.Expires = a.now().Add(a.retention)
+		if err := a.cfg.Store.Update(ctx, key, rec); err != nil {
+			return true, storeErr(err)
+		}
+	}
+	return true, nil
+}
+
+func storeErrOrNil(err error) error {
+	if err == nil {
+		return nil
+	}
+	return storeErr(err)
+}

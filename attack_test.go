@@ -121,7 +121,7 @@ func atkPayload(t *testing.T, iss AgentID, extra string) string {
 // atkCBORPayload is an offer payload in CBOR core deterministic encoding.
 func atkCBORPayload(t *testing.T, iss AgentID) []byte {
 	o := &Offer{Hop: atkHop(t), Dialog: "ctx-atk", Iss: iss, Aud: atkCoder, Iat: atkIat, Exp: atkExp}
-	b, err := o.EncodeCBOR()
+	b, err := o.encode(CBOR)
 	require.NoError(t, err)
 	return b
 }
@@ -356,9 +356,11 @@ func TestAttack_HC21_EmbeddedKeys(t *testing.T) {
 	})
 }
 
-// HC-21: a kid selects only among the keys bound to iss. A kid naming a key
-// bound to another agent finds no key (untrusted-key), even when that key
-// made the signature; the right kid with the wrong key is bad-signature.
+// HC-21: a kid selects only among the keys bound to iss; it is a hint, and
+// when it names none of them, iss's keys are tried in turn. A kid naming a
+// key bound to another agent, when no key of iss verifies, is
+// untrusted-key; the kid of iss's key over another signature, or no kid,
+// is bad-signature.
 func TestAttack_HC21_KidOfAnotherAgent(t *testing.T) {
 	e := newAtkEnv(t)
 	t.Run("JWS, signed by the other agent", func(t *testing.T) {
@@ -515,15 +517,15 @@ func TestAttack_HC53_HighSTwinIsEquivocation(t *testing.T) {
 				atkAccepted(t, first)
 				second := receive(t, a, encodeHandoff(t, &Handoff{Offer: order[1]}, CBOR), Host{})
 				assert.False(t, second.Accepted())
-				assert.False(t, second.Retransmission)
+				assert.False(t, second.Retransmission())
 				assert.Equal(t, ReasonEquivocation, second.Reason())
 				assert.Equal(t, ReasonEquivocation, ReasonOf(second.Err()))
 				assert.ErrorIs(t, second.Err(), ErrRejected)
-				assert.Equal(t, AnswerRejectFirst, second.Equivocation)
+				assert.Equal(t, AnswerRejectFirst, second.Equivocation())
 				assert.False(t, second.StatusDue(), "HC-53: no status for the second")
 				assert.Contains(t, second.Detail(), "signature")
-				assert.True(t, second.First.Equal(order[0].Digest()))
-				assert.True(t, second.Digest.Equal(order[1].Digest()))
+				assert.True(t, second.First().Equal(order[0].Digest()))
+				assert.True(t, second.Digest().Equal(order[1].Digest()))
 				require.Len(t, e.conflicts, 1)
 				assert.Equal(t, ConflictEquivocation, e.conflicts[0].Kind)
 				assert.True(t, e.conflicts[0].First.Equal(order[0].Digest()))
@@ -531,7 +533,7 @@ func TestAttack_HC53_HighSTwinIsEquivocation(t *testing.T) {
 
 				// The first, sent again, is still a retransmission.
 				again := receive(t, a, encodeHandoff(t, &Handoff{Offer: order[0]}, JSON), Host{})
-				assert.True(t, again.Retransmission)
+				assert.True(t, again.Retransmission())
 			}
 		})
 	}
@@ -553,17 +555,35 @@ func TestAttack_HC01_DuplicateAndCaseVariantMembers(t *testing.T) {
 		"duplicate aud":             `{` + base + `,"iss":"` + string(atkPlanner) + `","aud":"spiffe://x"}`,
 		"duplicate v":               `{"v":1,` + base + `,"iss":"` + string(atkPlanner) + `"}`,
 		"duplicate nested":          `{` + base + `,"iss":"` + string(atkPlanner) + `","obo":{"sub":"a","sub":"b"}}`,
-		"case variant ISS":          `{` + base + `,"iss":"` + string(atkPlanner) + `","ISS":"` + string(atkOther) + `"}`,
-		"case variant Aud":          `{` + base + `,"iss":"` + string(atkPlanner) + `","Aud":"spiffe://x"}`,
 		"case variant only":         `{` + base + `,"Iss":"` + string(atkPlanner) + `"}`,
-		"long s folds to s":         `{` + base + `,"iss":"` + string(atkPlanner) + `","iſs":"` + string(atkOther) + `"}`,
-		"dotless i folds to I":      `{` + base + `,"iss":"` + string(atkPlanner) + `","ıss":"` + string(atkOther) + `"}`,
-		"Kelvin sign folds to K":    `{` + base + `,"iss":"` + string(atkPlanner) + `","task":"a","tas\u212a":"b"}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := e.receive(atkJSONHandoff(t, atkJWS(t, e.planner, atkHeader(e.plannerKID), p)))
 			atkRefused(t, in, ReasonBadSignature, ErrMalformed)
 			assert.NotErrorIs(t, in.Err(), ErrSignature, "the payload decoder refuses, not the signature check")
+		})
+	}
+	// A name that differs from a member's only in case is another member,
+	// unknown: "a receiver MUST ignore members it does not understand"
+	// (HC-01). It is kept, never taken for the member; the strict profile
+	// refuses it.
+	for name, c := range map[string]struct{ payload, variant string }{
+		"case variant ISS":       {`{` + base + `,"iss":"` + string(atkPlanner) + `","ISS":"` + string(atkOther) + `"}`, "ISS"},
+		"case variant Aud":       {`{` + base + `,"iss":"` + string(atkPlanner) + `","Aud":"spiffe://x"}`, "Aud"},
+		"long s folds to s":      {`{` + base + `,"iss":"` + string(atkPlanner) + `","iſs":"` + string(atkOther) + `"}`, "iſs"},
+		"dotless i folds to I":   {`{` + base + `,"iss":"` + string(atkPlanner) + `","ıss":"` + string(atkOther) + `"}`, "ıss"},
+		"Kelvin sign folds to K": {`{` + base + `,"iss":"` + string(atkPlanner) + `","task":"a","tas\u212a":"b"}`, "tas\u212a"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			data := atkJSONHandoff(t, atkJWS(t, e.planner, atkHeader(e.plannerKID), c.payload))
+			in := e.receive(data)
+			require.True(t, in.Accepted(), in.Detail())
+			o := in.Offer()
+			assert.Equal(t, atkPlanner, o.Iss, "the member is the one spelled exactly")
+			assert.Equal(t, atkCoder, o.Aud)
+			assert.Contains(t, o.Extra, c.variant, "the variant is kept as an unknown member")
+			strict := receive(t, e.agent(Limits{Strict: true}), data, Host{})
+			atkRefused(t, strict, ReasonBadSignature, ErrMalformed)
 		})
 	}
 	t.Run("CBOR duplicate iss", func(t *testing.T) {
@@ -579,12 +599,16 @@ func TestAttack_HC01_DuplicateAndCaseVariantMembers(t *testing.T) {
 		require.NoError(t, cbor.Unmarshal(atkCBORPayload(t, atkPlanner), &m))
 		m["ISS"] = string(atkOther)
 		msg := atkCOSE(t, e.planner, atkProtected(t, e.plannerKID), atkCBOR(t, m))
-		atkRefused(t, e.receive(atkCOSEHandoff(t, msg)), ReasonBadSignature, ErrMalformed)
+		in := e.receive(atkCOSEHandoff(t, msg))
+		require.True(t, in.Accepted(), in.Detail())
+		assert.Equal(t, atkPlanner, in.Offer().Iss)
+		assert.Equal(t, string(atkOther), in.Offer().Extra["ISS"])
+		atkRefused(t, receive(t, e.agent(Limits{Strict: true}), atkCOSEHandoff(t, msg), Host{}), ReasonBadSignature, ErrMalformed)
 	})
 }
 
-// HC-12: Time and v are unsigned integers. Floats, exponents, negatives
-// and integers beyond 2^53-1 are refused; an unknown member may hold any
+// HC-12: Time and v are unsigned integers ("Time = uint"). Floats,
+// exponents, negatives and integers beyond 2^64-1 are refused; an unknown member may hold any
 // number and is kept as written (HC-01).
 func TestAttack_HC12_Numbers(t *testing.T) {
 	e := newAtkEnv(t)
@@ -595,7 +619,6 @@ func TestAttack_HC12_Numbers(t *testing.T) {
 		"iat upper exponent":   {"iat", "17930000000E-1"},
 		"iat negative":         {"iat", "-1"},
 		"iat minus zero":       {"iat", "-0"},
-		"iat 2^53":             {"iat", "9007199254740992"},
 		"iat 2^64":             {"iat", "18446744073709551616"},
 		"iat huge":             {"iat", "1" + strings.Repeat("0", 400)},
 		"iat 1e400":            {"iat", "1e400"},
@@ -624,10 +647,10 @@ func TestAttack_HC12_Numbers(t *testing.T) {
 		p := atkPayload(t, atkPlanner, `,"x-big":`+big+`,"x-f":1.5e300,"x-neg":-7,"x-mz":-0`)
 		in := e.receive(atkJSONHandoff(t, atkJWS(t, e.planner, atkHeader(e.plannerKID), p)))
 		atkAccepted(t, in)
-		assert.Equal(t, json.Number(big), in.Offer.Extra["x-big"])
-		assert.Equal(t, json.Number("1.5e300"), in.Offer.Extra["x-f"])
-		assert.Equal(t, int64(-7), in.Offer.Extra["x-neg"])
-		assert.Equal(t, json.Number("-0"), in.Offer.Extra["x-mz"], "-0 is not a negative integer")
+		assert.Equal(t, json.Number(big), in.Offer().Extra["x-big"])
+		assert.Equal(t, json.Number("1.5e300"), in.Offer().Extra["x-f"])
+		assert.Equal(t, int64(-7), in.Offer().Extra["x-neg"])
+		assert.Equal(t, json.Number("-0"), in.Offer().Extra["x-mz"], "-0 is not a negative integer")
 	})
 }
 
@@ -757,7 +780,7 @@ func TestAttack_HC61_TenMegabytes(t *testing.T) {
 			in := e.receive(data)
 			atkRefused(t, in, ReasonBadSignature, ErrTooLarge)
 			assert.NotErrorIs(t, in.Err(), ErrMalformed, "refused before parsing")
-			assert.Nil(t, in.Handoff)
+			assert.Nil(t, in.Handoff())
 		})
 	}
 	t.Run("element over the element limit", func(t *testing.T) {
@@ -770,7 +793,7 @@ func TestAttack_HC61_TenMegabytes(t *testing.T) {
 		assert.Equal(t, ReasonBadSignature, ReasonOf(err))
 		_, err = OpenOffer(Signed{Format: COSE, Octets: append([]byte{0xd2}, make([]byte, tenMB)...)}, e.trust, Limits{})
 		assert.ErrorIs(t, err, ErrTooLarge)
-		_, err = e.agent(Limits{}).HandleStatus(context.Background(), bytes.Repeat([]byte{'A'}, tenMB))
+		_, err = statusErr(e.agent(Limits{}).HandleStatus(context.Background(), bytes.Repeat([]byte{'A'}, tenMB)))
 		assert.ErrorIs(t, err, ErrTooLarge)
 		assert.Equal(t, ReasonBadSignature, ReasonOf(err))
 	})
@@ -818,8 +841,8 @@ func TestAttack_HC50_TenThousandElementChain(t *testing.T) {
 			require.Greater(t, len(data), DefaultMaxHandoffSize)
 			in := receive(t, e.agent(lim), data, Host{})
 			atkRefused(t, in, ReasonTooDeep, ErrRejected)
-			assert.Empty(t, in.Links)
-			assert.Empty(t, in.Chain)
+			assert.Empty(t, in.Links())
+			assert.Empty(t, in.Chain())
 		}
 	})
 	t.Run("small elements, default limits", func(t *testing.T) {
@@ -916,7 +939,7 @@ func TestAttack_HC55_StatusAsOfferAndReverse(t *testing.T) {
 			for _, enc := range []Encoding{JSON, CBOR} {
 				in := e.receive(encodeHandoff(t, &Handoff{Offer: status}, enc))
 				atkRefused(t, in, ReasonBadSignature, ErrMalformed)
-				assert.Nil(t, in.Offer)
+				assert.Nil(t, in.Offer())
 				// A status as a chain element is refused too.
 				in = e.receive(encodeHandoff(t, &Handoff{Offer: offer, Chain: []Signed{status}}, enc))
 				atkRefused(t, in, ReasonBadSignature, ErrMalformed)
@@ -929,14 +952,14 @@ func TestAttack_HC55_StatusAsOfferAndReverse(t *testing.T) {
 				"Handoff in CBOR":  encodeHandoff(t, &Handoff{Offer: offer}, CBOR),
 				"status in a JSON": atkJSONHandoff(t, string(status.Octets)),
 			} {
-				res, err := a.HandleStatus(context.Background(), data)
+				res, err := statusErr(a.HandleStatus(context.Background(), data))
 				assert.Nil(t, res, name)
 				assert.ErrorIs(t, err, ErrMalformed, name)
 				assert.Equal(t, ReasonBadSignature, ReasonOf(err), name)
 			}
 			// Control: the status itself verifies (it names no hop of this
 			// agent, so it is a policy rejection, after verification).
-			_, err = a.HandleStatus(context.Background(), status.Octets)
+			_, err = statusErr(a.HandleStatus(context.Background(), status.Octets))
 			assert.Equal(t, ReasonPolicy, ReasonOf(err))
 		})
 	}
@@ -1020,9 +1043,9 @@ func atkTwinEquivocates(t *testing.T, e *atkEnv, orig Signed) {
 	atkAccepted(t, receive(t, a, encodeHandoff(t, &Handoff{Offer: orig}, CBOR), Host{}))
 	in := receive(t, a, encodeHandoff(t, &Handoff{Offer: twin}, CBOR), Host{})
 	assert.False(t, in.Accepted())
-	assert.False(t, in.Retransmission)
+	assert.False(t, in.Retransmission())
 	assert.Equal(t, ReasonEquivocation, in.Reason())
-	assert.True(t, in.First.Equal(orig.Digest()))
+	assert.True(t, in.First().Equal(orig.Digest()))
 }
 
 // atkBstrHead is a byte string head for n octets in the given width (0:

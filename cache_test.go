@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,20 +13,26 @@ import (
 
 func TestVerifiedCache_Bounded(t *testing.T) {
 	c := newVerifiedCache(3)
+	o := &Offer{Hop: "AAAAAAAAAAAAAAAAAAAAAA"}
 	for _, s := range []string{"a", "b", "c"} {
-		c.add(SHA256([]byte(s)))
+		c.add(SHA256([]byte(s)), o)
 	}
-	assert.True(t, c.has(SHA256([]byte("a"))))
-	c.add(SHA256([]byte("a"))) // already held: no change
-	c.add(SHA256([]byte("d"))) // evicts the oldest, "a"
-	assert.False(t, c.has(SHA256([]byte("a"))))
+	assert.NotNil(t, c.get(SHA256([]byte("a"))))
+	c.add(SHA256([]byte("a")), o) // already held: no change
+	c.add(SHA256([]byte("d")), o) // evicts the oldest, "a"
+	assert.Nil(t, c.get(SHA256([]byte("a"))))
 	for _, s := range []string{"b", "c", "d"} {
-		assert.True(t, c.has(SHA256([]byte(s))), s)
+		assert.NotNil(t, c.get(SHA256([]byte(s))), s)
 	}
 	assert.Len(t, c.set, 3)
 	var off *verifiedCache = newVerifiedCache(-1)
-	off.add(SHA256([]byte("x")))
-	assert.False(t, off.has(SHA256([]byte("x"))))
+	off.add(SHA256([]byte("x")), o)
+	assert.Nil(t, off.get(SHA256([]byte("x"))))
+	// The cache holds its own copy: changing the offer added changes
+	// nothing cached.
+	c.add(SHA256([]byte("e")), o)
+	o.Hop = "BBBBBBBBBBBBBBBBBBBBBB"
+	assert.Equal(t, HopID("AAAAAAAAAAAAAAAAAAAAAA"), c.get(SHA256([]byte("e"))).Hop)
 }
 
 // chainFixture builds a chain of n hops a0 -> a1 -> ... -> an, the last
@@ -34,7 +41,7 @@ func TestVerifiedCache_Bounded(t *testing.T) {
 func chainFixture(t testing.TB, f Format, n, fanout int) (*world, AgentID, [][]byte) {
 	ids := make([]AgentID, n+2)
 	for i := range ids {
-		ids[i] = AgentID("spiffe://chain.example/agent/" + itoa(i))
+		ids[i] = AgentID("spiffe://chain.example/agent/" + strconv.Itoa(i))
 	}
 	w := newWorld(t, f, ids...)
 	ctx := context.Background()
@@ -70,17 +77,17 @@ func TestReceive_VerifiedCacheSameOutcome(t *testing.T) {
 		for _, m := range msgs {
 			in := receive(t, a, m, Host{})
 			require.True(t, in.Accepted(), in.Detail())
-			assert.Equal(t, ChainFull, in.Chain)
-			require.Len(t, in.Links, 4)
-			for _, l := range in.Links {
+			assert.Equal(t, ChainFull, in.Chain())
+			require.Len(t, in.Links(), 4)
+			for _, l := range in.Links() {
 				assert.True(t, l.Verified)
-				assert.NotNil(t, l.Offer)
+				assert.NotNil(t, l.Offer())
 			}
 		}
 		if size == 0 {
-			assert.Len(t, a.verified.set, 4, "each chain element verified once")
+			assert.Len(t, a.trust.Load().cache.set, 4, "each chain element verified once")
 		} else {
-			assert.Nil(t, a.verified)
+			assert.Nil(t, a.trust.Load().cache)
 		}
 	}
 }

@@ -2,8 +2,14 @@ package handoff
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
+
+// Section 5.3 of the draft: checking a chain. The work is split in two:
+// verifyElements is check 1 (each element's signed form and signature, the
+// costly part, cached by handoff digest), and checkStructure is checks 2 to
+// 7, a pure function of the decoded elements.
 
 // ChainState says how much of an offer's history a receiver could verify.
 type ChainState string
@@ -23,8 +29,10 @@ const (
 )
 
 // ChainPolicy is a receiver's policy for chains (section 5.3, step 6 of
-// section 5.1). The zero value checks any chain carried and accepts every
-// chain state.
+// section 5.1). The draft leaves the policy for an absent, partial or
+// unverifiable chain to the receiver; the zero value checks every chain
+// carried and accepts each of those states, reporting it in
+// Received.Chain. Set RequireFull to refuse them.
 type ChainPolicy struct {
 	// RequireFull rejects, with reason "policy", an offer whose chain is
 	// absent, partial or unverifiable.
@@ -40,27 +48,170 @@ type ChainPolicy struct {
 	AllowReentry []AgentID
 }
 
-// Link is one element of a checked chain.
+// Link is one element of a checked chain, oldest first.
 type Link struct {
 	Signed Signed
-	Offer  *Offer // decoded; verified unless Verified is false
 	Digest Digest
 	// Verified is true when the element's signature verified with a key
-	// bound to its iss. Elements of an unverifiable prefix are decoded
-	// without verification and must not drive decisions.
+	// the trust configuration binds to its iss.
 	Verified bool
+
+	offer *Offer
 }
 
-// checkChain runs section 5.3 on a decoded current offer and its carried
-// chain. It returns the chain's state and its elements, or a rejection.
-// The length limit is checked before any signature work (HC-50); signatures
-// are verified from the newest element back, so that the unverifiable
-// prefix is found as the draft describes it (HC-46). Elements in cache
-// verified before and are only decoded.
-func checkChain(h *Handoff, o *Offer, self AgentID, trust *Trust, cache *verifiedCache, pol ChainPolicy, lim Limits, skew time.Duration) (ChainState, []Link, *Rejection) {
+// Offer returns the element's offer when its signature verified, and nil
+// otherwise. The offer is a copy: changing it changes nothing else.
+func (l Link) Offer() *Offer {
+	if !l.Verified {
+		return nil
+	}
+	return l.offer.clone()
+}
+
+// Unverified returns the element's decoded offer whether or not its
+// signature verified. It is for display and diagnosis only: an element of
+// an unverifiable prefix says what anyone could have written.
+func (l Link) Unverified() *Offer { return l.offer.clone() }
+
+// ChainError is a failed check of section 5.3: the element it concerns
+// (Index, oldest first; -1 for the chain member as a whole; the length of
+// the chain for the current offer) and the draft's reason code.
+type ChainError struct {
+	Index  int
+	Reason Reason
+	Detail string
+	err    error
+}
+
+func (e *ChainError) Error() string {
+	switch {
+	case e.Index < 0:
+		return fmt.Sprintf("handoff: chain: %s: %s", e.Reason, e.Detail)
+	default:
+		return fmt.Sprintf("handoff: chain[%d]: %s: %s", e.Index, e.Reason, e.Detail)
+	}
+}
+
+// Unwrap returns the failure class: ErrRejected for checks 2 to 7, or the
+// class of the element's signature failure for check 1.
+func (e *ChainError) Unwrap() error {
+	if e.err == nil {
+		return ErrRejected
+	}
+	return e.err
+}
+
+func chainErr(i int, reason Reason, format string, args ...any) *ChainError {
+	return &ChainError{Index: i, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+}
+
+// element is one chain element after check 1.
+type element struct {
+	offer     *Offer
+	verified  bool
+	untrusted bool // no key of its iss: the chain is unverifiable from here back
+}
+
+// verifyElements is check 1 of section 5.3 on every element: its signed
+// form, v and type, and its signature with a key bound to its iss. An
+// element whose iss has no trusted key is decoded without verification and
+// makes the chain unverifiable from that point back (HC-46); every element
+// whose iss is trusted is verified wherever it sits, so that a forged
+// element cannot hide behind an untrusted one. Elements in cache verified
+// before under the same trust and are not verified again.
+func verifyElements(chain []Signed, digests []Digest, ts *trustState, lim Limits) ([]element, *ChainError) {
+	out := make([]element, len(chain))
+	for i := len(chain) - 1; i >= 0; i-- {
+		if o := ts.cache.get(digests[i]); o != nil {
+			out[i] = element{offer: o, verified: true}
+			continue
+		}
+		o, err := OpenOffer(chain[i], ts.trust, lim)
+		if err == nil {
+			out[i] = element{offer: o, verified: true}
+			ts.cache.add(digests[i], o)
+			continue
+		}
+		if ReasonOf(err) != ReasonUntrustedKey {
+			r := asRejection(err)
+			return nil, &ChainError{Index: i, Reason: r.Reason, Detail: r.Detail, err: r.Err}
+		}
+		u, _, err := InspectUnverified(chain[i], lim)
+		if err != nil || u == nil {
+			// Unreachable in practice: the lookup decoded the payload as
+			// an offer before it found no key.
+			return nil, chainErr(i, ReasonBadSignature, "not a well-formed offer: %v", err)
+		}
+		out[i] = element{offer: u, untrusted: true}
+	}
+	return out, nil
+}
+
+// checkStructure is checks 2 to 6 of section 5.3 on the decoded elements
+// C[0..n-1] with C[n] = o, the current offer: linkage (prev names the
+// digest of the element before), continuity (each iss is the aud before
+// it), timing (HC-47), and cycles (HC-49). It returns the chain's state.
+// It is pure: no signature, no clock, no I/O.
+func checkStructure(elems []element, digests []Digest, o *Offer, self AgentID, pol ChainPolicy, skew Time) (ChainState, *ChainError) {
+	n := len(elems)
+	at := func(i int) *Offer {
+		if i == n {
+			return o
+		}
+		return elems[i].offer
+	}
+	for i := 1; i <= n; i++ {
+		prev, cur := at(i-1), at(i)
+		if cur.Prev == nil || !cur.Prev.Equal(digests[i-1]) { // check 2
+			if cur.Prev != nil && !cur.Prev.Supported() { // HC-08: fails for prev
+				return "", &ChainError{Index: i, Reason: ReasonBrokenChain, Detail: fmt.Sprintf("prev uses the unsupported digest alg %q", cur.Prev.Alg), err: ErrUnsupportedDigest}
+			}
+			return "", chainErr(i, ReasonBrokenChain, "prev does not name the digest of element %d", i-1)
+		}
+		if prev.Aud != cur.Iss { // check 3
+			return "", chainErr(i, ReasonBrokenChain, "iss %q is not the aud %q of element %d", cur.Iss, prev.Aud, i-1)
+		}
+		if prev.Iat > cur.Iat || cur.Iat > prev.Exp.plus(skew) { // check 4, HC-47
+			return "", chainErr(i, ReasonBrokenChain, "issued at %d, outside [%d, %d + skew] of element %d", cur.Iat, prev.Iat, prev.Exp, i-1)
+		}
+	}
+	// Check 6: cycles (HC-49).
+	allowed := func(id AgentID) bool { return slices.Contains(pol.AllowReentry, id) }
+	seen := make(map[AgentID]int, n+1)
+	for i := 0; i <= n; i++ {
+		iss := at(i).Iss
+		if j, dup := seen[iss]; dup && !allowed(iss) {
+			return "", chainErr(i, ReasonCycle, "%q is iss of elements %d and %d", iss, j, i)
+		}
+		seen[iss] = i
+		if i < n && (at(i).Iss == self || at(i).Aud == self) && !allowed(self) {
+			return "", chainErr(i, ReasonCycle, "the receiver %q already appears in element %d", self, i)
+		}
+	}
+	for _, e := range elems {
+		if e.untrusted {
+			return ChainUnverifiable, nil
+		}
+	}
+	if n > 0 && elems[0].offer.Prev != nil { // check 5
+		return ChainPartial, nil
+	}
+	return ChainFull, nil
+}
+
+// checkChain is step 6 of section 5.1 for an offer that passed steps 1 to
+// 5: the chain member's form, its length (check 7, HC-50, before any
+// signature work), check 1 on each element, then checks 2 to 6.
+func checkChain(h *Handoff, o *Offer, self AgentID, ts *trustState, pol ChainPolicy, lim Limits, skew time.Duration) (ChainState, []Link, *ChainError) {
 	n := len(h.Chain)
-	if n > lim.MaxChain { // HC-50
-		return "", nil, reject(ReasonTooDeep, ErrRejected, "chain of %d elements exceeds the limit of %d", n, lim.MaxChain)
+	if h.chainErr != nil && h.chainErr.Index < 0 {
+		return "", nil, h.chainErr
+	}
+	if n > lim.maxChain() { // HC-50
+		return "", nil, chainErr(-1, ReasonTooDeep, "chain of %d elements exceeds the limit of %d", n, lim.maxChain())
+	}
+	if h.chainErr != nil {
+		return "", nil, h.chainErr
 	}
 	if n == 0 {
 		if o.Prev != nil {
@@ -68,125 +219,66 @@ func checkChain(h *Handoff, o *Offer, self AgentID, trust *Trust, cache *verifie
 		}
 		return ChainFull, nil, nil
 	}
-	if o.Prev == nil {
-		return "", nil, reject(ReasonBrokenChain, ErrRejected, "a chain is carried but the offer has no prev")
+	digests := make([]Digest, n)
+	for i, e := range h.Chain {
+		digests[i] = e.Digest()
 	}
-
-	// Step 1: each element's signed form and signature, newest first; an
-	// element whose iss has no trusted key makes it and every earlier
-	// element unverifiable.
+	elems, cerr := verifyElements(h.Chain, digests, ts, lim)
+	if cerr != nil {
+		return "", nil, cerr
+	}
+	state, cerr := checkStructure(elems, digests, o, self, pol, seconds(skew))
+	if cerr != nil {
+		return "", nil, cerr
+	}
 	links := make([]Link, n)
-	unverifiable := false
-	for i := n - 1; i >= 0; i-- {
-		e := h.Chain[i]
-		links[i] = Link{Signed: e, Digest: e.Digest()}
-		if !unverifiable {
-			if cache.has(links[i].Digest) {
-				// Verified before with this agent's trust: decode only.
-				if eo, _, err := InspectUnverified(e, lim); err == nil && eo != nil {
-					links[i].Offer, links[i].Verified = eo, true
-					continue
-				}
-			}
-			eo, err := OpenOffer(e, trust, lim)
-			if err == nil {
-				links[i].Offer, links[i].Verified = eo, true
-				cache.add(links[i].Digest)
-				continue
-			}
-			if ReasonOf(err) != ReasonUntrustedKey {
-				r := asRejection(err)
-				r.Detail = fmt.Sprintf("chain[%d]: %s", i, r.Detail)
-				return "", nil, r
-			}
-			unverifiable = true
-		}
-		eo, _, err := InspectUnverified(e, lim)
-		if err != nil || eo == nil {
-			return "", nil, reject(ReasonBadSignature, ErrMalformed, "chain[%d]: not a well-formed offer: %v", i, err)
-		}
-		links[i].Offer = eo
+	for i, e := range elems {
+		links[i] = Link{Signed: h.Chain[i], Digest: digests[i], Verified: e.verified, offer: e.offer}
 	}
-
-	// Steps 2-4: linkage, continuity and timing for i = 1..n, C[n] = O.
-	at := func(i int) *Offer {
-		if i == n {
-			return o
-		}
-		return links[i].Offer
-	}
-	for i := 1; i <= n; i++ {
-		prev, cur := links[i-1], at(i)
-		if cur.Prev == nil || !cur.Prev.Equal(prev.Digest) {
-			if cur.Prev != nil && !cur.Prev.Supported() { // HC-08: fails for prev
-				return "", nil, reject(ReasonBrokenChain, ErrUnsupportedDigest, "element %d: prev uses unsupported digest alg %q", i, cur.Prev.Alg)
-			}
-			return "", nil, reject(ReasonBrokenChain, ErrRejected, "element %d: prev does not name the digest of element %d", i, i-1)
-		}
-		if prev.Offer.Aud != cur.Iss {
-			return "", nil, reject(ReasonBrokenChain, ErrRejected, "element %d: iss %q is not the aud %q of element %d", i, cur.Iss, prev.Offer.Aud, i-1)
-		}
-		skewS := Time(skew / time.Second)
-		if prev.Offer.Iat > cur.Iat || cur.Iat > prev.Offer.Exp+skewS {
-			return "", nil, reject(ReasonBrokenChain, ErrRejected, "element %d: issued at %d, outside [%d, %d + skew] of element %d", i, cur.Iat, prev.Offer.Iat, prev.Offer.Exp, i-1)
-		}
-	}
-
-	// Step 6: cycles (HC-49).
-	allowed := func(id AgentID) bool { return contains(agentStrings(pol.AllowReentry), string(id)) }
-	seen := map[AgentID]int{}
-	for i := 0; i <= n; i++ {
-		iss := at(i).Iss
-		if j, dup := seen[iss]; dup && !allowed(iss) {
-			return "", nil, reject(ReasonCycle, ErrRejected, "%q is iss of elements %d and %d", iss, j, i)
-		}
-		seen[iss] = i
-		if i < n && (at(i).Iss == self || at(i).Aud == self) && !allowed(self) {
-			return "", nil, reject(ReasonCycle, ErrRejected, "the receiver %q already appears in element %d", self, i)
-		}
-	}
-
-	switch {
-	case unverifiable:
-		return ChainUnverifiable, links, nil
-	case links[0].Offer.Prev != nil:
-		return ChainPartial, links, nil
-	}
-	return ChainFull, links, nil
+	return state, links, nil
 }
 
 // applyChainPolicy is the policy half of step 6 (HC-36, HC-58).
-func applyChainPolicy(state ChainState, links []Link, o *Offer, pol ChainPolicy) *Rejection {
+func applyChainPolicy(state ChainState, links []Link, o *Offer, pol ChainPolicy) *ChainError {
 	if !pol.RequireFull && len(pol.TrustedOrigins) == 0 {
 		return nil
 	}
 	if state != ChainFull {
-		return reject(ReasonPolicy, ErrRejected, "policy requires a full verified chain; chain is %s", state)
+		return chainErr(-1, ReasonPolicy, "policy requires a full verified chain; the chain is %s", state)
 	}
 	if len(pol.TrustedOrigins) > 0 {
 		origin := o.Iss
 		if len(links) > 0 {
-			origin = links[0].Offer.Iss
+			origin = links[0].offer.Iss
 		}
-		if !contains(agentStrings(pol.TrustedOrigins), string(origin)) {
-			return reject(ReasonPolicy, ErrRejected, "chain origin %q is not a trusted origin", origin)
+		if !slices.Contains(pol.TrustedOrigins, origin) {
+			return chainErr(0, ReasonPolicy, "the chain's origin %q is not a trusted origin", origin)
 		}
 	}
 	return nil
 }
 
-func agentStrings(ids []AgentID) []string {
-	s := make([]string, len(ids))
-	for i, id := range ids {
-		s[i] = string(id)
+// clone returns a copy of o that shares nothing mutable with it, except
+// the decoded values of unknown members.
+func (o *Offer) clone() *Offer {
+	if o == nil {
+		return nil
 	}
-	return s
+	c := *o
+	if o.Obo != nil {
+		p := *o.Obo
+		c.Obo = &p
+	}
+	if o.Grant != nil {
+		g := o.Grant.clone()
+		c.Grant = &g
+	}
+	if o.Prev != nil {
+		p := o.Prev.clone()
+		c.Prev = &p
+	}
+	c.Refs = slices.Clone(o.Refs)
+	return &c
 }
 
-func asRejection(err error) *Rejection {
-	if r, ok := err.(*Rejection); ok {
-		c := *r
-		return &c
-	}
-	return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: err}
-}
+func (d Digest) clone() Digest { return Digest{Alg: d.Alg, Val: slices.Clone(d.Val)} }

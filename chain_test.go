@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -30,10 +31,11 @@ var (
 
 func links(t *testing.T, in *Received) []bool {
 	t.Helper()
-	v := make([]bool, len(in.Links))
-	for i, l := range in.Links {
+	v := make([]bool, len(in.Links()))
+	for i, l := range in.Links() {
 		v[i] = l.Verified
-		require.NotNil(t, l.Offer, "link %d is decoded", i)
+		require.NotNil(t, l.Unverified(), "link %d is decoded", i)
+		assert.Equal(t, l.Verified, l.Offer() != nil, "link %d: Offer only when verified", i)
 		assert.Equal(t, l.Signed.Digest(), l.Digest, "link %d digest", i)
 	}
 	return v
@@ -46,49 +48,51 @@ func TestChain_HC46_HC48_States(t *testing.T) {
 	runRxCases(t, []rxCase{
 		{name: "full without a chain: the offer starts it", build: plain(rxPlanner),
 			check: func(t *testing.T, _ *world, in *Received) {
-				assert.Equal(t, ChainFull, in.Chain)
-				assert.Empty(t, in.Links)
+				assert.Equal(t, ChainFull, in.Chain())
+				assert.Empty(t, in.Links())
 			}},
 		{name: "full with a chain of three", build: pathTo(nil, nil, path3),
 			check: func(t *testing.T, _ *world, in *Received) {
-				assert.Equal(t, ChainFull, in.Chain)
+				assert.Equal(t, ChainFull, in.Chain())
 				assert.Equal(t, []bool{true, true, true}, links(t, in))
-				assert.Equal(t, rxOrigin, in.Links[0].Offer.Iss)
-				assert.Nil(t, in.Links[0].Offer.Prev)
-				assert.Equal(t, rxTester, in.Offer.Iss)
+				assert.Equal(t, rxOrigin, in.Links()[0].Offer().Iss)
+				assert.Nil(t, in.Links()[0].Offer().Prev)
+				assert.Equal(t, rxTester, in.Offer().Iss)
 			}},
 		{name: "HC48 absent: prev without a chain", build: pathTo(nil, func(e []Signed) []Signed { return e[3:] }, path3),
 			check: func(t *testing.T, _ *world, in *Received) {
-				assert.Equal(t, ChainAbsent, in.Chain)
-				assert.Empty(t, in.Links)
+				assert.Equal(t, ChainAbsent, in.Chain())
+				assert.Empty(t, in.Links())
 			}},
 		{name: "HC48 partial: the first element has a prev", build: pathTo(nil, func(e []Signed) []Signed { return e[1:] }, path3),
 			check: func(t *testing.T, _ *world, in *Received) {
-				assert.Equal(t, ChainPartial, in.Chain)
+				assert.Equal(t, ChainPartial, in.Chain())
 				assert.Equal(t, []bool{true, true}, links(t, in))
-				assert.NotNil(t, in.Links[0].Offer.Prev)
+				assert.NotNil(t, in.Links()[0].Offer().Prev)
 			}},
 		{name: "HC46 unverifiable from an untrusted middle element back",
 			build: pathTo(nil, nil, path3, func(c *Config) {
 				c.Trust = c.Trust.without(rxPlanner)
 			}),
 			check: func(t *testing.T, _ *world, in *Received) {
-				assert.Equal(t, ChainUnverifiable, in.Chain)
-				// rxPlanner signed element 1: it and element 0 (signed by a
-				// trusted origin) are unverifiable; element 2 verified.
-				assert.Equal(t, []bool{false, false, true}, links(t, in))
-				assert.Equal(t, rxOrigin, in.Links[0].Offer.Iss, "decoded for display only")
+				assert.Equal(t, ChainUnverifiable, in.Chain())
+				// rxPlanner signed element 1: the chain is unverifiable
+				// from it back; element 0, whose iss is trusted, is still
+				// verified, so that a forged element cannot hide behind an
+				// untrusted one (section 5.3, check 1).
+				assert.Equal(t, []bool{true, false, true}, links(t, in))
+				assert.Equal(t, rxOrigin, in.Links()[0].Offer().Iss, "decoded for display only")
 			}},
 		{name: "HC46 unverifiable first element only",
 			build: pathTo(nil, nil, path3, func(c *Config) { c.Trust = c.Trust.without(rxOrigin) }),
 			check: func(t *testing.T, _ *world, in *Received) {
-				assert.Equal(t, ChainUnverifiable, in.Chain)
+				assert.Equal(t, ChainUnverifiable, in.Chain())
 				assert.Equal(t, []bool{false, true, true}, links(t, in))
 			}},
 		{name: "HC46 unverifiable partial chain",
 			build: pathTo(nil, func(e []Signed) []Signed { return e[2:] }, path3, func(c *Config) { c.Trust = c.Trust.without(rxCoder) }),
 			check: func(t *testing.T, _ *world, in *Received) {
-				assert.Equal(t, ChainUnverifiable, in.Chain, "unverifiable wins over partial")
+				assert.Equal(t, ChainUnverifiable, in.Chain(), "unverifiable wins over partial")
 				assert.Equal(t, []bool{false}, links(t, in))
 			}},
 		{name: "HC46 element under a key its iss is not bound to",
@@ -98,7 +102,7 @@ func TestChain_HC46_HC48_States(t *testing.T) {
 				c.Trust = c.Trust.rebind(rxPlanner, rxOther)
 			}),
 			check: func(t *testing.T, _ *world, in *Received) {
-				assert.Equal(t, ChainUnverifiable, in.Chain)
+				assert.Equal(t, ChainUnverifiable, in.Chain())
 				assert.Equal(t, []bool{false}, links(t, in))
 			}},
 	})
@@ -106,9 +110,9 @@ func TestChain_HC46_HC48_States(t *testing.T) {
 
 // without returns a copy of t that binds no key to ids (test helper).
 func (t *Trust) without(ids ...AgentID) *Trust {
-	c := &Trust{keys: map[AgentID][]TrustedKey{}}
+	c := &Trust{keys: map[AgentID][]boundKey{}}
 	for id, ks := range t.keys {
-		if !contains(agentStrings(ids), string(id)) {
+		if !slices.Contains(ids, id) {
 			c.keys[id] = ks
 		}
 	}
@@ -150,9 +154,9 @@ func TestChain_HC19_MixedFormats(t *testing.T) {
 					c.Chain = ChainPolicy{RequireFull: true, TrustedOrigins: []AgentID{rxOrigin}}
 				}), data, Host{Dialog: "ctx-1"})
 				assertReceived(t, in, "", nil)
-				assert.Equal(t, ChainFull, in.Chain)
+				assert.Equal(t, ChainFull, in.Chain())
 				assert.Equal(t, []bool{true, true, true}, links(t, in))
-				for i, l := range in.Links {
+				for i, l := range in.Links() {
 					assert.Equal(t, e[i].Octets, l.Signed.Octets, "HC-20: element %d kept exactly", i)
 					assert.Equal(t, e[i].Format, l.Signed.Format)
 				}
@@ -210,7 +214,7 @@ func TestChain_HC47_BrokenChain(t *testing.T) {
 		{name: "first element removed from a chain of three",
 			build: pathTo(nil, func(e []Signed) []Signed { return e[1:] }, path3),
 			check: func(t *testing.T, _ *world, in *Received) {
-				assert.Equal(t, ChainPartial, in.Chain, "a dropped start is only detectable as partial (draft: Truncated Chains)")
+				assert.Equal(t, ChainPartial, in.Chain(), "a dropped start is only detectable as partial (draft: Truncated Chains)")
 			}},
 		{name: "last element removed from a chain of three", reason: ReasonBrokenChain, class: ErrRejected,
 			build: pathTo(nil, func(e []Signed) []Signed { return []Signed{e[0], e[1], e[3]} }, path3)},
@@ -253,12 +257,12 @@ func TestChain_HC49_Cycle(t *testing.T) {
 	runRxCases(t, []rxCase{
 		{name: "repeated iss", reason: ReasonCycle, class: ErrRejected, build: pathTo(nil, nil, back)},
 		{name: "repeated iss admitted by AllowReentry", build: pathTo(nil, nil, back, allow(rxPlanner)),
-			check: func(t *testing.T, _ *world, in *Received) { assert.Equal(t, ChainFull, in.Chain) }},
+			check: func(t *testing.T, _ *world, in *Received) { assert.Equal(t, ChainFull, in.Chain()) }},
 		{name: "repeated iss, another agent admitted", reason: ReasonCycle, build: pathTo(nil, nil, back, allow(rxCoder))},
 		{name: "receiver is iss of an earlier element", reason: ReasonCycle, class: ErrRejected, build: pathTo(nil, nil, self)},
 		{name: "receiver is aud of an earlier element", reason: ReasonCycle, class: ErrRejected, build: pathTo(nil, nil, selfAud)},
 		{name: "receiver re-entry admitted by AllowReentry", build: pathTo(nil, nil, self, allow(rxReceiver)),
-			check: func(t *testing.T, _ *world, in *Received) { assert.Equal(t, ChainFull, in.Chain) }},
+			check: func(t *testing.T, _ *world, in *Received) { assert.Equal(t, ChainFull, in.Chain()) }},
 		{name: "receiver as aud admitted by AllowReentry", build: pathTo(nil, nil, selfAud, allow(rxReceiver))},
 		{name: "cycle in a partial chain", reason: ReasonCycle,
 			build: pathTo(nil, func(e []Signed) []Signed { return e[1:] }, []AgentID{rxOrigin, rxPlanner, rxCoder, rxPlanner, rxReceiver})},
@@ -301,16 +305,20 @@ func TestChain_HC50_TooDeep(t *testing.T) {
 			t.Run(c.name, func(t *testing.T) {
 				ids := chainOf(c.n)
 				w := newWorld(t, fe.Format, ids...)
-				a := w.agent(rxReceiver, func(cfg *Config) { cfg.Limits.MaxChain = c.limit })
+				a := w.agent(rxReceiver, func(cfg *Config) {
+					if c.limit != 0 {
+						cfg.Limits.MaxChain = new(c.limit)
+					}
+				})
 				in := receive(t, a, encodeHandoff(t, handoffOf(w.path(nil, ids...)...), fe.Encoding), Host{})
 				if c.reason == "" {
 					assertReceived(t, in, "", nil)
-					assert.Equal(t, ChainFull, in.Chain)
-					assert.Len(t, in.Links, c.n)
+					assert.Equal(t, ChainFull, in.Chain())
+					assert.Len(t, in.Links(), c.n)
 					return
 				}
 				assertReceived(t, in, c.reason, ErrRejected)
-				assert.Empty(t, in.Links)
+				assert.Empty(t, in.Links())
 			})
 		}
 	})
@@ -320,7 +328,7 @@ func TestChain_HC50_TooDeep(t *testing.T) {
 		w := newWorld(t, JWS, rxAgents...)
 		e := w.path(nil, path3...)
 		h := handoffOf(e[2], e[1], e[0], e[3])
-		in := receive(t, w.agent(rxReceiver, func(c *Config) { c.Limits.MaxChain = 2 }), encodeHandoff(t, h, JSON), Host{})
+		in := receive(t, w.agent(rxReceiver, func(c *Config) { c.Limits.MaxChain = new(2) }), encodeHandoff(t, h, JSON), Host{})
 		assert.Equal(t, ReasonTooDeep, in.Reason())
 	})
 }
@@ -338,14 +346,14 @@ func TestChain_HC36_RequireFull(t *testing.T) {
 		{name: "absent", reason: ReasonPolicy, class: ErrRejected,
 			build: pathTo(nil, func(e []Signed) []Signed { return e[3:] }, path3, requireFull),
 			check: func(t *testing.T, _ *world, in *Received) {
-				assert.Equal(t, ChainAbsent, in.Chain, "the state found is reported")
+				assert.Equal(t, ChainAbsent, in.Chain(), "the state found is reported")
 			}},
 		{name: "partial", reason: ReasonPolicy, class: ErrRejected,
 			build: pathTo(nil, func(e []Signed) []Signed { return e[1:] }, path3, requireFull),
-			check: func(t *testing.T, _ *world, in *Received) { assert.Equal(t, ChainPartial, in.Chain) }},
+			check: func(t *testing.T, _ *world, in *Received) { assert.Equal(t, ChainPartial, in.Chain()) }},
 		{name: "unverifiable", reason: ReasonPolicy, class: ErrRejected,
 			build: pathTo(nil, nil, path3, requireFull, func(c *Config) { c.Trust = c.Trust.without(rxPlanner) }),
-			check: func(t *testing.T, _ *world, in *Received) { assert.Equal(t, ChainUnverifiable, in.Chain) }},
+			check: func(t *testing.T, _ *world, in *Received) { assert.Equal(t, ChainUnverifiable, in.Chain()) }},
 		{name: "unverifiable without the policy",
 			build: pathTo(nil, nil, path3, func(c *Config) { c.Trust = c.Trust.without(rxPlanner) })},
 	})
@@ -382,8 +390,8 @@ func TestChain_HC58_TrustedOrigins(t *testing.T) {
 		{name: "truncated, accepted without the policy",
 			build: pathTo(truncated(2), func(e []Signed) []Signed { return e[2:] }, path3),
 			check: func(t *testing.T, _ *world, in *Received) {
-				assert.Equal(t, ChainFull, in.Chain, "a truncated chain looks full (draft: Truncated Chains)")
-				assert.Equal(t, rxCoder, in.Links[0].Offer.Iss)
+				assert.Equal(t, ChainFull, in.Chain(), "a truncated chain looks full (draft: Truncated Chains)")
+				assert.Equal(t, rxCoder, in.Links()[0].Offer().Iss)
 			}},
 		{name: "partial chain", reason: ReasonPolicy, class: ErrRejected,
 			build: pathTo(nil, func(e []Signed) []Signed { return e[1:] }, path3, origins(rxOrigin, rxPlanner))},
@@ -405,9 +413,9 @@ func TestChain_HC47_TimingUsesConfiguredSkew(t *testing.T) {
 			}
 		}, path1...)
 		data := encodeHandoff(t, handoffOf(e...), fe.Encoding)
-		in := receive(t, w.agent(rxReceiver, func(c *Config) { c.Skew = 10 * time.Second }), data, Host{})
+		in := receive(t, w.agent(rxReceiver, func(c *Config) { c.Skew = new(10 * time.Second) }), data, Host{})
 		assertReceived(t, in, "", nil)
-		in = receive(t, w.agent(rxReceiver, func(c *Config) { c.Skew = 9 * time.Second }), data, Host{})
+		in = receive(t, w.agent(rxReceiver, func(c *Config) { c.Skew = new(9 * time.Second) }), data, Host{})
 		assertReceived(t, in, ReasonBrokenChain, ErrRejected)
 	})
 }

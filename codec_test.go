@@ -3,6 +3,7 @@ package handoff
 import (
 	"bytes"
 	"encoding/hex"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -16,7 +17,7 @@ const validOfferJSON = `{"v":1,"type":"offer","hop":"q3Zl0v8bVfQmJm2c4bq1Ww","di
 	`"iat":1793000000,"exp":1793000120}`
 
 func TestDecodeOffer_JSONValid(t *testing.T) {
-	o, err := DecodeOffer([]byte(validOfferJSON), JSON, Limits{})
+	o, err := decodeOffer([]byte(validOfferJSON), JSON, Limits{})
 	require.NoError(t, err)
 	assert.Equal(t, HopID("q3Zl0v8bVfQmJm2c4bq1Ww"), o.Hop)
 	assert.Equal(t, Time(1793000120), o.Exp)
@@ -26,7 +27,7 @@ func TestDecodeOffer_JSONValid(t *testing.T) {
 // HC-01: unknown members are ignored but kept.
 func TestDecodeOffer_HC01_UnknownMembersKept(t *testing.T) {
 	in := strings.Replace(validOfferJSON, `"v":1`, `"v":1,"x-ext":{"a":[1,"b"]}`, 1)
-	o, err := DecodeOffer([]byte(in), JSON, Limits{})
+	o, err := decodeOffer([]byte(in), JSON, Limits{})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]any{"a": []any{uint64(1), "b"}}, o.Extra["x-ext"])
 
@@ -34,12 +35,12 @@ func TestDecodeOffer_HC01_UnknownMembersKept(t *testing.T) {
 	for _, enc := range []Encoding{JSON, CBOR} {
 		var b []byte
 		if enc == JSON {
-			b, err = o.EncodeJSON()
+			b, err = o.encode(JSON)
 		} else {
-			b, err = o.EncodeCBOR()
+			b, err = o.encode(CBOR)
 		}
 		require.NoError(t, err)
-		o2, err := DecodeOffer(b, enc, Limits{})
+		o2, err := decodeOffer(b, enc, Limits{})
 		require.NoError(t, err, enc)
 		assert.Equal(t, o, o2, enc)
 	}
@@ -82,7 +83,6 @@ func TestDecodeOffer_JSONHostile(t *testing.T) {
 		"trailing garbage":     validOfferJSON + `x`,
 		"duplicate member":     strings.Replace(validOfferJSON, `"v":1`, `"v":1,"v":1`, 1),
 		"duplicate via escape": strings.Replace(validOfferJSON, `"v":1`, `"v":1,"\u0076":1`, 1),
-		"case-variant iss":     strings.Replace(validOfferJSON, `"v":1`, `"v":1,"ISS":"x"`, 1),
 		"case-variant only":    strings.Replace(validOfferJSON, `"iss"`, `"Iss"`, 1),
 		"invalid UTF-8":        strings.Replace(validOfferJSON, `ctx-7c1e`, "ctx-\xff", 1),
 		"v 2":                  replaceMember("v", `2`),
@@ -97,7 +97,7 @@ func TestDecodeOffer_JSONHostile(t *testing.T) {
 		"iat exponent":         replaceMember("iat", `1.793e9`),
 		"iat exponent integer": replaceMember("iat", `1793e6`),
 		"iat huge":             replaceMember("iat", `18446744073709551616`),
-		"iat over 2^53":        replaceMember("iat", `9007199254740992`),
+
 		"iat text":             replaceMember("iat", `"1793000000"`),
 		"iss number":           replaceMember("iss", `7`),
 		"iss empty":            replaceMember("iss", `""`),
@@ -127,7 +127,7 @@ func TestDecodeOffer_JSONHostile(t *testing.T) {
 	}
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {
-			o, err := DecodeOffer([]byte(in), JSON, Limits{})
+			o, err := decodeOffer([]byte(in), JSON, Limits{})
 			require.Error(t, err)
 			assert.Nil(t, o)
 			if name == "oversize" {
@@ -144,7 +144,7 @@ func TestDecodeOffer_JSONHostile(t *testing.T) {
 // Only a case variant of a member the draft defines is refused (above).
 func TestDecodeOffer_HC01_DistinctExtensionNames(t *testing.T) {
 	in := strings.Replace(validOfferJSON, `"v":1`, `"v":1,"x-note":1,"X-Note":2`, 1)
-	o, err := DecodeOffer([]byte(in), JSON, Limits{})
+	o, err := decodeOffer([]byte(in), JSON, Limits{})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]any{"x-note": uint64(1), "X-Note": uint64(2)}, o.Extra)
 }
@@ -161,7 +161,7 @@ func TestDecodeOffer_CBORAnyKeyOrder(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		b, err := em.Marshal(m)
 		require.NoError(t, err)
-		o, err := DecodeOffer(b, CBOR, Limits{})
+		o, err := decodeOffer(b, CBOR, Limits{})
 		require.NoError(t, err)
 		assert.Equal(t, HopID("q3Zl0v8bVfQmJm2c4bq1Ww"), o.Hop)
 		if !bytes.Equal(b, valid) {
@@ -174,24 +174,24 @@ func TestDecodeOffer_CBORAnyKeyOrder(t *testing.T) {
 func manyMembers(n int) string {
 	var b strings.Builder
 	for i := 0; i < n; i++ {
-		b.WriteString(`,"m` + itoa(i) + `":0`)
+		b.WriteString(`,"m` + strconv.Itoa(i) + `":0`)
 	}
 	return b.String()
 }
 
 func validOfferCBOR(t *testing.T) []byte {
-	o, err := DecodeOffer([]byte(validOfferJSON), JSON, Limits{})
+	o, err := decodeOffer([]byte(validOfferJSON), JSON, Limits{})
 	require.NoError(t, err)
-	b, err := o.EncodeCBOR()
+	b, err := o.encode(CBOR)
 	require.NoError(t, err)
 	return b
 }
 
 func TestDecodeOffer_CBORRoundTrip(t *testing.T) {
 	b := validOfferCBOR(t)
-	o, err := DecodeOffer(b, CBOR, Limits{})
+	o, err := decodeOffer(b, CBOR, Limits{})
 	require.NoError(t, err)
-	again, err := o.EncodeCBOR()
+	again, err := o.encode(CBOR)
 	require.NoError(t, err)
 	assert.Equal(t, b, again, "decode -> encode gives the same octets")
 }
@@ -240,7 +240,6 @@ func TestDecodeOffer_CBORHostile(t *testing.T) {
 		"float time":           withMember("iat", 1793000000.5),
 		"negative time":        withMember("exp", -5),
 		"v as text":            withMember("v", "1"),
-		"case-variant":         withMember("ISS", "x"),
 		"byte string hop":      withMember("hop", []byte("q3Zl0v8bVfQmJm2c4bq1Ww")),
 		"declared length huge": mustHex("a1617a5bffffffffffffff00"),
 		"invalid UTF-8":        mustHex("a16176" + "62ff00"),
@@ -249,7 +248,7 @@ func TestDecodeOffer_CBORHostile(t *testing.T) {
 	}
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {
-			o, err := DecodeOffer(in, CBOR, Limits{})
+			o, err := decodeOffer(in, CBOR, Limits{})
 			require.Error(t, err)
 			assert.Nil(t, o)
 			assert.ErrorIs(t, err, ErrMalformed)
@@ -266,14 +265,14 @@ func deep(n int) any {
 }
 
 func TestDecodeStatus_Draft00Payload(t *testing.T) {
-	st, err := DecodeStatus(readDraft(t, "status-payload.json"), JSON, Limits{})
+	st, err := decodeStatus(readDraft(t, "status-payload.json"), JSON, Limits{})
 	require.NoError(t, err)
 	assert.Equal(t, Accepted, st.State)
 	assert.Equal(t, "kJIcudVNmFFwbYKTXNO3mqC3e9dQSWVXDNbamGeoP18", st.Offer.B64())
 	// A status is not an offer and the reverse (type check).
-	_, err = DecodeOffer(readDraft(t, "status-payload.json"), JSON, Limits{})
+	_, err = decodeOffer(readDraft(t, "status-payload.json"), JSON, Limits{})
 	assert.ErrorIs(t, err, ErrMalformed)
-	_, err = DecodeStatus([]byte(validOfferJSON), JSON, Limits{})
+	_, err = decodeStatus([]byte(validOfferJSON), JSON, Limits{})
 	assert.ErrorIs(t, err, ErrMalformed)
 }
 
@@ -302,19 +301,16 @@ func TestParseHandoff_Hostile(t *testing.T) {
 		in  string
 		err error
 	}{
-		"empty":              {``, ErrMalformed},
-		"no offer":           {`{"chain":["` + offer + `"]}`, ErrMalformed},
-		"offer number":       {`{"offer":1}`, ErrMalformed},
-		"empty chain":        {`{"offer":"` + offer + `","chain":[]}`, ErrMalformed},
-		"chain not array":    {`{"offer":"` + offer + `","chain":"x"}`, ErrMalformed},
-		"cose not tagged":    {`{"offer":"hEChQKBAQA"}`, ErrMalformed},
-		"bad base64":         {`{"offer":"!!"}`, ErrMalformed},
-		"two dots only":      {`{"offer":"a.b"}`, ErrMalformed},
-		"duplicate offer":    {`{"offer":"` + offer + `","offer":"` + offer + `"}`, ErrMalformed},
-		"case-variant offer": {`{"offer":"` + offer + `","Offer":"` + offer + `"}`, ErrMalformed},
-		"oversize":           {`{"offer":"` + strings.Repeat("a", DefaultMaxHandoffSize) + `"}`, ErrTooLarge},
-		"oversize element":   {`{"offer":"` + strings.Repeat("a", DefaultMaxElementSize) + `.a.a"}`, ErrTooLarge},
-		"trailing":           {`{"offer":"` + offer + `"} {}`, ErrMalformed},
+		"empty":            {``, ErrMalformed},
+		"no offer":         {`{"chain":["` + offer + `"]}`, ErrMalformed},
+		"offer number":     {`{"offer":1}`, ErrMalformed},
+		"cose not tagged":  {`{"offer":"hEChQKBAQA"}`, ErrMalformed},
+		"bad base64":       {`{"offer":"!!"}`, ErrMalformed},
+		"two dots only":    {`{"offer":"a.b"}`, ErrMalformed},
+		"duplicate offer":  {`{"offer":"` + offer + `","offer":"` + offer + `"}`, ErrMalformed},
+		"oversize":         {`{"offer":"` + strings.Repeat("a", DefaultMaxHandoffSize) + `"}`, ErrTooLarge},
+		"oversize element": {`{"offer":"` + strings.Repeat("a", DefaultMaxElementSize) + `.a.a"}`, ErrTooLarge},
+		"trailing":         {`{"offer":"` + offer + `"} {}`, ErrMalformed},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -322,6 +318,50 @@ func TestParseHandoff_Hostile(t *testing.T) {
 			require.Error(t, err)
 			assert.Nil(t, h)
 			assert.ErrorIs(t, err, c.err)
+		})
+	}
+}
+
+// HC-01: a member name that differs from a defined one only in case is an
+// unknown member: ignored and kept by default, refused by the strict
+// profile.
+func TestDecode_HC01_CaseVariantsKeptUnlessStrict(t *testing.T) {
+	p := strings.Replace(validOfferJSON, `"v":1`, `"v":1,"ISS":"x"`, 1)
+	o, err := decodeOffer([]byte(p), JSON, Limits{})
+	require.NoError(t, err)
+	assert.Equal(t, "x", o.Extra["ISS"])
+	assert.NotEqual(t, AgentID("x"), o.Iss)
+	_, err = decodeOffer([]byte(p), JSON, Limits{Strict: true})
+	assert.ErrorIs(t, err, ErrMalformed)
+
+	offer := string(draftHandoff(t).Offer.Octets)
+	h, _, err := ParseHandoff([]byte(`{"offer":"`+offer+`","Offer":"x","Chain":[1]}`), Limits{})
+	require.NoError(t, err)
+	assert.Equal(t, offer, string(h.Offer.Octets))
+	assert.Contains(t, h.Extra, "Chain")
+	assert.Nil(t, h.Chain)
+	_, _, err = ParseHandoff([]byte(`{"offer":"`+offer+`","Offer":"x"}`), Limits{Strict: true})
+	assert.ErrorIs(t, err, ErrMalformed)
+}
+
+// Section 5.1 order: a chain member that is not a list of signed handoffs
+// does not spoil the Handoff; it is reported at step 6.
+func TestParseHandoff_ChainFormAtStep6(t *testing.T) {
+	offer := string(draftHandoff(t).Offer.Octets)
+	for name, in := range map[string]string{
+		"empty chain":     `{"offer":"` + offer + `","chain":[]}`,
+		"chain not array": `{"offer":"` + offer + `","chain":"x"}`,
+		"element number":  `{"offer":"` + offer + `","chain":[1]}`,
+		"element garbage": `{"offer":"` + offer + `","chain":["!!"]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			h, _, err := ParseHandoff([]byte(in), Limits{})
+			require.NoError(t, err)
+			assert.Equal(t, offer, string(h.Offer.Octets))
+			var ce *ChainError
+			require.ErrorAs(t, h.ChainErr(), &ce)
+			assert.Equal(t, ReasonBadSignature, ce.Reason)
+			assert.ErrorIs(t, h.ChainErr(), ErrMalformed)
 		})
 	}
 }

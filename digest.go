@@ -1,7 +1,6 @@
 package handoff
 
 import (
-	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -28,11 +27,6 @@ func SHA256(octets []byte) Digest {
 	sum := sha256.Sum256(octets)
 	return Digest{Alg: SHA256Alg, Val: sum[:]}
 }
-
-// GrantDigest returns the digest of a credential's octets exactly as
-// presented, for the offer's grant member (HC-03). The credential itself
-// never goes in an element (HC-62).
-func GrantDigest(credential []byte) Digest { return SHA256(credential) }
 
 // SaltedDigest returns a fresh salt of 32 octets from r (crypto/rand when r
 // is nil) and the sha-256 Digest of salt || octets, for a ContextRef of kind
@@ -165,4 +159,29 @@ func decodeB64u(s string) ([]byte, error) {
 	return b, nil
 }
 
-func bytesEqual(a, b []byte) bool { return bytes.Equal(a, b) }
+// digestFrom reads a decoded Digest map (HC-06: closed, alg and val only).
+func digestFrom(v any, path string) (Digest, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return Digest{}, malformed("%s: Digest must be a map, got %s", path, typeName(v))
+	}
+	for k := range m { // HC-06: Digest is closed
+		if k != "alg" && k != "val" {
+			return Digest{}, malformed("%s: Digest is closed, unexpected member %q", path, k)
+		}
+	}
+	f := fields{m: m, path: path + "."}
+	alg, err := f.text("alg", true)
+	if err != nil {
+		return Digest{}, err
+	}
+	val, err := f.text("val", true)
+	if err != nil {
+		return Digest{}, err
+	}
+	d, err := newDigest(alg, val)
+	if err != nil {
+		return Digest{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return d, nil
+}

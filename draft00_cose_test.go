@@ -85,7 +85,7 @@ func TestDraft00_COSECounterpart_RoundTrip(t *testing.T) {
 	in, err := a.Receive(context.Background(), b, Host{Dialog: "ctx-7c1e"})
 	require.NoError(t, err)
 	require.True(t, in.Accepted(), in.Detail())
-	assert.Equal(t, ChainFull, in.Chain)
+	assert.Equal(t, ChainFull, in.Chain())
 }
 
 func TestDraft00_COSECounterpart_CommittedFiles(t *testing.T) {
@@ -120,9 +120,9 @@ func TestDraft00_COSECounterpart_CommittedFiles(t *testing.T) {
 	in, err := a.Receive(context.Background(), b, Host{Dialog: "ctx-7c1e"})
 	require.NoError(t, err)
 	require.True(t, in.Accepted(), in.Detail())
-	assert.Equal(t, ChainFull, in.Chain)
-	require.Len(t, in.Links, 1)
-	assert.Equal(t, COSE, in.Links[0].Signed.Format)
-	assert.Equal(t, HopID("q3Zl0v8bVfQmJm2c4bq1Ww"), in.Offer.Hop)
-	assert.Equal(t, "SKLjsfET5xtZoO5hzIiZFigz2JoYZLmW8Cg8GuYh4o4", in.Offer.Grant.B64(), "the draft's grant")
+	assert.Equal(t, ChainFull, in.Chain())
+	require.Len(t, in.Links(), 1)
+	assert.Equal(t, COSE, in.Links()[0].Signed.Format)
+	assert.Equal(t, HopID("q3Zl0v8bVfQmJm2c4bq1Ww"), in.Offer().Hop)
+	assert.Equal(t, "SKLjsfET5xtZoO5hzIiZFigz2JoYZLmW8Cg8GuYh4o4", in.Offer().Grant.B64(), "the draft's grant")
 }

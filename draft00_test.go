@@ -67,7 +67,7 @@ func TestDraft00_HC20_Digests(t *testing.T) {
 func TestDraft00_HC03_Grant(t *testing.T) {
 	cred := readDraft(t, "credential.txt")
 	require.Len(t, cred, 61)
-	g := GrantDigest(cred)
+	g := SHA256(cred)
 	assert.Equal(t, "SKLjsfET5xtZoO5hzIiZFigz2JoYZLmW8Cg8GuYh4o4", g.B64())
 
 	o, err := OpenOffer(draftHandoff(t).Offer, draftTrust(t), Limits{})
@@ -153,11 +153,11 @@ func TestDraft00_ReceiveAccepted(t *testing.T) {
 	in, err := a.Receive(context.Background(), readDraft(t, "handoff.json"), Host{Dialog: "ctx-7c1e"})
 	require.NoError(t, err)
 	require.True(t, in.Accepted(), "%s: %s", in.Reason(), in.Detail())
-	assert.Equal(t, ChainFull, in.Chain)
-	require.Len(t, in.Links, 1)
-	assert.True(t, in.Links[0].Verified)
-	assert.Equal(t, "kJIcudVNmFFwbYKTXNO3mqC3e9dQSWVXDNbamGeoP18", in.Digest.B64())
-	assert.Equal(t, RefNotChecked, in.Refs[0].Outcome, "HC-11: not checked unless policy asks")
+	assert.Equal(t, ChainFull, in.Chain())
+	require.Len(t, in.Links(), 1)
+	assert.True(t, in.Links()[0].Verified)
+	assert.Equal(t, "kJIcudVNmFFwbYKTXNO3mqC3e9dQSWVXDNbamGeoP18", in.Digest().B64())
+	assert.Equal(t, RefNotChecked, in.Refs()[0].Outcome, "HC-11: not checked unless policy asks")
 }
 
 func TestDraft00_ReceiveRejected(t *testing.T) {
@@ -204,5 +204,5 @@ func TestDraft00_ReceiveRejected(t *testing.T) {
 	in, err := a.Receive(context.Background(), encode(&Handoff{Offer: h.Offer}), Host{})
 	require.NoError(t, err)
 	assert.True(t, in.Accepted())
-	assert.Equal(t, ChainAbsent, in.Chain)
+	assert.Equal(t, ChainAbsent, in.Chain())
 }

@@ -29,11 +29,16 @@ var (
 	// *Rejection it is wrapped in carries the reason code.
 	ErrRejected = errors.New("handoff: rejected")
 	// ErrState: a lifecycle rule forbids the requested step (HC-23..HC-25,
-	// HC-42, HC-44).
+	// HC-42, HC-44). The error's text says the rule in words.
 	ErrState = errors.New("handoff: not allowed in this state")
 	// ErrStore: the replay or hop store could not answer. The offer is
 	// refused, never accepted (fail closed).
 	ErrStore = errors.New("handoff: store unavailable")
+	// ErrArgument: a call was given an argument it cannot use (a missing
+	// OfferParams.To, a Received from another agent, an unknown hop).
+	ErrArgument = errors.New("handoff: invalid argument")
+	// ErrConfig: a Config or trust configuration is incomplete or invalid.
+	ErrConfig = errors.New("handoff: invalid configuration")
 )
 
 // Rejection is a refusal with the draft's reason code (section 5.1). It

@@ -55,18 +55,18 @@ func ExampleAgent_Receive() {
 	// The coder runs the checks of section 5.1, in order.
 	host := handoff.Host{Dialog: "ctx-7c1e", Peer: planner}
 	in := exampleMust(delegate.Receive(ctx, msg, host))
-	fmt.Println("accepted:", in.Accepted(), "chain:", in.Chain)
+	fmt.Println("accepted:", in.Accepted(), "chain:", in.Chain())
 
 	// It takes the work and says so; the planner verifies the status.
 	accepted := exampleMust(delegate.Reply(ctx, in, handoff.Accepted, handoff.ReplyOptions{}))
 	res := exampleMust(delegator.HandleStatus(ctx, accepted.Octets))
-	fmt.Println("planner sees:", res.State)
+	fmt.Println("planner sees:", res.State())
 
 	// The planner heard nothing and sends the identical octets again: the
 	// coder does not process them again and resends its status unchanged.
 	again := exampleMust(delegate.Receive(ctx, msg, host))
 	last, ok := again.LastStatus()
-	fmt.Println("retransmission:", again.Retransmission, "same status:", ok && bytes.Equal(last.Octets, accepted.Octets))
+	fmt.Println("retransmission:", again.Retransmission(), "same status:", ok && bytes.Equal(last.Octets, accepted.Octets))
 
 	// An offer for another dialog is rejected, and a "rejected" is due.
 	other := exampleMust(delegator.Offer(ctx, handoff.OfferParams{To: coder, Dialog: "ctx-0000"}))
@@ -110,15 +110,15 @@ func ExampleAgent_Receive_chain() {
 	atPlanner := exampleMust(p.Receive(ctx, exampleMust(first.Encode(handoff.CBOR)), handoff.Host{}))
 	second := exampleMust(p.Offer(ctx, handoff.OfferParams{To: coder, From: atPlanner}))
 	atCoder := exampleMust(c.Receive(ctx, exampleMust(second.Encode(handoff.CBOR)), handoff.Host{Dialog: "ctx-7c1e"}))
-	fmt.Println("accepted:", atCoder.Accepted(), "chain:", atCoder.Chain, "links:", len(atCoder.Links))
-	for i, l := range atCoder.Links {
-		fmt.Printf("link %d: %s -> %s verified: %v\n", i, l.Offer.Iss, l.Offer.Aud, l.Verified)
+	fmt.Println("accepted:", atCoder.Accepted(), "chain:", atCoder.Chain(), "links:", len(atCoder.Links()))
+	for i, l := range atCoder.Links() {
+		fmt.Printf("link %d: %s -> %s verified: %v\n", i, l.Offer().Iss, l.Offer().Aud, l.Verified)
 	}
 
 	// Without the chain, the coder cannot see the origin: its policy refuses.
 	bare := exampleMust(p.Offer(ctx, handoff.OfferParams{To: coder, From: atPlanner, OmitChain: true}))
 	in := exampleMust(c.Receive(ctx, exampleMust(bare.Encode(handoff.CBOR)), handoff.Host{}))
-	fmt.Println("accepted:", in.Accepted(), "chain:", in.Chain, "reason:", in.Reason())
+	fmt.Println("accepted:", in.Accepted(), "chain:", in.Chain(), "reason:", in.Reason())
 
 	// Output:
 	// accepted: true chain: full links: 1

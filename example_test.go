@@ -46,10 +46,11 @@ func ExampleAgent_Offer() {
 	for _, st := range []handoff.State{handoff.Accepted, handoff.Completed} {
 		s := exampleMust(c.Reply(ctx, in, st, handoff.ReplyOptions{Effect: handoff.EffectFull}))
 		res := exampleMust(p.HandleStatus(ctx, s.Octets))
-		fmt.Println("planner: hop", res.State)
+		fmt.Println("planner: hop", res.State())
 	}
-	hop, _ := p.Hop(out.Offer.Hop)
-	fmt.Println("planner: resolved:", hop.Resolved, "unresolved hops:", len(p.Unresolved()))
+	hop, _, _ := p.Hop(ctx, out.Offer.Hop)
+	open := exampleMust(p.Unresolved(ctx))
+	fmt.Println("planner: resolved:", hop.Resolved, "unresolved hops:", len(open))
 	// Output:
 	// coder: accepted: true
 	// planner: hop accepted

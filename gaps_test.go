@@ -53,8 +53,8 @@ func TestSaltedDigest_HC09(t *testing.T) {
 
 	// The encoded offer carries the digest, never the salt.
 	o := &Offer{Hop: "AAAAAAAAAAAAAAAAAAAAAA", Dialog: "d", Iss: "a", Aud: "b", Iat: 1, Exp: 2, Refs: []ContextRef{ref}}
-	for _, enc := range []func() ([]byte, error){o.EncodeJSON, o.EncodeCBOR} {
-		b, err := enc()
+	for _, enc := range []Encoding{JSON, CBOR} {
+		b, err := o.encode(enc)
 		require.NoError(t, err)
 		assert.False(t, bytes.Contains(b, salt), "HC-09")
 		assert.False(t, bytes.Contains(b, []byte(base64.RawURLEncoding.EncodeToString(salt))), "HC-09")
@@ -69,11 +69,11 @@ func TestLifecycle_HC04_OtherReasons(t *testing.T) {
 	p := newPair(t)
 	st := signStatus(t, p.w, &Status{Hop: p.out.Offer.Hop, Offer: p.out.Digest, Iss: idB, Aud: idA,
 		Iat: TimeOf(p.w.clock.Now()), State: Rejected, Reason: "busy-try-later"})
-	res, err := p.dtor.HandleStatus(context.Background(), st.Octets)
+	res, err := statusErr(p.dtor.HandleStatus(context.Background(), st.Octets))
 	require.NoError(t, err)
-	assert.Equal(t, Rejected, res.State)
+	assert.Equal(t, Rejected, res.State())
 	assert.False(t, Reason("busy-try-later").Defined())
-	h, _ := p.dtor.Hop(p.out.Offer.Hop)
+	h, _, _ := p.dtor.Hop(context.Background(), p.out.Offer.Hop)
 	assert.True(t, h.Resolved, "HC-41: a verified rejected with a reason other than stale or replay")
 }
 
@@ -101,15 +101,15 @@ func TestLifecycle_HC28_ForgedCancel(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			st.Iat = TimeOf(w.clock.Now())
 			s := signStatus(t, w, st)
-			res, err := dte.HandleStatus(ctx, s.Octets)
+			res, err := statusErr(dte.HandleStatus(ctx, s.Octets))
 			require.Error(t, err)
 			assert.Nil(t, res)
 			assert.True(t, errors.Is(err, ErrRejected))
-			rec, ok, err := dte.cfg.Store.Get(ctx, replayKey(in.Offer))
+			rec, ok, err := dte.cfg.Store.Get(ctx, replayKey(in.Offer()))
 			require.NoError(t, err)
 			require.True(t, ok)
 			assert.Equal(t, string(Accepted), rec.State, "the hop is not canceled")
-			h, _ := dte.Hop(down.Offer.Hop)
+			h, _, _ := dte.Hop(context.Background(), down.Offer.Hop)
 			assert.False(t, h.Canceled, "nothing propagates")
 		})
 	}
@@ -135,9 +135,9 @@ func TestLifecycle_HC05_DetailDrivesNothing(t *testing.T) {
 		p := newPair(t)
 		st := signStatus(t, p.w, &Status{Hop: p.out.Offer.Hop, Offer: p.out.Digest, Iss: idB, Aud: idA,
 			Iat: TimeOf(p.w.clock.Now()), State: Failed, Detail: detail})
-		res, err := p.dtor.HandleStatus(context.Background(), st.Octets)
+		res, err := statusErr(p.dtor.HandleStatus(context.Background(), st.Octets))
 		require.NoError(t, err)
-		assert.Equal(t, Failed, res.State, detail)
-		assert.Equal(t, detail, res.Status.Detail, "kept, for people")
+		assert.Equal(t, Failed, res.State(), detail)
+		assert.Equal(t, detail, res.Status().Detail, "kept, for people")
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"regexp"
 )
 
+// Section 2.1 of the draft: the signed forms of a handoff, and the Handoff
+// object a host protocol carries.
+
 // Format names the signed form of a handoff (section 3).
 type Format uint8
 
@@ -59,6 +62,8 @@ func ParseSigned(b []byte, lim Limits) (Signed, error) {
 		return Signed{Format: COSE, Octets: bytes.Clone(b)}, nil
 	case jwsCompact.Match(b):
 		return Signed{Format: JWS, Octets: bytes.Clone(b)}, nil
+	case len(b) > 0 && (b[0] == '{' || b[0] == 0xa1 || b[0] == 0xa2 || b[0] == 0xbf):
+		return Signed{}, malformed("this is a map, perhaps a Handoff object {offer, chain}; a signed handoff on its own was expected: a JWS compact serialization or a tagged COSE_Sign1")
 	}
 	return Signed{}, malformed("neither a JWS compact serialization nor a tagged COSE_Sign1")
 }
@@ -72,16 +77,27 @@ type Handoff struct {
 	// Extra holds members of the Handoff object this version does not
 	// define, as decoded (HC-01).
 	Extra map[string]any
+
+	// chainErr records why the chain member, or one of its elements, is
+	// not a signed handoff. Such a chain fails step 6 of section 5.1, after
+	// the offer's own checks (issue of order: a damaged chain must not hide
+	// a retransmission or a wrong audience).
+	chainErr *ChainError
 }
 
 // ParseHandoff decodes a Handoff object in JSON or CBOR, telling them apart
 // by the first octet ('{' or white space for JSON). Decoding is strict, as
 // for payloads, and bounded: the size is checked before parsing, and each
-// element against Limits.MaxElementSize. The chain length is not limited
-// here (the receive rules report too-deep, HC-50); the size bound keeps it
-// finite. In JSON a JWS element is its compact text and a COSE element
-// base64url text; in CBOR a JWS is a text string and a COSE element a byte
-// string (HC-19). Element octets are kept exactly.
+// element against Limits.MaxElementSize. In JSON a JWS element is its
+// compact text and a COSE element base64url text; in CBOR a JWS is a text
+// string and a COSE element a byte string (HC-19). Element octets are kept
+// exactly.
+//
+// ParseHandoff fails only when the object or its offer is unusable. A chain
+// member that is not an array of signed handoffs, or an element that is not
+// one, is kept and reported by Receive at step 6 (section 5.3, check 1),
+// since the checks of the offer itself come first; ParseHandoff's callers
+// see it through ChainErr.
 func ParseHandoff(data []byte, lim Limits) (*Handoff, Encoding, error) {
 	lim = lim.withDefaults()
 	if len(data) > lim.MaxHandoffSize {
@@ -94,6 +110,11 @@ func ParseHandoff(data []byte, lim Limits) (*Handoff, Encoding, error) {
 	switch data[0] {
 	case '{', ' ', '\t', '\r', '\n':
 		enc = JSON
+	case 0xd2:
+		return nil, 0, malformed("this is a signed handoff (a tagged COSE_Sign1) on its own; a Handoff object {offer, chain} was expected")
+	}
+	if jwsCompact.Match(data) {
+		return nil, 0, malformed("this is a signed handoff (a JWS compact serialization) on its own; a Handoff object {offer, chain} was expected")
 	}
 	// A chain may hold more elements than a map may hold members: allow
 	// the array bound to follow the size bound instead.
@@ -107,13 +128,22 @@ func ParseHandoff(data []byte, lim Limits) (*Handoff, Encoding, error) {
 		m, err = decodeCBOR(data, plim)
 	}
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, fmt.Errorf("%w (input taken as a Handoff object in %s)", err, enc)
 	}
 	h, err := handoffFrom(m, enc, lim)
 	if err != nil {
 		return nil, 0, err
 	}
 	return h, enc, nil
+}
+
+// ChainErr returns why the Handoff's chain is not a list of signed
+// handoffs, or nil. Receive reports it at step 6.
+func (h *Handoff) ChainErr() error {
+	if h.chainErr == nil {
+		return nil
+	}
+	return h.chainErr
 }
 
 func handoffFrom(m map[string]any, enc Encoding, lim Limits) (*Handoff, error) {
@@ -125,29 +155,38 @@ func handoffFrom(m map[string]any, enc Encoding, lim Limits) (*Handoff, error) {
 	if err != nil {
 		return nil, err
 	}
-	extra, err := fields{m: m}.extra(handoffMembers)
+	extra, err := extraMembers(fields{m: m, strict: lim.Strict}, handoffMembers)
 	if err != nil {
 		return nil, err
 	}
 	h := &Handoff{Offer: offer, Extra: extra}
-	if c, ok := m["chain"]; ok {
-		a, ok := c.([]any)
-		if !ok {
-			return nil, malformed("chain: want array, got %s", typeName(c))
+	c, ok := m["chain"]
+	if !ok {
+		return h, nil
+	}
+	a, ok := c.([]any)
+	switch {
+	case !ok:
+		h.chainErr = &ChainError{Index: -1, Reason: ReasonBadSignature, Detail: "chain: want an array of signed handoffs, got " + typeName(c), err: ErrMalformed}
+		return h, nil
+	case len(a) == 0:
+		h.chainErr = &ChainError{Index: -1, Reason: ReasonBadSignature, Detail: "chain: empty array ([+ SignedHandoff])", err: ErrMalformed}
+		return h, nil
+	}
+	h.Chain = make([]Signed, len(a))
+	for i, e := range a {
+		s, err := elementFrom(e, enc, lim, fmt.Sprintf("chain[%d]", i))
+		if err != nil && h.chainErr == nil {
+			h.chainErr = &ChainError{Index: i, Reason: ReasonBadSignature, Detail: err.Error(), err: errClass(err)}
 		}
-		if len(a) == 0 {
-			return nil, malformed("chain: empty array ([+ SignedHandoff])")
-		}
-		h.Chain = make([]Signed, len(a))
-		for i, e := range a {
-			if h.Chain[i], err = elementFrom(e, enc, lim, "chain["+itoa(i)+"]"); err != nil {
-				return nil, err
-			}
-		}
+		h.Chain[i] = s
 	}
 	return h, nil
 }
 
+// elementFrom reads one signed handoff of a Handoff object. On error the
+// returned Signed still holds what octets there were, so that the element
+// keeps its place (and its digest) in the chain.
 func elementFrom(v any, enc Encoding, lim Limits, path string) (Signed, error) {
 	var s Signed
 	switch t := v.(type) {
@@ -158,25 +197,25 @@ func elementFrom(v any, enc Encoding, lim Limits, path string) (Signed, error) {
 		case enc == JSON:
 			b, err := decodeB64u(t)
 			if err != nil {
-				return Signed{}, malformed("%s: neither a JWS nor a base64url COSE_Sign1: %v", path, err)
+				return Signed{Octets: []byte(t)}, malformed("%s: neither a JWS nor a base64url COSE_Sign1: %v", path, err)
 			}
 			s = Signed{Format: COSE, Octets: b}
 		default:
-			return Signed{}, malformed("%s: text that is not a JWS compact serialization", path)
+			return Signed{Octets: []byte(t)}, malformed("%s: text that is not a JWS compact serialization", path)
 		}
 	case []byte:
 		if enc != CBOR {
-			return Signed{}, malformed("%s: byte string outside CBOR", path)
+			return Signed{Octets: t}, malformed("%s: byte string outside CBOR", path)
 		}
 		s = Signed{Format: COSE, Octets: t}
 	default:
 		return Signed{}, malformed("%s: want a signed handoff, got %s", path, typeName(v))
 	}
 	if len(s.Octets) > lim.MaxElementSize {
-		return Signed{}, fmt.Errorf("%w: %s: element of %d octets exceeds %d", ErrTooLarge, path, len(s.Octets), lim.MaxElementSize)
+		return Signed{Octets: s.Octets}, fmt.Errorf("%w: %s: element of %d octets exceeds %d", ErrTooLarge, path, len(s.Octets), lim.MaxElementSize)
 	}
 	if s.Format == COSE && (len(s.Octets) == 0 || s.Octets[0] != 0xd2) {
-		return Signed{}, malformed("%s: COSE element is not a tagged COSE_Sign1", path)
+		return Signed{Octets: s.Octets}, malformed("%s: COSE element is not a tagged COSE_Sign1", path)
 	}
 	return s, nil
 }

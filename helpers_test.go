@@ -195,3 +195,24 @@ func handoffOf(elems ...Signed) *Handoff {
 	}
 	return h
 }
+
+// unresolvedOf lists a's unresolved hops, failing on a store error.
+func unresolvedOf(a *Agent) []HopInfo {
+	hops, err := a.Unresolved(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	return hops
+}
+
+// statusErr turns a refused status into an error, as the tests written
+// before StatusResult carried rejections expect.
+func statusErr(res *StatusResult, err error) (*StatusResult, error) {
+	if err != nil {
+		return nil, err
+	}
+	if err := res.Err(); err != nil {
+		return nil, err
+	}
+	return res, nil
+}

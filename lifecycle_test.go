@@ -74,15 +74,15 @@ func fiveAgentChain(t *testing.T, f Format) {
 		w.clock.Add(time.Second)
 		in := receive(t, agents[i+1], wire[i+1], Host{Dialog: "ctx-5", Peer: ids[i]})
 		require.True(t, in.Accepted(), "hop %d: %s: %s", i, in.Reason(), in.Detail())
-		assert.Equal(t, ChainFull, in.Chain)
-		assert.Len(t, in.Links, i, "the chain grows by one offer per hop")
+		assert.Equal(t, ChainFull, in.Chain())
+		assert.Len(t, in.Links(), i, "the chain grows by one offer per hop")
 		ins[i+1] = in
 		acc, err := agents[i+1].Reply(ctx, in, Accepted, ReplyOptions{})
 		require.NoError(t, err)
-		res, err := agents[i].HandleStatus(ctx, acc.Octets)
+		res, err := statusErr(agents[i].HandleStatus(ctx, acc.Octets))
 		require.NoError(t, err)
-		assert.Equal(t, Accepted, res.State)
-		assert.True(t, res.Changed)
+		assert.Equal(t, Accepted, res.State())
+		assert.True(t, res.Changed())
 	}
 
 	// A cancel from the assistant reaches the reviewer through every hop
@@ -91,20 +91,20 @@ func fiveAgentChain(t *testing.T, f Format) {
 	require.NoError(t, err)
 	msg := c.Status.Octets
 	for i := 1; i < len(ids); i++ {
-		res, err := agents[i].HandleStatus(ctx, msg)
+		res, err := statusErr(agents[i].HandleStatus(ctx, msg))
 		require.NoError(t, err, "hop %d", i)
-		assert.Equal(t, Canceled, res.State)
+		assert.Equal(t, Canceled, res.State())
 		if i == len(ids)-1 {
-			assert.Empty(t, res.Cancels, "the reviewer issued no offers")
+			assert.Empty(t, res.Notices(), "the reviewer issued no offers")
 			break
 		}
-		require.Len(t, res.Cancels, 1, "hop %d propagates", i)
-		assert.Equal(t, ids[i+1], res.Cancels[0].To)
-		msg = res.Cancels[0].Status.Octets
+		require.Len(t, res.Notices(), 1, "hop %d propagates", i)
+		assert.Equal(t, ids[i+1], res.Notices()[0].To)
+		msg = res.Notices()[0].Status.Octets
 	}
 	// Canceled hops stay unresolved for the delegator (HC-41).
 	for i := 0; i < len(ids)-1; i++ {
-		h, ok := agents[i].Hop(outs[i].Offer.Hop)
+		h, ok, _ := agents[i].Hop(context.Background(), outs[i].Offer.Hop)
 		require.True(t, ok)
 		assert.True(t, h.Canceled)
 		assert.False(t, h.Resolved, "HC-41: a canceled hop is unresolved")
@@ -116,20 +116,20 @@ func fiveAgentChain(t *testing.T, f Format) {
 	require.NoError(t, err)
 	// The status is lost; the tester asks again with the identical octets
 	// (HC-37, HC-52) and the reviewer resends the identical status (HC-39).
-	again, err := agents[3].Retransmit(outs[3].Offer.Hop)
+	again, err := agents[3].Retransmit(context.Background(), outs[3].Offer.Hop)
 	require.NoError(t, err)
 	b, err := again.Encode(enc)
 	require.NoError(t, err)
 	assert.Equal(t, wire[4], b, "a retransmission is the identical octets")
 	re := receive(t, agents[4], b, Host{Dialog: "ctx-5", Peer: ids[3]})
-	require.True(t, re.Retransmission)
+	require.True(t, re.Retransmission())
 	last, ok := re.LastStatus()
 	require.True(t, ok)
 	assert.Equal(t, done.Octets, last.Octets, "the last status, identical")
-	res, err := agents[3].HandleStatus(ctx, last.Octets)
+	res, err := statusErr(agents[3].HandleStatus(ctx, last.Octets))
 	require.NoError(t, err)
-	assert.Equal(t, Completed, res.State)
-	h, _ := agents[3].Hop(outs[3].Offer.Hop)
+	assert.Equal(t, Completed, res.State())
+	h, _, _ := agents[3].Hop(context.Background(), outs[3].Offer.Hop)
 	assert.True(t, h.Resolved)
 
 	// A conflicting second terminal status is flagged and ignored (HC-56).
@@ -138,10 +138,10 @@ func fiveAgentChain(t *testing.T, f Format) {
 	assert.True(t, conflicting.IsZero())
 	forged := signStatus(t, w, &Status{Hop: outs[3].Offer.Hop, Offer: outs[3].Digest, Iss: ids[4], Aud: ids[3],
 		Iat: TimeOf(w.clock.Now()), State: Failed})
-	res, err = agents[3].HandleStatus(ctx, forged.Octets)
+	res, err = statusErr(agents[3].HandleStatus(ctx, forged.Octets))
 	require.NoError(t, err)
-	assert.True(t, res.Conflict)
-	assert.Equal(t, Completed, res.State, "the first verified terminal state stands")
+	assert.True(t, res.Conflict())
+	assert.Equal(t, Completed, res.State(), "the first verified terminal state stands")
 	assert.Contains(t, logs[3].kinds(), ConflictStatus)
 }
 
@@ -251,11 +251,11 @@ func TestLifecycle_DelegateTable(t *testing.T) {
 				// to a retransmission from the authenticated delegator.
 				b, _ := p.out.Encode(JSON)
 				re := receive(t, p.dte, b, Host{Peer: idA})
-				require.True(t, re.Retransmission)
+				require.True(t, re.Retransmission())
 				last, ok := re.LastStatus()
 				require.True(t, ok)
 				assert.Equal(t, s.Octets, last.Octets)
-				rec, ok, err := p.dte.cfg.Store.Get(ctx, replayKey(p.in.Offer))
+				rec, ok, err := p.dte.cfg.Store.Get(ctx, replayKey(p.in.Offer()))
 				require.NoError(t, err)
 				require.True(t, ok)
 				assert.Equal(t, string(want), rec.State, "the state recorded")
@@ -276,7 +276,7 @@ func TestLifecycle_HC39_OwesAccepted(t *testing.T) {
 	p := newPair(t)
 	b, _ := p.out.Encode(JSON)
 	re := receive(t, p.dte, b, Host{Peer: idA})
-	assert.True(t, re.Retransmission)
+	assert.True(t, re.Retransmission())
 	assert.False(t, re.OwesAccepted(), "undecided: nothing yet")
 	require.NoError(t, p.dte.Take(ctx, p.in))
 	re = receive(t, p.dte, b, Host{Peer: idA})
@@ -329,7 +329,7 @@ func TestLifecycle_DelegatorTable(t *testing.T) {
 				send := func(s in) *StatusResult {
 					st := signStatus(t, p.w, &Status{Hop: p.out.Offer.Hop, Offer: p.out.Digest, Iss: idB, Aud: idA,
 						Iat: TimeOf(p.w.clock.Now()), State: s.state, Reason: s.reason})
-					res, err := p.dtor.HandleStatus(ctx, st.Octets)
+					res, err := statusErr(p.dtor.HandleStatus(ctx, st.Octets))
 					require.NoError(t, err)
 					return res
 				}
@@ -337,9 +337,9 @@ func TestLifecycle_DelegatorTable(t *testing.T) {
 					send(statuses[from])
 				}
 				res := send(statuses[name])
-				assert.Equal(t, w.state, res.State)
-				assert.Equal(t, w.conflict, res.Conflict)
-				h, _ := p.dtor.Hop(p.out.Offer.Hop)
+				assert.Equal(t, w.state, res.State())
+				assert.Equal(t, w.conflict, res.Conflict())
+				h, _, _ := p.dtor.Hop(context.Background(), p.out.Offer.Hop)
 				wantResolved := w.state == Completed || w.state == Failed || w.state == Rejected
 				assert.Equal(t, wantResolved, h.Resolved, "HC-41")
 				if w.conflict {
@@ -383,11 +383,11 @@ func TestLifecycle_HC55_StatusVerification(t *testing.T) {
 	}
 	for name, mk := range cases {
 		t.Run(name, func(t *testing.T) {
-			res, err := p.dtor.HandleStatus(ctx, mk())
+			res, err := statusErr(p.dtor.HandleStatus(ctx, mk()))
 			require.Error(t, err)
 			assert.Nil(t, res)
 			assert.NotEmpty(t, ReasonOf(err))
-			h, _ := p.dtor.Hop(p.out.Offer.Hop)
+			h, _, _ := p.dtor.Hop(context.Background(), p.out.Offer.Hop)
 			assert.Equal(t, Offered, h.State)
 		})
 	}
@@ -400,16 +400,16 @@ func TestLifecycle_HC27_ExpiryProvisional(t *testing.T) {
 	p := newPair(t)
 	require.NoError(t, p.dte.Take(ctx, p.in)) // taken; no status reaches the delegator
 	p.w.clock.Add(3 * time.Minute)
-	h, _ := p.dtor.Hop(p.out.Offer.Hop)
+	h, _, _ := p.dtor.Hop(context.Background(), p.out.Offer.Hop)
 	assert.Equal(t, Expired, h.State)
 	assert.False(t, h.Resolved)
-	assert.Len(t, p.dtor.Unresolved(), 1)
+	assert.Len(t, unresolvedOf(p.dtor), 1)
 	s, err := p.dte.Reply(ctx, p.in, Completed, ReplyOptions{Effect: EffectFull})
 	require.NoError(t, err)
-	res, err := p.dtor.HandleStatus(ctx, s.Octets)
+	res, err := statusErr(p.dtor.HandleStatus(ctx, s.Octets))
 	require.NoError(t, err)
-	assert.Equal(t, Completed, res.State)
-	assert.Empty(t, p.dtor.Unresolved())
+	assert.Equal(t, Completed, res.State())
+	assert.Empty(t, unresolvedOf(p.dtor))
 }
 
 // HC-42: no new offer for the same work while a hop is unresolved, unless
@@ -424,17 +424,17 @@ func TestLifecycle_HC42_NoNewOfferWhileUnresolved(t *testing.T) {
 	// Stale rejections leave the hop unresolved (HC-41).
 	st := signStatus(t, p.w, &Status{Hop: p.out.Offer.Hop, Offer: p.out.Digest, Iss: idB, Aud: idA,
 		Iat: TimeOf(p.w.clock.Now()), State: Rejected, Reason: ReasonStale})
-	_, err = p.dtor.HandleStatus(ctx, st.Octets)
+	_, err = statusErr(p.dtor.HandleStatus(ctx, st.Octets))
 	require.NoError(t, err)
 	_, err = p.dtor.Offer(ctx, OfferParams{To: idB, Dialog: "d", Work: "job"})
 	require.ErrorIs(t, err, ErrState)
 	// An authoritative observation of no effect resolves it.
-	require.NoError(t, p.dtor.ObservedNoEffect(p.out.Offer.Hop))
-	require.NoError(t, p.dtor.Abandon(p.out.Offer.Hop))
+	require.NoError(t, p.dtor.ObservedNoEffect(context.Background(), p.out.Offer.Hop))
+	require.NoError(t, p.dtor.Abandon(context.Background(), p.out.Offer.Hop))
 	assert.NotContains(t, p.log.kinds(), ConflictUnresolved)
 	out, err := p.dtor.Offer(ctx, OfferParams{To: idB, Dialog: "d", Work: "other"})
 	require.NoError(t, err)
-	require.NoError(t, p.dtor.Abandon(out.Offer.Hop))
+	require.NoError(t, p.dtor.Abandon(context.Background(), out.Offer.Hop))
 	assert.Contains(t, p.log.kinds(), ConflictUnresolved, "HC-42: flagged")
 }
 
@@ -471,9 +471,9 @@ func TestLifecycle_HC54_Equivocation(t *testing.T) {
 			in := receive(t, p.dte, encodeHandoff(t, &Handoff{Offer: s}, JSON), Host{Peer: idA})
 			assert.False(t, in.Accepted())
 			assert.Equal(t, ReasonEquivocation, in.Reason())
-			assert.Equal(t, c.answer, in.Equivocation)
+			assert.Equal(t, c.answer, in.Equivocation())
 			assert.False(t, in.StatusDue(), "HC-53: no status for the second")
-			assert.True(t, in.First.Equal(p.out.Digest))
+			assert.True(t, in.First().Equal(p.out.Digest))
 			assert.Contains(t, p.log.kinds(), ConflictEquivocation)
 			if c.answer == AnswerNone {
 				_, err := p.dte.Reply(ctx, in, Failed, ReplyOptions{Reason: ReasonEquivocation, Effect: EffectNone})
@@ -489,24 +489,14 @@ func TestLifecycle_HC54_Equivocation(t *testing.T) {
 			}
 			st, err := p.dte.Reply(ctx, in, c.send, opt)
 			require.NoError(t, err)
-			res, err := p.dtor.HandleStatus(ctx, st.Octets)
+			res, err := statusErr(p.dtor.HandleStatus(ctx, st.Octets))
 			require.NoError(t, err, "status.offer names the first offer")
-			assert.Equal(t, c.send, res.State)
+			assert.Equal(t, c.send, res.State())
 		})
 	}
 }
 
 // HC-29: the A2A TaskState mapping.
-func TestState_HC29_A2AMapping(t *testing.T) {
-	want := map[State]string{
-		Offered: "TASK_STATE_SUBMITTED", Accepted: "TASK_STATE_WORKING", Rejected: "TASK_STATE_REJECTED",
-		Completed: "TASK_STATE_COMPLETED", Failed: "TASK_STATE_FAILED", Canceled: "TASK_STATE_CANCELED", Expired: "",
-	}
-	for s, ts := range want {
-		assert.Equal(t, ts, s.A2ATaskState(), s)
-	}
-}
-
 // HC-51, HC-63: fan-out from one received hop, with and without the chain.
 func TestLifecycle_HC51_FanOut(t *testing.T) {
 	ctx := context.Background()
@@ -522,12 +512,12 @@ func TestLifecycle_HC51_FanOut(t *testing.T) {
 	o2, err := b.Offer(ctx, OfferParams{To: ids[3], From: in, OmitChain: true})
 	require.NoError(t, err)
 	assert.NotEqual(t, o1.Offer.Hop, o2.Offer.Hop, "each with its own hop")
-	assert.True(t, o1.Offer.Prev.Equal(in.Digest))
-	assert.True(t, o2.Offer.Prev.Equal(in.Digest))
+	assert.True(t, o1.Offer.Prev.Equal(in.Digest()))
+	assert.True(t, o2.Offer.Prev.Equal(in.Digest()))
 	in1 := receive(t, w.agent(ids[2]), encodeHandoff(t, o1.Handoff, CBOR), Host{})
 	in2 := receive(t, w.agent(ids[3]), encodeHandoff(t, o2.Handoff, CBOR), Host{})
-	assert.Equal(t, ChainFull, in1.Chain)
-	assert.Equal(t, ChainAbsent, in2.Chain, "HC-63: chain omitted")
+	assert.Equal(t, ChainFull, in1.Chain())
+	assert.Equal(t, ChainAbsent, in2.Chain(), "HC-63: chain omitted")
 }
 
 func TestBackoff_HC37(t *testing.T) {
@@ -550,7 +540,7 @@ func TestLifecycle_HC45_UnknownOutcomeFlagged(t *testing.T) {
 	_, err = p.dte.Reply(ctx, p.in, Completed, ReplyOptions{Effect: EffectUnknown})
 	require.ErrorIs(t, err, ErrState)
 	assert.Contains(t, p.log.kinds(), ConflictUnresolved)
-	rec, ok, err := p.dte.cfg.Store.Get(ctx, replayKey(p.in.Offer))
+	rec, ok, err := p.dte.cfg.Store.Get(ctx, replayKey(p.in.Offer()))
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Equal(t, string(Accepted), rec.State)
@@ -566,7 +556,7 @@ func TestVerifyStatus_HC55(t *testing.T) {
 		return signStatus(t, p.w, s)
 	}
 	ok := func(s Signed) error {
-		_, err := VerifyStatus(s, p.out.Offer, p.out.Digest, p.w.trust, Limits{})
+		_, err := VerifyStatus(s, p.out.Handoff.Offer, p.w.trust, Limits{})
 		return err
 	}
 	assert.NoError(t, ok(mk(func(*Status) {})))
@@ -591,16 +581,16 @@ func TestLifecycle_DelegatorRecordsBounded(t *testing.T) {
 	p := newPair(t)
 	s, err := p.dte.Reply(ctx, p.in, Completed, ReplyOptions{Effect: EffectFull})
 	require.NoError(t, err)
-	_, err = p.dtor.HandleStatus(ctx, s.Octets)
+	_, err = statusErr(p.dtor.HandleStatus(ctx, s.Octets))
 	require.NoError(t, err)
 	open, err := p.dtor.Offer(ctx, OfferParams{To: idB, Dialog: "d"})
 	require.NoError(t, err)
 	p.w.clock.Add(25 * time.Hour)
 	_, err = p.dtor.Offer(ctx, OfferParams{To: idB, Dialog: "d"})
 	require.NoError(t, err)
-	_, ok := p.dtor.Hop(p.out.Offer.Hop)
+	_, ok, _ := p.dtor.Hop(context.Background(), p.out.Offer.Hop)
 	assert.False(t, ok, "resolved and past retention: forgotten")
-	_, ok = p.dtor.Hop(open.Offer.Hop)
+	_, ok, _ = p.dtor.Hop(context.Background(), open.Offer.Hop)
 	assert.True(t, ok, "unresolved: kept")
 }
 

@@ -9,6 +9,8 @@ import (
 	"github.com/agentproto/handoff/replay"
 )
 
+// Section 5.1 of the draft: receiving an offer, as one ordered pipeline.
+
 // Host is what the host protocol tells the receiver about the message that
 // carried a Handoff.
 type Host struct {
@@ -24,80 +26,70 @@ type Host struct {
 	RefSource RefSource
 }
 
-// EquivocationAnswer says what status, if any, the rules let the receiver
-// send for the FIRST of two offers with one (iss, hop) (HC-54). The second
-// offer never gets a status (HC-53).
-type EquivocationAnswer string
+// Check names a check of section 5.1, numbered as the draft numbers them.
+type Check uint8
 
 const (
-	// AnswerRejectFirst: the first offer was neither taken nor answered:
-	// send "rejected" with reason "equivocation" for it (Agent.Reply).
-	AnswerRejectFirst EquivocationAnswer = "reject-first"
-	// AnswerFinishFirst: the work of the first offer was taken (or the hop
-	// canceled by its delegator) and this delegate sent no terminal status:
-	// stop the work if possible, then, once the outcome is known, send
-	// "completed" if it took full effect, else "failed" with reason
-	// "equivocation" and refs of any effect.
-	AnswerFinishFirst EquivocationAnswer = "finish-first"
-	// AnswerNone: this delegate rejected the first offer or sent a terminal
-	// status for it: no further status may be sent.
-	AnswerNone EquivocationAnswer = "none"
+	// CheckNone: every check passed.
+	CheckNone      Check = iota
+	CheckSignature       // 1: signed form and signature (bad-signature, untrusted-key)
+	CheckAudience        // 2: aud (wrong-audience)
+	CheckFreshness       // 3: freshness (stale)
+	CheckMemory          // 4: (iss, hop) memory: retransmission, equivocation, replay
+	CheckDialog          // 5: dialog (policy)
+	CheckChain           // 6: chain (broken-chain, cycle, too-deep, policy, bad-signature)
+	CheckRefs            // 7: references (unverifiable-ref, ref-mismatch)
 )
 
-// Received is the outcome of Receive: whether the offer may be taken, and
-// if not, the check that failed with the draft's reason code.
+var checkNames = [...]string{"none", "signature", "audience", "freshness", "memory", "dialog", "chain", "references"}
+
+// String returns the check's name: "signature", "audience", ...
+func (c Check) String() string {
+	if int(c) < len(checkNames) {
+		return checkNames[c]
+	}
+	return fmt.Sprintf("Check(%d)", c)
+}
+
+// Received is the outcome of Receive. It is opaque: only Receive makes one,
+// so that an Agent can trust what it holds (Agent.Offer with From). Its
+// offer is handed out only once the offer's signature has verified.
 type Received struct {
-	// Handoff is the decoded Handoff object (nil when it did not parse).
-	Handoff *Handoff
-	// Offer is the decoded current offer. It is verified when the signature
-	// check passed (Reason is not bad-signature or untrusted-key).
-	Offer *Offer
-	// Digest is the offer's handoff digest (HC-20).
-	Digest Digest
-	// Chain is the chain's state, and Links its elements oldest first,
-	// when step 6 ran.
-	Chain ChainState
-	Links []Link
-	// Refs is each reference's outcome, when step 7 ran; otherwise every
-	// reference is "not checked" (HC-11).
-	Refs []RefResult
+	by        *Agent
+	handoff   *Handoff
+	offer     *Offer // decoded; verified when check != CheckSignature
+	digest    Digest
+	check     Check
+	verdict   verdict
+	rejection *Rejection
 
-	// Retransmission is true when the offer is the exact octets of one
-	// already remembered (HC-35, HC-38). It is not processed again.
-	Retransmission bool
-	// Equivocation is set when the offer has the (iss, hop) of a different
-	// remembered offer (HC-53): it says what to send for the first.
-	Equivocation EquivocationAnswer
-	// First is the digest of the first offer seen for the (iss, hop), for a
-	// retransmission or equivocation.
-	First Digest
-	// Check is the number of the check of section 5.1 that decided the
-	// outcome when the offer was not accepted: 1 signed form and signature
-	// (of the offer itself; a chain element's failure is check 6), 2
-	// audience, 3 freshness, 4 (iss, hop) memory (retransmission,
-	// equivocation, and the HC-59 replay rule), 5 dialog, 6 chain, 7
-	// references. It is 0 when the offer was accepted.
-	Check int
+	chain ChainState
+	links []Link
+	refs  []RefResult
 
-	lastStatus []byte
-	owesAccept bool
-	rejection  *Rejection
-	host       Host
+	equivocation EquivocationAnswer
+	first        Digest
+	lastStatus   []byte
+	owesAccept   bool
+	host         Host
 }
 
 // Accepted reports whether every check passed: the delegate may take the
-// work and answer "accepted" (Agent.Reply).
-func (r *Received) Accepted() bool {
-	return r.rejection == nil && !r.Retransmission && r.Equivocation == ""
-}
+// work (Agent.Take) and answer "accepted" (Agent.Reply).
+func (r *Received) Accepted() bool { return r.verdict == verdictAccepted }
+
+// Check is the check of section 5.1 that decided the outcome: CheckNone
+// when the offer was accepted, CheckMemory for a retransmission or
+// equivocation. A chain element's failure is CheckChain.
+func (r *Received) Check() Check { return r.check }
 
 // Reason returns the draft's reason code of a rejection, "equivocation" for
 // an equivocating offer, and "" when accepted or a retransmission.
 func (r *Received) Reason() Reason {
-	if r.rejection != nil {
+	switch {
+	case r.rejection != nil:
 		return r.rejection.Reason
-	}
-	if r.Equivocation != "" {
+	case r.verdict == verdictEquivocation:
 		return ReasonEquivocation
 	}
 	return ""
@@ -108,31 +100,81 @@ func (r *Received) Detail() string {
 	switch {
 	case r.rejection != nil:
 		return r.rejection.Detail
-	case r.Equivocation != "":
+	case r.verdict == verdictEquivocation:
 		return "another offer with this (iss, hop) and different octets was seen first; " +
 			"two offers that differ only in their signature are equivocation too (HC-53)"
-	case r.Retransmission:
+	case r.verdict == verdictRetransmit:
 		return "exact copy of an offer already received; not processed again (HC-38)"
 	}
 	return ""
 }
 
-// Err returns the rejection as an error (a *Rejection), or nil.
+// Err returns the rejection as an error (a *Rejection, or a *ChainError for
+// step 6, both carrying the reason), or nil when accepted or a
+// retransmission.
 func (r *Received) Err() error {
-	if r.rejection == nil {
-		if r.Equivocation != "" {
-			return reject(ReasonEquivocation, ErrRejected, "%s", r.Detail())
-		}
+	switch {
+	case r.rejection != nil:
+		return r.rejection
+	case r.verdict == verdictEquivocation:
+		return reject(ReasonEquivocation, ErrRejected, "%s", r.Detail())
+	}
+	return nil
+}
+
+// Offer returns the offer once its signature verified with a key the trust
+// configuration binds to its iss (check 1), and nil otherwise. A later
+// check may still have refused it: act on it only when Accepted. The offer
+// is a copy.
+func (r *Received) Offer() *Offer {
+	if r.offer == nil || r.check == CheckSignature {
 		return nil
 	}
-	return r.rejection
+	return r.offer.clone()
 }
+
+// Unverified returns the offer as decoded, whether or not its signature
+// verified. It is for display and diagnosis only: an offer that failed
+// check 1 says what anyone could have written.
+func (r *Received) Unverified() *Offer { return r.offer.clone() }
+
+// Handoff returns the Handoff object as carried (nil when it did not parse).
+// Its elements are signed octets; their claims are verified only as Offer
+// and Links say.
+func (r *Received) Handoff() *Handoff { return r.handoff }
+
+// Digest returns the offer's handoff digest (HC-20), or the zero Digest
+// when the Handoff did not parse.
+func (r *Received) Digest() Digest { return r.digest }
+
+// Chain returns the chain's state, when step 6 ran.
+func (r *Received) Chain() ChainState { return r.chain }
+
+// Links returns the chain's elements, oldest first, when step 6 passed.
+func (r *Received) Links() []Link { return r.links }
+
+// Refs returns each reference's outcome (HC-11): checked when step 7 ran,
+// "not checked" otherwise.
+func (r *Received) Refs() []RefResult { return r.refs }
+
+// Retransmission reports that the offer is the exact octets of one already
+// remembered (HC-35, HC-38): it is not processed again.
+func (r *Received) Retransmission() bool { return r.verdict == verdictRetransmit }
+
+// Equivocation returns, for an offer with the (iss, hop) of a different
+// remembered offer (HC-53), what may be sent for the FIRST offer; "" when
+// there is no equivocation.
+func (r *Received) Equivocation() EquivocationAnswer { return r.equivocation }
+
+// First is the digest of the first offer seen for the (iss, hop), for a
+// retransmission or equivocation.
+func (r *Received) First() Digest { return r.first }
 
 // LastStatus returns, for a retransmission, the last status this agent sent
 // for the hop, as the identical octets to resend (HC-39). It is withheld
 // (ok false) unless the host authenticated the sender as the offer's iss.
 func (r *Received) LastStatus() (s Signed, ok bool) {
-	if !r.Retransmission || len(r.lastStatus) == 0 || r.Offer == nil || r.host.Peer != r.Offer.Iss {
+	if r.verdict != verdictRetransmit || len(r.lastStatus) == 0 || r.host.Peer != r.offer.Iss {
 		return Signed{}, false
 	}
 	// The octets were signed and sent by this agent: resend them whatever
@@ -146,16 +188,21 @@ func (r *Received) LastStatus() (s Signed, ok bool) {
 // LastStatus, it holds only when the host authenticated the sender as the
 // offer's iss, since the answer reveals the hop's state.
 func (r *Received) OwesAccepted() bool {
-	return r.Retransmission && r.owesAccept && r.Offer != nil && r.host.Peer == r.Offer.Iss
+	return r.verdict == verdictRetransmit && r.owesAccept && r.host.Peer == r.offer.Iss
 }
 
-// StatusDue reports whether the rules ask for a status in answer to this
-// offer: "rejected" for a failed check (HC-30), nothing for an equivocating
-// second offer (HC-53) or a retransmission (answered by LastStatus or
-// OwesAccepted instead).
+// StatusDue reports whether the rules ask for a "rejected" in answer to
+// this offer (HC-30): a check from 2 to 7 failed. Nothing is due for an
+// offer whose signature did not verify (no verified iss to answer), for an
+// equivocating second offer (HC-53), or for a retransmission (answered by
+// LastStatus or OwesAccepted instead).
 func (r *Received) StatusDue() bool {
-	return r.rejection != nil && r.Offer != nil && r.Reason() != ReasonBadSignature &&
-		r.Reason() != ReasonUntrustedKey
+	return r.verdict == verdictRejected && r.check > CheckSignature
+}
+
+func (r *Received) fail(c Check, rj *Rejection) *Received {
+	r.check, r.verdict, r.rejection = c, verdictRejected, rj
+	return r
 }
 
 // Receive runs the checks of section 5.1 in order on a Handoff object (JSON
@@ -169,34 +216,37 @@ func (r *Received) StatusDue() bool {
 //  6. the chain (section 5.3, HC-46..HC-50, HC-58)
 //  7. references the policy requires (HC-08, HC-11)
 //
+// Only what must be bounded before parsing is checked out of order: the
+// size of the input. A chain that is too long, or whose elements are not
+// signed handoffs, fails at step 6, after the offer's own checks.
+//
 // Rejections are results, not errors: the returned error is non-nil only
 // when the store could not answer (wrapping ErrStore) or ctx ended, and then
 // the offer must be refused. An offer that passed checks 1-3 is remembered
-// even when a later check rejects it.
+// even when a later check rejects it. The work starts only after Take or
+// Reply with "accepted" has recorded that the hop was taken.
 func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received, error) {
-	r := &Received{host: host}
+	r := &Received{by: a, host: host}
+	ts := a.trust.Load()
 	h, _, err := ParseHandoff(data, a.lim)
 	if err != nil {
-		r.Check, r.rejection = 1, &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: err}
-		return r, nil
+		return r.fail(CheckSignature, &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: err}), nil
 	}
-	r.Handoff = h
-	r.Digest = h.Offer.Digest()
+	r.handoff = h
+	r.digest = h.Offer.Digest()
 
 	// 1. Signed form and signature.
-	o, err := OpenOffer(h.Offer, a.cfg.Trust, a.lim)
+	o, err := OpenOffer(h.Offer, ts.trust, a.lim)
 	if err != nil {
-		r.Check, r.rejection = 1, asRejection(err)
-		r.Offer, _, _ = InspectUnverified(h.Offer, a.lim)
-		return r, nil
+		r.offer, _, _ = InspectUnverified(h.Offer, a.lim)
+		return r.fail(CheckSignature, asRejection(err)), nil
 	}
-	r.Offer = o
-	r.Refs = notChecked(o.Refs)
+	r.offer = o
+	r.refs = notChecked(o.Refs)
 
 	// 2. Audience.
 	if o.Aud != a.cfg.ID {
-		r.Check, r.rejection = 2, reject(ReasonWrongAudience, ErrRejected, "aud %q is not this agent %q", o.Aud, a.cfg.ID)
-		return r, nil
+		return r.fail(CheckAudience, reject(ReasonWrongAudience, ErrRejected, "aud %q is not this agent %q", o.Aud, a.cfg.ID)), nil
 	}
 
 	// 3. Freshness, unless (iss, hop) is remembered.
@@ -208,21 +258,23 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 	now := a.now()
 	if !remembered {
 		if rj := a.fresh(o, now); rj != nil {
-			r.Check, r.rejection = 3, rj
-			return r, nil
+			return r.fail(CheckFreshness, rj), nil
 		}
 		// HC-59: a receiver that lost its memory refuses offers issued
 		// before the loss until they can no longer be fresh.
 		if lost := a.cfg.MemoryLostAt; !lost.IsZero() && o.Iat.Std().Before(lost) &&
-			now.Before(lost.Add(a.cfg.MaxLifetime+a.cfg.Skew)) {
-			r.Check, r.rejection = 4, reject(ReasonReplay, ErrRejected, "issued before this receiver lost its memory at %s", lost.UTC().Format(time.RFC3339))
-			return r, nil
+			now.Before(lost.Add(a.maxLifetime+a.skew)) {
+			return r.fail(CheckMemory, reject(ReasonReplay, ErrRejected, "issued before this receiver lost its memory at %s", lost.UTC().Format(time.RFC3339))), nil
 		}
 	}
 
 	// 4. (iss, hop) memory: remember, or find what was remembered.
 	if !remembered {
-		rec := replay.Record{Digest: r.Digest.Val, Expires: o.Exp.Std().Add(a.cfg.Skew)}
+		token, err := a.token()
+		if err != nil {
+			return nil, err
+		}
+		rec := replay.Record{Digest: r.digest.Val, Expires: storeTime(o.Exp.plus(seconds(a.skew))), Token: token, Created: now}
 		var inserted bool
 		held, inserted, err = a.cfg.Store.Remember(ctx, key, rec)
 		if err != nil {
@@ -231,16 +283,16 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 		remembered = !inserted
 	}
 	if remembered {
-		r.First = Digest{Alg: SHA256Alg, Val: held.Digest}
-		if !r.First.Equal(r.Digest) {
-			r.Check = 4
-			r.Equivocation = equivocationAnswer(held)
-			a.flag(Conflict{Kind: ConflictEquivocation, Iss: o.Iss, Hop: o.Hop, First: r.First, Second: r.Digest,
+		r.check = CheckMemory
+		r.first = Digest{Alg: SHA256Alg, Val: held.Digest}
+		if !r.first.Equal(r.digest) {
+			r.verdict = verdictEquivocation
+			r.equivocation = equivocationAnswer(State(held.State))
+			a.flag(Conflict{Kind: ConflictEquivocation, Iss: o.Iss, Hop: o.Hop, First: r.first, Second: r.digest,
 				Detail: "two offers with one (iss, hop) and different octets"})
 			return r, nil
 		}
-		r.Check = 4
-		r.Retransmission = true
+		r.verdict = verdictRetransmit
 		r.lastStatus = held.Status
 		r.owesAccept = held.Status == nil && held.State == string(Accepted)
 		return r, nil
@@ -248,19 +300,17 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 
 	// 5. Dialog.
 	if host.Dialog != "" && o.Dialog != host.Dialog {
-		r.Check, r.rejection = 5, reject(ReasonPolicy, ErrRejected, "dialog %q is not the host dialog %q", o.Dialog, host.Dialog)
-		return r, nil
+		return r.fail(CheckDialog, reject(ReasonPolicy, ErrRejected, "dialog %q is not the host dialog %q", o.Dialog, host.Dialog)), nil
 	}
 
 	// 6. Chain.
-	state, links, rj := checkChain(h, o, a.cfg.ID, a.cfg.Trust, a.verified, a.cfg.Chain, a.lim, a.cfg.Skew)
-	if rj == nil {
-		r.Chain, r.Links = state, links
-		rj = applyChainPolicy(state, links, o, a.cfg.Chain)
+	state, links, cerr := checkChain(h, o, a.cfg.ID, ts, a.cfg.Chain, a.lim, a.skew)
+	if cerr == nil {
+		r.chain, r.links = state, links
+		cerr = applyChainPolicy(state, links, o, a.cfg.Chain)
 	}
-	if rj != nil {
-		r.Check, r.rejection = 6, rj
-		return r, nil
+	if cerr != nil {
+		return r.fail(CheckChain, &Rejection{Reason: cerr.Reason, Detail: cerr.Error(), Err: cerr}), nil
 	}
 
 	// 7. References.
@@ -268,39 +318,42 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 	if src == nil {
 		src = a.cfg.RefSource
 	}
-	r.Refs, rj = checkRefs(ctx, o.Refs, a.cfg.Refs, src)
-	if rj != nil {
-		r.Check, r.rejection = 7, rj
+	var rj *Rejection
+	if r.refs, rj = checkRefs(ctx, o.Refs, a.cfg.Refs, src); rj != nil {
+		return r.fail(CheckRefs, rj), nil
 	}
+	r.verdict = verdictAccepted
 	return r, nil
 }
 
-// fresh is section 5.2 for an offer whose (iss, hop) is not remembered.
+// fresh is "Freshness and Replay" for an offer whose (iss, hop) is not
+// remembered (HC-31, HC-32).
 func (a *Agent) fresh(o *Offer, now time.Time) *Rejection {
 	nowT := TimeOf(now)
 	switch {
 	case o.Exp <= o.Iat:
 		return reject(ReasonStale, ErrRejected, "exp %d is not later than iat %d", o.Exp, o.Iat)
-	case o.Iat > nowT+a.skewT():
+	case o.Iat > nowT.plus(seconds(a.skew)):
 		return reject(ReasonStale, ErrRejected, "iat %d is in the future beyond the skew (now %d)", o.Iat, nowT)
-	case o.Exp-o.Iat > Time(a.cfg.MaxLifetime/time.Second): // in seconds: a Duration overflows
-		return reject(ReasonStale, ErrRejected, "lifetime %ds exceeds the maximum %s", o.Exp-o.Iat, a.cfg.MaxLifetime)
+	case o.Exp-o.Iat > seconds(a.maxLifetime):
+		return reject(ReasonStale, ErrRejected, "lifetime %ds exceeds the maximum %s", o.Exp-o.Iat, a.maxLifetime)
 	case o.Exp <= nowT:
 		return reject(ReasonStale, ErrRejected, "expired at %d (now %d)", o.Exp, nowT)
 	}
 	return nil
 }
 
-func equivocationAnswer(held replay.Record) EquivocationAnswer {
-	switch State(held.State) {
-	case "":
-		return AnswerRejectFirst
-	case Accepted, Canceled:
-		// A hop the delegator canceled has no terminal status from this
-		// delegate, which may still report the outcome (HC-54, HC-56).
-		return AnswerFinishFirst
+// maxStoreTime bounds the times given to stores, which may keep them in
+// nanoseconds since 1970 (good until 2262).
+var maxStoreTime = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// storeTime is t as an expiry for a store: a Time past 2200 is kept until
+// 2200, which outlives every store.
+func storeTime(t Time) time.Time {
+	if s := t.Std(); s.Before(maxStoreTime) {
+		return s
 	}
-	return AnswerNone
+	return maxStoreTime
 }
 
 func notChecked(refs []ContextRef) []RefResult {
@@ -316,4 +369,13 @@ func storeErr(err error) error {
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrStore, err)
+}
+
+func asRejection(err error) *Rejection {
+	var r *Rejection
+	if errors.As(err, &r) {
+		c := *r
+		return &c
+	}
+	return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: err}
 }

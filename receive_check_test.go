@@ -18,29 +18,39 @@ func TestReceive_HC30_CheckNumber(t *testing.T) {
 	good := w.offer(a, b, nil)
 	in := receive(t, ag, h(good), Host{})
 	assert.True(t, in.Accepted())
-	assert.Equal(t, 0, in.Check)
-	assert.Equal(t, 4, receive(t, ag, h(good), Host{}).Check, "retransmission")
+	assert.Equal(t, CheckNone, in.Check())
+	assert.Equal(t, CheckMemory, receive(t, ag, h(good), Host{}).Check(), "retransmission")
 
 	tampered := append([]byte(nil), good.Octets...)
 	tampered[len(tampered)-2] ^= 1
 	cases := map[string]struct {
 		data  []byte
 		host  Host
-		check int
+		check Check
 	}{
-		"signature": {h(Signed{Format: JWS, Octets: tampered}), Host{}, 1},
-		"audience":  {h(w.offer(a, c, nil)), Host{}, 2},
-		"freshness": {h(w.offer(a, b, func(o *Offer) { o.Exp = o.Iat })), Host{}, 3},
-		"dialog":    {h(w.offer(a, b, nil)), Host{Dialog: "other"}, 5},
-		"chain":     {h(w.offer(a, b, func(o *Offer) { d := SHA256(nil); o.Prev = &d }), good), Host{}, 6},
+		"signature": {h(Signed{Format: JWS, Octets: tampered}), Host{}, CheckSignature},
+		"audience":  {h(w.offer(a, c, nil)), Host{}, CheckAudience},
+		"freshness": {h(w.offer(a, b, func(o *Offer) { o.Exp = o.Iat })), Host{}, CheckFreshness},
+		"dialog":    {h(w.offer(a, b, nil)), Host{Dialog: "other"}, CheckDialog},
+		"chain":     {h(w.offer(a, b, func(o *Offer) { d := SHA256(nil); o.Prev = &d }), good), Host{}, CheckChain},
 		"references": {h(w.offer(a, b, func(o *Offer) {
 			o.Refs = []ContextRef{{Kind: KindDigest, Dig: SHA256([]byte("x"))}}
-		})), Host{}, 7},
+		})), Host{}, CheckRefs},
 	}
 	strict := w.agent(b, func(c *Config) { c.Refs = RefsRequired })
 	for name, k := range cases {
 		in := receive(t, strict, k.data, k.host)
 		assert.False(t, in.Accepted(), name)
-		assert.Equal(t, k.check, in.Check, "%s: %s", name, in.Reason())
+		assert.Equal(t, k.check, in.Check(), "%s: %s", name, in.Reason())
 	}
+}
+
+// Check names the checks as the draft numbers them, and says which by name.
+func TestCheck_String(t *testing.T) {
+	want := []string{"none", "signature", "audience", "freshness", "memory", "dialog", "chain", "references"}
+	for i, w := range want {
+		assert.Equal(t, w, Check(i).String())
+	}
+	assert.Equal(t, "Check(9)", Check(9).String())
+	assert.Equal(t, 6, int(CheckChain), "step 6 of section 5.1")
 }

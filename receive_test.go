@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -89,7 +90,7 @@ func assertReceived(t *testing.T, in *Received, reason Reason, class error) {
 		return
 	}
 	assert.False(t, in.Accepted(), "want %q", reason)
-	assert.False(t, in.Retransmission)
+	assert.False(t, in.Retransmission())
 	assert.Equal(t, reason, in.Reason(), in.Detail())
 	if assert.Error(t, in.Err()) {
 		assert.Equal(t, reason, ReasonOf(in.Err()))
@@ -217,10 +218,10 @@ func nestedArray(n int) any {
 func TestReceive_HC30_ReasonPerCheck(t *testing.T) {
 	runRxCases(t, []rxCase{
 		{name: "valid offer", build: plain(rxPlanner), check: func(t *testing.T, _ *world, in *Received) {
-			assert.Equal(t, ChainFull, in.Chain, "an offer without prev starts its own chain")
-			assert.Empty(t, in.Links)
-			assert.Equal(t, in.Handoff.Offer.Digest(), in.Digest)
-			assert.Equal(t, rxPlanner, in.Offer.Iss)
+			assert.Equal(t, ChainFull, in.Chain(), "an offer without prev starts its own chain")
+			assert.Empty(t, in.Links())
+			assert.Equal(t, in.Handoff().Offer.Digest(), in.Digest())
+			assert.Equal(t, rxPlanner, in.Offer().Iss)
 		}},
 
 		// Step 1: bad-signature.
@@ -305,12 +306,12 @@ func TestReceive_HC30_ReasonPerCheck(t *testing.T) {
 		{name: "HC32 lifetime of 292 years, past what a Duration holds", reason: ReasonStale, class: ErrRejected,
 			build: withOffer(func(_ *world, o *Offer) { o.Exp = o.Iat + (1<<63)/Time(time.Second) + 1 })},
 		{name: "HC32 exp at the largest Time", reason: ReasonStale, class: ErrRejected,
-			build: withOffer(func(_ *world, o *Offer) { o.Exp = MaxTime })},
+			build: withOffer(func(_ *world, o *Offer) { o.Exp = Time(math.MaxUint64) })},
 		{name: "HC32 lifetime at the maximum",
 			build: withOffer(func(_ *world, o *Offer) { o.Exp = o.Iat + 300 })},
 		{name: "HC32 lifetime over a configured maximum", reason: ReasonStale, class: ErrRejected,
 			build: func(t *testing.T, w *world) rxInput {
-				a := w.agent(rxReceiver, func(c *Config) { c.MaxLifetime = 30 * time.Second })
+				a := w.agent(rxReceiver, func(c *Config) { c.MaxLifetime = new(30 * time.Second) })
 				return rxInput{agent: a, h: handoffOf(w.offer(rxPlanner, rxReceiver, func(o *Offer) { o.Exp = o.Iat + 31 }))}
 			}},
 		{name: "HC31 expired", reason: ReasonStale, class: ErrRejected,
@@ -349,7 +350,7 @@ func TestReceive_HC60_COSEContentTypeOfJWS(t *testing.T) {
 		t.Run(enc.String(), func(t *testing.T) {
 			w := newWorld(t, COSE, rxAgents...)
 			s := w.signers[rxPlanner]
-			payload, err := w.draftOffer(rxPlanner, rxReceiver).EncodeCBOR()
+			payload, err := w.draftOffer(rxPlanner, rxReceiver).encode(CBOR)
 			require.NoError(t, err)
 			signer, err := gocose.NewSigner(gocose.AlgorithmES256, s.key)
 			require.NoError(t, err)
@@ -414,16 +415,16 @@ func TestReceive_HC35_Retransmission(t *testing.T) {
 			other = JSON
 		}
 		again := receive(t, a, encodeHandoff(t, h, other), Host{Dialog: "another dialog"})
-		assert.True(t, again.Retransmission)
+		assert.True(t, again.Retransmission())
 		assert.False(t, again.Accepted())
 		assert.Empty(t, again.Reason(), "not processed again: no dialog, chain or ref check ran")
 		assert.NoError(t, again.Err())
-		assert.Empty(t, again.Chain)
-		assert.Empty(t, again.Links)
-		assert.Equal(t, RefNotChecked, again.Refs[0].Outcome)
-		assert.Equal(t, first.Digest, again.Digest)
-		assert.Equal(t, first.Digest, again.First)
-		assert.Empty(t, again.Equivocation)
+		assert.Empty(t, again.Chain())
+		assert.Empty(t, again.Links())
+		assert.Equal(t, RefNotChecked, again.Refs()[0].Outcome)
+		assert.Equal(t, first.Digest(), again.Digest())
+		assert.Equal(t, first.Digest(), again.First())
+		assert.Empty(t, again.Equivocation())
 		assert.False(t, again.StatusDue(), "answered by LastStatus or OwesAccepted, not a new status")
 		assert.False(t, again.OwesAccepted(), "undecided: nothing to send yet (HC-39)")
 		_, ok := again.LastStatus()
@@ -447,7 +448,7 @@ func TestReceive_HC33_RetransmissionAfterExp(t *testing.T) {
 		data := encodeHandoff(t, handoffOf(s), fe.Encoding)
 		require.True(t, receive(t, a, data, Host{}).Accepted())
 		w.clock.Add(150 * time.Second) // exp + 30 s
-		assert.True(t, receive(t, a, data, Host{}).Retransmission, "after exp, within the skew")
+		assert.True(t, receive(t, a, data, Host{}).Retransmission(), "after exp, within the skew")
 		w.clock.Add(31 * time.Second) // exp + skew + 1 s
 		late := receive(t, a, data, Host{})
 		assert.Equal(t, ReasonStale, late.Reason(), "forgotten after exp + skew: checked afresh")
@@ -461,7 +462,7 @@ func TestReceive_HC33_RetransmissionAfterExp(t *testing.T) {
 		require.NoError(t, err)
 		w.clock.Add(10 * time.Hour)
 		again := receive(t, a, data2, Host{Peer: rxPlanner})
-		require.True(t, again.Retransmission)
+		require.True(t, again.Retransmission())
 		last, ok := again.LastStatus()
 		require.True(t, ok)
 		assert.Equal(t, st.Octets, last.Octets)
@@ -486,7 +487,7 @@ func TestReceive_HC39_LastStatusAndOwesAccepted(t *testing.T) {
 		// Taken, nothing sent: "accepted" is owed.
 		require.NoError(t, a.Take(ctx, in))
 		again := receive(t, a, data, Host{Peer: rxPlanner})
-		require.True(t, again.Retransmission)
+		require.True(t, again.Retransmission())
 		assert.True(t, again.OwesAccepted())
 		_, ok = again.LastStatus()
 		assert.False(t, ok, "nothing sent yet")
@@ -505,7 +506,7 @@ func TestReceive_HC39_LastStatusAndOwesAccepted(t *testing.T) {
 			{"peer is the receiver itself", rxReceiver, false},
 		} {
 			r := receive(t, a, data, Host{Peer: c.peer})
-			require.True(t, r.Retransmission, c.name)
+			require.True(t, r.Retransmission(), c.name)
 			assert.False(t, r.OwesAccepted(), c.name)
 			last, ok := r.LastStatus()
 			assert.Equal(t, c.ok, ok, c.name)
@@ -550,7 +551,7 @@ func TestReceive_HC39_LargeLastStatus(t *testing.T) {
 			require.Greater(t, len(st.Octets), DefaultMaxElementSize)
 
 			again := receive(t, a, data, Host{Peer: rxPlanner})
-			require.True(t, again.Retransmission)
+			require.True(t, again.Retransmission())
 			last, ok := again.LastStatus()
 			require.True(t, ok)
 			assert.Equal(t, st, last)
@@ -671,7 +672,7 @@ func TestReceive_HC30_MemoryBeforeDialog(t *testing.T) {
 		require.True(t, receive(t, a, encodeHandoff(t, handoffOf(first), fe.Encoding), Host{Dialog: "ctx-1"}).Accepted())
 
 		re := receive(t, a, encodeHandoff(t, handoffOf(first), fe.Encoding), Host{Dialog: "ctx-2"})
-		assert.True(t, re.Retransmission)
+		assert.True(t, re.Retransmission())
 		assert.Empty(t, re.Reason())
 		eq := receive(t, a, encodeHandoff(t, handoffOf(second), fe.Encoding), Host{Dialog: "ctx-2"})
 		assert.Equal(t, ReasonEquivocation, eq.Reason())
@@ -741,13 +742,13 @@ func TestReceive_HC33_RememberedAfterLaterRejection(t *testing.T) {
 					rejected, err = in.agent.Reply(ctx, first, Rejected, ReplyOptions{Reason: c.reason})
 					require.NoError(t, err, "the rejection may be sent")
 				}
-				again := receive(t, in.agent, data, Host{Peer: first.Offer.Iss, Dialog: in.host.Dialog})
+				again := receive(t, in.agent, data, Host{Peer: first.Unverified().Iss, Dialog: in.host.Dialog})
 				if !c.remembered {
-					assert.False(t, again.Retransmission)
+					assert.False(t, again.Retransmission())
 					assert.Equal(t, c.reason, again.Reason(), "not remembered: checked again")
 					return
 				}
-				assert.True(t, again.Retransmission)
+				assert.True(t, again.Retransmission())
 				assert.Empty(t, again.Reason())
 				last, ok := again.LastStatus()
 				require.True(t, ok)
@@ -816,16 +817,16 @@ func TestReceive_HC53_Equivocation(t *testing.T) {
 				second := receive(t, a, encodeHandoff(t, handoffOf(s2), fe.Encoding), Host{Peer: rxPlanner})
 
 				assert.False(t, second.Accepted())
-				assert.False(t, second.Retransmission)
+				assert.False(t, second.Retransmission())
 				assert.Equal(t, ReasonEquivocation, second.Reason())
-				assert.Equal(t, c.answer, second.Equivocation)
+				assert.Equal(t, c.answer, second.Equivocation())
 				assert.ErrorIs(t, second.Err(), ErrRejected)
 				assert.Equal(t, ReasonEquivocation, ReasonOf(second.Err()))
 				assert.False(t, second.StatusDue(), "HC-53: no status for the second offer")
 				_, ok := second.LastStatus()
 				assert.False(t, ok, "HC-53: not even a resent one")
-				assert.Equal(t, s1.Digest(), second.First)
-				assert.Equal(t, s2.Digest(), second.Digest)
+				assert.Equal(t, s1.Digest(), second.First())
+				assert.Equal(t, s2.Digest(), second.Digest())
 
 				require.Len(t, flagged, 1, "HC-54: flagged to the operator")
 				assert.Equal(t, ConflictEquivocation, flagged[0].Kind)
@@ -858,7 +859,7 @@ func TestReceive_HC53_Equivocation(t *testing.T) {
 
 				// The first offer sent again is still a retransmission.
 				re := receive(t, a, encodeHandoff(t, handoffOf(s1), fe.Encoding), Host{})
-				assert.True(t, re.Retransmission)
+				assert.True(t, re.Retransmission())
 			})
 		}
 	})
@@ -868,13 +869,13 @@ func TestReceive_HC53_Equivocation(t *testing.T) {
 // a, with a verified "canceled" status.
 func cancelAtDelegate(t *testing.T, w *world, a *Agent, in *Received) {
 	t.Helper()
-	o := in.Offer
-	st := &Status{Hop: o.Hop, Offer: in.Digest, Iss: o.Iss, Aud: o.Aud, Iat: TimeOf(w.clock.Now()), State: Canceled}
+	o := in.Offer()
+	st := &Status{Hop: o.Hop, Offer: in.Digest(), Iss: o.Iss, Aud: o.Aud, Iat: TimeOf(w.clock.Now()), State: Canceled}
 	s, err := w.signers[o.Iss].SignStatus(st)
 	require.NoError(t, err)
-	res, err := a.HandleStatus(context.Background(), s.Octets)
+	res, err := statusErr(a.HandleStatus(context.Background(), s.Octets))
 	require.NoError(t, err)
-	require.Equal(t, Canceled, res.State)
+	require.Equal(t, Canceled, res.State())
 }
 
 // HC-35: the memory is keyed on (iss, hop): one hop identifier used by two
@@ -917,7 +918,7 @@ func TestReceive_HC53_EquivocationAfterExpAndSignatureTwin(t *testing.T) {
 		w.clock.Add(time.Hour) // long after exp
 		in = receive(t, a, encodeHandoff(t, handoffOf(s2), fe.Encoding), Host{})
 		assert.Equal(t, ReasonEquivocation, in.Reason(), "after exp: equivocation, not stale")
-		assert.Equal(t, AnswerFinishFirst, in.Equivocation)
+		assert.Equal(t, AnswerFinishFirst, in.Equivocation())
 	})
 }
 
@@ -970,13 +971,13 @@ func TestReceive_HC59_ReplayAfterMemoryLoss(t *testing.T) {
 		// Records the store kept are answered normally, not as replay.
 		survivor := restarted(store)
 		again := receive(t, survivor, enc(kept), Host{Peer: rxPlanner})
-		assert.True(t, again.Retransmission)
+		assert.True(t, again.Retransmission())
 		last, ok := again.LastStatus()
 		require.True(t, ok)
 		assert.Equal(t, accepted.Octets, last.Octets)
 		eq := receive(t, survivor, enc(keptTwin), Host{})
 		assert.Equal(t, ReasonEquivocation, eq.Reason())
-		assert.Equal(t, AnswerFinishFirst, eq.Equivocation)
+		assert.Equal(t, AnswerFinishFirst, eq.Equivocation())
 
 		// After MaxLifetime + Skew the rule lapses: an old offer can only
 		// be stale by then, and new offers are accepted.
@@ -995,7 +996,7 @@ func TestReceive_HC59_WindowCoversEveryOlderOffer(t *testing.T) {
 			w := newWorld(t, f, rxAgents...)
 			lost := w.clock.Now()
 			mod := func(c *Config) {
-				c.MemoryLostAt, c.MaxLifetime, c.Skew = lost, 30*time.Second, 5*time.Second
+				c.MemoryLostAt, c.MaxLifetime, c.Skew = lost, new(30*time.Second), new(5*time.Second)
 			}
 			// Issued one second before the loss, for the longest lifetime.
 			s := w.offer(rxPlanner, rxReceiver, func(o *Offer) { o.Iat--; o.Exp = o.Iat + 30 })
@@ -1027,8 +1028,8 @@ func TestReceive_HC35_ConcurrentSameOffer(t *testing.T) {
 			switch {
 			case in.Accepted():
 				accepted++
-				assert.Equal(t, ChainFull, in.Chain)
-			case in.Retransmission:
+				assert.Equal(t, ChainFull, in.Chain())
+			case in.Retransmission():
 				retrans++
 				assert.Empty(t, in.Reason())
 			default:
@@ -1068,11 +1069,11 @@ func TestReceive_HC53_ConcurrentEquivocation(t *testing.T) {
 		for _, in := range results {
 			switch {
 			case in == winner:
-			case in.Digest.Equal(winner.Digest):
-				assert.True(t, in.Retransmission, "a copy of the accepted offer")
+			case in.Digest().Equal(winner.Digest()):
+				assert.True(t, in.Retransmission(), "a copy of the accepted offer")
 			default:
 				assert.Equal(t, ReasonEquivocation, in.Reason(), "a copy of the other offer")
-				assert.Equal(t, winner.Digest, in.First)
+				assert.Equal(t, winner.Digest(), in.First())
 				eq++
 			}
 		}
@@ -1119,8 +1120,8 @@ func TestReceive_HC61_TenMegabytes(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			in := receive(t, a, data, Host{})
 			assertReceived(t, in, ReasonBadSignature, ErrTooLarge)
-			assert.Nil(t, in.Handoff)
-			assert.Nil(t, in.Offer)
+			assert.Nil(t, in.Handoff())
+			assert.Nil(t, in.Offer())
 			assert.False(t, in.StatusDue())
 		})
 	}
@@ -1175,7 +1176,7 @@ func TestReceive_HC50_TenThousandElementChain(t *testing.T) {
 				h := &Handoff{Offer: e[1], Chain: chain}
 				in := receive(t, w.agent(rxReceiver, mods...), encodeHandoff(t, h, fe.Encoding), Host{})
 				assertReceived(t, in, ReasonTooDeep, ErrRejected)
-				assert.Empty(t, in.Links, "no element was checked")
+				assert.Empty(t, in.Links(), "no element was checked")
 
 				control := receive(t, w.agent(rxReceiver, mods...), encodeHandoff(t, &Handoff{Offer: e[1], Chain: chain[:1]}, fe.Encoding), Host{})
 				assert.Equal(t, c.reason, control.Reason(), control.Detail())
@@ -1219,9 +1220,9 @@ func TestReceive_HC61_DeepNesting(t *testing.T) {
 			var p []byte
 			var err error
 			if fe.Format == COSE {
-				p, err = o.EncodeCBOR()
+				p, err = o.encode(CBOR)
 			} else {
-				p, err = o.EncodeJSON()
+				p, err = o.encode(JSON)
 			}
 			require.NoError(t, err)
 			s := signRaw(t, w.signers[rxPlanner], p)
@@ -1261,7 +1262,7 @@ func TestReceive_HC61_MutationsNeverPanic(t *testing.T) {
 			require.NoError(t, err, "mutation %d", i)
 			require.NotNil(t, in)
 			if in.Accepted() {
-				assert.Equal(t, h.Offer.Digest(), in.Digest, "mutation %d accepted another offer", i)
+				assert.Equal(t, h.Offer.Digest(), in.Digest(), "mutation %d accepted another offer", i)
 			} else {
 				assert.True(t, in.Reason().Defined(), "mutation %d: %q", i, in.Reason())
 			}
@@ -1368,7 +1369,7 @@ func benchValid(b *testing.B, fe formatEncoding) (*Agent, []byte) {
 	data := encodeHandoff(b, handoffOf(w.path(nil, rxOrigin, rxPlanner, rxCoder, rxTester, rxReceiver)...), fe.Encoding)
 	in := receive(b, a, data, Host{})
 	require.True(b, in.Accepted(), in.Detail())
-	require.Len(b, in.Links, 3)
+	require.Len(b, in.Links(), 3)
 	return a, data
 }
 

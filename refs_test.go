@@ -47,8 +47,8 @@ func withRefs(pol RefPolicy, src RefSource, refs ...ContextRef) func(t *testing.
 func outcomes(want ...RefOutcome) func(t *testing.T, _ *world, in *Received) {
 	return func(t *testing.T, _ *world, in *Received) {
 		t.Helper()
-		got := make([]RefOutcome, len(in.Refs))
-		for i, r := range in.Refs {
+		got := make([]RefOutcome, len(in.Refs()))
+		for i, r := range in.Refs() {
 			got[i] = r.Outcome
 		}
 		assert.Equal(t, append([]RefOutcome{}, want...), got)
@@ -168,8 +168,8 @@ func TestReceive_HC11_SourceErrors(t *testing.T) {
 	in, err := a.Receive(ctx, data, Host{})
 	require.NoError(t, err)
 	assert.Equal(t, ReasonUnverifiableRef, in.Reason())
-	require.Len(t, in.Refs, 1)
-	assert.Equal(t, RefUnverifiable, in.Refs[0].Outcome, "the octets returned with an error are not used")
+	require.Len(t, in.Refs(), 1)
+	assert.Equal(t, RefUnverifiable, in.Refs()[0].Outcome, "the octets returned with an error are not used")
 	assert.Equal(t, []any{"v"}, seen)
 }
 
@@ -213,7 +213,7 @@ func TestCheckRef_HC08_HC09_HC11(t *testing.T) {
 // HC-08 for grant: a Digest alg this implementation lacks fails the check.
 func TestVerifyGrant_HC08(t *testing.T) {
 	cred := []byte("Bearer abc")
-	g := GrantDigest(cred)
+	g := SHA256(cred)
 	assert.NoError(t, VerifyGrant(&Offer{Grant: &g}, cred))
 	assert.ErrorIs(t, VerifyGrant(&Offer{Grant: &g}, []byte("Bearer abd")), ErrRejected)
 	assert.ErrorIs(t, VerifyGrant(&Offer{}, cred), ErrRejected)
@@ -249,7 +249,7 @@ func TestReceive_HC61_NoFetchOfLoc(t *testing.T) {
 			ref := ContextRef{Kind: KindDigest, Dig: SHA256(refPrompt), Loc: srv.URL + "/ctx"}
 			s := w.offer(rxPlanner, rxReceiver, func(o *Offer) { o.Refs = []ContextRef{ref} })
 			in := receive(t, a, encodeHandoff(t, handoffOf(s), fe.Encoding), Host{})
-			assert.NotEqual(t, RefVerified, in.Refs[0].Outcome, "policy %d", pol)
+			assert.NotEqual(t, RefVerified, in.Refs()[0].Outcome, "policy %d", pol)
 		}
 	})
 	assert.Zero(t, hits.Load())

@@ -135,7 +135,7 @@ func replicaScenario(t *testing.T, stores []replay.Store) {
 		case in.Accepted():
 			accepted++
 			winner = in
-		case in.Retransmission:
+		case in.Retransmission():
 			retrans++
 		}
 	}
@@ -151,7 +151,7 @@ func replicaScenario(t *testing.T, stores []replay.Store) {
 			for _, b := range rs.replicas {
 				in, err := b.Receive(ctx, first, handoff.Host{Peer: replicaFrom})
 				require.NoError(t, err)
-				require.True(t, in.Retransmission)
+				require.True(t, in.Retransmission())
 				last, ok := in.LastStatus()
 				require.True(t, ok)
 				assert.Equal(t, st.Octets, last.Octets)

@@ -61,7 +61,7 @@ func (s *Signer) SignOffer(o *Offer) (Signed, error) {
 	if err := o.validate(); err != nil {
 		return Signed{}, err
 	}
-	return s.sign(o.EncodeJSON, o.EncodeCBOR)
+	return s.sign(o.encode)
 }
 
 // SignStatus signs st as SignOffer signs an offer.
@@ -69,13 +69,13 @@ func (s *Signer) SignStatus(st *Status) (Signed, error) {
 	if err := st.validate(); err != nil {
 		return Signed{}, err
 	}
-	return s.sign(st.EncodeJSON, st.EncodeCBOR)
+	return s.sign(st.encode)
 }
 
-func (s *Signer) sign(encJSON, encCBOR func() ([]byte, error)) (Signed, error) {
+func (s *Signer) sign(encode func(Encoding) ([]byte, error)) (Signed, error) {
 	switch s.format {
 	case JWS:
-		p, err := encJSON()
+		p, err := encode(JSON)
 		if err != nil {
 			return Signed{}, err
 		}
@@ -85,7 +85,7 @@ func (s *Signer) sign(encJSON, encCBOR func() ([]byte, error)) (Signed, error) {
 		}
 		return Signed{Format: JWS, Octets: b}, nil
 	default:
-		p, err := encCBOR()
+		p, err := encode(CBOR)
 		if err != nil {
 			return Signed{}, err
 		}
@@ -95,23 +95,4 @@ func (s *Signer) sign(encJSON, encCBOR func() ([]byte, error)) (Signed, error) {
 		}
 		return Signed{Format: COSE, Octets: b}, nil
 	}
-}
-
-// validate checks o the way a decoder would check its payload.
-func (o *Offer) validate() error {
-	p, err := o.EncodeCBOR()
-	if err != nil {
-		return err
-	}
-	_, err = DecodeOffer(p, CBOR, Limits{})
-	return err
-}
-
-func (st *Status) validate() error {
-	p, err := st.EncodeCBOR()
-	if err != nil {
-		return err
-	}
-	_, err = DecodeStatus(p, CBOR, Limits{})
-	return err
 }

@@ -1,22 +1,212 @@
 package handoff
 
+// Sections 2 and 4 of the draft: the status, the wire states of a hop and
+// the reason codes; section 5.4: verifying a status against its offer.
+
+// State is the state of a hop (section 4). The first five are sent in
+// statuses; Offered and Expired are held locally by a delegator only.
+type State string
+
+const (
+	Offered   State = "offered"
+	Accepted  State = "accepted"
+	Rejected  State = "rejected"
+	Completed State = "completed"
+	Failed    State = "failed"
+	Canceled  State = "canceled"
+	// Expired is local and provisional at the delegator (HC-27): no message
+	// carries it, and a later verified status replaces it.
+	Expired State = "expired"
+)
+
+// Wire reports whether s may appear in a status.
+func (s State) Wire() bool {
+	switch s {
+	case Accepted, Rejected, Completed, Failed, Canceled:
+		return true
+	}
+	return false
+}
+
+// Reason says why an offer was rejected or work failed (section 2). Values
+// outside the list below are permitted but should be avoided (HC-04).
+type Reason string
+
+const (
+	ReasonBadSignature    Reason = "bad-signature"
+	ReasonUntrustedKey    Reason = "untrusted-key"
+	ReasonWrongAudience   Reason = "wrong-audience"
+	ReasonStale           Reason = "stale"
+	ReasonReplay          Reason = "replay"
+	ReasonEquivocation    Reason = "equivocation"
+	ReasonBrokenChain     Reason = "broken-chain"
+	ReasonCycle           Reason = "cycle"
+	ReasonTooDeep         Reason = "too-deep"
+	ReasonUnverifiableRef Reason = "unverifiable-ref"
+	ReasonRefMismatch     Reason = "ref-mismatch"
+	ReasonPolicy          Reason = "policy"
+)
+
+// Reasons lists the reason codes the draft defines, in its order.
+func Reasons() []Reason {
+	return []Reason{
+		ReasonBadSignature, ReasonUntrustedKey, ReasonWrongAudience,
+		ReasonStale, ReasonReplay, ReasonEquivocation, ReasonBrokenChain,
+		ReasonCycle, ReasonTooDeep, ReasonUnverifiableRef,
+		ReasonRefMismatch, ReasonPolicy,
+	}
+}
+
+// Defined reports whether r is one of the draft's reason codes.
+func (r Reason) Defined() bool {
+	for _, d := range Reasons() {
+		if r == d {
+			return true
+		}
+	}
+	return false
+}
+
+// Status is a handoff status (HandoffStatus, section 2). Its v is 1 and its
+// type "status".
+type Status struct {
+	Hop    HopID
+	Offer  Digest // handoff digest of the offer this status answers
+	Iss    AgentID
+	Aud    AgentID
+	Iat    Time
+	State  State
+	Reason Reason // optional
+	Detail string // optional; for people only (HC-05)
+	Refs   []ContextRef
+	Extra  map[string]any
+}
+
+// Terminal reports whether s ends its hop: "completed", "failed",
+// "canceled", or "rejected" with a reason other than "stale" or "replay"
+// (HC-24, HC-41).
+func (s *Status) Terminal() bool {
+	switch s.State {
+	case Rejected:
+		return s.Reason != ReasonStale && s.Reason != ReasonReplay
+	case Completed, Failed, Canceled:
+		return true
+	}
+	return false
+}
+
+// decodeStatus decodes a status payload strictly, as decodeOffer does.
+func decodeStatus(payload []byte, enc Encoding, lim Limits) (*Status, error) {
+	m, err := decodePayload(payload, enc, lim)
+	if err != nil {
+		return nil, err
+	}
+	return statusFrom(m, lim.Strict)
+}
+
+// statusFrom maps a decoded payload to a Status, checking the CDDL.
+func statusFrom(m map[string]any, strict bool) (*Status, error) {
+	f := fields{m: m, strict: strict}
+	if err := f.version(); err != nil {
+		return nil, err
+	}
+	if err := f.typ("status"); err != nil {
+		return nil, err
+	}
+	var s Status
+	var err error
+	if s.Hop, err = f.hop(); err != nil {
+		return nil, err
+	}
+	d, err := f.digest("offer", true)
+	if err != nil {
+		return nil, err
+	}
+	s.Offer = *d
+	if s.Iss, err = f.agent("iss"); err != nil {
+		return nil, err
+	}
+	if s.Aud, err = f.agent("aud"); err != nil {
+		return nil, err
+	}
+	if s.Iat, err = f.time("iat"); err != nil {
+		return nil, err
+	}
+	st, err := f.text("state", true)
+	if err != nil {
+		return nil, err
+	}
+	s.State = State(st)
+	if !s.State.Wire() {
+		return nil, malformed("state: %q is not a status state", st)
+	}
+	r, err := f.text("reason", false)
+	if err != nil {
+		return nil, err
+	}
+	s.Reason = Reason(r)
+	if s.Detail, err = f.text("detail", false); err != nil {
+		return nil, err
+	}
+	if s.Refs, err = f.refs(); err != nil {
+		return nil, err
+	}
+	if s.Extra, err = extraMembers(f, statusMembers); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+func (s *Status) members() []member {
+	ms := []member{{"v", uint64(1)}, {"type", "status"}, {"hop", string(s.Hop)},
+		{"offer", digestValue(s.Offer)}, {"iss", string(s.Iss)}, {"aud", string(s.Aud)},
+		{"iat", uint64(s.Iat)}, {"state", string(s.State)}}
+	if s.Reason != "" {
+		ms = append(ms, member{"reason", string(s.Reason)})
+	}
+	if s.Detail != "" {
+		ms = append(ms, member{"detail", s.Detail})
+	}
+	if len(s.Refs) > 0 {
+		ms = append(ms, member{"refs", refsValue(s.Refs)})
+	}
+	return appendExtra(ms, s.Extra, statusMembers)
+}
+
+func (s *Status) encode(enc Encoding) ([]byte, error) { return encodeMembers(s.members(), enc) }
+
+func (s *Status) validate() error {
+	p, err := s.encode(CBOR)
+	if err != nil {
+		return err
+	}
+	_, err = decodeStatus(p, CBOR, Limits{})
+	return err
+}
+
 // VerifyStatus checks a signed status against the offer it answers, as
 // section 5.4 says (HC-55): its signed form with type "status", its
 // signature with a key the trust configuration binds to status.iss, then
 // status.iss is offer.aud (offer.iss for "canceled"), status.aud is the
 // other party of the hop, status.hop is the offer's hop and status.offer is
-// offerDigest, the handoff digest of the offer. offer must be the decoded
-// offer whose signed octets have digest offerDigest; it need not be
-// verified by the caller, since the status is checked against it, not it
-// against the status.
+// the handoff digest of the offer. offer is the signed offer itself, so that
+// the digest is computed here over its octets; it is decoded, not verified:
+// the status is checked against it, not it against the status.
 //
 // A failure is a *Rejection; the status must then be discarded.
-func VerifyStatus(status Signed, offer *Offer, offerDigest Digest, trust *Trust, lim Limits) (*Status, error) {
+func VerifyStatus(status, offer Signed, trust *Trust, lim Limits) (*Status, error) {
+	o, _, err := InspectUnverified(offer, lim)
+	if err != nil {
+		return nil, reject(ReasonPolicy, ErrMalformed, "the offer does not decode: %v", err)
+	}
+	if o == nil {
+		return nil, reject(ReasonPolicy, ErrMalformed, "the element given as the offer is a status")
+	}
 	st, err := OpenStatus(status, trust, lim)
 	if err != nil {
 		return nil, err
 	}
-	if err := statusAnswers(st, offer, offerDigest); err != nil {
+	if err := statusAnswers(st, o, offer.Digest()); err != nil {
 		return nil, err
 	}
 	return st, nil
@@ -36,10 +226,25 @@ func statusAnswers(st *Status, offer *Offer, offerDigest Digest) error {
 		from, to = offer.Iss, offer.Aud
 	}
 	if st.Iss != from {
-		return reject(ReasonPolicy, ErrRejected, "a %q status must come from %q, not %q (HC-55)", st.State, from, st.Iss)
+		return reject(ReasonPolicy, ErrRejected, "a %q status must come from the hop's %s %q, not %q (HC-55)", st.State, party(st.State, true), from, st.Iss)
 	}
 	if st.Aud != to {
-		return reject(ReasonPolicy, ErrRejected, "a %q status must be addressed to %q, not %q (HC-55)", st.State, to, st.Aud)
+		return reject(ReasonPolicy, ErrRejected, "a %q status must be addressed to the hop's %s %q, not %q (HC-55)", st.State, party(st.State, false), to, st.Aud)
 	}
 	return nil
+}
+
+func party(s State, sender bool) string {
+	if (s == Canceled) == sender {
+		return "delegator"
+	}
+	return "delegate"
+}
+
+// Payload returns s's payload octets in enc, as Offer.Payload does.
+func (s *Status) Payload(enc Encoding) ([]byte, error) {
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	return s.encode(enc)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -36,29 +37,41 @@ type TrustedKey struct {
 // AgentID (section 3.4). Keys carried in messages are never consulted
 // (HC-21). A Trust is immutable once built and safe for concurrent use.
 type Trust struct {
-	keys map[AgentID][]TrustedKey
+	keys map[AgentID][]boundKey
+}
+
+// boundKey is a trusted key with the names a message may give it: its
+// KID, and its RFC 7638 thumbprint as base64url text and as raw octets.
+type boundKey struct {
+	TrustedKey
+	thumb    string
+	thumbRaw string
 }
 
 // NewTrust builds a trust configuration. Each key must suit its Alg; a key
 // without KID gets its thumbprint.
 func NewTrust(keys map[AgentID][]TrustedKey) (*Trust, error) {
-	t := &Trust{keys: make(map[AgentID][]TrustedKey, len(keys))}
+	t := &Trust{keys: make(map[AgentID][]boundKey, len(keys))}
 	for id, ks := range keys {
 		if id == "" {
-			return nil, fmt.Errorf("handoff: trust: empty AgentID")
+			return nil, fmt.Errorf("%w: trust: empty AgentID", ErrMalformed)
 		}
 		for _, k := range ks {
 			if err := checkKeyAlg(k.Public, k.Alg); err != nil {
 				return nil, fmt.Errorf("handoff: trust: %s: %w", id, err)
 			}
-			if k.KID == "" {
-				kid, err := jws.Thumbprint(k.Public)
-				if err != nil {
-					return nil, fmt.Errorf("handoff: trust: %s: %w", id, err)
-				}
-				k.KID = kid
+			thumb, err := jws.Thumbprint(k.Public)
+			if err != nil {
+				return nil, fmt.Errorf("handoff: trust: %s: %w", id, err)
 			}
-			t.keys[id] = append(t.keys[id], k)
+			raw, err := base64.RawURLEncoding.DecodeString(thumb)
+			if err != nil {
+				return nil, fmt.Errorf("handoff: trust: %s: %w", id, err)
+			}
+			if k.KID == "" {
+				k.KID = thumb
+			}
+			t.keys[id] = append(t.keys[id], boundKey{TrustedKey: k, thumb: thumb, thumbRaw: string(raw)})
 		}
 	}
 	return t, nil
@@ -69,7 +82,11 @@ func (t *Trust) Keys(id AgentID) []TrustedKey {
 	if t == nil {
 		return nil
 	}
-	return append([]TrustedKey(nil), t.keys[id]...)
+	out := make([]TrustedKey, len(t.keys[id]))
+	for i, k := range t.keys[id] {
+		out[i] = k.TrustedKey
+	}
+	return out
 }
 
 // AgentIDs returns the agents the configuration knows, sorted.
@@ -82,20 +99,32 @@ func (t *Trust) AgentIDs() []AgentID {
 	return ids
 }
 
-// candidates returns the keys of iss that a message naming kid may be
-// verified with. kid only selects among keys bound to iss; an empty kid
-// (allowed in COSE, HC-18) selects them all.
-func (t *Trust) candidates(iss AgentID, kid string) []TrustedKey {
+// candidates returns the keys bound to iss that a message naming kid may
+// be verified with, the keys kid names first (HC-16, HC-18, HC-21), and
+// whether kid names one of them. The kid is only a hint that orders keys
+// already bound to iss: the draft fixes no kid encoding for COSE, so a kid
+// names a key when it equals the key's KID or its RFC 7638 thumbprint, as
+// base64url text or as the 32 raw octets. A kid that names no key of iss
+// leaves every key of iss to try, since all of them are trusted for iss.
+// Each key keeps its own algorithm (HC-22).
+func (t *Trust) candidates(iss AgentID, kid string) (keys []TrustedKey, named bool) {
 	if t == nil {
-		return nil
+		return nil, false
 	}
-	var out []TrustedKey
-	for _, k := range t.keys[iss] {
-		if kid == "" || k.KID == kid {
-			out = append(out, k)
+	bound := t.keys[iss]
+	names := func(k boundKey) bool { return kid != "" && (kid == k.KID || kid == k.thumb || kid == k.thumbRaw) }
+	keys = make([]TrustedKey, 0, len(bound))
+	for _, k := range bound {
+		if names(k) {
+			keys, named = append(keys, k.TrustedKey), true
 		}
 	}
-	return out
+	for _, k := range bound {
+		if !names(k) {
+			keys = append(keys, k.TrustedKey)
+		}
+	}
+	return keys, named
 }
 
 // ParseTrust reads a trust configuration from a JSON object mapping each

@@ -148,9 +148,9 @@ func vectorAgent(t *testing.T, v vectorCase) *Agent {
 		Signer:      signer,
 		Trust:       trust,
 		Now:         func() time.Time { return at },
-		Skew:        time.Duration(r.Skew) * time.Second,
-		MaxLifetime: time.Duration(r.MaxLifetime) * time.Second,
-		Limits:      Limits{MaxChain: r.MaxChain},
+		Skew:        new(time.Duration(r.Skew) * time.Second),
+		MaxLifetime: new(time.Duration(r.MaxLifetime) * time.Second),
+		Limits:      Limits{MaxChain: new(r.MaxChain)},
 		Chain: ChainPolicy{
 			RequireFull:    r.RequireFullChain,
 			TrustedOrigins: vectorAgentIDs(r.TrustedOrigins),
@@ -192,16 +192,16 @@ func TestVectors(t *testing.T) {
 			e := v.Expected
 			detail := in.Detail()
 			assert.Equal(t, e.Accepted, in.Accepted(), "accepted (%s: %s)", in.Reason(), detail)
-			assert.Equal(t, e.Retransmission, in.Retransmission, "retransmission")
+			assert.Equal(t, e.Retransmission, in.Retransmission(), "retransmission")
 			assert.Equal(t, e.Reason, string(in.Reason()), "reason (%s)", detail)
-			assert.Equal(t, e.Chain, string(in.Chain), "chain")
+			assert.Equal(t, e.Chain, string(in.Chain()), "chain")
 			var refs []string
-			for _, r := range in.Refs {
+			for _, r := range in.Refs() {
 				refs = append(refs, string(r.Outcome))
 			}
 			assert.Equal(t, e.Refs, refs, "refs")
-			if in.Handoff != nil {
-				assert.Equal(t, e.OfferDigest, in.Digest.B64(), "offer_digest")
+			if in.Handoff() != nil {
+				assert.Equal(t, e.OfferDigest, in.Digest().B64(), "offer_digest")
 			} else {
 				// The Handoff did not parse: only a signed-form failure
 				// can say so.

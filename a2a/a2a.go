@@ -47,3 +47,25 @@ func AttachStatus(metadata map[string]any, s handoff.Signed) {
 // Status returns the signed status octets a metadata map carries, for
 // Agent.HandleStatus.
 func Status(metadata map[string]any) ([]byte, error) { return carry.Status(metadata, ExtensionURI) }
+
+// TaskState returns the nearest A2A TaskState for a hop state (HC-29, the
+// draft's table "Mapping to A2A task states"), in the protocol buffer form
+// ("TASK_STATE_WORKING"), or "" for Expired, which has none: the host
+// protocol keeps its own task state.
+func TaskState(s handoff.State) string {
+	switch s {
+	case handoff.Offered:
+		return "TASK_STATE_SUBMITTED"
+	case handoff.Accepted:
+		return "TASK_STATE_WORKING"
+	case handoff.Rejected:
+		return "TASK_STATE_REJECTED"
+	case handoff.Completed:
+		return "TASK_STATE_COMPLETED"
+	case handoff.Failed:
+		return "TASK_STATE_FAILED"
+	case handoff.Canceled:
+		return "TASK_STATE_CANCELED"
+	}
+	return ""
+}

@@ -39,3 +39,15 @@ func TestA2A_HC66_Extensions(t *testing.T) {
 }
 
 func TestA2A_Absent(t *testing.T) { carrytest.Absent(t, carrier, a2a.ExtensionURI, a2a.ErrAbsent) }
+
+func TestTaskState_HC29_A2AMapping(t *testing.T) {
+	want := map[handoff.State]string{
+		handoff.Offered: "TASK_STATE_SUBMITTED", handoff.Accepted: "TASK_STATE_WORKING", handoff.Rejected: "TASK_STATE_REJECTED",
+		handoff.Completed: "TASK_STATE_COMPLETED", handoff.Failed: "TASK_STATE_FAILED", handoff.Canceled: "TASK_STATE_CANCELED", handoff.Expired: "",
+	}
+	for s, ts := range want {
+		if got := a2a.TaskState(s); got != ts {
+			t.Errorf("TaskState(%q) = %q, want %q", s, got, ts)
+		}
+	}
+}

@@ -61,6 +61,10 @@ type Record struct {
 	State string
 	// Status is the last status octets the delegate sent for the hop, or nil.
 	Status []byte
+	// Token names the call that remembered the record (PROVISIONAL).
+	Token []byte
+	// Created is when the record was remembered (PROVISIONAL).
+	Created time.Time
 }
 
 // Equal reports whether two records hold the same values.

@@ -168,7 +168,7 @@ func (d *demo) run(ctx context.Context) error {
 	if err := d.expectAccepted("planner", in1, handoff.ChainFull); err != nil {
 		return err
 	}
-	d.say("   planner verifies it: accepted, chain %s (a first hop starts its own chain)", in1.Chain)
+	d.say("   planner verifies it: accepted, chain %s (a first hop starts its own chain)", in1.Chain())
 	st, err := planner.agent.Reply(ctx, in1, handoff.Accepted, handoff.ReplyOptions{})
 	if err != nil {
 		return fmt.Errorf("planner reply: %w", err)
@@ -205,14 +205,14 @@ func (d *demo) run(ctx context.Context) error {
 	if err := d.expectAccepted("coder", in2, handoff.ChainFull); err != nil {
 		return err
 	}
-	d.say("   coder verifies it (dialog, full chain from a trusted origin, every reference): accepted, chain %s", in2.Chain)
-	for i, l := range in2.Links {
+	d.say("   coder verifies it (dialog, full chain from a trusted origin, every reference): accepted, chain %s", in2.Chain())
+	for i, l := range in2.Links() {
 		if !l.Verified {
 			return fmt.Errorf("chain[%d] not verified", i)
 		}
-		d.say("     chain[%d] %s -> %s: signature verified", i, l.Offer.Iss, l.Offer.Aud)
+		d.say("     chain[%d] %s -> %s: signature verified", i, l.Offer().Iss, l.Offer().Aud)
 	}
-	for i, r := range in2.Refs {
+	for i, r := range in2.Refs() {
 		d.say("     refs[%d] %s: %s", i, r.Ref.Kind, r.Outcome)
 		if r.Outcome != handoff.RefVerified {
 			return fmt.Errorf("refs[%d]: %s", i, r.Outcome)
@@ -247,7 +247,7 @@ func (d *demo) run(ctx context.Context) error {
 	if err := d.deliver(planner, done, handoff.Completed, "coder -> planner"); err != nil {
 		return err
 	}
-	if hi, _ := planner.agent.Hop(out2.Offer.Hop); !hi.Resolved {
+	if hi, _, _ := planner.agent.Hop(ctx, out2.Offer.Hop); !hi.Resolved {
 		return fmt.Errorf("planner: the coder's hop is not resolved")
 	}
 	d.clock.advance(time.Second)
@@ -269,8 +269,8 @@ func (d *demo) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !again.Retransmission || again.Accepted() {
-		return fmt.Errorf("replay: retransmission=%t accepted=%t reason=%q", again.Retransmission, again.Accepted(), again.Reason())
+	if !again.Retransmission() || again.Accepted() {
+		return fmt.Errorf("replay: retransmission=%t accepted=%t reason=%q", again.Retransmission(), again.Accepted(), again.Reason())
 	}
 	last, ok := again.LastStatus()
 	if !ok || !bytes.Equal(last.Octets, done.Octets) {
@@ -372,10 +372,10 @@ func (d *demo) deliver(to *demoAgent, st handoff.Signed, want handoff.State, pat
 	if err != nil {
 		return fmt.Errorf("%s: status %q: %w", path, want, err)
 	}
-	if res.State != want || res.Conflict {
-		return fmt.Errorf("%s: hop state %q after %q (conflict %t)", path, res.State, want, res.Conflict)
+	if res.State() != want || res.Conflict() {
+		return fmt.Errorf("%s: hop state %q after %q (conflict %t)", path, res.State(), want, res.Conflict())
 	}
-	d.say("   %s: status %q; %s verifies it, hop now %s", path, res.Status.State, to.name, res.State)
+	d.say("   %s: status %q; %s verifies it, hop now %s", path, res.Status().State, to.name, res.State())
 	return nil
 }
 
@@ -383,8 +383,8 @@ func (d *demo) expectAccepted(who string, in *handoff.Received, chain handoff.Ch
 	if !in.Accepted() {
 		return fmt.Errorf("%s: not accepted: %s: %s", who, in.Reason(), in.Detail())
 	}
-	if in.Chain != chain {
-		return fmt.Errorf("%s: chain %s, want %s", who, in.Chain, chain)
+	if in.Chain() != chain {
+		return fmt.Errorf("%s: chain %s, want %s", who, in.Chain(), chain)
 	}
 	return nil
 }

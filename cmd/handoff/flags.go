@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -27,8 +28,8 @@ func (u *unixFlag) Set(s string) error {
 	if err != nil {
 		return fmt.Errorf("want Unix seconds, an unsigned integer")
 	}
-	if handoff.Time(n) > handoff.MaxTime {
-		return fmt.Errorf("%d is beyond the largest Time, %d", n, handoff.MaxTime)
+	if n > math.MaxInt64 {
+		return fmt.Errorf("%d is beyond what a clock can show (2^63-1 seconds)", n)
 	}
 	u.set, u.sec = true, int64(n)
 	return nil

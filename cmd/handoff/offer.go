@@ -125,7 +125,7 @@ it first with "handoff verify".`, `  handoff offer --key planner.jwk --iss spiff
 		if err != nil {
 			return e.failf(cmd, "--grant-credential-file: %v", err)
 		}
-		g := handoff.GrantDigest(cred)
+		g := handoff.SHA256(cred)
 		o.Grant = &g
 	}
 	if o.Refs, err = e.buildRefs(cmd, refs, *salted); err != nil {

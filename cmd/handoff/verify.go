@@ -66,10 +66,10 @@ func runVerify(e *env, args []string) int {
 	fset.Var(now, "now", "evaluation time in `UNIX` seconds (default: the clock)")
 	dialog := fset.String("dialog", "", "the host dialog `ID`; when absent the dialog check is skipped")
 	skew := &secondsFlag{d: handoff.DefaultSkew}
-	fset.Var(skew, "skew", "clock skew allowed, in `SECONDS` (at least 1)")
+	fset.Var(skew, "skew", "clock skew allowed, in `SECONDS` (0 allows none)")
 	maxLife := &secondsFlag{d: handoff.DefaultMaxLifetime}
-	fset.Var(maxLife, "max-lifetime", "longest exp - iat accepted, in `SECONDS` (at least 1)")
-	maxChain := fset.Int("max-chain", handoff.DefaultMaxChain, "longest chain accepted; a longer one is rejected as too-deep (at least 1)")
+	fset.Var(maxLife, "max-lifetime", "longest exp - iat accepted, in `SECONDS`")
+	maxChain := fset.Int("max-chain", handoff.DefaultMaxChain, "longest chain accepted; a longer one is rejected as too-deep (0 accepts no chain)")
 	requireChain := fset.Bool("require-chain", false, "reject with \"policy\" unless the chain is full: verified back to its start")
 	replayDB := fset.String("replay-db", "", "bbolt `FILE` keeping the (iss, hop) memory across runs; created when missing "+
 		"(default: memory that lasts this run only)")
@@ -124,13 +124,8 @@ three checks is remembered even when a later check rejects it.`, `  handoff veri
 		return e.usagef(cmd, "--self is required")
 	case *trustPath == "":
 		return e.usagef(cmd, "--trust is required")
-	case skew.d < time.Second:
-		// The library reads a zero skew as "the default", 60 s.
-		return e.usagef(cmd, "--skew must be at least 1 second")
-	case maxLife.d < time.Second:
-		return e.usagef(cmd, "--max-lifetime must be at least 1 second")
-	case *maxChain < 1:
-		return e.usagef(cmd, "--max-chain must be at least 1")
+	case *maxChain < 0:
+		return e.usagef(cmd, "--max-chain must not be negative")
 	}
 	var refPol handoff.RefPolicy
 	switch *refsPolicy {
@@ -190,10 +185,10 @@ three checks is remembered even when a later check rejects it.`, `  handoff veri
 	} else {
 		store = replay.NewMemory(replay.MemoryOptions{Now: clock})
 	}
-	lim := handoff.Limits{MaxChain: *maxChain}
+	lim := handoff.Limits{MaxChain: new(*maxChain)}
 	agent, err := handoff.NewAgent(handoff.Config{
 		ID: handoff.AgentID(*self), Signer: signer, Trust: trust, Store: store, Now: clock,
-		Skew: skew.d, MaxLifetime: maxLife.d, Limits: lim,
+		Skew: new(skew.d), MaxLifetime: new(maxLife.d), Limits: lim,
 		Chain:     handoff.ChainPolicy{RequireFull: *requireChain},
 		Refs:      refPol,
 		RefSource: handoff.RefsByLoc(objects),
@@ -259,25 +254,23 @@ func refObjectsFrom(objects, salts []string) (map[string]handoff.RefObject, erro
 func verifyResult(r *handoff.Received, trust *handoff.Trust, lim handoff.Limits, now time.Time, dialogGiven bool, refPol handoff.RefPolicy) *verifyOutput {
 	out := &verifyOutput{
 		Accepted:       r.Accepted(),
-		Retransmission: r.Retransmission,
+		Retransmission: r.Retransmission(),
 		Reason:         string(r.Reason()),
 		Detail:         r.Detail(),
-		Equivocation:   string(r.Equivocation),
-		OfferDigest:    digestOut(r.Digest),
-		FirstDigest:    digestOut(r.First),
-		Chain:          string(r.Chain),
+		Equivocation:   string(r.Equivocation()),
+		OfferDigest:    digestOut(r.Digest()),
+		FirstDigest:    digestOut(r.First()),
+		Chain:          string(r.Chain()),
 		Links:          []linkOut{},
 		Now:            now.Unix(),
 	}
-	if r.Handoff != nil {
-		// Whether the offer's own signature verified, independently of
-		// which check failed: a bad signature inside the chain is reported
-		// with the same reason as one on the offer.
-		_, err := handoff.OpenOffer(r.Handoff.Offer, trust, lim)
-		out.OfferVerified = err == nil
-	}
-	refs := r.Refs
-	if o := r.Offer; o != nil {
+	// The offer's own signature verified unless check 1 decided; a bad
+	// signature inside the chain is check 6.
+	out.OfferVerified = r.Offer() != nil
+	refs := r.Refs()
+	// An offer whose signature did not verify is shown for diagnosis, its
+	// members marked by offer_verified false.
+	if o := r.Unverified(); o != nil {
 		out.Iss, out.Aud, out.Hop, out.Dialog, out.Task = string(o.Iss), string(o.Aud), string(o.Hop), o.Dialog, o.Task
 		iat, exp := uint64(o.Iat), uint64(o.Exp)
 		out.Iat, out.Exp = &iat, &exp
@@ -286,50 +279,27 @@ func verifyResult(r *handoff.Received, trust *handoff.Trust, lim handoff.Limits,
 		}
 	}
 	out.Refs = refsOut(refs)
-	for _, l := range r.Links {
+	for _, l := range r.Links() {
 		lo := linkOut{Digest: digestOut(l.Digest), Verified: l.Verified}
-		if l.Offer != nil {
-			lo.Iss, lo.Aud, lo.Hop = string(l.Offer.Iss), string(l.Offer.Aud), string(l.Offer.Hop)
+		if o := l.Unverified(); o != nil { // shown; verified says whether to believe it
+			lo.Iss, lo.Aud, lo.Hop = string(o.Iss), string(o.Aud), string(o.Hop)
 		}
 		out.Links = append(out.Links, lo)
 	}
-	out.Checks = checksOf(r, out.OfferVerified, dialogGiven, refPol)
+	out.Checks = checksOf(r, dialogGiven, refPol)
 	return out
 }
 
 // checksOf reports what each of the seven checks did: "pass", "fail",
 // "skipped" (did not apply), "not-run" (an earlier check ended processing)
 // or, for the memory check, "retransmission".
-func checksOf(r *handoff.Received, offerVerified, dialogGiven bool, refPol handoff.RefPolicy) []checkOut {
-	failed := 0 // step that ended processing; 0: none
+func checksOf(r *handoff.Received, dialogGiven bool, refPol handoff.RefPolicy) []checkOut {
+	failed := int(r.Check()) // the step that ended processing; 0: none
 	stopResult := "fail"
-	switch reason := r.Reason(); {
-	case r.Retransmission:
-		failed, stopResult = 4, "retransmission"
-	case reason == "":
-		failed = 0
-	case reason == handoff.ReasonBadSignature || reason == handoff.ReasonUntrustedKey:
-		failed = 1
-		if offerVerified {
-			failed = 6 // an element of the chain
-		}
-	case reason == handoff.ReasonWrongAudience:
-		failed = 2
-	case reason == handoff.ReasonStale:
-		failed = 3
-	case reason == handoff.ReasonReplay, reason == handoff.ReasonEquivocation:
-		failed = 4
-	case reason == handoff.ReasonPolicy:
-		failed = 5 // the dialog; a chain policy failure comes with a chain state
-		if r.Chain != "" {
-			failed = 6
-		}
-	case reason == handoff.ReasonBrokenChain, reason == handoff.ReasonCycle, reason == handoff.ReasonTooDeep:
-		failed = 6
-	default: // ref-mismatch, unverifiable-ref
-		failed = 7
+	if r.Retransmission() {
+		stopResult = "retransmission"
 	}
-	remembered := r.Retransmission || r.Equivocation != ""
+	remembered := r.Retransmission() || r.Equivocation() != ""
 	out := make([]checkOut, len(checkNames))
 	for i, name := range checkNames {
 		step := i + 1

@@ -418,9 +418,7 @@ func TestVerifyUsageAndIOErrors(t *testing.T) {
 		"unknown flag":         {"--self", draftSelf, "--trust", draftTR, "--bogus", draftHO},
 		"bad now":              {"--self", draftSelf, "--trust", draftTR, "--now", "yesterday", draftHO},
 		"negative now":         {"--self", draftSelf, "--trust", draftTR, "--now", "-5", draftHO},
-		"zero skew":            {"--self", draftSelf, "--trust", draftTR, "--skew", "0", draftHO},
-		"zero lifetime":        {"--self", draftSelf, "--trust", draftTR, "--max-lifetime", "0", draftHO},
-		"zero chain":           {"--self", draftSelf, "--trust", draftTR, "--max-chain", "0", draftHO},
+		"negative chain":       {"--self", draftSelf, "--trust", draftTR, "--max-chain", "-1", draftHO},
 		"bad refs policy":      {"--self", draftSelf, "--trust", draftTR, "--refs", "sometimes", draftHO},
 		"bad ref object":       {"--self", draftSelf, "--trust", draftTR, "--ref-object", "nolocation", draftHO},
 		"replay db directory":  {"--self", draftSelf, "--trust", draftTR, "--replay-db", dir, draftHO},
@@ -474,4 +472,15 @@ func TestVerifyReplayDBLocked(t *testing.T) {
 	mustCode(t, r, 2)
 	assert.Empty(t, r.stdout)
 	assert.Contains(t, r.stderr, "--replay-db")
+}
+
+// Issue of exactness, point 8: zero is a valid bound. The draft bounds the
+// skew only from above; a chain limit of zero accepts no chain.
+func TestVerifyZeroBounds(t *testing.T) {
+	m := verifyOut(t, 0, nil, "--self", draftSelf, "--trust", draftTR, "--now", draftNow, "--skew", "0", draftHO)
+	assert.Equal(t, true, m["accepted"])
+	m = verifyOut(t, 1, nil, "--self", draftSelf, "--trust", draftTR, "--now", draftNow, "--max-chain", "0", draftHO)
+	assert.Equal(t, "too-deep", m["reason"])
+	m = verifyOut(t, 1, nil, "--self", draftSelf, "--trust", draftTR, "--now", draftNow, "--max-lifetime", "0", draftHO)
+	assert.Equal(t, "stale", m["reason"])
 }

@@ -71,16 +71,16 @@ func (e *coderExecutor) Execute(ctx context.Context, reqCtx *a2asrv.RequestConte
 	}
 
 	switch {
-	case in.Retransmission:
+	case in.Retransmission():
 		// Never processed again (HC-38): answer with what was sent before.
 		if last, ok := in.LastStatus(); ok {
-			e.logf("coder: hop %s is a retransmission, not processed again; resending the last status unchanged", in.Offer.Hop)
+			e.logf("coder: hop %s is a retransmission, not processed again; resending the last status unchanged", in.Offer().Hop)
 			return q.Write(ctx, e.reply(reqCtx, "retransmission: last status resent", &last))
 		}
 		return q.Write(ctx, e.reply(reqCtx, "retransmission: not decided yet", nil))
 
 	case in.Accepted():
-		e.logf("coder: hop %s from %s passed every check (chain %s); taking the work", in.Offer.Hop, in.Offer.Iss, in.Chain)
+		e.logf("coder: hop %s from %s passed every check (chain %s); taking the work", in.Offer().Hop, in.Offer().Iss, in.Chain())
 		st, err := e.agent.Reply(ctx, in, handoff.Accepted, handoff.ReplyOptions{})
 		if err != nil {
 			return err
@@ -93,7 +93,7 @@ func (e *coderExecutor) Execute(ctx context.Context, reqCtx *a2asrv.RequestConte
 		if err != nil {
 			return err
 		}
-		e.logf("coder: work for hop %s done", in.Offer.Hop)
+		e.logf("coder: work for hop %s done", in.Offer().Hop)
 		return q.Write(ctx, e.update(reqCtx, handoff.Completed, "patch written", st))
 	}
 
@@ -122,7 +122,7 @@ func (e *coderExecutor) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContex
 // status, with the A2A task state that matches the handoff state (HC-29).
 func (e *coderExecutor) update(reqCtx *a2asrv.RequestContext, state handoff.State, text string, st handoff.Signed) *a2a.TaskStatusUpdateEvent {
 	ev := a2a.NewStatusUpdateEvent(reqCtx, taskState(state), e.reply(reqCtx, text, &st))
-	ev.Final = state.Terminal()
+	ev.Final = state != handoff.Accepted // every other state a delegate sends ends the hop
 	return ev
 }
 
@@ -143,7 +143,7 @@ func (e *coderExecutor) reply(reqCtx *a2asrv.RequestContext, text string, st *ha
 // the A2A task states in their protocol buffer form ("TASK_STATE_WORKING"),
 // the JSON binding in lower case ("working").
 func taskState(s handoff.State) a2a.TaskState {
-	name := strings.TrimPrefix(s.A2ATaskState(), "TASK_STATE_")
+	name := strings.TrimPrefix(ha2a.TaskState(s), "TASK_STATE_")
 	return a2a.TaskState(strings.ReplaceAll(strings.ToLower(name), "_", "-"))
 }
 

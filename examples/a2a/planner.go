@@ -68,13 +68,13 @@ func (p *plannerClient) play(ctx context.Context) error {
 			return err
 		}
 	}
-	info, _ := p.agent.Hop(hop)
+	info, _, _ := p.agent.Hop(context.Background(), hop)
 	p.logf("planner: hop %s is %s, resolved: %v", hop, info.State, info.Resolved)
 
 	// The reply was lost, say: ask again with the identical octets (HC-37,
 	// HC-52). The coder resends its last status unchanged.
 	p.logf("planner: retransmission of hop %s with the identical Handoff", hop)
-	h, err := p.agent.Retransmit(hop)
+	h, err := p.agent.Retransmit(context.Background(), hop)
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func (p *plannerClient) verify(ctx context.Context, m *a2a.Message) ([]byte, err
 	if err != nil {
 		return nil, fmt.Errorf("status refused: %w", err)
 	}
-	p.logf("planner: verified status %q signed by %s (%s); hop is %s", sr.Status.State, sr.Status.Iss, messageText(m), sr.State)
+	p.logf("planner: verified status %q signed by %s (%s); hop is %s", sr.Status().State, sr.Status().Iss, messageText(m), sr.State())
 	return octets, nil
 }
 

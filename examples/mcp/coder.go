@@ -66,10 +66,10 @@ func (cs *coderServer) writePatch(ctx context.Context, req *mcp.CallToolRequest,
 	}
 
 	switch {
-	case in.Retransmission:
+	case in.Retransmission():
 		// Never processed again (HC-38): answer with what was sent before.
 		if last, ok := in.LastStatus(); ok {
-			cs.logf("coder: hop %s is a retransmission, not processed again; resending the last status unchanged", in.Offer.Hop)
+			cs.logf("coder: hop %s is a retransmission, not processed again; resending the last status unchanged", in.Offer().Hop)
 			return withStatus(last, "retransmission: last status resent"), nil, nil
 		}
 		if in.OwesAccepted() {
@@ -90,7 +90,7 @@ func (cs *coderServer) writePatch(ctx context.Context, req *mcp.CallToolRequest,
 		cs.taken = append(cs.taken, in)
 		cs.mu.Unlock()
 		cs.logf("coder: hop %s from %s passed every check (chain %s); took the work: %q",
-			in.Offer.Hop, in.Offer.Iss, in.Chain, args.Change)
+			in.Offer().Hop, in.Offer().Iss, in.Chain(), args.Change)
 		return withStatus(st, "accepted"), nil, nil
 	}
 
@@ -120,7 +120,7 @@ func (cs *coderServer) finishWork(ctx context.Context) error {
 		if _, err := cs.agent.Reply(ctx, in, handoff.Completed, handoff.ReplyOptions{Effect: handoff.EffectFull}); err != nil {
 			return err
 		}
-		cs.logf("coder: work for hop %s done; \"completed\" is now its last status", in.Offer.Hop)
+		cs.logf("coder: work for hop %s done; \"completed\" is now its last status", in.Offer().Hop)
 	}
 	return nil
 }

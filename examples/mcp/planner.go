@@ -44,7 +44,7 @@ func (p *plannerClient) play(ctx context.Context, coderSrv *coderServer) error {
 	// No news yet: ask again with the identical octets, never a re-signed
 	// hop (HC-37, HC-52). The coder resends its last status unchanged.
 	p.logf("planner: retransmission of hop %s with the identical Handoff", hop)
-	h, err := p.agent.Retransmit(hop)
+	h, err := p.agent.Retransmit(context.Background(), hop)
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func (p *plannerClient) play(ctx context.Context, coderSrv *coderServer) error {
 	if _, err := p.verify(ctx, later); err != nil {
 		return err
 	}
-	info, _ := p.agent.Hop(hop)
+	info, _, _ := p.agent.Hop(context.Background(), hop)
 	p.logf("planner: hop %s is %s, resolved: %v", hop, info.State, info.Resolved)
 
 	// Someone on the path rewrites the task in the signed offer.
@@ -119,7 +119,7 @@ func (p *plannerClient) verify(ctx context.Context, res *mcp.CallToolResult) ([]
 	if err != nil {
 		return nil, fmt.Errorf("status refused: %w", err)
 	}
-	p.logf("planner: verified status %q signed by %s (%s); hop is %s", sr.Status.State, sr.Status.Iss, resultText(res), sr.State)
+	p.logf("planner: verified status %q signed by %s (%s); hop is %s", sr.Status().State, sr.Status().Iss, resultText(res), sr.State())
 	return octets, nil
 }
 

@@ -88,7 +88,7 @@ func run(w io.Writer) error {
 	if !in.Accepted() {
 		return fmt.Errorf("coder rejected the offer: %s: %s", in.Reason(), in.Detail())
 	}
-	fmt.Fprintf(w, "2. coder checked the offer from %s: accepted (chain %s)\n", in.Offer.Iss, in.Chain)
+	fmt.Fprintf(w, "2. coder checked the offer from %s: accepted (chain %s)\n", in.Offer().Iss, in.Chain())
 
 	// 3. The coder takes the work and says so with a signed "accepted".
 	accepted, err := c.Reply(ctx, in, handoff.Accepted, handoff.ReplyOptions{})
@@ -102,7 +102,7 @@ func run(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "4. planner verified the status: hop is %s\n", res.State)
+	fmt.Fprintf(w, "4. planner verified the status: hop is %s\n", res.State())
 
 	// 5. The work is done: the coder says "completed", which needs the
 	// effect to be known in full.
@@ -117,8 +117,8 @@ func run(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	info, _ := p.Hop(out.Offer.Hop)
-	fmt.Fprintf(w, "6. planner verified the status: hop is %s, resolved: %v\n", res.State, info.Resolved)
+	info, _, _ := p.Hop(context.Background(), out.Offer.Hop)
+	fmt.Fprintf(w, "6. planner verified the status: hop is %s, resolved: %v\n", res.State(), info.Resolved)
 	return nil
 }
 

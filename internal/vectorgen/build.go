@@ -149,7 +149,7 @@ func (b *builder) chainOf(f handoff.Format, iat int64, agents ...*agent) []hando
 
 // jsonPayload returns o's JSON payload, with edit applied to its members.
 func jsonPayload(o *handoff.Offer, edit func(map[string]any)) []byte {
-	p, err := o.EncodeJSON()
+	p, err := o.Payload(handoff.JSON)
 	if err != nil {
 		panic(err)
 	}
@@ -180,7 +180,7 @@ var cborDet = func() cbor.EncMode {
 
 // cborPayload returns o's CBOR payload, with edit applied to its members.
 func cborPayload(o *handoff.Offer, edit func(map[any]any)) []byte {
-	p, err := o.EncodeCBOR()
+	p, err := o.Payload(handoff.CBOR)
 	if err != nil {
 		panic(err)
 	}

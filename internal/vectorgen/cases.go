@@ -182,7 +182,7 @@ var cases = []caseDef{
 	{"accept-unknown-members", func(b *builder, c *Case) {
 		c.Description = "An offer with obo, grant and a member this version does not define, in a Handoff object with an unknown member of its own. Unknown members are ignored; obo and grant are informational for the receive checks. Accepted."
 		c.HC = hc("HC-01", "HC-03", "HC-57")
-		grant := handoff.GrantDigest([]byte("Bearer example-credential-for-test-vectors"))
+		grant := handoff.SHA256([]byte("Bearer example-credential-for-test-vectors"))
 		s := b.signed(JWS, planner, coder, now-5, func(o *handoff.Offer) {
 			o.Obo = &handoff.Principal{Sub: "u-8f2a", Iss: "https://idp.u.example"}
 			o.Grant = &grant

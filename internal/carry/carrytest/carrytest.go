@@ -77,7 +77,7 @@ func roundTrip(t *testing.T, c Carrier, f handoff.Format) {
 	in, err := d.Receive(ctx, data, handoff.Host{Dialog: "ctx-1"})
 	require.NoError(t, err)
 	require.True(t, in.Accepted(), in.Detail())
-	assert.True(t, in.Digest.Equal(out.Digest), "the element's octets arrive exactly")
+	assert.True(t, in.Digest().Equal(out.Digest), "the element's octets arrive exactly")
 
 	// The delegate's status, back.
 	st, err := d.Reply(ctx, in, handoff.Accepted, handoff.ReplyOptions{})
@@ -89,7 +89,7 @@ func roundTrip(t *testing.T, c Carrier, f handoff.Format) {
 	assert.Equal(t, st.Octets, octets)
 	res, err := p.HandleStatus(ctx, octets)
 	require.NoError(t, err)
-	assert.Equal(t, handoff.Accepted, res.State)
+	assert.Equal(t, handoff.Accepted, res.State())
 
 	// The delegator's "canceled", forward.
 	cancel, err := p.Cancel(ctx, out.Offer.Hop)
@@ -100,7 +100,7 @@ func roundTrip(t *testing.T, c Carrier, f handoff.Format) {
 	require.NoError(t, err)
 	res, err = d.HandleStatus(ctx, octets)
 	require.NoError(t, err)
-	assert.Equal(t, handoff.Canceled, res.State)
+	assert.Equal(t, handoff.Canceled, res.State())
 }
 
 // Absent checks what a carrier says of metadata without an element, or

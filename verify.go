@@ -8,6 +8,12 @@ import (
 	"github.com/agentproto/handoff/jws"
 )
 
+// Section 3 of the draft and step 1 of section 5.1: the signed form, the
+// signature, and the trust lookup. Nothing here returns a decoded element
+// as verified unless its signature verified with a key the trust
+// configuration binds to its iss; InspectUnverified is the one way to read
+// an element without that, and its name says so.
+
 // OpenOffer checks a signed offer's form and signature (step 1 of section
 // 5.1): the JWS typ or COSE content type, v 1 and type "offer", then the
 // signature with a key the trust configuration binds to the payload's iss
@@ -19,7 +25,7 @@ func OpenOffer(s Signed, trust *Trust, lim Limits) (*Offer, error) {
 	var o *Offer
 	err := open(s, trust, lim, func(payload []byte, enc Encoding) (AgentID, error) {
 		var err error
-		o, err = DecodeOffer(payload, enc, lim)
+		o, err = decodeOffer(payload, enc, lim)
 		if err != nil {
 			return "", err
 		}
@@ -32,13 +38,13 @@ func OpenOffer(s Signed, trust *Trust, lim Limits) (*Offer, error) {
 }
 
 // OpenStatus checks a signed status's form and signature as OpenOffer does
-// for an offer, with type "status" (HC-55, first part). The checks that
-// relate the status to its offer are the caller's (see Agent.HandleStatus).
+// for an offer, with type "status" (HC-55, first part). VerifyStatus also
+// relates the status to its offer.
 func OpenStatus(s Signed, trust *Trust, lim Limits) (*Status, error) {
 	var st *Status
 	err := open(s, trust, lim, func(payload []byte, enc Encoding) (AgentID, error) {
 		var err error
-		st, err = DecodeStatus(payload, enc, lim)
+		st, err = decodeStatus(payload, enc, lim)
 		if err != nil {
 			return "", err
 		}
@@ -55,25 +61,35 @@ func OpenStatus(s Signed, trust *Trust, lim Limits) (*Status, error) {
 type errNoTrustedKey struct{ iss AgentID }
 
 func (e errNoTrustedKey) Error() string {
-	return fmt.Sprintf("no key bound to %q matches", e.iss)
+	return fmt.Sprintf("the trust configuration binds no key to %q", e.iss)
 }
 
+// open verifies s. decode reads the payload (not yet verified) and returns
+// its iss, whose keys the trust configuration gives, the key the kid names
+// first (HC-16, HC-18, HC-21).
 func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (AgentID, error)) error {
 	lim = lim.withDefaults()
 	if trust == nil {
 		return reject(ReasonUntrustedKey, ErrUntrustedKey, "no trust configuration")
 	}
-	var payload []byte
+	// foreignKID: the message names a key by kid, none of iss's keys has
+	// that name, and (below) none of them verifies: the signer is a key the
+	// receiver does not trust for iss (untrusted-key), not iss's key over
+	// altered octets (bad-signature).
+	var foreignKID bool
+	var iss AgentID
 	var err error
 	switch s.Format {
 	case JWS:
-		payload, _, err = jws.Open(s.Octets, func(h jws.Header, p []byte) ([]jws.Key, error) {
-			iss, err := decode(p, JSON)
-			if err != nil {
+		_, _, err = jws.Open(s.Octets, func(h jws.Header, p []byte) ([]jws.Key, error) {
+			var err error
+			if iss, err = decode(p, JSON); err != nil {
 				return nil, err
 			}
+			bound, named := trust.candidates(iss, h.KID)
+			foreignKID = h.KID != "" && !named
 			var keys []jws.Key
-			for _, k := range trust.candidates(iss, h.KID) {
+			for _, k := range bound {
 				keys = append(keys, jws.Key{Public: k.Public, Alg: k.Alg})
 			}
 			if len(keys) == 0 {
@@ -82,13 +98,15 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 			return keys, nil
 		}, lim.MaxElementSize)
 	case COSE:
-		payload, _, err = cose.Open(s.Octets, func(h cose.Header, p []byte) ([]cose.Key, error) {
-			iss, err := decode(p, CBOR)
-			if err != nil {
+		_, _, err = cose.Open(s.Octets, func(h cose.Header, p []byte) ([]cose.Key, error) {
+			var err error
+			if iss, err = decode(p, CBOR); err != nil {
 				return nil, err
 			}
+			bound, named := trust.candidates(iss, h.KID)
+			foreignKID = h.KID != "" && !named
 			var keys []cose.Key
-			for _, k := range trust.candidates(iss, h.KID) {
+			for _, k := range bound {
 				keys = append(keys, cose.Key{Public: k.Public, Alg: k.Alg})
 			}
 			if len(keys) == 0 {
@@ -100,7 +118,6 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 		return reject(ReasonBadSignature, ErrMalformed, "unknown signed form %d", s.Format)
 	}
 	if err == nil {
-		_ = payload
 		return nil
 	}
 	var nk errNoTrustedKey
@@ -111,10 +128,12 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 		return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: errClass(err)}
 	case errors.Is(err, jws.ErrTooLarge), errors.Is(err, cose.ErrTooLarge):
 		return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: ErrTooLarge}
+	case (errors.Is(err, jws.ErrSignature) || errors.Is(err, cose.ErrSignature)) && foreignKID:
+		return reject(ReasonUntrustedKey, ErrUntrustedKey, "the kid names no key bound to %q, and no key bound to it verifies: %v", iss, err)
 	case errors.Is(err, jws.ErrSignature), errors.Is(err, cose.ErrSignature):
 		return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: ErrSignature}
 	default:
-		// Form errors of the envelope: typ, crit, alg, embedded keys...
+		// Form errors of the envelope: typ, crit, alg...
 		return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: fmt.Errorf("%w: %w", ErrSignature, err)}
 	}
 }
@@ -122,6 +141,9 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 func errClass(err error) error {
 	if errors.Is(err, ErrTooLarge) {
 		return ErrTooLarge
+	}
+	if errors.Is(err, ErrMalformed) {
+		return err
 	}
 	return fmt.Errorf("%w: %w", ErrMalformed, err)
 }
@@ -153,9 +175,15 @@ func InspectUnverified(s Signed, lim Limits) (*Offer, *Status, error) {
 		return nil, nil, err
 	}
 	if t, _ := m["type"].(string); t == "status" {
-		st, err := statusFrom(m)
-		return nil, st, err
+		st, err := statusFrom(m, lim.Strict)
+		if err != nil {
+			return nil, nil, err
+		}
+		return nil, st, nil
 	}
-	o, err := offerFrom(m)
-	return o, nil, err
+	o, err := offerFrom(m, lim.Strict)
+	if err != nil {
+		return nil, nil, err
+	}
+	return o, nil, nil
 }

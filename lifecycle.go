@@ -1,0 +1,296 @@
+package handoff
+
+import (
+	"fmt"
+	"time"
+)
+
+// Section 4 of the draft (the hop's states), "Asking Again" and "Knowing
+// the Outcome": the lifecycle of a hop as two pure transition tables, one
+// for each role. They take plain values and return the next state or the
+// rule that forbids the step; the Agent applies them around storage, locks
+// and signing.
+
+// Effect is what a delegate knows of its work's effect when it reports an
+// outcome ("Knowing the Outcome").
+type Effect uint8
+
+const (
+	// EffectUnknown: the outcome could not be established. No "completed"
+	// or "failed" may be sent; the hop stays "accepted" (HC-25, HC-45).
+	EffectUnknown Effect = iota
+	// EffectNone: the work took no effect. "failed" without refs says so.
+	EffectNone
+	// EffectPartial: part of the work took effect. "failed" must list in
+	// refs what took effect (HC-44).
+	EffectPartial
+	// EffectFull: the work took full effect: "completed".
+	EffectFull
+)
+
+// EquivocationAnswer says what status, if any, the rules let the receiver
+// send for the FIRST of two offers with one (iss, hop) (HC-54). The second
+// offer never gets a status (HC-53).
+type EquivocationAnswer string
+
+const (
+	// AnswerRejectFirst: the first offer was neither taken nor answered:
+	// send "rejected" with reason "equivocation" for it.
+	AnswerRejectFirst EquivocationAnswer = "reject-first"
+	// AnswerFinishFirst: the work of the first offer was taken (or the hop
+	// canceled by its delegator) and this delegate sent no terminal status:
+	// stop the work if possible, then, once the outcome is known, send
+	// "completed" if it took full effect, else "failed" with reason
+	// "equivocation" and refs of any effect.
+	AnswerFinishFirst EquivocationAnswer = "finish-first"
+	// AnswerNone: this delegate rejected the first offer or sent a terminal
+	// status for it: no further status may be sent.
+	AnswerNone EquivocationAnswer = "none"
+)
+
+// equivocationAnswer is HC-54 for a hop in state held ("" when only
+// remembered).
+func equivocationAnswer(held State) EquivocationAnswer {
+	switch held {
+	case "":
+		return AnswerRejectFirst
+	case Accepted, Canceled:
+		// A hop the delegator canceled has no terminal status from this
+		// delegate, which may still report the outcome (HC-54, HC-56).
+		return AnswerFinishFirst
+	}
+	return AnswerNone
+}
+
+// ruleError is a refusal of the lifecycle tables: it wraps ErrState and
+// says the rule in words, the HC-ID after it.
+type ruleError struct {
+	rule string
+	hc   string
+}
+
+func (e *ruleError) Error() string {
+	if e.hc == "" {
+		return "handoff: not allowed in this state: " + e.rule
+	}
+	return fmt.Sprintf("handoff: not allowed in this state: %s (%s)", e.rule, e.hc)
+}
+
+func (e *ruleError) Unwrap() error { return ErrState }
+
+func rule(hc, format string, args ...any) error {
+	return &ruleError{rule: fmt.Sprintf(format, args...), hc: hc}
+}
+
+// delegateHop is what a delegate knows of a hop when it is about to send a
+// status for it.
+type delegateHop struct {
+	// Remembered: the (iss, hop) pair is in the delegate's memory.
+	Remembered bool
+	// State is the hop's recorded state: "" while only remembered.
+	State State
+	// Verdict is how the checks of section 5.1 judged the offer being
+	// answered.
+	Verdict verdict
+}
+
+// verdict is what the receive pipeline concluded about one delivery.
+type verdict uint8
+
+const (
+	verdictAccepted     verdict = iota + 1 // every check passed
+	verdictRejected                        // a check failed (steps 2 to 7)
+	verdictRetransmit                      // a remembered pair, the same digest
+	verdictEquivocation                    // a remembered pair, another digest
+)
+
+// delegateSend is the status a delegate wants to send.
+type delegateSend struct {
+	State  State
+	Reason Reason
+	Effect Effect
+	Refs   int // number of refs
+	// OwesAccepted: the hop was taken and no status was sent yet (HC-39).
+	OwesAccepted bool
+	// Equivocation: the answer HC-54 allows for the first offer.
+	Equivocation EquivocationAnswer
+}
+
+// delegateStep is the delegate's transition table (section 4, HC-23 to
+// HC-26, HC-44, HC-45, HC-53, HC-54). It returns the state the hop is in
+// after the status is sent, and whether sending it records that state; a
+// "rejected" with reason stale or replay for a hop not remembered, and a
+// rejection by checks 2 or 3 (before the pair is remembered), set none.
+func delegateStep(h delegateHop, s delegateSend) (next State, records bool, err error) {
+	if err := effectRule(s); err != nil {
+		return "", false, err
+	}
+	forgotten := s.State == Rejected && (s.Reason == ReasonStale || s.Reason == ReasonReplay)
+	if forgotten {
+		if h.Remembered {
+			return "", false, rule("HC-24", "a \"rejected\" with reason stale or replay is only for a hop this delegate does not remember")
+		}
+		return h.State, false, nil
+	}
+	if h.Verdict == verdictEquivocation {
+		if err := equivocationRule(s); err != nil {
+			return "", false, err
+		}
+	}
+	if !h.Remembered {
+		if s.State == Rejected && h.Verdict == verdictRejected {
+			return "", false, nil // checks 2 and 3 come before the pair is remembered
+		}
+		return "", false, rule("", "the hop is not remembered")
+	}
+	switch s.State {
+	case Accepted:
+		switch {
+		case h.Verdict == verdictAccepted && h.State == "":
+		case h.Verdict == verdictRetransmit && s.OwesAccepted && h.State == Accepted:
+		case h.Verdict != verdictAccepted && h.Verdict != verdictRetransmit:
+			return "", false, rule("", "the offer did not pass the checks of section 5.1")
+		default:
+			return "", false, rule("HC-23", "the hop is already %s; a delegate answers an offer at most once", h.State)
+		}
+	case Rejected:
+		if h.State != "" {
+			return "", false, rule("HC-23, HC-24", "the hop is already %s; a delegate never rejects a hop it has taken or answered", h.State)
+		}
+	case Completed, Failed:
+		switch h.State {
+		case "", Accepted, Canceled:
+		default:
+			return "", false, rule("HC-23", "the hop is already %s; a delegate reports the outcome at most once", h.State)
+		}
+		if h.State == "" && h.Verdict != verdictAccepted && h.Verdict != verdictEquivocation {
+			return "", false, rule("", "the offer did not pass the checks of section 5.1")
+		}
+	default:
+		return "", false, rule("", "a delegate does not send %q; only the delegator cancels", s.State)
+	}
+	return s.State, true, nil
+}
+
+// effectRule is "Knowing the Outcome": "completed" only when the work took
+// full effect, "failed" only when its effect is known, with refs exactly
+// when part of it took effect (HC-25, HC-44, HC-45).
+func effectRule(s delegateSend) error {
+	switch s.State {
+	case Completed:
+		if s.Effect != EffectFull {
+			return rule("HC-25", "\"completed\" is sent only when the work took full effect")
+		}
+	case Failed:
+		switch s.Effect {
+		case EffectNone:
+			if s.Refs > 0 {
+				return rule("HC-44", "\"failed\" with refs says part of the work took effect; use EffectPartial")
+			}
+		case EffectPartial:
+			if s.Refs == 0 {
+				return rule("HC-44", "\"failed\" after a partial effect must list in refs what took effect")
+			}
+		default:
+			return rule("HC-25, HC-45", "\"failed\" is sent only when the work's effect is known; until then the hop stays \"accepted\"")
+		}
+	case Rejected:
+		if s.Reason == "" {
+			return rule("", "\"rejected\" needs a reason")
+		}
+	}
+	return nil
+}
+
+// equivocationRule is HC-54: what may be sent for the first of two offers
+// with one (iss, hop).
+func equivocationRule(s delegateSend) error {
+	switch s.Equivocation {
+	case AnswerRejectFirst:
+		if s.State == Rejected && s.Reason == ReasonEquivocation {
+			return nil
+		}
+	case AnswerFinishFirst:
+		if s.State == Completed || (s.State == Failed && s.Reason == ReasonEquivocation) {
+			return nil
+		}
+	}
+	return rule("HC-54", "after equivocation the first offer may get %s, not %q", s.Equivocation, s.State)
+}
+
+// delegatorHop is what a delegator holds for a hop it offered.
+type delegatorHop struct {
+	State    State // Offered, or the state a verified status set
+	Reason   Reason
+	Canceled bool // this delegator canceled it
+	Observed bool // an authoritative observation of no effect (HC-41)
+}
+
+// delegatorStep is the delegator's transition table for a verified status
+// that answers one of its offers (section 4, HC-24, HC-26, HC-27, HC-56):
+// the first verified terminal state stands; "accepted" is implied by
+// "completed" and "failed"; a "rejected" with reason stale or replay never
+// sets the state and is never a conflict; a later status that contradicts
+// the state is a conflict, flagged and ignored.
+func delegatorStep(h delegatorHop, s *Status) (next delegatorHop, changed, conflict bool) {
+	next = h
+	switch {
+	case s.State == Rejected && (s.Reason == ReasonStale || s.Reason == ReasonReplay):
+		// Says only that the delegate does not remember the hop (HC-24).
+	case h.State == Offered:
+		next.State, next.Reason, changed = s.State, s.Reason, true
+	case h.State == Accepted && s.State != Accepted:
+		if s.State == Rejected {
+			conflict = true // a delegate may not reject a hop it took
+		} else {
+			next.State, next.Reason, changed = s.State, s.Reason, true
+		}
+	case s.State == Accepted:
+		// Implied by a terminal state already held.
+	case h.State == s.State && h.Reason == s.Reason:
+		// The same answer again, e.g. a resent status.
+	default:
+		conflict = true
+	}
+	return next, changed, conflict
+}
+
+// resolved is HC-41: a verified "completed" or "failed", a verified
+// "rejected" with a reason other than stale or replay, or an authoritative
+// observation that the work did not take effect. An expired hop and a hop
+// this delegator canceled are unresolved: the delegate may have done the
+// work.
+func (h delegatorHop) resolved() bool {
+	switch h.State {
+	case Completed, Failed:
+		return true
+	case Rejected:
+		return h.Reason != ReasonStale && h.Reason != ReasonReplay
+	}
+	return h.Observed
+}
+
+// localState is the state a delegator shows for a hop: Expired once an
+// offer with no status passed its exp (local and provisional, HC-27).
+func (h delegatorHop) localState(exp, now Time) State {
+	if h.State == Offered && now >= exp {
+		return Expired
+	}
+	return h.State
+}
+
+// Backoff returns when to retransmit an offer issued at iat with lifetime
+// ttl ("Asking Again"): the first attempt at half the lifetime, before exp
+// (HC-37), then each wait twice the one before, n attempts in all. A
+// delegator never treats the silence that follows as "failed" (HC-40).
+func Backoff(iat time.Time, ttl time.Duration, n int) []time.Time {
+	out := make([]time.Time, 0, max(n, 0))
+	wait := ttl / 2
+	at := iat
+	for i := 0; i < n; i++ {
+		at = at.Add(wait)
+		out = append(out, at)
+		wait *= 2
+	}
+	return out
+}
