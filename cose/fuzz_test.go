@@ -153,7 +153,23 @@ func FuzzOpen(f *testing.F) {
 		}
 	}
 	f.Add([]byte{0xd2, 0x84, 0x40, 0xa0, 0x40, 0x40})
+	// Seeds for what only the default profile opens: a kid in the
+	// unprotected header, and indefinite lengths with long heads.
+	nokid := msgs["ES256-nokid"]
+	require.Equal(f, []byte{0xd2, 0x84}, nokid[:2])
+	var parts []cbor.RawMessage
+	var tag cbor.RawTag
+	require.NoError(f, cbor.Unmarshal(nokid, &tag))
+	require.NoError(f, cbor.Unmarshal(tag.Content, &parts))
 	lookup := func(cose.Header, []byte) ([]cose.Key, error) { return keys, nil }
+	for _, m := range [][]byte{
+		cat([]byte{0xd2, 0x84}, parts[0], fuzzEnc(map[int64]any{4: []byte("kid-ES256"), -70000: "x"}), parts[2], parts[3]),
+		cat([]byte{0xd8, 0x12, 0x9f}, parts[0], []byte{0xbf, 0xff}, []byte{0x5f}, parts[2], []byte{0xff}, parts[3], []byte{0xff}),
+	} {
+		_, _, err := cose.Open(m, lookup, 4096)
+		require.NoError(f, err)
+		f.Add(m)
+	}
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		strictPayload, strictHeader, strictErr := cose.OpenWith(msg, lookup, cose.Options{MaxSize: 4096, Strict: true})
 		payload, h, err := cose.Open(msg, lookup, 4096)
