@@ -47,7 +47,8 @@
 //     verifier builds itself. Decoding is bounded: at most 16 levels of
 //     nesting and 256 items in an array or map; and a map key nested in a
 //     header value that is an array, a map or an integer below -2^63 is
-//     refused, as the decoder cannot compare such keys for duplicates.
+//     refused, as the decoder cannot compare such keys for duplicates
+//     (nor does it find two NaN keys of a nested map to be duplicates).
 //     These are limits of this implementation, not rules of the draft. Strict: preferred serialization only (RFC 8949
 //     section 4.1: every head as short as possible, definite lengths), for
 //     the message and for the octets inside the protected bstr, and no tag
