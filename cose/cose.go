@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/fxamacker/cbor/v2"
 	gocose "github.com/veraison/go-cose"
 
 	"github.com/agentproto/handoff/internal/ecsig"
@@ -33,16 +34,19 @@ const DefaultMaxSize = 16 << 10
 // Errors returned by Open (and Sign, for a bad algorithm or key). Each is
 // wrapped with a detail for people; test for them with errors.Is.
 var (
-	// ErrMalformed: not a strict, canonical, tagged COSE_Sign1 with an
-	// empty unprotected header and an embedded payload, or a protected
-	// header that is not a strict map.
+	// ErrMalformed: not valid CBOR, not a tagged COSE_Sign1 with an
+	// embedded payload, a header that is not a map with int or text
+	// labels, a label in both headers, a kid that is not a bstr; in the
+	// strict profile, also not in preferred serialization or a non-empty
+	// unprotected header.
 	ErrMalformed = errors.New("cose: malformed")
 	// ErrTooLarge: the input is longer than the size limit.
 	ErrTooLarge = errors.New("cose: too large")
-	// ErrType: content type is missing or not exactly
-	// "application/agent-handoff+cbor" (HC-17, HC-60).
+	// ErrType: the protected content type is missing or does not name the
+	// media type application/agent-handoff+cbor (HC-17, HC-60); in the
+	// strict profile, is not exactly that string.
 	ErrType = errors.New("cose: wrong content type")
-	// ErrCrit: the protected header has crit.
+	// ErrCrit: a header has crit.
 	ErrCrit = errors.New("cose: crit not allowed")
 	// ErrAlg: alg is not an accepted asymmetric algorithm (HC-15), or no
 	// trusted key is pinned to it (HC-22).
@@ -59,20 +63,57 @@ type Key struct {
 	Alg    string           // ES256, ES384 or EdDSA
 }
 
-// Header is what the protected header of a verified message said. Alg is
-// the JOSE name of the COSE algorithm; KID holds the kid octets (empty when
-// the header has no kid).
+// Header is what the headers of a message said. Alg is the JOSE name of
+// the protected COSE algorithm. A kid is reported as raw octets (held in a
+// string, which may be any octets): the draft fixes no kid encoding, so it
+// may be the RFC 7638 thumbprint's base64url text, as [Sign] writes it, its
+// 32 raw octets, or anything else.
+//
+// KID is the kid of the protected header, covered by the signature.
+// UnprotectedKID is a kid from the unprotected header, which the signature
+// does not cover: anyone on the path can set or change it, so it is only a
+// hint of which trusted key to try first and decides nothing else. At most
+// one of the two is set (RFC 9052 section 3: a label is never in both
+// buckets); both are empty when the message has no kid (HC-18 makes it a
+// SHOULD).
 type Header struct {
-	Alg string
-	KID string
+	Alg            string
+	KID            string
+	UnprotectedKID string
+}
+
+// KeyHint returns the kid to choose keys by, and whether it is covered by
+// the signature: KID when the protected header has one, else
+// UnprotectedKID. Either way it only orders the keys the trust
+// configuration binds to iss; it never makes a key trusted.
+func (h Header) KeyHint() (kid string, protected bool) {
+	if h.KID != "" {
+		return h.KID, true
+	}
+	return h.UnprotectedKID, false
 }
 
 // Lookup resolves the trusted keys that may have signed a message. It is
-// given the protected header and the payload; the payload is NOT verified
-// yet and is passed only so that the caller can read iss and return the
-// keys its trust configuration binds to it (HC-21). Lookup receives its own
-// copy of the payload.
+// given the headers and the payload; none of them is verified yet. The
+// payload is passed only so that the caller can read iss and return the
+// keys its trust configuration binds to it (HC-21); the kid, from either
+// header, only helps the caller order them. Open tries the returned keys in
+// the order given and stops at the first that verifies, so a caller puts
+// the key the kid names first. Lookup receives its own copy of the payload.
 type Lookup func(h Header, payload []byte) ([]Key, error)
+
+// Options adjusts Open. The zero value is the default profile: exactly what
+// the draft, RFC 9052 and RFC 8949 accept.
+type Options struct {
+	// MaxSize is the size limit in octets; <= 0 means [DefaultMaxSize].
+	MaxSize int
+	// Strict selects the strict profile, which adds checks the draft does
+	// not make (see the package documentation): preferred serialization
+	// (shortest heads, definite lengths) of the message and of the
+	// protected header, no tag but the outer one, an empty unprotected
+	// header, and content type exactly "application/agent-handoff+cbor".
+	Strict bool
+}
 
 var algIDs = map[string]gocose.Algorithm{
 	ES256: gocose.AlgorithmES256,
@@ -151,6 +192,16 @@ func (s *signer) Sign(rand io.Reader, content []byte) ([]byte, error) {
 	return ecsig.Sign(rand, s.key, s.alg, content)
 }
 
+// sigEncMode encodes the protected bstr for the Sig_structure with a
+// definite, shortest head, as RFC 9052 section 9 requires there.
+var sigEncMode = func() cbor.EncMode {
+	em, err := cbor.CoreDetEncOptions().EncMode()
+	if err != nil {
+		panic(err) // constant options: a programmer error
+	}
+	return em
+}()
+
 // verifier is the go-cose verifier for one trusted key pinned to one
 // algorithm. It hands the Sig_structure and the signature to ecsig.Verify,
 // the same function jws uses and the Wycheproof tests drive.
@@ -168,16 +219,23 @@ func (v verifier) Verify(content, signature []byte) error {
 	return ecsig.Verify(v.pub, v.alg, content, signature)
 }
 
-// Open checks msg as a signed handoff in COSE form and returns its payload,
-// the exact octets that were signed, and its header. The checks and their
-// order are in the package documentation. maxSize <= 0 means
-// [DefaultMaxSize]. On error, the payload is nil and the Header zero.
+// Open checks msg as a signed handoff in COSE form, in the default profile,
+// and returns its payload, the exact octets that were signed, and its
+// header. It is OpenWith with Options{MaxSize: maxSize}.
 func Open(msg []byte, lookup Lookup, maxSize int) (payload []byte, h Header, err error) {
-	s, err := parse(msg, maxSize)
+	return OpenWith(msg, lookup, Options{MaxSize: maxSize})
+}
+
+// OpenWith checks msg as a signed handoff in COSE form under opts and
+// returns its payload, the exact octets that were signed, and its header.
+// The checks and their order are in the package documentation. On error,
+// the payload is nil and the Header zero.
+func OpenWith(msg []byte, lookup Lookup, opts Options) (payload []byte, h Header, err error) {
+	s, err := parse(msg, opts.MaxSize, opts.Strict)
 	if err != nil {
 		return nil, Header{}, err
 	}
-	h, err = parseProtected(s.protected)
+	h, err = s.checkHeaders(opts.Strict)
 	if err != nil {
 		return nil, Header{}, err
 	}
@@ -189,7 +247,8 @@ func Open(msg []byte, lookup Lookup, maxSize int) (payload []byte, h Header, err
 		return nil, Header{}, fmt.Errorf("cose: key lookup: %w", err)
 	}
 	if len(keys) == 0 {
-		return nil, Header{}, fmt.Errorf("%w: for kid %q", ErrNoKey, h.KID)
+		kid, _ := h.KeyHint()
+		return nil, Header{}, fmt.Errorf("%w: for kid %q", ErrNoKey, kid)
 	}
 	if err := verify(s, h.Alg, keys); err != nil {
 		return nil, Header{}, err
@@ -198,11 +257,11 @@ func Open(msg []byte, lookup Lookup, maxSize int) (payload []byte, h Header, err
 }
 
 // UnsafePayload returns the payload of msg WITHOUT verifying its signature
-// or checking its protected header: only the size limit and the strict,
-// canonical COSE_Sign1 structure are checked. It is for display and
+// or checking its headers' values: only the size limit and the COSE_Sign1
+// structure of the default profile are checked. It is for display and
 // diagnosis; nothing it returns may drive a decision.
 func UnsafePayload(msg []byte, maxSize int) ([]byte, error) {
-	s, err := parse(msg, maxSize)
+	s, err := parse(msg, maxSize, false)
 	if err != nil {
 		return nil, err
 	}
@@ -232,9 +291,16 @@ func verify(s *sign1, alg string, keys []Key) error {
 		return fmt.Errorf("%w: no trusted key is pinned to %s", ErrAlg, alg)
 	}
 	id := algIDs[alg]
+	// The Sig_structure holds the protected header's octets as sent, in a
+	// bstr with a definite, shortest head (RFC 9052 sections 4.4 and 9),
+	// however the message encoded that bstr.
+	rawProtected, err := sigEncMode.Marshal(s.protected)
+	if err != nil {
+		return malformed("%v", err)
+	}
 	m := gocose.Sign1Message{
 		Headers: gocose.Headers{
-			RawProtected: s.rawProtected,
+			RawProtected: rawProtected,
 			Protected:    gocose.ProtectedHeader{gocose.HeaderLabelAlgorithm: id},
 		},
 		Payload:   s.payload,

@@ -7,6 +7,7 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/asn1"
 	"encoding/binary"
 	"errors"
@@ -99,6 +100,14 @@ func craft(t *testing.T, key crypto.Signer, protected, payload []byte) []byte {
 	sig, err := ecsig.Sign(nil, key, cose.ES256, toBeSigned(t, protected, payload))
 	require.NoError(t, err)
 	return cat([]byte{0xd2, 0x84}, bstr(protected), []byte{0xa0}, bstr(payload), bstr(sig))
+}
+
+// craftU is craft with an unprotected header.
+func craftU(t *testing.T, key crypto.Signer, protected, unprotected, payload []byte) []byte {
+	t.Helper()
+	sig, err := ecsig.Sign(nil, key, cose.ES256, toBeSigned(t, protected, payload))
+	require.NoError(t, err)
+	return cat([]byte{0xd2, 0x84}, bstr(protected), unprotected, bstr(payload), bstr(sig))
 }
 
 // sigOf returns the raw signature at the end of a message Sign made.
@@ -285,19 +294,75 @@ func TestOpen_Hostile(t *testing.T) {
 		consult       bool
 		noLookup      bool
 		goCoseAccepts bool
+		// want is the error under the strict profile, and by default
+		// unless defaultOK: an input the draft and its RFCs allow, which
+		// the default profile opens and only the strict profile refuses.
+		defaultOK bool
+		// strictWant, when set, is the error under the strict profile,
+		// whose earlier structural checks refuse the input first.
+		strictWant error
+	}
+	// Unprotected headers, added to a message whose protected header has
+	// no kid, so that kid may come from the unprotected one.
+	protNoKid := enc(t, map[int64]any{1: -7, 3: ct})
+	noKidSig, err := ecsig.Sign(nil, key, cose.ES256, toBeSigned(t, protNoKid, testPayload))
+	require.NoError(t, err)
+	withUnprotected := func(unprotected []byte) []byte {
+		return cat([]byte{0xd2, 0x84}, bstr(protNoKid), unprotected, bstr(testPayload), bstr(noKidSig))
 	}
 	rows := []row{
+		// RFC 9052 section 3: the unprotected bucket may hold parameters;
+		// only the protected alg and content type count (HC-17), kid is a
+		// hint, unknown labels are ignored. The strict profile wants it
+		// empty.
+		{name: "HC18 unprotected kid", msg: withUnprotected(enc(t, map[int64]any{4: kidB})), want: cose.ErrMalformed, defaultOK: true},
+		{name: "HC18 unprotected kid of 32 raw octets", msg: withUnprotected(enc(t, map[int64]any{4: bytes.Repeat([]byte{0xfe}, 32)})), want: cose.ErrMalformed, defaultOK: true},
+		{name: "HC17 unprotected unknown labels", msg: withUnprotected(enc(t, map[any]any{33: []byte("not a certificate"), 394: []any{[]byte{1}}, "x": map[any]any{-1: "y", "n": nil}, -65537: 1.5})), want: cose.ErrMalformed, defaultOK: true, goCoseAccepts: true},
+		{name: "HC17 unprotected IV and counter signature", msg: withUnprotected(enc(t, map[int64]any{5: []byte{1}, 7: []any{}})), want: cose.ErrMalformed, defaultOK: true},
+		{name: "HC17 unprotected tagged value", msg: withUnprotected(cat([]byte{0xa1, 0x18, 0x20, 0xd9, 0xff, 0xff, 0x00})), want: cose.ErrMalformed, defaultOK: true},
+		{name: "HC17 unprotected indefinite map", msg: withUnprotected(cat([]byte{0xbf, 0x04}, bstr(kidB), []byte{0xff})), want: cose.ErrMalformed, defaultOK: true},
+		{name: "HC17 unprotected long heads", msg: withUnprotected(cat([]byte{0xb8, 0x01, 0x18, 0x04, 0x58, byte(len(kidB))}, kidB)), want: cose.ErrMalformed, defaultOK: true},
+		{name: "HC17 unprotected big labels", msg: withUnprotected(cat([]byte{0xa2, 0x1b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x3a, 0x7f, 0xff, 0xff, 0xff, 0x00})), want: cose.ErrMalformed, defaultOK: true},
+		// What RFC 9052 and RFC 8949 make invalid stays refused.
+		{name: "HC17 label in both headers: kid", msg: withUnprot, want: cose.ErrMalformed, goCoseAccepts: true},
+		{name: "HC17 label in both headers: alg", msg: withUnprotected(enc(t, map[int64]any{1: -7})), want: cose.ErrMalformed},
+		{name: "HC17 label in both headers: unknown", msg: craftU(t, key, enc(t, map[any]any{1: -7, 3: ct, "x": 1}), enc(t, map[any]any{"x": 2}), testPayload), want: cose.ErrMalformed},
+		{name: "HC17 label in both headers, long head", msg: withUnprotected(cat([]byte{0xa1, 0x18, 0x01, 0x26})), want: cose.ErrMalformed},
+		{name: "HC15 alg only unprotected", msg: craftU(t, key, enc(t, map[int64]any{3: ct}), enc(t, map[int64]any{1: -7}), testPayload), want: cose.ErrAlg, strictWant: cose.ErrMalformed},
+		{name: "HC60 content type only unprotected", msg: craftU(t, key, enc(t, map[int64]any{1: -7}), enc(t, map[int64]any{3: ct}), testPayload), want: cose.ErrType, strictWant: cose.ErrMalformed},
+		{name: "HC14 crit unprotected", msg: withUnprotected(enc(t, map[int64]any{2: []any{int64(4)}})), want: cose.ErrCrit, strictWant: cose.ErrMalformed},
+		{name: "HC18 unprotected kid as text", msg: withUnprotected(enc(t, map[int64]any{4: kid})), want: cose.ErrMalformed},
+		{name: "HC17 unprotected duplicate label", msg: withUnprotected(cat([]byte{0xa2, 0x18, 0x20, 0x01, 0x18, 0x20, 0x02})), want: cose.ErrMalformed},
+		{name: "HC17 unprotected duplicate label, other encodings", msg: withUnprotected(cat([]byte{0xa2, 0x18, 0x20, 0x01, 0x19, 0x00, 0x20, 0x02})), want: cose.ErrMalformed},
+		{name: "HC17 unprotected nested duplicate key", msg: withUnprotected(cat([]byte{0xa1, 0x18, 0x20, 0xa2, 0x61, 0x61, 0x01, 0x61, 0x61, 0x02})), want: cose.ErrMalformed},
+		{name: "HC17 unprotected label bytes", msg: withUnprotected(cat([]byte{0xa1, 0x41, 0x04, 0x01})), want: cose.ErrMalformed},
+		{name: "HC17 unprotected label float", msg: withUnprotected(cat([]byte{0xa1, 0xf9, 0x3c, 0x00, 0x01})), want: cose.ErrMalformed},
+		{name: "HC17 unprotected invalid UTF-8", msg: withUnprotected(cat([]byte{0xa1, 0x18, 0x20, 0x61, 0xff})), want: cose.ErrMalformed},
+		{name: "HC17 unprotected invalid tag content", msg: withUnprotected(cat([]byte{0xa1, 0x18, 0x20, 0xc1, 0x61, 0x61})), want: cose.ErrMalformed},
+		{name: "HC17 unprotected indefinite map unterminated", msg: withUnprotected(cat([]byte{0xbf, 0x04}, bstr(kidB))), want: cose.ErrMalformed},
+		// Valid CBOR not in preferred serialization, inside the signed
+		// protected header (RFC 8949 section 4.1 makes preferred
+		// serialization a SHOULD of encoders; the draft asks for none).
+		{name: "HC17 protected long alg head", msg: craft(t, key, cat([]byte{0xa3, 0x01, 0x38, 0x06}, prot[3:]), testPayload), want: cose.ErrMalformed, defaultOK: true},
+		{name: "HC17 protected long map head", msg: craft(t, key, cat([]byte{0xb8, 0x03}, prot[1:]), testPayload), want: cose.ErrMalformed, defaultOK: true},
+		{name: "HC17 protected indefinite bstr", msg: cat([]byte{0xd2, 0x84, 0x5f}, bstr(prot[:4]), bstr(prot[4:]), []byte{0xff, 0xa0}, bstr(testPayload), bstr(sig)), want: cose.ErrMalformed, defaultOK: true},
+		{name: "HC17 tag 18 four-octet head", msg: cat([]byte{0xda, 0, 0, 0, 0x12}, good[1:]), want: cose.ErrMalformed, defaultOK: true},
+		{name: "HC17 HC60 content type upper case", msg: withProt(map[int64]any{1: -7, 3: "APPLICATION/AGENT-HANDOFF+CBOR", 4: kidB}), want: cose.ErrType, defaultOK: true},
+		{name: "HC17 HC60 content type without application/", msg: withProt(map[int64]any{1: -7, 3: "agent-handoff+cbor", 4: kidB}), want: cose.ErrType},
+		{name: "HC17 HC60 content type trailing space", msg: withProt(map[int64]any{1: -7, 3: ct + " ", 4: kidB}), want: cose.ErrType},
+		{name: "HC15 alg tagged", msg: craft(t, key, cat([]byte{0xa3, 0x01, 0xd9, 0xff, 0xff, 0x26}, prot[3:]), testPayload), want: cose.ErrAlg, strictWant: cose.ErrMalformed},
+		{name: "HC15 alg as uint", msg: withProt(map[int64]any{1: 7, 3: ct, 4: kidB}), want: cose.ErrAlg},
 		// HC-17: the tag.
 		{name: "HC17 untagged", msg: good[1:], want: cose.ErrMalformed},
 		{name: "HC17 tag 17", msg: cat([]byte{0xd1}, good[1:]), want: cose.ErrMalformed},
 		{name: "HC17 tag 98", msg: cat([]byte{0xd8, 0x62}, good[1:]), want: cose.ErrMalformed},
 		{name: "HC17 tag 18 twice", msg: cat([]byte{0xd2}, good), want: cose.ErrMalformed},
-		{name: "HC17 tag 18 long head", msg: longTag, want: cose.ErrMalformed},
+		{name: "HC17 tag 18 long head", msg: longTag, want: cose.ErrMalformed, defaultOK: true},
 		{name: "HC17 tag inside", msg: cat([]byte{0xd2, 0x84}, bstr(prot), []byte{0xa0, 0xd8, 0x18}, bstr(testPayload), bstr(sig)), want: cose.ErrMalformed},
 		// HC-17, HC-60: content type.
 		{name: "HC17 HC60 content type json", msg: withProt(map[int64]any{1: -7, 3: "application/agent-handoff+json", 4: kidB}), want: cose.ErrType},
 		{name: "HC17 HC60 content type cbor", msg: withProt(map[int64]any{1: -7, 3: "application/cbor", 4: kidB}), want: cose.ErrType},
-		{name: "HC17 HC60 content type other case", msg: withProt(map[int64]any{1: -7, 3: "Application/Agent-Handoff+CBOR", 4: kidB}), want: cose.ErrType},
+		{name: "HC17 HC60 content type other case", msg: withProt(map[int64]any{1: -7, 3: "Application/Agent-Handoff+CBOR", 4: kidB}), want: cose.ErrType, defaultOK: true},
 		{name: "HC17 HC60 content type with parameter", msg: withProt(map[int64]any{1: -7, 3: ct + "; v=1", 4: kidB}), want: cose.ErrType},
 		{name: "HC17 HC60 content type as uint", msg: withProt(map[int64]any{1: -7, 3: 60, 4: kidB}), want: cose.ErrType},
 		{name: "HC17 HC60 content type as bytes", msg: withProt(map[int64]any{1: -7, 3: []byte(ct), 4: kidB}), want: cose.ErrType},
@@ -318,21 +383,21 @@ func TestOpen_Hostile(t *testing.T) {
 		{name: "HC18 protected not a map", msg: craft(t, key, enc(t, []any{1, -7}), testPayload), want: cose.ErrMalformed},
 		{name: "HC18 protected trailing data", msg: craft(t, key, cat(prot, []byte{0x00}), testPayload), want: cose.ErrMalformed},
 		{name: "HC18 protected label bytes", msg: craft(t, key, cat([]byte{0xa4, 0x41, 0x01, 0x00}, prot[1:]), testPayload), want: cose.ErrMalformed},
-		{name: "HC18 protected tag", msg: craft(t, key, cat([]byte{0xa4, 0x18, 0x20, 0xc1, 0x00}, prot[1:]), testPayload), want: cose.ErrMalformed},
+		{name: "HC18 protected tag", msg: craft(t, key, cat([]byte{0xa4, 0x18, 0x20, 0xc1, 0x00}, prot[1:]), testPayload), want: cose.ErrMalformed, defaultOK: true},
 		{name: "HC18 protected invalid UTF-8", msg: craft(t, key, cat([]byte{0xa4, 0x18, 0x20, 0x61, 0xff}, prot[1:]), testPayload), want: cose.ErrMalformed},
-		{name: "HC18 protected indefinite map", msg: craft(t, key, cat([]byte{0xbf}, prot[1:], []byte{0xff}), testPayload), want: cose.ErrMalformed},
+		{name: "HC18 protected indefinite map", msg: craft(t, key, cat([]byte{0xbf}, prot[1:], []byte{0xff}), testPayload), want: cose.ErrMalformed, defaultOK: true},
 		// Canonical outer form.
-		{name: "HC20 long payload head", msg: longPayload, want: cose.ErrMalformed, goCoseAccepts: true},
-		{name: "HC20 long signature head", msg: longSig, want: cose.ErrMalformed, goCoseAccepts: true},
-		{name: "HC20 long protected head", msg: longProt, want: cose.ErrMalformed, goCoseAccepts: true},
-		{name: "HC20 long array head", msg: longArray, want: cose.ErrMalformed},
-		{name: "HC20 long empty map head", msg: longMap, want: cose.ErrMalformed},
+		{name: "HC20 long payload head", msg: longPayload, want: cose.ErrMalformed, goCoseAccepts: true, defaultOK: true},
+		{name: "HC20 long signature head", msg: longSig, want: cose.ErrMalformed, goCoseAccepts: true, defaultOK: true},
+		{name: "HC20 long protected head", msg: longProt, want: cose.ErrMalformed, goCoseAccepts: true, defaultOK: true},
+		{name: "HC20 long array head", msg: longArray, want: cose.ErrMalformed, defaultOK: true},
+		{name: "HC20 long empty map head", msg: longMap, want: cose.ErrMalformed, defaultOK: true},
 		// The unprotected header is empty.
 		{name: "HC20 unprotected value added after signing", msg: withUnprot, want: cose.ErrMalformed, goCoseAccepts: true},
 		{name: "HC20 unprotected not a map", msg: cat([]byte{0xd2, 0x84}, bstr(prot), []byte{0x80}, bstr(testPayload), bstr(sig)), want: cose.ErrMalformed},
 		// Structure.
-		{name: "HC17 indefinite-length array", msg: cat([]byte{0xd2, 0x9f}, good[2:], []byte{0xff}), want: cose.ErrMalformed},
-		{name: "HC17 indefinite-length payload", msg: cat([]byte{0xd2, 0x84}, bstr(prot), []byte{0xa0, 0x5f}, bstr(testPayload), []byte{0xff}, bstr(sig)), want: cose.ErrMalformed},
+		{name: "HC17 indefinite-length array", msg: cat([]byte{0xd2, 0x9f}, good[2:], []byte{0xff}), want: cose.ErrMalformed, defaultOK: true},
+		{name: "HC17 indefinite-length payload", msg: cat([]byte{0xd2, 0x84}, bstr(prot), []byte{0xa0, 0x5f}, bstr(testPayload), []byte{0xff}, bstr(sig)), want: cose.ErrMalformed, defaultOK: true},
 		{name: "HC17 trailing byte", msg: cat(good, []byte{0x00}), want: cose.ErrMalformed},
 		{name: "HC17 trailing item", msg: cat(good, good), want: cose.ErrMalformed},
 		{name: "HC17 detached payload", msg: cat([]byte{0xd2, 0x84}, bstr(prot), []byte{0xa0, 0xf6}, bstr(sig)), want: cose.ErrMalformed},
@@ -390,12 +455,25 @@ func TestOpen_Hostile(t *testing.T) {
 			if maxSize == 0 {
 				maxSize = 4096
 			}
-			payload, h, err := cose.Open(tc.msg, counting, maxSize)
-			require.Error(t, err)
-			assert.ErrorIs(t, err, tc.want, "got %v", err)
-			assert.Nil(t, payload)
-			assert.Equal(t, cose.Header{}, h)
-			assert.Equal(t, tc.consult, consulted, "lookup consulted")
+			for _, strict := range []bool{true, false} {
+				consulted = false
+				payload, h, err := cose.OpenWith(tc.msg, counting, cose.Options{MaxSize: maxSize, Strict: strict})
+				if !strict && tc.defaultOK {
+					require.NoError(t, err, "the default profile opens it")
+					assert.Equal(t, testPayload, payload)
+					assert.Equal(t, cose.ES256, h.Alg)
+					continue
+				}
+				want := tc.want
+				if strict && tc.strictWant != nil {
+					want = tc.strictWant
+				}
+				require.Error(t, err, "strict %v", strict)
+				assert.ErrorIs(t, err, want, "strict %v: got %v", strict, err)
+				assert.Nil(t, payload)
+				assert.Equal(t, cose.Header{}, h)
+				assert.Equal(t, tc.consult, consulted, "strict %v: lookup consulted", strict)
+			}
 
 			if tc.goCoseAccepts {
 				var m gocose.Sign1Message
@@ -453,4 +531,133 @@ func TestUnsafePayload(t *testing.T) {
 	assert.Nil(t, p)
 	_, err = cose.UnsafePayload(msg, 10)
 	assert.ErrorIs(t, err, cose.ErrTooLarge)
+}
+
+// TestOpen_HC20_UnprotectedTwins: the unprotected header is not signed, so
+// one signed message can be sent with different unprotected headers. Each
+// verifies (RFC 9052 section 3 allows the bucket) and each is other octets,
+// so its handoff digest differs (HC-20): to the root package a twin is a
+// second element with the same (iss, hop), equivocation, not a second
+// acceptance of the same element. The strict profile opens only the one
+// with the empty unprotected header.
+func TestOpen_HC20_UnprotectedTwins(t *testing.T) {
+	key := newKey(t, cose.ES256)
+	msg, err := cose.Sign(testPayload, key, cose.ES256, "planner-1", nil)
+	require.NoError(t, err)
+	var parts []cbor.RawMessage
+	var tag cbor.RawTag
+	require.NoError(t, cbor.Unmarshal(msg, &tag))
+	require.NoError(t, cbor.Unmarshal(tag.Content, &parts))
+	require.Equal(t, []byte{0xa0}, []byte(parts[1]))
+	twin := func(unprotected []byte) []byte {
+		return cat([]byte{0xd2, 0x84}, parts[0], unprotected, parts[2], parts[3])
+	}
+	twins := [][]byte{
+		msg,
+		twin(enc(t, map[int64]any{33: []byte("x")})),
+		twin(enc(t, map[int64]any{394: []any{[]byte("receipt")}})),
+		twin(enc(t, map[string]any{"note": "added on the path"})),
+		twin([]byte{0xbf, 0xff}), // the empty map, indefinite length
+	}
+	digests := map[[32]byte]bool{}
+	for i, m := range twins {
+		payload, h, err := cose.Open(m, pin(key.Public(), cose.ES256), 0)
+		require.NoError(t, err, "twin %d", i)
+		assert.Equal(t, testPayload, payload)
+		assert.Equal(t, cose.Header{Alg: cose.ES256, KID: "planner-1"}, h)
+		digests[sha256.Sum256(m)] = true
+
+		_, _, err = cose.OpenWith(m, pin(key.Public(), cose.ES256), cose.Options{Strict: true})
+		if i == 0 {
+			assert.NoError(t, err)
+		} else {
+			assert.ErrorIs(t, err, cose.ErrMalformed, "strict, twin %d", i)
+		}
+	}
+	assert.Len(t, digests, len(twins), "every twin is other octets")
+}
+
+// TestOpen_HC18_KidSources: a kid may be in either header. The Header says
+// where it came from and holds its raw octets, whatever they are: the draft
+// fixes no encoding (base64url text as Sign writes, or the thumbprint's 32
+// raw octets as pycose users write). The lookup sees it; an unprotected kid
+// decides nothing but the order the caller tries keys in.
+func TestOpen_HC18_KidSources(t *testing.T) {
+	key := newKey(t, cose.ES256)
+	raw := bytes.Repeat([]byte{0x00, 0xff, 0x80}, 11)[:32] // not UTF-8
+	for _, tc := range []struct {
+		name       string
+		prot       map[int64]any
+		unprot     []byte
+		want       cose.Header
+		hint       string
+		hintSigned bool
+	}{
+		{"protected text", map[int64]any{1: -7, 3: cose.ContentType, 4: []byte("kid-1")}, []byte{0xa0},
+			cose.Header{Alg: cose.ES256, KID: "kid-1"}, "kid-1", true},
+		{"protected raw octets", map[int64]any{1: -7, 3: cose.ContentType, 4: raw}, []byte{0xa0},
+			cose.Header{Alg: cose.ES256, KID: string(raw)}, string(raw), true},
+		{"unprotected raw octets", map[int64]any{1: -7, 3: cose.ContentType}, enc(t, map[int64]any{4: raw}),
+			cose.Header{Alg: cose.ES256, UnprotectedKID: string(raw)}, string(raw), false},
+		{"none", map[int64]any{1: -7, 3: cose.ContentType}, []byte{0xa0},
+			cose.Header{Alg: cose.ES256}, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msg := craftU(t, key, enc(t, tc.prot), tc.unprot, testPayload)
+			var seen cose.Header
+			_, h, err := cose.Open(msg, func(h cose.Header, _ []byte) ([]cose.Key, error) {
+				seen = h
+				return []cose.Key{{Public: key.Public(), Alg: cose.ES256}}, nil
+			}, 0)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, h)
+			assert.Equal(t, h, seen)
+			hint, signed := h.KeyHint()
+			assert.Equal(t, tc.hint, hint)
+			assert.Equal(t, tc.hintSigned, signed)
+		})
+	}
+
+	// An unprotected kid cannot make an untrusted key count: the attacker
+	// signs, names the trusted key's kid, and the trusted key does not
+	// verify.
+	attacker := newKey(t, cose.ES256)
+	forged := craftU(t, attacker, enc(t, map[int64]any{1: -7, 3: cose.ContentType}), enc(t, map[int64]any{4: []byte("kid-1")}), testPayload)
+	_, _, err := cose.Open(forged, pin(key.Public(), cose.ES256), 0)
+	assert.ErrorIs(t, err, cose.ErrSignature)
+}
+
+// TestOpen_HC17_HC60_ContentTypeComparison: media type names are
+// case-insensitive (RFC 6838 section 4.2); the strict profile wants the
+// exact string. A CoAP Content-Format number names no registered type for
+// the draft's payload, so it is refused.
+func TestOpen_HC17_HC60_ContentTypeComparison(t *testing.T) {
+	key := newKey(t, cose.ES256)
+	for _, tc := range []struct {
+		ct        any
+		defaultOK bool
+	}{
+		{cose.ContentType, true},
+		{"Application/Agent-Handoff+CBOR", true},
+		{"application/AGENT-HANDOFF+cbor", true},
+		{"agent-handoff+cbor", false},
+		{"application/agent-handoff+cbor;v=1", false},
+		{"application/agent-handoff+json", false},
+		{"application/cose; cose-type=\"cose-sign1\"", false},
+		{uint64(60), false},
+	} {
+		msg := craft(t, key, enc(t, map[int64]any{1: -7, 3: tc.ct}), testPayload)
+		_, _, err := cose.Open(msg, pin(key.Public(), cose.ES256), 0)
+		if tc.defaultOK {
+			assert.NoError(t, err, "%v", tc.ct)
+		} else {
+			assert.ErrorIs(t, err, cose.ErrType, "%v", tc.ct)
+		}
+		_, _, err = cose.OpenWith(msg, pin(key.Public(), cose.ES256), cose.Options{Strict: true})
+		if tc.ct == cose.ContentType {
+			assert.NoError(t, err)
+		} else {
+			assert.ErrorIs(t, err, cose.ErrType, "strict %v", tc.ct)
+		}
+	}
 }

@@ -12,7 +12,7 @@
 //	    3: "application/agent-handoff+cbor",
 //	    4: kid                            ; bstr
 //	  } >>,
-//	  {},                                 ; unprotected header: always empty
+//	  {},                                 ; unprotected header: Sign leaves it empty
 //	  payload,                            ; bstr, embedded
 //	  signature                           ; bstr
 //	])
@@ -25,56 +25,100 @@
 // empty. [Key] and [Header] name algorithms with their JOSE names, as the
 // jws package does, so one trust configuration serves both forms.
 //
+// # Profiles
+//
+// [Open] and [OpenWith] with the zero [Options] apply the default profile:
+// exactly what the draft and the RFCs it builds on (RFC 9052, RFC 9053, RFC
+// 8949) accept. Options.Strict selects the strict profile, which refuses
+// some inputs the text allows; each is marked "strict" below, with its
+// reason. The strict profile opens nothing the default does not.
+//
 // # What Open checks, in order
 //
-//  1. Size: more than maxSize octets is [ErrTooLarge], before any parsing.
-//  2. Strict CBOR ([ErrMalformed]): one well-formed data item and nothing
-//     after it; definite lengths only; bounded nesting; valid UTF-8; no
-//     duplicate map keys; no tag other than the outer one.
-//  3. The outer tag is 18 (HC-17); an untagged COSE_Sign1, a COSE_Mac0
-//     (17) or any other tag is [ErrMalformed]. Its content is an array of
-//     exactly four elements: a bstr, a map, a non-empty bstr (a detached,
-//     nil payload is refused) and a non-empty bstr.
-//  4. The unprotected header is the empty map ([ErrMalformed] otherwise). It
-//     is not covered by the signature, so anything in it could be added,
-//     changed or removed by anyone on the path without breaking the
-//     signature, and the handoff digest, taken over the octets as sent
-//     (HC-20), would change with it. This is the same rule the draft applies
-//     to SCITT Signed Statements (Appendix A, HC-68).
-//  5. Canonical outer form ([ErrMalformed]): re-encoding the decoded
-//     structure gives the input octets exactly. go-cose alone accepts
-//     non-minimal length heads, such as a payload length written in two
-//     octets where one would do, which verify but are other octets.
-//  6. Protected header, parsed strictly ([ErrMalformed]): a map with int or
-//     text labels, no duplicate labels, no tags. Content type (label 3) is
-//     present and exactly the text "application/agent-handoff+cbor" (HC-17,
-//     HC-60), else [ErrType]. No crit (label 2) ([ErrCrit]). alg (label 1)
-//     is -7, -35 or -8 (HC-15, HC-17), else [ErrAlg]. kid (label 4), when
-//     present, is a bstr (HC-18 makes it a SHOULD, so it may be absent).
-//  7. The [Lookup] is called with the header and the (still unverified)
+//  1. Size: more than the size limit is [ErrTooLarge], before any parsing.
+//  2. Valid CBOR ([ErrMalformed]): one data item and nothing after it; no
+//     duplicate map keys anywhere, however the keys are encoded (RFC 8949
+//     section 5.6; RFC 9052 section 3: "Applications MUST NOT ... parse and
+//     process messages with the same label used twice"); valid UTF-8 in
+//     text strings; registered tags with the content they require (RFC 8949
+//     section 3.4). Heads of any length and indefinite lengths are accepted:
+//     both are valid CBOR (RFC 8949 sections 3 and 3.2.2), and RFC 9052
+//     section 9 restricts only the encoding of the Sig_structure, which the
+//     verifier builds itself. Decoding is bounded: at most 16 levels of
+//     nesting and 256 items in an array or map; and a map key nested in a
+//     header value that is an array, a map or an integer below -2^63 is
+//     refused, as the decoder cannot compare such keys for duplicates
+//     (nor does it find two NaN keys of a nested map to be duplicates).
+//     These are limits of this implementation, not rules of the draft. Strict: preferred serialization only (RFC 8949
+//     section 4.1: every head as short as possible, definite lengths), for
+//     the message and for the octets inside the protected bstr, and no tag
+//     but the outer one; so that one signed message has one encoding.
+//  3. The outer tag is 18 (HC-17: "a COSE_Sign1 message with tag 18"); an
+//     untagged COSE_Sign1, a COSE_Mac0 (17), tag 18 twice or any other tag
+//     is [ErrMalformed]. Its content is an array of exactly four elements
+//     (RFC 9052 section 4.2): a bstr, a map, a non-empty bstr (a detached,
+//     nil payload is refused: the draft's payload is the element itself)
+//     and a non-empty bstr. A tag on any of the four is refused.
+//  4. Both headers are maps whose labels are ints or text strings, and no
+//     label is in both (RFC 9052 section 3: "Labels ... MUST NOT occur in
+//     both the protected and unprotected headers"), else [ErrMalformed].
+//     The protected header is the empty bstr or a bstr holding a map.
+//  5. The unprotected header may hold any parameters (RFC 9052 section 3).
+//     Only the protected alg and content type count (HC-17); unknown labels
+//     and values are ignored, never used. Strict: the unprotected header is
+//     empty, because anything in it could be added, changed or removed on
+//     the path without breaking the signature; the handoff digest, over the
+//     octets as sent (HC-20), changes with it, so by default such a copy is
+//     another element with the same (iss, hop): equivocation, not a second
+//     acceptance. The draft applies the same reasoning to SCITT Signed
+//     Statements (Appendix A, HC-68).
+//  6. The protected content type (label 3) names the media type
+//     application/agent-handoff+cbor (HC-17, HC-60), else [ErrType]: a text
+//     string compared with ASCII letters folded, since media type names are
+//     case-insensitive (RFC 6838 section 4.2). A CoAP Content-Format number,
+//     media type parameters, or a content type only in the unprotected
+//     header are refused. Strict: exactly "application/agent-handoff+cbor".
+//  7. No crit (label 2) in either header ([ErrCrit]), mirroring HC-14.
+//  8. The protected alg (label 1) is -7, -35 or -8 (HC-15, HC-17), else
+//     [ErrAlg]; an alg only in the unprotected header is a missing alg.
+//  9. kid (label 4) is a bstr wherever it is (RFC 9052 section 3.1), else
+//     [ErrMalformed]. It is optional (HC-18 makes it a SHOULD) and may be in
+//     either header. [Header] reports its raw octets and where it came from:
+//     KID for the protected header, UnprotectedKID for the other, which is
+//     only a hint of which trusted key to try first.
+//  10. The [Lookup] is called with the header and the (still unverified)
 //     payload, so that the caller can read iss and return the keys its
-//     trust configuration binds to it (HC-21). No keys is [ErrNoKey]; an
-//     error of the lookup is returned wrapped.
-//  8. Only keys pinned to the header's alg are tried (HC-22); none is
+//     trust configuration binds to it (HC-21), the key the kid names first.
+//     No keys is [ErrNoKey]; an error of the lookup is returned wrapped.
+//  11. Only keys pinned to the protected alg are tried (HC-22); none is
 //     [ErrAlg].
-//  9. The signature is verified by go-cose (Sign1Message.Verify, with a
-//     verifier for the pinned algorithm and key, and empty external AAD).
-//     The verifier calls crypto/ecdsa or crypto/ed25519 through the same
-//     function the jws package uses, run against the Wycheproof vectors in
-//     testdata. The signature must be the raw fixed-width form: an ASN.1 DER
-//     ECDSA signature is [ErrSignature].
+//  12. The keys are tried in the order the lookup returned them, and the
+//     first that verifies wins; none is [ErrSignature]. The signature is
+//     verified by go-cose (Sign1Message.Verify, with a verifier for the
+//     pinned algorithm and key, and empty external AAD) over the
+//     Sig_structure ["Signature1", protected, empty bstr, payload], where
+//     protected is the protected header's octets as sent, in a bstr with a
+//     definite, shortest head (RFC 9052 sections 4.4 and 9) however the
+//     message wrote that bstr. The verifier calls crypto/ecdsa or
+//     crypto/ed25519 through the same function the jws package uses, run
+//     against the Wycheproof vectors in testdata. The signature must be the
+//     raw fixed-width form (RFC 9053 section 2.1): an ASN.1 DER ECDSA
+//     signature is [ErrSignature].
 //
 // Open returns the payload as the exact octets that were signed. On any
 // error it returns a nil payload and a zero Header.
 //
 // # Malleability
 //
-// A signed handoff is named by the SHA-256 of its octets (HC-20), so one
-// signed message must have one encoding: hence the canonical outer form and
-// the empty unprotected header. The bytes inside the protected header bstr
-// are taken as they are; they are covered by the signature. ECDSA signatures
-// have two valid forms, (r, s) and (r, n-s). [Sign] always emits the low-S
-// form (s <= n/2); Open accepts both, because the draft does not require
-// low-S and other signers do not normalise. A forwarder must forward the
-// octets unchanged.
+// A signed handoff is named by the SHA-256 of its octets (HC-20). In COSE
+// the signature does not cover the unprotected header nor how the heads of
+// the outer structure are written, so by default one signed message has
+// many encodings that verify: each is a different element to the root
+// package, and a forwarder must forward the octets it received unchanged.
+// The strict profile admits exactly one encoding per signed message: the
+// preferred serialization with an empty unprotected header, which is what
+// [Sign] writes. ECDSA signatures have two valid forms, (r, s) and (r,
+// n-s). [Sign] always emits the low-S form (s <= n/2); Open accepts both, in
+// both profiles, because the draft does not require low-S and other signers
+// do not normalise.
 package cose

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fxamacker/cbor/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff/cose"
@@ -101,41 +102,113 @@ func twinMessage(tb testing.TB, msg []byte, alg string) []byte {
 var fuzzSentinels = []error{cose.ErrMalformed, cose.ErrTooLarge, cose.ErrType, cose.ErrCrit,
 	cose.ErrAlg, cose.ErrNoKey, cose.ErrSignature}
 
-// FuzzOpen mutates valid messages. Open never panics; an error wraps one
-// of the package's sentinels and comes with a nil payload and a zero
-// header; and a message that opens is one of the seeds, byte for byte, or
-// the seed with its ECDSA signature replaced by the high-S twin (r, n-s),
-// which verifies too (Wycheproof marks it valid; the root package treats it
-// as equivocation, HC-53). So a one-octet change anywhere in a signed
-// message never verifies, and no other octet string verifies for the same
-// payload. UnsafePayload agrees with Open on the payload.
+// signedParts returns what the signature of a COSE_Sign1 covers besides the
+// fixed context: the protected header's octets, the payload and, beside
+// them, the signature. It decodes any valid CBOR, whatever its heads.
+func signedParts(msg []byte) ([3]string, bool) {
+	var tag cbor.RawTag
+	if err := cbor.Unmarshal(msg, &tag); err != nil {
+		return [3]string{}, false
+	}
+	var m struct {
+		_           struct{} `cbor:",toarray"`
+		Protected   []byte
+		Unprotected cbor.RawMessage
+		Payload     []byte
+		Signature   []byte
+	}
+	if err := cbor.Unmarshal(tag.Content, &m); err != nil {
+		return [3]string{}, false
+	}
+	return [3]string{string(m.Protected), string(m.Payload), string(m.Signature)}, true
+}
+
+// FuzzOpen mutates valid messages. Open never panics, in either profile; an
+// error wraps one of the package's sentinels and comes with a nil payload
+// and a zero header; the strict profile opens nothing the default does not.
+// In the strict profile, a message that opens is one of the seeds, byte for
+// byte, or the seed with its ECDSA signature replaced by the high-S twin
+// (r, n-s), which verifies too (Wycheproof marks it valid; the root package
+// treats it as equivocation, HC-53). In the default profile, a message that
+// opens carries the protected header, payload and signature of one of those,
+// octet for octet: only what the signature does not cover (the unprotected
+// header, the length of heads) may differ, and that makes other octets, so
+// another handoff digest (HC-20). UnsafePayload agrees with Open on the
+// payload.
 func FuzzOpen(f *testing.F) {
 	msgs, keys := fuzzMessages(f)
 	verifies := map[string]bool{}
+	signed := map[[3]string]bool{}
 	for name, msg := range msgs {
 		f.Add(msg)
-		verifies[string(msg)] = true
+		all := [][]byte{msg}
 		if alg := fuzzAlg(name); alg != cose.EdDSA {
-			verifies[string(twinMessage(f, msg, alg))] = true
+			all = append(all, twinMessage(f, msg, alg))
+		}
+		for _, m := range all {
+			verifies[string(m)] = true
+			parts, ok := signedParts(m)
+			require.True(f, ok)
+			signed[parts] = true
 		}
 	}
 	f.Add([]byte{0xd2, 0x84, 0x40, 0xa0, 0x40, 0x40})
+	// Seeds for what only the default profile opens: a kid in the
+	// unprotected header, and indefinite lengths with long heads.
+	nokid := msgs["ES256-nokid"]
+	require.Equal(f, []byte{0xd2, 0x84}, nokid[:2])
+	var parts []cbor.RawMessage
+	var tag cbor.RawTag
+	require.NoError(f, cbor.Unmarshal(nokid, &tag))
+	require.NoError(f, cbor.Unmarshal(tag.Content, &parts))
 	lookup := func(cose.Header, []byte) ([]cose.Key, error) { return keys, nil }
+	for _, m := range [][]byte{
+		cat([]byte{0xd2, 0x84}, parts[0], fuzzEnc(map[int64]any{4: []byte("kid-ES256"), -70000: "x"}), parts[2], parts[3]),
+		cat([]byte{0xd8, 0x12, 0x9f}, parts[0], []byte{0xbf, 0xff}, []byte{0x5f}, parts[2], []byte{0xff}, parts[3], []byte{0xff}),
+	} {
+		_, _, err := cose.Open(m, lookup, 4096)
+		require.NoError(f, err)
+		f.Add(m)
+	}
 	f.Fuzz(func(t *testing.T, msg []byte) {
+		strictPayload, strictHeader, strictErr := cose.OpenWith(msg, lookup, cose.Options{MaxSize: 4096, Strict: true})
 		payload, h, err := cose.Open(msg, lookup, 4096)
-		if err != nil {
-			if payload != nil || h != (cose.Header{}) {
-				t.Fatalf("error %v with payload %x, header %v", err, payload, h)
+		for _, r := range []struct {
+			payload []byte
+			h       cose.Header
+			err     error
+		}{{strictPayload, strictHeader, strictErr}, {payload, h, err}} {
+			if r.err == nil {
+				continue
 			}
+			if r.payload != nil || r.h != (cose.Header{}) {
+				t.Fatalf("error %v with payload %x, header %v", r.err, r.payload, r.h)
+			}
+			wraps := false
 			for _, s := range fuzzSentinels {
-				if errors.Is(err, s) {
-					return
-				}
+				wraps = wraps || errors.Is(r.err, s)
 			}
-			t.Fatalf("error wraps no sentinel: %v", err)
+			if !wraps {
+				t.Fatalf("error wraps no sentinel: %v", r.err)
+			}
 		}
-		if !verifies[string(msg)] {
-			t.Fatalf("a message that was never signed opens: %x", msg)
+		if strictErr == nil {
+			if err != nil || !bytes.Equal(strictPayload, payload) || strictHeader != h {
+				t.Fatalf("strict opens %x, default gives %x, %v, %v", msg, payload, h, err)
+			}
+			if !verifies[string(msg)] {
+				t.Fatalf("strict: a message that was never signed opens: %x", msg)
+			}
+		}
+		if err != nil {
+			return
+		}
+		parts, ok := signedParts(msg)
+		if !ok || !signed[parts] {
+			t.Fatalf("a message whose signed parts were never signed opens: %x", msg)
+		}
+		if string(payload) != parts[1] {
+			t.Fatalf("Open returns %x, the message carries %x", payload, parts[1])
 		}
 		unsafe, err := cose.UnsafePayload(msg, 4096)
 		if err != nil || !bytes.Equal(unsafe, payload) {

@@ -3,75 +3,163 @@ package cose
 import (
 	"bytes"
 	"fmt"
+	"strings"
 
 	"github.com/fxamacker/cbor/v2"
 )
 
-// Decoding limits. Sizes are bounded by maxSize before decoding starts;
-// these bound the shape. The outer structure needs two levels (the array
-// and the unprotected map), a protected header a few more.
+// Decoding limits. Sizes are bounded by the size limit before decoding
+// starts; these bound the shape. The outer structure needs three levels
+// (tag, array, unprotected map), a header value a few more.
 const (
-	maxNesting = 8
+	maxNesting = 16
 	maxItems   = 256
 )
 
+// A profile's decoders. outer reads the tagged message, with tags allowed
+// so that the outer tag can be read; inner reads everything in it.
+type decoders struct {
+	outer, inner cbor.DecMode
+}
+
 var (
-	// outerMode decodes the tagged message: tags allowed, so that the
-	// outer tag can be read and checked.
-	outerMode cbor.DecMode
-	// strictMode decodes everything inside it: no tags at all.
-	strictMode cbor.DecMode
-	// encMode re-encodes the structure for the canonical form check and
-	// matches what Sign emits (RFC 8949 core deterministic encoding).
-	encMode cbor.EncMode
+	// defaultDec accepts any valid CBOR (RFC 8949): heads of any length,
+	// indefinite lengths, tags in header values. It refuses what RFC 8949
+	// makes invalid (duplicate map keys, invalid UTF-8, a tag on content
+	// it does not fit) and what exceeds the shape limits.
+	defaultDec decoders
+	// strictDec is the strict profile's: definite lengths only and no tag
+	// but the outer one. Shortest heads are checked by preferredLen.
+	strictDec decoders
+	// preferredMode re-encodes a decoded value with every head in its
+	// shortest form (RFC 8949 section 4.1 preferred serialization, floats
+	// included) and maps in no particular order, for the length check.
+	preferredMode cbor.EncMode
 )
 
 func init() {
 	opts := cbor.DecOptions{
 		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
-		IndefLength:      cbor.IndefLengthForbidden,
+		IndefLength:      cbor.IndefLengthAllowed,
 		MaxNestedLevels:  maxNesting,
 		MaxArrayElements: maxItems,
 		MaxMapPairs:      maxItems,
 		UTF8:             cbor.UTF8RejectInvalid,
-		IntDec:           cbor.IntDecConvertSignedOrFail,
+		IntDec:           cbor.IntDecConvertNone,
+		MapKeyByteString: cbor.MapKeyByteStringAllowed,
 		TagsMd:           cbor.TagsAllowed,
 	}
-	var err error
-	if outerMode, err = opts.DecMode(); err != nil {
-		panic(err)
-	}
+	defaultDec = decoders{outer: mustDec(opts), inner: mustDec(opts)}
+	opts.IndefLength = cbor.IndefLengthForbidden
+	outer := mustDec(opts)
 	opts.TagsMd = cbor.TagsForbidden
-	if strictMode, err = opts.DecMode(); err != nil {
+	strictDec = decoders{outer: outer, inner: mustDec(opts)}
+	var err error
+	preferredMode, err = cbor.EncOptions{
+		Sort:          cbor.SortNone,
+		ShortestFloat: cbor.ShortestFloat16,
+		IndefLength:   cbor.IndefLengthForbidden,
+	}.EncMode()
+	if err != nil {
 		panic(err)
 	}
-	if encMode, err = (cbor.EncOptions{Sort: cbor.SortCoreDeterministic, IndefLength: cbor.IndefLengthForbidden}).EncMode(); err != nil {
-		panic(err)
+}
+
+func mustDec(opts cbor.DecOptions) cbor.DecMode {
+	dm, err := opts.DecMode()
+	if err != nil {
+		panic(err) // constant options: a programmer error
 	}
+	return dm
 }
 
 // sign1 is a COSE_Sign1 message that passed the structural checks.
 type sign1 struct {
-	rawProtected cbor.RawMessage // the protected bstr, head included
-	protected    []byte          // its content
-	payload      []byte
-	signature    []byte
+	protected   []byte // the content of the protected bstr, as sent
+	payload     []byte
+	signature   []byte
+	prot, unpro headerMap
 }
 
 // CBOR major types.
 const (
+	majorArray = 4
 	majorBytes = 2
 	majorMap   = 5
 )
 
 func major(raw []byte) byte { return raw[0] >> 5 }
 
-// emptyMap is the only unprotected header accepted.
-var emptyMap = []byte{0xa0}
+// label is a header label (RFC 9052 section 3: int / tstr), comparable so
+// that the same label in both buckets is found whatever its encoding.
+type label struct {
+	text bool
+	s    string
+	neg  bool   // a negative int: -1 - n
+	n    uint64 // the int's argument
+}
 
-// parse checks the size, strict CBOR, the tag, the four-element structure,
-// the empty unprotected header and the canonical outer form.
-func parse(msg []byte, maxSize int) (*sign1, error) {
+func intLabel(v int64) label {
+	if v < 0 {
+		return label{neg: true, n: uint64(-1 - v)}
+	}
+	return label{n: uint64(v)}
+}
+
+func (l label) String() string {
+	switch {
+	case l.text:
+		return fmt.Sprintf("%q", l.s)
+	case l.neg:
+		return fmt.Sprintf("-1-%d", l.n)
+	}
+	return fmt.Sprint(l.n)
+}
+
+// The labels the draft and RFC 9052 give meaning to here.
+var (
+	labelAlg         = intLabel(1)
+	labelCrit        = intLabel(2)
+	labelContentType = intLabel(3)
+	labelKID         = intLabel(4)
+)
+
+// headerMap is a decoded header bucket.
+type headerMap map[label]any
+
+// decodeHeader decodes a header map: a valid CBOR map whose labels are ints
+// or text strings (RFC 9052 section 3).
+func decodeHeader(dm cbor.DecMode, raw []byte, bucket string) (headerMap, error) {
+	if len(raw) == 0 || major(raw) != majorMap {
+		return nil, malformed("%s header is not a map", bucket)
+	}
+	var m map[any]any
+	if err := dm.Unmarshal(raw, &m); err != nil {
+		return nil, malformed("%s header: %v", bucket, err)
+	}
+	out := make(headerMap, len(m))
+	for k, v := range m {
+		var l label
+		switch k := k.(type) {
+		case uint64:
+			l = label{n: k}
+		case int64:
+			l = intLabel(k)
+		case string:
+			l = label{text: true, s: k}
+		default:
+			return nil, malformed("%s header label of type %T, want int or text (RFC 9052 section 3)", bucket, k)
+		}
+		out[l] = v
+	}
+	return out, nil
+}
+
+// parse checks the size, the CBOR, the tag and the four-element structure,
+// decodes both header buckets, and refuses a label present in both. strict
+// adds the strict profile's rules: preferred serialization, definite
+// lengths, no inner tags, an empty unprotected header.
+func parse(msg []byte, maxSize int, strict bool) (*sign1, error) {
 	if maxSize <= 0 {
 		maxSize = DefaultMaxSize
 	}
@@ -81,24 +169,31 @@ func parse(msg []byte, maxSize int) (*sign1, error) {
 	if len(msg) == 0 {
 		return nil, malformed("empty input")
 	}
-	if major(msg) == 4 {
+	dec := defaultDec
+	if strict {
+		dec = strictDec
+	}
+	if major(msg) == majorArray {
 		return nil, malformed("untagged COSE_Sign1, want tag %d", Tag)
 	}
 	var tag cbor.RawTag
-	if err := outerMode.Unmarshal(msg, &tag); err != nil {
+	if err := dec.outer.Unmarshal(msg, &tag); err != nil {
 		return nil, malformed("%v", err)
 	}
 	if tag.Number != Tag {
 		return nil, malformed("tag %d, want %d (COSE_Sign1)", tag.Number, Tag)
 	}
+	if len(tag.Content) == 0 || major(tag.Content) != majorArray {
+		return nil, malformed("COSE_Sign1 content is not an array")
+	}
 	var elems []cbor.RawMessage
-	if err := strictMode.Unmarshal(tag.Content, &elems); err != nil {
+	if err := dec.inner.Unmarshal(tag.Content, &elems); err != nil {
 		return nil, malformed("COSE_Sign1 content: %v", err)
 	}
 	if len(elems) != 4 {
 		return nil, malformed("COSE_Sign1 array of %d elements, want 4", len(elems))
 	}
-	s := &sign1{rawProtected: elems[0]}
+	s := &sign1{}
 	for _, f := range []struct {
 		name string
 		raw  []byte
@@ -114,15 +209,9 @@ func parse(msg []byte, maxSize int) (*sign1, error) {
 		if major(f.raw) != majorBytes {
 			return nil, malformed("%s is not a byte string", f.name)
 		}
-		if err := strictMode.Unmarshal(f.raw, f.dst); err != nil {
+		if err := dec.inner.Unmarshal(f.raw, f.dst); err != nil {
 			return nil, malformed("%s: %v", f.name, err)
 		}
-	}
-	if major(elems[1]) != majorMap {
-		return nil, malformed("unprotected header is not a map")
-	}
-	if !bytes.Equal(elems[1], emptyMap) {
-		return nil, malformed("unprotected header must be empty: it is not signed, and the handoff digest covers the octets as sent")
 	}
 	if len(s.payload) == 0 {
 		return nil, malformed("empty payload")
@@ -130,72 +219,124 @@ func parse(msg []byte, maxSize int) (*sign1, error) {
 	if len(s.signature) == 0 {
 		return nil, malformed("empty signature")
 	}
-	canon, err := encMode.Marshal(cbor.Tag{
-		Number:  Tag,
-		Content: []any{s.protected, cbor.RawMessage(emptyMap), s.payload, s.signature},
-	})
-	if err != nil {
-		return nil, malformed("%v", err)
+
+	var err error
+	if s.unpro, err = decodeHeader(dec.inner, elems[1], "unprotected"); err != nil {
+		return nil, err
 	}
-	if !bytes.Equal(canon, msg) {
-		return nil, malformed("not in canonical form (a tag, array or byte string head is longer than needed)")
+	if len(s.protected) == 0 {
+		// RFC 9052 section 3: an empty protected header is the empty bstr.
+		s.prot = headerMap{}
+	} else if s.prot, err = decodeHeader(dec.inner, s.protected, "protected"); err != nil {
+		return nil, err
+	}
+	for l := range s.unpro {
+		if _, ok := s.prot[l]; ok {
+			return nil, malformed("label %v in both the protected and the unprotected header (RFC 9052 section 3)", l)
+		}
+	}
+
+	if strict {
+		if len(s.unpro) != 0 {
+			return nil, malformed("unprotected header is not empty (strict profile): it is not signed, and the handoff digest covers the octets as sent")
+		}
+		if err := preferred(msg); err != nil {
+			return nil, err
+		}
+		if len(s.protected) > 0 {
+			if err := preferred(s.protected); err != nil {
+				return nil, fmt.Errorf("%w (in the protected header)", err)
+			}
+		}
 	}
 	return s, nil
 }
 
-// parseProtected parses the protected header strictly and applies the
-// draft's rules to it (HC-15, HC-17, HC-18, HC-60). The whole map is decoded,
-// unknown labels included, so that every value in it is strict CBOR too.
-func parseProtected(b []byte) (Header, error) {
-	hdr := map[any]any{}
-	if len(b) > 0 {
-		if major(b) != majorMap {
-			return Header{}, malformed("protected header is not a map")
-		}
-		if err := strictMode.Unmarshal(b, &hdr); err != nil {
-			return Header{}, malformed("protected header: %v", err)
-		}
+// preferred reports whether the well-formed, definite-length CBOR item b is
+// in preferred serialization (RFC 8949 section 4.1): decoded and re-encoded
+// with shortest heads, it must be exactly as long, which holds only when no
+// head of b is longer than needed. Map order does not change the length.
+func preferred(b []byte) error {
+	var v any
+	if err := strictDec.outer.Unmarshal(b, &v); err != nil {
+		return malformed("%v", err)
 	}
-	for label := range hdr {
-		switch label.(type) {
-		case int64, string:
-		default:
-			return Header{}, malformed("protected header label of type %T", label)
-		}
+	again, err := preferredMode.Marshal(v)
+	if err != nil || len(again) != len(b) {
+		return malformed("not in preferred serialization: a head is longer than needed (RFC 8949 section 4.1; strict profile)")
 	}
+	return nil
+}
 
-	ct, ok := hdr[int64(3)]
-	if !ok {
-		return Header{}, fmt.Errorf("%w: content type (label 3) is missing, want %q", ErrType, ContentType)
+// contentTypeMatches reports whether a content type names the media type of
+// a signed handoff's payload. Media type names are case-insensitive (RFC
+// 6838 section 4.2), over ASCII letters only; parameters are not part of
+// the type the draft names. The strict profile wants the exact string.
+func contentTypeMatches(ct string, strict bool) bool {
+	if strict {
+		return ct == ContentType
 	}
-	if s, ok := ct.(string); !ok || s != ContentType {
+	return asciiLower(ct) == ContentType
+}
+
+// asciiLower maps A-Z to a-z and leaves every other octet as it is.
+func asciiLower(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + ('a' - 'A')
+		}
+		return r
+	}, s)
+}
+
+// checkHeaders applies the draft's rules to the two header buckets (HC-15,
+// HC-17, HC-18, HC-60): only the protected alg and content type count; crit
+// is refused in either bucket; kid may be in either, and is reported with
+// where it came from.
+func (s *sign1) checkHeaders(strict bool) (Header, error) {
+	ct, ok := s.prot[labelContentType]
+	if !ok {
+		return Header{}, fmt.Errorf("%w: content type (label 3) is missing from the protected header, want %q", ErrType, ContentType)
+	}
+	if t, ok := ct.(string); !ok || !contentTypeMatches(t, strict) {
 		return Header{}, fmt.Errorf("%w: content type %#v, want %q", ErrType, ct, ContentType)
 	}
 
-	if _, ok := hdr[int64(2)]; ok {
+	_, inProt := s.prot[labelCrit]
+	_, inUnpro := s.unpro[labelCrit]
+	if inProt || inUnpro {
 		return Header{}, fmt.Errorf("%w: crit (label 2) is not allowed in a signed handoff", ErrCrit)
 	}
 
-	rawAlg, ok := hdr[int64(1)]
+	rawAlg, ok := s.prot[labelAlg]
 	if !ok {
-		return Header{}, fmt.Errorf("%w: alg (label 1) is missing", ErrAlg)
+		return Header{}, fmt.Errorf("%w: alg (label 1) is missing from the protected header", ErrAlg)
 	}
 	id, ok := rawAlg.(int64)
 	if !ok {
-		return Header{}, fmt.Errorf("%w: alg %#v is not an integer", ErrAlg, rawAlg)
+		return Header{}, fmt.Errorf("%w: alg %#v is not a negative integer of an accepted algorithm", ErrAlg, rawAlg)
 	}
 	alg, ok := algName(id)
 	if !ok {
 		return Header{}, fmt.Errorf("%w: alg %d is not an accepted asymmetric algorithm", ErrAlg, id)
 	}
 
-	var kid []byte
-	if v, ok := hdr[int64(4)]; ok {
-		if kid, ok = v.([]byte); !ok {
-			return Header{}, malformed("kid (label 4) is not a byte string")
+	h := Header{Alg: alg}
+	if v, ok := s.prot[labelKID]; ok {
+		kid, ok := v.([]byte)
+		if !ok {
+			return Header{}, malformed("kid (label 4) is not a byte string (RFC 9052 section 3.1)")
 		}
+		h.KID = string(kid)
 	}
-	return Header{Alg: alg, KID: string(kid)}, nil
+	if v, ok := s.unpro[labelKID]; ok {
+		kid, ok := v.([]byte)
+		if !ok {
+			return Header{}, malformed("unprotected kid (label 4) is not a byte string (RFC 9052 section 3.1)")
+		}
+		h.UnprotectedKID = string(kid)
+	}
+	return h, nil
 }
 
 func malformed(format string, args ...any) error {

@@ -108,8 +108,9 @@ func twinToken(token []byte, alg string) ([]byte, bool) {
 var fuzzSentinels = []error{jws.ErrMalformed, jws.ErrTooLarge, jws.ErrType, jws.ErrCrit,
 	jws.ErrEmbeddedKey, jws.ErrAlg, jws.ErrNoKey, jws.ErrSignature}
 
-// FuzzOpen mutates valid tokens. Open never panics; an error wraps one of
-// the package's sentinels and comes with a nil payload and a zero header;
+// FuzzOpen mutates valid tokens. Open never panics, in either profile; an
+// error wraps one of the package's sentinels and comes with a nil payload
+// and a zero header; the strict profile opens nothing the default does not;
 // and a token that opens is one of the seeds, byte for byte, or the seed
 // with its ECDSA signature replaced by the high-S twin (r, n-s), which
 // verifies too (Wycheproof marks it valid; the root package treats it as
@@ -132,7 +133,16 @@ func FuzzOpen(f *testing.F) {
 	f.Add([]byte(""))
 	lookup := func(jws.Header, []byte) ([]jws.Key, error) { return keys, nil }
 	f.Fuzz(func(t *testing.T, token []byte) {
+		// The strict profile only adds checks: whatever it opens, the
+		// default profile opens the same way.
+		strictPayload, strictHeader, strictErr := jws.OpenWith(token, lookup, jws.Options{MaxSize: 4096, Strict: true})
 		payload, h, err := jws.Open(token, lookup, 4096)
+		if strictErr == nil && (err != nil || !bytes.Equal(strictPayload, payload) || strictHeader != h) {
+			t.Fatalf("strict opens %q, default gives %q, %v, %v", token, payload, h, err)
+		}
+		if strictErr != nil && (strictPayload != nil || strictHeader != (jws.Header{})) {
+			t.Fatalf("strict error %v with payload %q, header %v", strictErr, strictPayload, strictHeader)
+		}
 		if err != nil {
 			if payload != nil || h != (jws.Header{}) {
 				t.Fatalf("error %v with payload %q, header %v", err, payload, h)

@@ -9,15 +9,19 @@ import (
 	"unicode/utf8"
 )
 
-// registered lists the header parameter names whose case variants are
-// refused: a member "ALG" or "Kid" beside (or instead of) "alg" or "kid" is a
-// classic way to make two parsers read two different headers.
+// registered lists the header parameter names whose case variants the
+// strict profile refuses: a member "ALG" or "Kid" beside (or instead of)
+// "alg" or "kid" is a classic way to make two parsers read two different
+// headers. By default such a member is an unknown one, and ignored (RFC 7515
+// section 4: names are case-sensitive, and parameters not understood MUST be
+// ignored).
 var registered = []string{
 	"alg", "kid", "typ", "cty", "crit", "b64",
 	"jwk", "jku", "x5c", "x5u", "x5t", "x5t#S256",
 }
 
-// embeddedKey lists the header parameters that carry or point to a key.
+// embeddedKey lists the header parameters that carry or point to a key. By
+// default they are ignored; the strict profile refuses them.
 var embeddedKey = []string{"jwk", "jku", "x5c", "x5u", "x5t", "x5t#S256"}
 
 // protected is a protected header as parsed by parseHeader.
@@ -33,13 +37,18 @@ func (p *protected) has(name string) bool {
 	return ok
 }
 
-// parseHeader parses the decoded protected header strictly: a single JSON
-// object in valid UTF-8, no duplicate member names at any depth, no case
-// variant of a registered name, string values for alg, kid and typ. It does
-// not judge the values; see check.
-func parseHeader(b []byte) (*protected, error) {
+// parseHeader parses the decoded protected header: a single JSON object in
+// valid UTF-8 with no escaped lone surrogate (RFC 7493 section 2.1), no
+// duplicate member names at any depth (RFC 7515 section 4, RFC 7493 section
+// 2.3), and string values for alg, kid and typ (RFC 7515 sections 4.1.1,
+// 4.1.4, 4.1.9). In the strict profile, a case variant of a registered name
+// is refused too. It does not judge the values; see check.
+func parseHeader(b []byte, strict bool) (*protected, error) {
 	if !utf8.Valid(b) {
 		return nil, malformed("protected header is not valid UTF-8")
+	}
+	if loneSurrogate(b) {
+		return nil, malformed("protected header has an escaped lone surrogate (RFC 7493 section 2.1)")
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
@@ -50,7 +59,7 @@ func parseHeader(b []byte) (*protected, error) {
 	if tok != json.Delim('{') {
 		return nil, malformed("protected header is not a JSON object")
 	}
-	if err := walkObject(dec, true); err != nil {
+	if err := walkObject(dec, strict); err != nil {
 		return nil, err
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -76,10 +85,77 @@ func parseHeader(b []byte) (*protected, error) {
 	return p, nil
 }
 
+// loneSurrogate reports whether the JSON text b, already known to be valid
+// UTF-8, has a \u escape of a surrogate that is not part of a high-low pair.
+// encoding/json would decode it to U+FFFD, so that two distinct names could
+// compare equal. b need not be valid JSON: only string contents are looked
+// at, and a malformed escape is left for the JSON decoder to refuse.
+func loneSurrogate(b []byte) bool {
+	inString := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if !inString {
+			inString = c == '"'
+			continue
+		}
+		switch c {
+		case '"':
+			inString = false
+		case '\\':
+			if i+1 < len(b) && b[i+1] != 'u' {
+				i++ // a two-character escape
+				continue
+			}
+			r, ok := hex4(b, i+2)
+			if !ok {
+				continue
+			}
+			switch {
+			case 0xDC00 <= r && r <= 0xDFFF:
+				return true // low surrogate without a high one before it
+			case 0xD800 <= r && r <= 0xDBFF:
+				if i+7 >= len(b) || b[i+6] != '\\' || b[i+7] != 'u' {
+					return true
+				}
+				lo, ok := hex4(b, i+8)
+				if !ok || lo < 0xDC00 || lo > 0xDFFF {
+					return true
+				}
+				i += 11 // both escapes
+			default:
+				i += 5
+			}
+		}
+	}
+	return false
+}
+
+// hex4 reads four hexadecimal digits at b[i:].
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		r <<= 4
+		switch {
+		case '0' <= c && c <= '9':
+			r |= rune(c - '0')
+		case 'a' <= c && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case 'A' <= c && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
 // walkObject reads the members of an object whose '{' has been read, up to
-// and including its '}', refusing duplicate names (and, at the top level,
-// case variants of registered names).
-func walkObject(dec *json.Decoder, top bool) error {
+// and including its '}', refusing duplicate names. With caseVariants, it
+// refuses a name that differs from a registered one only in case.
+func walkObject(dec *json.Decoder, caseVariants bool) error {
 	seen := make(map[string]bool)
 	for dec.More() {
 		tok, err := dec.Token()
@@ -94,10 +170,10 @@ func walkObject(dec *json.Decoder, top bool) error {
 			return malformed("protected header: duplicate member %q", name)
 		}
 		seen[name] = true
-		if top {
+		if caseVariants {
 			for _, r := range registered {
 				if name != r && strings.EqualFold(name, r) {
-					return malformed("protected header: member %q differs from %q only in case", name, r)
+					return malformed("protected header: member %q differs from %q only in case (strict profile)", name, r)
 				}
 			}
 		}
@@ -132,22 +208,52 @@ func walkValue(dec *json.Decoder) error {
 	return nil
 }
 
+// typeMatches reports whether typ names the media type of a signed handoff
+// in JWS form as RFC 7515 section 4.1.9 compares media types: "application/"
+// may be omitted when no other '/' appears, and type and subtype names are
+// case-insensitive (RFC 2045, RFC 6838 section 4.2). Only ASCII letters fold,
+// as media type names are ASCII: no other character stands for one. Media
+// type parameters are not part of the type the draft names, so
+// "agent-handoff+jwt; v=1" does not match.
+func typeMatches(typ string) bool {
+	t := asciiLower(typ)
+	if !strings.Contains(t, "/") {
+		t = "application/" + t
+	}
+	return t == "application/"+Type
+}
+
+// asciiLower maps A-Z to a-z and leaves every other octet as it is.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + ('a' - 'A')
+		}
+	}
+	return string(b)
+}
+
 // check applies the draft's rules to a parsed header, in the order the
 // package documentation gives (HC-14, HC-15, HC-21, HC-60).
-func (p *protected) check() error {
+func (p *protected) check(strict bool) error {
 	switch {
 	case !p.has("typ"):
 		return fmt.Errorf("%w: typ is missing, want %q", ErrType, Type)
-	case p.typ != Type:
+	case strict && p.typ != Type:
+		return fmt.Errorf("%w: typ %q, want exactly %q (strict profile)", ErrType, p.typ, Type)
+	case !typeMatches(p.typ):
 		return fmt.Errorf("%w: typ %q, want %q", ErrType, p.typ, Type)
 	case p.has("crit"):
 		return fmt.Errorf("%w: crit is not allowed in a signed handoff", ErrCrit)
 	case p.has("b64"):
-		return fmt.Errorf("%w: b64 (RFC 7797) is not allowed in a signed handoff", ErrCrit)
+		return fmt.Errorf("%w: b64 (RFC 7797) without crit, which RFC 7797 section 6 requires with it", ErrCrit)
 	}
-	for _, name := range embeddedKey {
-		if p.has(name) {
-			return fmt.Errorf("%w: %s in the protected header", ErrEmbeddedKey, name)
+	if strict {
+		for _, name := range embeddedKey {
+			if p.has(name) {
+				return fmt.Errorf("%w: %s in the protected header (strict profile)", ErrEmbeddedKey, name)
+			}
 		}
 	}
 	switch {
@@ -155,8 +261,10 @@ func (p *protected) check() error {
 		return fmt.Errorf("%w: alg is missing", ErrAlg)
 	case !supported(p.alg):
 		return fmt.Errorf("%w: alg %q is not an accepted asymmetric algorithm", ErrAlg, p.alg)
-	case p.kid == "":
-		return malformed("kid is missing or empty")
+	case !p.has("kid"):
+		return malformed("kid is missing (HC-14)")
+	case strict && p.kid == "":
+		return malformed("kid is empty (strict profile)")
 	}
 	return nil
 }

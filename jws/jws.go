@@ -30,18 +30,22 @@ const DefaultMaxSize = 16 << 10
 // Errors returned by Open (and Sign, for a bad algorithm or key). Each is
 // wrapped with a detail for people; test for them with errors.Is.
 var (
-	// ErrMalformed: not a strict JWS Compact Serialization, a header that
-	// is not a strict JSON object, or a missing kid.
+	// ErrMalformed: not a JWS Compact Serialization in canonical
+	// base64url, a header that is not one I-JSON object, a non-string alg,
+	// kid or typ, or a missing kid.
 	ErrMalformed = errors.New("jws: malformed")
 	// ErrTooLarge: the input is longer than the size limit.
 	ErrTooLarge = errors.New("jws: too large")
-	// ErrType: typ is not exactly "agent-handoff+jwt" (HC-14, HC-60).
+	// ErrType: typ is missing or does not name the media type
+	// application/agent-handoff+jwt (HC-14, HC-60); in the strict profile,
+	// is not exactly "agent-handoff+jwt".
 	ErrType = errors.New("jws: wrong typ")
-	// ErrCrit: the header has crit (or b64), which a signed handoff must
-	// not have (HC-14).
+	// ErrCrit: the header has crit, which a signed handoff must not have
+	// (HC-14), or b64, which RFC 7797 section 6 allows only with crit.
 	ErrCrit = errors.New("jws: crit not allowed")
-	// ErrEmbeddedKey: the header carries or points to a key or certificate
-	// (jwk, jku, x5c, x5u, x5t, x5t#S256), which is never trusted (HC-21).
+	// ErrEmbeddedKey: in the strict profile only, the header carries or
+	// points to a key or certificate (jwk, jku, x5c, x5u, x5t, x5t#S256).
+	// By default these are ignored: never parsed, never used (HC-21).
 	ErrEmbeddedKey = errors.New("jws: key in header")
 	// ErrAlg: alg is not an accepted asymmetric algorithm (HC-15), or no
 	// trusted key is pinned to it (HC-22).
@@ -58,18 +62,36 @@ type Key struct {
 	Alg    string           // ES256, ES384 or EdDSA
 }
 
-// Header is what the protected header of a verified message said.
+// Header is what the protected header of a message said: alg and kid, as
+// given to the [Lookup] before verification and returned by Open after it.
+// KID is the kid string as sent; the draft makes it the RFC 7638 thumbprint
+// of the key (HC-16) but a receiver uses it only to choose which trusted
+// keys to try first.
 type Header struct {
 	Alg string
 	KID string
 }
 
 // Lookup resolves the trusted keys that may have signed a message. It is
-// given the protected header and the payload; the payload is NOT verified
-// yet and is passed only so that the caller can read iss and return the
-// keys its trust configuration binds to it (HC-21). Lookup receives its own
-// copy of the payload.
+// given the protected header and the payload; neither is verified yet. The
+// payload is passed only so that the caller can read iss and return the keys
+// its trust configuration binds to it (HC-21); the header's kid only helps
+// the caller order them. Open tries the returned keys in the order given and
+// stops at the first that verifies, so a caller puts the key the kid names
+// first. Lookup receives its own copy of the payload.
 type Lookup func(h Header, payload []byte) ([]Key, error)
+
+// Options adjusts Open. The zero value is the default profile: exactly what
+// the draft and RFC 7515 accept.
+type Options struct {
+	// MaxSize is the size limit in octets; <= 0 means [DefaultMaxSize].
+	MaxSize int
+	// Strict selects the strict profile, which adds checks the draft does
+	// not make (see the package documentation): typ exactly
+	// "agent-handoff+jwt", a non-empty kid, no member whose name is a case
+	// variant of a registered one, no key or certificate parameter.
+	Strict bool
+}
 
 func supported(alg string) bool { return ecsig.Supported(alg) }
 
@@ -139,37 +161,27 @@ func (s *opaqueSigner) SignPayload(payload []byte, alg jose.SignatureAlgorithm) 
 	return ecsig.Sign(s.rand, s.key, s.alg, payload)
 }
 
-// verifier is the go-jose verifier for one trusted key pinned to one
-// algorithm. It hands the signing input and the signature to ecsig.Verify,
-// the same function cose uses and the Wycheproof tests drive.
-type verifier struct {
-	pub crypto.PublicKey
-	alg string
-}
-
-var _ jose.OpaqueVerifier = verifier{}
-
-func (v verifier) VerifyPayload(payload, signature []byte, alg jose.SignatureAlgorithm) error {
-	if string(alg) != v.alg {
-		return fmt.Errorf("jws: key pinned to %s used for %s", v.alg, alg)
-	}
-	return ecsig.Verify(v.pub, v.alg, payload, signature)
-}
-
-// Open checks token as a signed handoff in JWS form and returns its payload,
-// the exact octets that were signed, and its header. The checks and their
-// order are in the package documentation. maxSize <= 0 means
-// [DefaultMaxSize]. On error, the payload is nil and the Header zero.
+// Open checks token as a signed handoff in JWS form, in the default
+// profile, and returns its payload, the exact octets that were signed, and
+// its header. It is OpenWith with Options{MaxSize: maxSize}.
 func Open(token []byte, lookup Lookup, maxSize int) (payload []byte, h Header, err error) {
-	c, err := parse(token, maxSize)
+	return OpenWith(token, lookup, Options{MaxSize: maxSize})
+}
+
+// OpenWith checks token as a signed handoff in JWS form under opts and
+// returns its payload, the exact octets that were signed, and its header.
+// The checks and their order are in the package documentation. On error,
+// the payload is nil and the Header zero.
+func OpenWith(token []byte, lookup Lookup, opts Options) (payload []byte, h Header, err error) {
+	c, err := parse(token, opts.MaxSize)
 	if err != nil {
 		return nil, Header{}, err
 	}
-	hdr, err := parseHeader(c.header)
+	hdr, err := parseHeader(c.header, opts.Strict)
 	if err != nil {
 		return nil, Header{}, err
 	}
-	if err := hdr.check(); err != nil {
+	if err := hdr.check(opts.Strict); err != nil {
 		return nil, Header{}, err
 	}
 	h = Header{Alg: hdr.alg, KID: hdr.kid}
@@ -183,7 +195,7 @@ func Open(token []byte, lookup Lookup, maxSize int) (payload []byte, h Header, e
 	if len(keys) == 0 {
 		return nil, Header{}, fmt.Errorf("%w: for kid %q", ErrNoKey, h.KID)
 	}
-	if err := verify(token, h.Alg, keys); err != nil {
+	if err := verify(c, h.Alg, keys); err != nil {
 		return nil, Header{}, err
 	}
 	return c.payload, h, nil
@@ -204,6 +216,9 @@ func UnsafePayload(token []byte, maxSize int) ([]byte, error) {
 // compact is a JWS Compact Serialization split and decoded.
 type compact struct {
 	header, payload, signature []byte
+	// signingInput is the JWS Signing Input, the first two segments and
+	// the dot between them exactly as sent (RFC 7515 section 5.2, step 8).
+	signingInput []byte
 }
 
 // parse checks the size and the strict compact form and decodes the three
@@ -230,7 +245,10 @@ func parse(token []byte, maxSize int) (*compact, error) {
 		}
 		out[i] = b
 	}
-	return &compact{header: out[0], payload: out[1], signature: out[2]}, nil
+	return &compact{
+		header: out[0], payload: out[1], signature: out[2],
+		signingInput: token[:len(segs[0])+1+len(segs[1])],
+	}, nil
 }
 
 // decodeSegment decodes one segment as strict, canonical base64url without
@@ -258,8 +276,14 @@ func decodeSegment(seg []byte) ([]byte, error) {
 }
 
 // verify verifies the signature of a token whose form and header have been
-// checked, with each key pinned to alg (HC-22), through go-jose.
-func verify(token []byte, alg string, keys []Key) error {
+// checked, with each key pinned to alg (HC-22), in the order given. The
+// signature is over the JWS Signing Input as sent (RFC 7515 section 5.2,
+// step 8) and is checked by ecsig.Verify, the function go-jose would call
+// through an OpaqueVerifier: go-jose's own parser is not used, because it
+// interprets jwk and x5c and fails on numbers beyond float64, which would
+// make valid messages with such parameters fail (see the package
+// documentation).
+func verify(c *compact, alg string, keys []Key) error {
 	var candidates []Key
 	var keyErr error
 	for _, k := range keys {
@@ -278,12 +302,8 @@ func verify(token []byte, alg string, keys []Key) error {
 		}
 		return fmt.Errorf("%w: no trusted key is pinned to %s", ErrAlg, alg)
 	}
-	obj, err := jose.ParseSignedCompact(string(token), []jose.SignatureAlgorithm{jose.SignatureAlgorithm(alg)})
-	if err != nil {
-		return malformed("%v", err)
-	}
 	for _, k := range candidates {
-		if _, err := obj.Verify(verifier{pub: k.Public, alg: alg}); err == nil {
+		if err := ecsig.Verify(k.Public, alg, c.signingInput, c.signature); err == nil {
 			return nil
 		}
 	}

@@ -262,6 +262,12 @@ func TestOpen_Hostile(t *testing.T) {
 		// goJoseAccepts marks tokens that go-jose on its own parses and
 		// verifies: the checks that refuse them are this package's.
 		goJoseAccepts bool
+		// want is the error under the strict profile, and by default
+		// unless defaultOK or defaultWant says otherwise. defaultOK marks
+		// an input the draft and its RFCs allow: the default profile
+		// opens it, only the strict profile refuses it.
+		defaultOK   bool
+		defaultWant error
 	}
 	rows := []row{
 		// HC-15: alg.
@@ -280,32 +286,43 @@ func TestOpen_Hostile(t *testing.T) {
 		{name: "HC14 b64 without crit", token: craftUnencoded(t, key, hdr(`,"b64":false`), testPayload), goJoseAccepts: true, want: jws.ErrCrit},
 		{name: "HC14 crit empty", token: craft(t, key, hdr(`,"crit":[]`), testPayload), want: jws.ErrCrit},
 		// HC-21: keys in the message are never trusted.
-		{name: "HC21 jwk", token: craft(t, key, hdr(`,"jwk":`+string(jwk)), testPayload), goJoseAccepts: true, want: jws.ErrEmbeddedKey},
-		{name: "HC21 jku", token: craft(t, key, hdr(`,"jku":"https://attacker.example/jwks"`), testPayload), want: jws.ErrEmbeddedKey},
-		{name: "HC21 x5c", token: craft(t, key, hdr(`,"x5c":["MIIB"]`), testPayload), want: jws.ErrEmbeddedKey},
-		{name: "HC21 x5u", token: craft(t, key, hdr(`,"x5u":"https://attacker.example/cert"`), testPayload), goJoseAccepts: true, want: jws.ErrEmbeddedKey},
-		{name: "HC21 x5t", token: craft(t, key, hdr(`,"x5t":"AAAA"`), testPayload), want: jws.ErrEmbeddedKey},
-		{name: "HC21 x5t#S256", token: craft(t, key, hdr(`,"x5t#S256":"AAAA"`), testPayload), want: jws.ErrEmbeddedKey},
+		{name: "HC21 jwk", token: craft(t, key, hdr(`,"jwk":`+string(jwk)), testPayload), goJoseAccepts: true, want: jws.ErrEmbeddedKey, defaultOK: true},
+		{name: "HC21 jku", token: craft(t, key, hdr(`,"jku":"https://attacker.example/jwks"`), testPayload), want: jws.ErrEmbeddedKey, defaultOK: true},
+		{name: "HC21 x5c", token: craft(t, key, hdr(`,"x5c":["MIIB"]`), testPayload), want: jws.ErrEmbeddedKey, defaultOK: true},
+		{name: "HC21 x5u", token: craft(t, key, hdr(`,"x5u":"https://attacker.example/cert"`), testPayload), goJoseAccepts: true, want: jws.ErrEmbeddedKey, defaultOK: true},
+		{name: "HC21 x5t", token: craft(t, key, hdr(`,"x5t":"AAAA"`), testPayload), want: jws.ErrEmbeddedKey, defaultOK: true},
+		{name: "HC21 x5t#S256", token: craft(t, key, hdr(`,"x5t#S256":"AAAA"`), testPayload), want: jws.ErrEmbeddedKey, defaultOK: true},
 		// HC-14, HC-60: typ.
 		{name: "HC14 HC60 typ absent", token: craft(t, key, `{"alg":"ES256","kid":"k"}`, testPayload), goJoseAccepts: true, want: jws.ErrType},
 		{name: "HC14 HC60 typ JWT", token: craft(t, key, `{"alg":"ES256","kid":"k","typ":"JWT"}`, testPayload), goJoseAccepts: true, want: jws.ErrType},
-		{name: "HC14 HC60 typ other case", token: craft(t, key, `{"alg":"ES256","kid":"k","typ":"Agent-Handoff+JWT"}`, testPayload), want: jws.ErrType},
+		{name: "HC14 HC60 typ other case", token: craft(t, key, `{"alg":"ES256","kid":"k","typ":"Agent-Handoff+JWT"}`, testPayload), want: jws.ErrType, defaultOK: true},
 		{name: "HC14 HC60 typ with parameter", token: craft(t, key, `{"alg":"ES256","kid":"k","typ":"agent-handoff+jwt; v=1"}`, testPayload), want: jws.ErrType},
-		{name: "HC14 HC60 typ long form", token: craft(t, key, `{"alg":"ES256","kid":"k","typ":"application/agent-handoff+jwt"}`, testPayload), want: jws.ErrType},
+		{name: "HC14 HC60 typ long form", token: craft(t, key, `{"alg":"ES256","kid":"k","typ":"application/agent-handoff+jwt"}`, testPayload), want: jws.ErrType, defaultOK: true},
+		{name: "HC14 HC60 typ long form other case", token: craft(t, key, `{"alg":"ES256","kid":"k","typ":"APPLICATION/Agent-Handoff+Jwt"}`, testPayload), want: jws.ErrType, defaultOK: true},
+		{name: "HC14 HC60 typ other type", token: craft(t, key, `{"alg":"ES256","kid":"k","typ":"text/agent-handoff+jwt"}`, testPayload), want: jws.ErrType},
+		{name: "HC14 HC60 typ two slashes", token: craft(t, key, `{"alg":"ES256","kid":"k","typ":"application/application/agent-handoff+jwt"}`, testPayload), want: jws.ErrType},
+		{name: "HC14 HC60 typ trailing space", token: craft(t, key, `{"alg":"ES256","kid":"k","typ":"agent-handoff+jwt "}`, testPayload), want: jws.ErrType},
+		{name: "HC14 HC60 typ empty", token: craft(t, key, `{"alg":"ES256","kid":"k","typ":""}`, testPayload), want: jws.ErrType},
 		{name: "HC14 HC60 typ not a string", token: craft(t, key, `{"alg":"ES256","kid":"k","typ":["agent-handoff+jwt"]}`, testPayload), want: jws.ErrMalformed},
 		// HC-14: kid.
 		{name: "HC14 kid absent", token: craft(t, key, `{"alg":"ES256","typ":"agent-handoff+jwt"}`, testPayload), want: jws.ErrMalformed},
-		{name: "HC14 kid empty", token: craft(t, key, `{"alg":"ES256","kid":"","typ":"agent-handoff+jwt"}`, testPayload), want: jws.ErrMalformed},
+		{name: "HC14 kid empty", token: craft(t, key, `{"alg":"ES256","kid":"","typ":"agent-handoff+jwt"}`, testPayload), want: jws.ErrMalformed, defaultOK: true},
+		{name: "HC14 kid not a string", token: craft(t, key, `{"alg":"ES256","kid":7,"typ":"agent-handoff+jwt"}`, testPayload), want: jws.ErrMalformed},
+		{name: "HC14 kid lone surrogate", token: craft(t, key, `{"alg":"ES256","kid":"k\udc00","typ":"agent-handoff+jwt"}`, testPayload), want: jws.ErrMalformed},
+		{name: "HC14 kid lone high surrogate", token: craft(t, key, `{"alg":"ES256","kid":"k\ud800x","typ":"agent-handoff+jwt"}`, testPayload), want: jws.ErrMalformed},
+		{name: "HC14 kid reversed pair", token: craft(t, key, `{"alg":"ES256","kid":"\udc00\ud800","typ":"agent-handoff+jwt"}`, testPayload), want: jws.ErrMalformed},
+		{name: "HC14 member name lone surrogate", token: craft(t, key, hdr(`,"\ud800":1`), testPayload), want: jws.ErrMalformed},
+		{name: "HC14 unknown value lone surrogate", token: craft(t, key, hdr(`,"x":["\uDFFF"]`), testPayload), want: jws.ErrMalformed},
 		{name: "HC14 kid null", token: craft(t, key, `{"alg":"ES256","kid":null,"typ":"agent-handoff+jwt"}`, testPayload), want: jws.ErrMalformed},
 		// Strict header JSON.
 		{name: "HC14 duplicate alg", token: craft(t, key, `{"alg":"none","alg":"ES256","kid":"k","typ":"agent-handoff+jwt"}`, testPayload), want: jws.ErrMalformed},
 		{name: "HC14 duplicate typ", token: craft(t, key, `{"alg":"ES256","kid":"k","typ":"JWT","typ":"agent-handoff+jwt"}`, testPayload), want: jws.ErrMalformed},
 		{name: "HC14 duplicate by escape", token: craft(t, key, `{"alg":"ES256","kid":"k","typ":"agent-handoff+jwt","\u0074yp":"JWT"}`, testPayload), want: jws.ErrMalformed},
 		{name: "HC14 duplicate nested", token: craft(t, key, hdr(`,"ext":{"a":1,"a":2}`), testPayload), want: jws.ErrMalformed},
-		{name: "HC14 case variant ALG", token: craft(t, key, hdr(`,"ALG":"none"`), testPayload), goJoseAccepts: true, want: jws.ErrMalformed},
-		{name: "HC14 case variant Typ", token: craft(t, key, `{"alg":"ES256","kid":"k","Typ":"agent-handoff+jwt"}`, testPayload), want: jws.ErrMalformed},
-		{name: "HC14 case variant Crit", token: craft(t, key, hdr(`,"Crit":["exp"]`), testPayload), want: jws.ErrMalformed},
-		{name: "HC14 case variant JWK", token: craft(t, key, hdr(`,"JWK":{}`), testPayload), want: jws.ErrMalformed},
+		{name: "HC14 case variant ALG", token: craft(t, key, hdr(`,"ALG":"none"`), testPayload), goJoseAccepts: true, want: jws.ErrMalformed, defaultOK: true},
+		{name: "HC14 case variant Typ", token: craft(t, key, `{"alg":"ES256","kid":"k","Typ":"agent-handoff+jwt"}`, testPayload), want: jws.ErrMalformed, defaultWant: jws.ErrType},
+		{name: "HC14 case variant Crit", token: craft(t, key, hdr(`,"Crit":["exp"]`), testPayload), want: jws.ErrMalformed, defaultOK: true},
+		{name: "HC14 case variant JWK", token: craft(t, key, hdr(`,"JWK":{}`), testPayload), want: jws.ErrMalformed, defaultOK: true},
 		{name: "HC14 header array", token: craft(t, key, `[`+hdr("")+`]`, testPayload), want: jws.ErrMalformed},
 		{name: "HC14 header trailing data", token: craft(t, key, hdr("")+`{}`, testPayload), want: jws.ErrMalformed},
 		{name: "HC14 header invalid UTF-8", token: craft(t, key, hdr(`,"x":"`+"\xff"+`"`), testPayload), want: jws.ErrMalformed},
@@ -382,12 +399,25 @@ func TestOpen_Hostile(t *testing.T) {
 			if maxSize == 0 {
 				maxSize = 4096
 			}
-			payload, h, err := jws.Open(tc.token, counting, maxSize)
-			require.Error(t, err)
-			assert.ErrorIs(t, err, tc.want, "got %v", err)
-			assert.Nil(t, payload)
-			assert.Equal(t, jws.Header{}, h)
-			assert.Equal(t, tc.consult, consulted, "lookup consulted")
+			for _, strict := range []bool{true, false} {
+				consulted = false
+				payload, h, err := jws.OpenWith(tc.token, counting, jws.Options{MaxSize: maxSize, Strict: strict})
+				if !strict && tc.defaultOK {
+					require.NoError(t, err, "the default profile opens it")
+					assert.Equal(t, testPayload, string(payload))
+					assert.Equal(t, jws.ES256, h.Alg)
+					continue
+				}
+				want := tc.want
+				if !strict && tc.defaultWant != nil {
+					want = tc.defaultWant
+				}
+				require.Error(t, err, "strict %v", strict)
+				assert.ErrorIs(t, err, want, "strict %v: got %v", strict, err)
+				assert.Nil(t, payload)
+				assert.Equal(t, jws.Header{}, h)
+				assert.Equal(t, tc.consult, consulted, "strict %v: lookup consulted", strict)
+			}
 
 			if tc.goJoseAccepts {
 				obj, err := jose.ParseSignedCompact(string(tc.token), []jose.SignatureAlgorithm{jose.ES256})
@@ -574,4 +604,139 @@ func TestOpen_DraftExample(t *testing.T) {
 	folded := draftHandoff[strings.Index(draftHandoff, `"eyJ`)+1 : strings.Index(draftHandoff, `",`)]
 	_, _, err = jws.Open([]byte(folded), pin(planner.Key, jws.ES256), 0)
 	assert.ErrorIs(t, err, jws.ErrMalformed)
+}
+
+// TestOpen_HC21_IgnoredParameters: header parameters the draft does not
+// forbid are ignored, never used (RFC 7515 section 4: parameters not
+// understood MUST be ignored; the draft forbids only crit, HC-14). Keys and
+// certificates in the header decide nothing (HC-21): a message signed by
+// the key its own jwk names fails against the trusted key. go-jose's parser
+// refuses several of these valid messages, which is why Open does not use
+// it; the strict profile refuses them all.
+func TestOpen_HC21_IgnoredParameters(t *testing.T) {
+	trusted := newKey(t, jws.ES256)
+	attacker := newKey(t, jws.ES256)
+	attackerJWK, err := json.Marshal(jose.JSONWebKey{Key: attacker.Public()})
+	require.NoError(t, err)
+	hdr := func(members string) string {
+		return `{"alg":"ES256","kid":"k","typ":"agent-handoff+jwt"` + members + `}`
+	}
+	for _, tc := range []struct {
+		name          string
+		members       string
+		goJoseRefuses bool
+		strictWant    error
+	}{
+		{"x5c not a certificate", `,"x5c":["MIIB"]`, true, jws.ErrEmbeddedKey},
+		{"x5c not base64", `,"x5c":["%%%"]`, true, jws.ErrEmbeddedKey},
+		{"x5c not an array", `,"x5c":{"a":1}`, true, jws.ErrEmbeddedKey},
+		{"jwk of another key", `,"jwk":` + string(attackerJWK), false, jws.ErrEmbeddedKey},
+		{"jwk not a key", `,"jwk":{"kty":"nope"}`, true, jws.ErrEmbeddedKey},
+		{"jwk private", `,"jwk":{"kty":"oct","k":"AAAA"}`, true, jws.ErrEmbeddedKey},
+		{"jku", `,"jku":"https://attacker.example/jwks"`, false, jws.ErrEmbeddedKey},
+		{"x5u", `,"x5u":"https://attacker.example/cert"`, false, jws.ErrEmbeddedKey},
+		{"x5t", `,"x5t":7`, false, jws.ErrEmbeddedKey},
+		{"x5t#S256", `,"x5t#S256":null`, false, jws.ErrEmbeddedKey},
+		{"huge number", `,"n":1e400`, true, nil},
+		{"huge negative number", `,"n":-1e999999`, true, nil},
+		{"long integer", `,"n":123456789012345678901234567890123456789`, false, nil},
+		{"every JSON type", `,"o":{"a":[1,2.5,true,false,null,"s",{"b":{}}]},"e":[]`, false, nil},
+		{"noncharacter", `,"x":"\uFFFF\uFDD0"`, false, nil},
+		{"surrogate pair", `,"x":"\ud83d\ude00"`, false, nil},
+		{"case variant", `,"ALG":"none","Kid":7,"CRIT":["x"]`, false, jws.ErrMalformed},
+		{"nonce and cty", `,"nonce":"n","cty":"JWT"`, false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			token := craft(t, trusted, hdr(tc.members), testPayload)
+			var seen jws.Header
+			payload, h, err := jws.Open(token, func(h jws.Header, _ []byte) ([]jws.Key, error) {
+				seen = h
+				return []jws.Key{{Public: trusted.Public(), Alg: jws.ES256}}, nil
+			}, 0)
+			require.NoError(t, err)
+			assert.Equal(t, testPayload, string(payload))
+			assert.Equal(t, jws.Header{Alg: jws.ES256, KID: "k"}, h)
+			assert.Equal(t, h, seen)
+
+			// The same header on a message the attacker signed: nothing in
+			// it makes the attacker's key count.
+			forged := craft(t, attacker, hdr(tc.members), testPayload)
+			_, _, err = jws.Open(forged, pin(trusted.Public(), jws.ES256), 0)
+			assert.ErrorIs(t, err, jws.ErrSignature)
+
+			_, _, err = jws.OpenWith(token, pin(trusted.Public(), jws.ES256), jws.Options{Strict: true})
+			if tc.strictWant != nil {
+				assert.ErrorIs(t, err, tc.strictWant, "strict profile")
+			} else {
+				assert.NoError(t, err, "strict profile")
+			}
+
+			_, err = jose.ParseSignedCompact(string(token), []jose.SignatureAlgorithm{jose.ES256})
+			if tc.goJoseRefuses {
+				assert.Error(t, err, "go-jose refuses this valid message")
+			}
+		})
+	}
+}
+
+// TestOpen_HC14_HC60_TypeComparison: RFC 7515 section 4.1.9 compares typ as
+// a media type, case-insensitively and with "application/" optional; the
+// strict profile wants the exact string the draft writes.
+func TestOpen_HC14_HC60_TypeComparison(t *testing.T) {
+	key := newKey(t, jws.ES256)
+	for typ, defaultOK := range map[string]bool{
+		"agent-handoff+jwt":              true,
+		"AGENT-HANDOFF+JWT":              true,
+		"application/agent-handoff+jwt":  true,
+		"Application/Agent-Handoff+JWT":  true,
+		"agent-handoff+jwt;v=1":          false,
+		"application/agent-handoff+json": false,
+		"agent-handoff+jws":              false,
+		"JWT":                            false,
+		"application/jwt":                false,
+		" agent-handoff+jwt":             false,
+		"application/ agent-handoff+jwt": false,
+		"x/agent-handoff+jwt":            false,
+	} {
+		token := craft(t, key, `{"alg":"ES256","kid":"k","typ":"`+typ+`"}`, testPayload)
+		_, _, err := jws.Open(token, pin(key.Public(), jws.ES256), 0)
+		if defaultOK {
+			assert.NoError(t, err, typ)
+		} else {
+			assert.ErrorIs(t, err, jws.ErrType, typ)
+		}
+		_, _, err = jws.OpenWith(token, pin(key.Public(), jws.ES256), jws.Options{Strict: true})
+		if typ == jws.Type {
+			assert.NoError(t, err, "strict %s", typ)
+		} else {
+			assert.ErrorIs(t, err, jws.ErrType, "strict %s", typ)
+		}
+	}
+}
+
+// TestOpen_LookupSeesKid: the lookup sees the kid, so that it can put the
+// key it names first; the keys it returns decide, whatever the kid says
+// (HC-21, HC-22).
+func TestOpen_LookupSeesKid(t *testing.T) {
+	key := newKey(t, jws.ES256)
+	token, err := jws.Sign([]byte(testPayload), key, jws.ES256, "named", nil)
+	require.NoError(t, err)
+	var tried []string
+	keys := []jws.Key{
+		{Public: newKey(t, jws.ES256).Public(), Alg: jws.ES256},
+		{Public: key.Public(), Alg: jws.ES256},
+		{Public: newKey(t, jws.ES256).Public(), Alg: jws.ES256},
+	}
+	_, h, err := jws.Open(token, func(h jws.Header, _ []byte) ([]jws.Key, error) {
+		tried = append(tried, h.KID)
+		return keys, nil
+	}, 0)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"named"}, tried)
+	assert.Equal(t, "named", h.KID)
+	// A kid that names none of the keys: the lookup still decides.
+	other, err := jws.Sign([]byte(testPayload), key, jws.ES256, "unknown-kid", nil)
+	require.NoError(t, err)
+	_, _, err = jws.Open(other, func(jws.Header, []byte) ([]jws.Key, error) { return keys, nil }, 0)
+	assert.NoError(t, err)
 }

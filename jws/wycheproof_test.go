@@ -29,8 +29,8 @@ type jwsVectors struct {
 // apply to this package through the same code Open uses.
 //
 // Groups "es256" and "SpecialCaseEs256" (ES256 with one P-256 key): every
-// vector goes through the strict compact form check and then verify (go-jose
-// with the single pinned algorithm and the ecsig verifier). The typ, kid and
+// vector goes through the compact form check and then verify (the signing
+// input as sent, checked by ecsig.Verify with the pinned key). The typ, kid and
 // crit rules are skipped because these tokens were not made for this
 // profile; Open itself refuses all of them with ErrType. Every "valid" one
 // verifies and returns the signed payload; every "invalid" one fails.
@@ -64,7 +64,7 @@ func TestWycheproof_JWS(t *testing.T) {
 				token := []byte(tc.JWS)
 				c, err := parse(token, 0)
 				if err == nil {
-					err = verify(token, ES256, keys)
+					err = verify(c, ES256, keys)
 				}
 				switch tc.Result {
 				case "valid":
