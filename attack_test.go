@@ -338,10 +338,25 @@ func TestAttack_HC21_EmbeddedKeys(t *testing.T) {
 		for _, kid := range []string{e.evilKID, e.plannerKID} {
 			t.Run(name+" kid "+kid[:6], func(t *testing.T) {
 				h := `{"alg":"ES256","kid":"` + kid + `","typ":"agent-handoff+jwt"` + members + `}`
-				in := e.receive(atkJSONHandoff(t, atkJWS(t, e.evil, h, atkPayload(t, atkPlanner, ""))))
-				atkRefused(t, in, ReasonBadSignature, ErrSignature, jws.ErrEmbeddedKey)
+				data := atkJSONHandoff(t, atkJWS(t, e.evil, h, atkPayload(t, atkPlanner, "")))
+				// The key in the message is never used (HC-21): the
+				// attacker's signature fails under the planner's key.
+				want, class := ReasonBadSignature, ErrSignature
+				if kid == e.evilKID {
+					want, class = ReasonUntrustedKey, ErrUntrustedKey
+				}
+				atkRefused(t, e.receive(data), want, class)
+				atkRefused(t, receive(t, e.agent(Limits{Strict: true}), data, Host{}), ReasonBadSignature, ErrSignature, jws.ErrEmbeddedKey)
 			})
 		}
+		// The draft forbids only crit: the same parameter beside the
+		// planner's own signature is ignored, and the offer accepted.
+		t.Run(name+" ignored beside the right key", func(t *testing.T) {
+			h := `{"alg":"ES256","kid":"` + e.plannerKID + `","typ":"agent-handoff+jwt"` + members + `}`
+			data := atkJSONHandoff(t, atkJWS(t, e.planner, h, atkPayload(t, atkPlanner, "")))
+			atkAccepted(t, e.receive(data))
+			atkRefused(t, receive(t, e.agent(Limits{Strict: true}), data, Host{}), ReasonBadSignature, ErrSignature, jws.ErrEmbeddedKey)
+		})
 	}
 	// COSE has no such rule in the envelope: a key in the header is simply
 	// never consulted, so the attacker's signature fails under the key the
@@ -390,18 +405,18 @@ func TestAttack_HC21_KidOfAnotherAgent(t *testing.T) {
 	})
 }
 
-// HC-14, HC-60: typ must be exactly "agent-handoff+jwt"; the COSE content
-// type exactly "application/agent-handoff+cbor".
+// HC-14, HC-60: typ names "agent-handoff+jwt" and the COSE content type
+// "application/agent-handoff+cbor". Media types compare without regard to
+// case, and a typ without "/" has "application/" before it (RFC 7515
+// section 4.1.9); the strict profile wants them exactly as the draft
+// writes them.
 func TestAttack_HC60_TypAndContentType(t *testing.T) {
 	e := newAtkEnv(t)
 	kid := `"kid":"` + e.plannerKID + `"`
 	for name, h := range map[string]string{
 		"typ absent":         `{"alg":"ES256",` + kid + `}`,
 		"typ JWT":            `{"alg":"ES256",` + kid + `,"typ":"JWT"}`,
-		"typ wrong case":     `{"alg":"ES256",` + kid + `,"typ":"Agent-Handoff+JWT"}`,
-		"typ upper case":     `{"alg":"ES256",` + kid + `,"typ":"AGENT-HANDOFF+JWT"}`,
 		"typ with parameter": `{"alg":"ES256",` + kid + `,"typ":"agent-handoff+jwt; v=1"}`,
-		"typ long form":      `{"alg":"ES256",` + kid + `,"typ":"application/agent-handoff+jwt"}`,
 		"typ of COSE form":   `{"alg":"ES256",` + kid + `,"typ":"application/agent-handoff+cbor"}`,
 		"typ empty":          `{"alg":"ES256",` + kid + `,"typ":""}`,
 	} {
@@ -413,7 +428,6 @@ func TestAttack_HC60_TypAndContentType(t *testing.T) {
 	for name, ct := range map[string]any{
 		"content type absent":         nil,
 		"content type cbor":           "application/cbor",
-		"content type wrong case":     "Application/Agent-Handoff+CBOR",
 		"content type with parameter": "application/agent-handoff+cbor; v=1",
 		"content type of JWS form":    "agent-handoff+jwt",
 		"content type as integer":     int64(60),
@@ -427,6 +441,23 @@ func TestAttack_HC60_TypAndContentType(t *testing.T) {
 			atkRefused(t, e.receive(atkCOSEHandoff(t, msg)), ReasonBadSignature, ErrSignature, cose.ErrType)
 		})
 	}
+	for name, h := range map[string]string{
+		"typ wrong case": `{"alg":"ES256",` + kid + `,"typ":"Agent-Handoff+JWT"}`,
+		"typ upper case": `{"alg":"ES256",` + kid + `,"typ":"AGENT-HANDOFF+JWT"}`,
+		"typ long form":  `{"alg":"ES256",` + kid + `,"typ":"application/agent-handoff+jwt"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			data := atkJSONHandoff(t, atkJWS(t, e.planner, h, atkPayload(t, atkPlanner, "")))
+			atkAccepted(t, e.receive(data))
+			atkRefused(t, receive(t, e.agent(Limits{Strict: true}), data, Host{}), ReasonBadSignature, ErrSignature, jws.ErrType)
+		})
+	}
+	t.Run("content type wrong case", func(t *testing.T) {
+		m := map[int64]any{1: -7, 4: []byte(e.plannerKID), 3: "Application/Agent-Handoff+CBOR"}
+		data := atkCOSEHandoff(t, atkCOSE(t, e.planner, atkCBOR(t, m), atkCBORPayload(t, atkPlanner)))
+		atkAccepted(t, e.receive(data))
+		atkRefused(t, receive(t, e.agent(Limits{Strict: true}), data, Host{}), ReasonBadSignature, ErrSignature, cose.ErrType)
+	})
 }
 
 // HC-15: the signature is raw r||s at 32 octets each, with r and s in
@@ -1071,9 +1102,9 @@ func atkBstrHead(n, width int) []byte {
 }
 
 // HC-20: one signed offer in COSE form, and every way of writing "the same"
-// message differently: each is refused (the unprotected header is not
-// signed, so it must be empty), and the high-S twin, which verifies, is
-// equivocation.
+// message differently. Those the RFCs make valid verify and are
+// equivocation after the original; the others are refused; the strict
+// profile refuses all; the high-S twin, which verifies, is equivocation.
 func TestMalleability_HC20_COSE(t *testing.T) {
 	e := newAtkEnv(t)
 	orig, err := e.coseSigner.SignOffer(&Offer{Hop: atkHop(t), Dialog: "ctx-atk", Iss: atkPlanner, Aud: atkCoder, Iat: atkIat, Exp: atkExp})
@@ -1137,19 +1168,49 @@ func TestMalleability_HC20_COSE(t *testing.T) {
 	indef = append(indef, 0xff)
 	variants["payload indefinite length"] = append(append(indef, atkBstrHead(len(sig), 0)...), sig...)
 
+	// Valid CBOR that is not in preferred serialization, and unprotected
+	// parameters that decide nothing, are valid COSE_Sign1 messages: RFC
+	// 8949 makes longer heads and indefinite lengths valid, RFC 9052
+	// section 3 leaves the unprotected bucket to the sender, and the draft
+	// asks for alg and content type in the protected header only. They
+	// verify, and each is a different element (HC-20): after the original,
+	// it is equivocation, never a second acceptance. The strict profile
+	// refuses them.
+	valid := map[string]bool{
+		"tag head 0xd8 0x12": true, "tag head 0xd9 0x00 0x12": true, "array head 0x98 0x04": true,
+		"protected head 2 octets": true, "payload head 2 octets": true, "payload head 4 octets": true,
+		"payload head 8 octets": true, "signature head 2 octets": true, "signature head 8 octets": true,
+		"unprotected map head wide": true, "unprotected text label": true, "unprotected x5chain": true,
+		"unprotected counter sig": true, "unprotected indefinite map": true, "indefinite array": true,
+		"payload indefinite length": true,
+	}
 	for name, v := range variants {
 		t.Run(name, func(t *testing.T) {
 			require.NotEqual(t, orig.Octets, v)
-			// An element that does not start with tag 18 in one octet is
-			// not taken for a COSE_Sign1 by the Handoff parser; the others
-			// reach the envelope, whose canonical-form check refuses them.
+			_, err := OpenOffer(Signed{Format: COSE, Octets: v}, e.trust, Limits{Strict: true})
+			assert.ErrorIs(t, err, ErrSignature, "strict profile")
+			assert.Equal(t, ReasonBadSignature, ReasonOf(err))
+			if valid[name] {
+				_, err := OpenOffer(Signed{Format: COSE, Octets: v}, e.trust, Limits{})
+				require.NoError(t, err, "valid COSE_Sign1")
+				a := e.agent(Limits{})
+				atkAccepted(t, receive(t, a, atkCOSEHandoff(t, orig.Octets), Host{}))
+				twin := receive(t, a, atkCOSEHandoff(t, v), Host{})
+				assert.False(t, twin.Accepted())
+				assert.Equal(t, ReasonEquivocation, twin.Reason(), "the same (iss, hop), other octets")
+				assert.Equal(t, ReasonEquivocation, receive(t, a, atkJSONHandoff(t, atkB64(v)), Host{}).Reason())
+				return
+			}
+			// An element that does not start with tag 18 is not taken for
+			// a COSE_Sign1 by the Handoff parser; the others reach the
+			// envelope, which refuses them.
 			class := []error{ErrSignature, cose.ErrMalformed}
-			if v[0] != 0xd2 {
+			if _, ok := coseTagLen(v); !ok {
 				class = []error{ErrMalformed}
 			}
 			atkRefused(t, e.receive(atkCOSEHandoff(t, v)), ReasonBadSignature, class...)
 			atkRefused(t, e.receive(atkJSONHandoff(t, atkB64(v))), ReasonBadSignature, class...)
-			_, err := OpenOffer(Signed{Format: COSE, Octets: v}, e.trust, Limits{})
+			_, err = OpenOffer(Signed{Format: COSE, Octets: v}, e.trust, Limits{})
 			assert.ErrorIs(t, err, ErrSignature)
 			assert.ErrorIs(t, err, cose.ErrMalformed)
 			assert.Equal(t, ReasonBadSignature, ReasonOf(err))

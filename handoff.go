@@ -57,9 +57,10 @@ func ParseSigned(b []byte, lim Limits) (Signed, error) {
 	if len(b) > lim.MaxElementSize {
 		return Signed{}, fmt.Errorf("%w: signed handoff of %d octets exceeds %d", ErrTooLarge, len(b), lim.MaxElementSize)
 	}
-	switch {
-	case len(b) > 0 && b[0] == 0xd2:
+	if _, ok := coseTagLen(b); ok {
 		return Signed{Format: COSE, Octets: bytes.Clone(b)}, nil
+	}
+	switch {
 	case jwsCompact.Match(b):
 		return Signed{Format: JWS, Octets: bytes.Clone(b)}, nil
 	case len(b) > 0 && (b[0] == '{' || b[0] == 0xa1 || b[0] == 0xa2 || b[0] == 0xbf):
@@ -110,7 +111,8 @@ func ParseHandoff(data []byte, lim Limits) (*Handoff, Encoding, error) {
 	switch data[0] {
 	case '{', ' ', '\t', '\r', '\n':
 		enc = JSON
-	case 0xd2:
+	}
+	if _, ok := coseTagLen(data); ok {
 		return nil, 0, malformed("this is a signed handoff (a tagged COSE_Sign1) on its own; a Handoff object {offer, chain} was expected")
 	}
 	if jwsCompact.Match(data) {
@@ -214,7 +216,7 @@ func elementFrom(v any, enc Encoding, lim Limits, path string) (Signed, error) {
 	if len(s.Octets) > lim.MaxElementSize {
 		return Signed{Octets: s.Octets}, fmt.Errorf("%w: %s: element of %d octets exceeds %d", ErrTooLarge, path, len(s.Octets), lim.MaxElementSize)
 	}
-	if s.Format == COSE && (len(s.Octets) == 0 || s.Octets[0] != 0xd2) {
+	if _, ok := coseTagLen(s.Octets); s.Format == COSE && !ok {
 		return Signed{Octets: s.Octets}, malformed("%s: COSE element is not a tagged COSE_Sign1", path)
 	}
 	return s, nil
@@ -264,4 +266,36 @@ func elementValue(s Signed, enc Encoding) any {
 		return base64.RawURLEncoding.EncodeToString(s.Octets)
 	}
 	return s.Octets
+}
+
+// coseTagLen reports whether b starts with the head of tag 18, a
+// COSE_Sign1 (HC-17), in any of the lengths RFC 8949 allows (0xd2, or
+// 0xd8 0x12, ...), and the length of that head.
+func coseTagLen(b []byte) (int, bool) {
+	if len(b) == 0 || b[0]>>5 != 6 {
+		return 0, false
+	}
+	n := 0
+	switch ai := b[0] & 0x1f; {
+	case ai < 24:
+		return 1, ai == 18
+	case ai == 24:
+		n = 1
+	case ai == 25:
+		n = 2
+	case ai == 26:
+		n = 4
+	case ai == 27:
+		n = 8
+	default:
+		return 0, false
+	}
+	if len(b) < 1+n {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b[1 : 1+n] {
+		v = v<<8 | uint64(c)
+	}
+	return 1 + n, v == 18
 }

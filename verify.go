@@ -81,7 +81,7 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 	var err error
 	switch s.Format {
 	case JWS:
-		_, _, err = jws.Open(s.Octets, func(h jws.Header, p []byte) ([]jws.Key, error) {
+		_, _, err = jws.OpenWith(s.Octets, func(h jws.Header, p []byte) ([]jws.Key, error) {
 			var err error
 			if iss, err = decode(p, JSON); err != nil {
 				return nil, err
@@ -96,15 +96,18 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 				return nil, errNoTrustedKey{iss}
 			}
 			return keys, nil
-		}, lim.MaxElementSize)
+		}, jws.Options{MaxSize: lim.MaxElementSize, Strict: lim.Strict})
 	case COSE:
-		_, _, err = cose.Open(s.Octets, func(h cose.Header, p []byte) ([]cose.Key, error) {
+		_, _, err = cose.OpenWith(s.Octets, func(h cose.Header, p []byte) ([]cose.Key, error) {
 			var err error
 			if iss, err = decode(p, CBOR); err != nil {
 				return nil, err
 			}
-			bound, named := trust.candidates(iss, h.KID)
-			foreignKID = h.KID != "" && !named
+			// The kid may sit in either header (HC-18): an unprotected one
+			// only orders the keys bound to iss, which are all tried.
+			kid, _ := h.KeyHint()
+			bound, named := trust.candidates(iss, kid)
+			foreignKID = kid != "" && !named
 			var keys []cose.Key
 			for _, k := range bound {
 				keys = append(keys, cose.Key{Public: k.Public, Alg: k.Alg})
@@ -113,7 +116,7 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 				return nil, errNoTrustedKey{iss}
 			}
 			return keys, nil
-		}, lim.MaxElementSize)
+		}, cose.Options{MaxSize: lim.MaxElementSize, Strict: lim.Strict})
 	default:
 		return reject(ReasonBadSignature, ErrMalformed, "unknown signed form %d", s.Format)
 	}
