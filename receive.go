@@ -268,7 +268,7 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 	if src == nil {
 		src = a.cfg.RefSource
 	}
-	r.Refs, rj = checkRefs(ctx, o.Refs, a.cfg.Refs, src)
+	r.Refs, rj = checkRefs(ctx, o.Refs, a.cfg.Refs, a.cfg.RefCheckers, src)
 	if rj != nil {
 		r.Check, r.rejection = 7, rj
 	}
