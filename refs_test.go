@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -378,4 +380,21 @@ func TestReceive_HC10_HC11_RegisteredKind(t *testing.T) {
 		{name: "not checked: the checker is not run", build: with(RefsNotChecked, RefResult{Outcome: RefVerified}),
 			check: outcomes(RefNotChecked)},
 	})
+}
+
+// The optional kinds live in their own packages: importing handoff links
+// neither the Merkle tree library nor the JCS library, nor those packages.
+func TestRootDoesNotLinkRefKinds(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	require.NoError(t, err, "the go command runs the test suite, so it is on PATH")
+	out, err := exec.Command(goBin, "list", "-deps", ".").Output()
+	require.NoError(t, err)
+	deps := strings.Fields(string(out))
+	require.Contains(t, deps, "github.com/veraison/go-cose", "the listing is of the root package's dependencies")
+	for _, dep := range deps {
+		for _, banned := range []string{"github.com/transparency-dev/merkle", "github.com/gowebpki/jcs",
+			"github.com/agentproto/handoff/scitt", "github.com/agentproto/handoff/learnlog"} {
+			assert.False(t, strings.HasPrefix(dep, banned), "root package links %s", dep)
+		}
+	}
 }
