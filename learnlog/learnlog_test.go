@@ -42,14 +42,14 @@ type vector struct {
 var b64 = base64.RawURLEncoding
 
 // decode reads JSON as the handoff codec does: numbers kept as written.
-func decode(t *testing.T, b []byte, v any) {
+func decode(t testing.TB, b []byte, v any) {
 	t.Helper()
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	require.NoError(t, dec.Decode(v))
 }
 
-func loadVectors(t *testing.T) []*vector {
+func loadVectors(t testing.TB) []*vector {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join("testdata", "vectors", "*.json"))
 	require.NoError(t, err)

@@ -44,7 +44,7 @@ type vector struct {
 
 var b64 = base64.RawURLEncoding
 
-func loadVectors(t *testing.T) []*vector {
+func loadVectors(t testing.TB) []*vector {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join("testdata", "vectors", "*.json"))
 	require.NoError(t, err)
