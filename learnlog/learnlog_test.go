@@ -113,6 +113,15 @@ func TestVectors_HC69_HC11(t *testing.T) {
 	for _, o := range []string{"verified", "mismatch", "unverifiable"} {
 		assert.NotZero(t, outcomes[o], "no vector drives %s", o)
 	}
+	// The scenarios the vector set must cover are all there.
+	have := map[string]bool{}
+	for _, v := range loadVectors(t) {
+		have[v.name] = true
+	}
+	for _, name := range []string{"valid", "wrong-digest", "untrusted-key", "valid-received-not-jcs", "digest-over-received",
+		"non-thumbprint-kid"} {
+		assert.True(t, have[name], "vector %s is missing", name)
+	}
 }
 
 // dig is over the JCS form, not the octets received: the head received as

@@ -129,6 +129,16 @@ func TestVectors_HC68_HC11(t *testing.T) {
 	for _, o := range []string{"verified", "mismatch", "unverifiable"} {
 		assert.NotZero(t, outcomes[o], "no vector drives %s", o)
 	}
+	// The scenarios the vector set must cover are all there.
+	have := map[string]bool{}
+	for _, v := range loadVectors(t) {
+		have[v.name] = true
+	}
+	for _, name := range []string{"valid", "wrong-digest", "valid-unprotected-header-ignored", "unprotected-header-digested",
+		"valid-protected-receipt", "protected-receipt-dropped", "wrong-ts-key", "wrong-index", "wrong-tree-size",
+		"sibling-flipped", "truncated-receipt", "statement-unavailable"} {
+		assert.True(t, have[name], "vector %s is missing", name)
+	}
 }
 
 // failure is the error of the step that fails for v.
