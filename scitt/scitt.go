@@ -133,7 +133,9 @@ func StatementDigest(statement []byte) (handoff.Digest, error) {
 }
 
 // ReceiptFromProof returns the Receipt octets a ContextRef's proof carries:
-// a byte string (CBOR) or base64url text without padding (JSON).
+// a byte string (CBOR) or base64url text without padding (JSON). A decoded
+// ContextRef does not say which encoding it came in, so text is taken from
+// a CBOR offer too; JSON cannot carry a byte string.
 func ReceiptFromProof(p any) ([]byte, error) {
 	switch v := p.(type) {
 	case nil:
