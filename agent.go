@@ -67,6 +67,10 @@ type Config struct {
 	// Refs is the reference policy (step 7) and RefSource its objects.
 	Refs      RefPolicy
 	RefSource RefSource
+	// RefCheckers are the checkers of the reference kinds beyond the
+	// built-in "digest" and "salted-digest" (HC-10, HC-68, HC-69). A kind
+	// with no checker is unverifiable.
+	RefCheckers RefCheckers
 	// VerifiedCache is how many chain elements the agent remembers as
 	// verified, by handoff digest, so that a chain prefix seen before is
 	// not verified twice. Zero means DefaultVerifiedCache; negative turns
@@ -105,6 +109,9 @@ func NewAgent(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("%w: Config.Trust is required", ErrConfig)
 	case cfg.Signer == nil:
 		return nil, fmt.Errorf("%w: Config.Signer is required", ErrConfig)
+	}
+	if err := cfg.RefCheckers.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

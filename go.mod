@@ -5,8 +5,10 @@ go 1.26.0
 require (
 	github.com/fxamacker/cbor/v2 v2.10.0
 	github.com/go-jose/go-jose/v4 v4.1.9
+	github.com/gowebpki/jcs v1.0.2
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
+	github.com/transparency-dev/merkle v0.0.2
 	github.com/veraison/go-cose v1.3.0
 	go.etcd.io/bbolt v1.5.0
 	modernc.org/sqlite v1.62.0

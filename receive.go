@@ -319,7 +319,7 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 		src = a.cfg.RefSource
 	}
 	var rj *Rejection
-	if r.refs, rj = checkRefs(ctx, o.Refs, a.cfg.Refs, src); rj != nil {
+	if r.refs, rj = checkRefs(ctx, o.Refs, a.cfg.Refs, a.cfg.RefCheckers, src); rj != nil {
 		return r.fail(CheckRefs, rj), nil
 	}
 	r.verdict = verdictAccepted

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -253,4 +255,146 @@ func TestReceive_HC61_NoFetchOfLoc(t *testing.T) {
 		}
 	})
 	assert.Zero(t, hits.Load())
+}
+
+// checkerReturning is a checker that returns res, or panics with p.
+func checkerReturning(res RefResult, p any) RefChecker {
+	return RefCheckerFunc(func(context.Context, ContextRef, RefSource) RefResult {
+		if p != nil {
+			panic(p)
+		}
+		return res
+	})
+}
+
+// HC-10, HC-11: the dispatcher reaches registered kinds and never lets a
+// result read verified without a check.
+func TestRefCheckers_HC10_HC11_Dispatch(t *testing.T) {
+	const uriKind = "https://kinds.example/blob"
+	ref := ContextRef{Kind: uriKind, Dig: SHA256(refPrompt), Loc: locPrompt}
+	other := ContextRef{Kind: "urn:example:other", Dig: SHA256(refResult)}
+	cases := []struct {
+		name    string
+		checker RefChecker
+		want    RefOutcome
+		detail  string
+	}{
+		{"registered, verified", checkerReturning(RefResult{Outcome: RefVerified}, nil), RefVerified, ""},
+		{"registered, mismatch", checkerReturning(RefResult{Outcome: RefMismatch, Detail: "differs"}, nil), RefMismatch, "differs"},
+		{"registered, unverifiable without a detail", checkerReturning(RefResult{Outcome: RefUnverifiable}, nil), RefUnverifiable, "gave no reason"},
+		{"not checked from a checker is unverifiable", checkerReturning(RefResult{Outcome: RefNotChecked}, nil), RefUnverifiable, `"not checked"`},
+		{"unknown outcome is unverifiable", checkerReturning(RefResult{Outcome: "verified!"}, nil), RefUnverifiable, `"verified!"`},
+		{"zero outcome is unverifiable", checkerReturning(RefResult{}, nil), RefUnverifiable, `outcome ""`},
+		{"a panic is unverifiable", checkerReturning(RefResult{Outcome: RefVerified}, "boom"), RefUnverifiable, "boom"},
+		{"the result names the ref checked, not another", checkerReturning(RefResult{Ref: other, Outcome: RefVerified}, nil), RefVerified, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := RefCheckers{uriKind: c.checker}.Check(context.Background(), ref, refSource())
+			assert.Equal(t, c.want, got.Outcome)
+			assert.Equal(t, ref.Kind, got.Ref.Kind)
+			assert.Equal(t, ref.Dig, got.Ref.Dig)
+			assert.Contains(t, got.Detail, c.detail)
+		})
+	}
+	t.Run("unregistered kind is unverifiable", func(t *testing.T) {
+		got := RefCheckers{"urn:example:other": checkerReturning(RefResult{Outcome: RefVerified}, nil)}.Check(context.Background(), ref, refSource())
+		assert.Equal(t, RefUnverifiable, got.Outcome)
+		assert.Contains(t, got.Detail, "no checker")
+	})
+	t.Run("the checker gets the context and source", func(t *testing.T) {
+		type key struct{}
+		ctx := context.WithValue(context.Background(), key{}, "v")
+		var seen any
+		c := RefCheckerFunc(func(ctx context.Context, r ContextRef, src RefSource) RefResult {
+			seen = ctx.Value(key{})
+			obj, err := src.Object(ctx, r)
+			if err != nil {
+				return RefResult{Outcome: RefUnverifiable, Detail: err.Error()}
+			}
+			ok, err := r.Dig.Matches(obj.Octets)
+			return digestResult(r, ok, err)
+		})
+		got := RefCheckers{uriKind: c}.Check(ctx, ref, refSource())
+		assert.Equal(t, RefVerified, got.Outcome)
+		assert.Equal(t, "v", seen)
+		got = RefCheckers{uriKind: c}.Check(ctx, ref, nil)
+		assert.Equal(t, RefUnverifiable, got.Outcome, "a nil source has no objects")
+	})
+	t.Run("built-in kinds need no registration", func(t *testing.T) {
+		d := ContextRef{Kind: KindDigest, Dig: SHA256(refPrompt), Loc: locPrompt}
+		s := ContextRef{Kind: KindSaltedDigest, Dig: refSalted, Loc: locPrompt}
+		out := RefCheckers(nil).CheckRefs(context.Background(), []ContextRef{d, s, ref}, refSource())
+		require.Len(t, out, 3)
+		assert.Equal(t, []RefOutcome{RefVerified, RefVerified, RefUnverifiable}, []RefOutcome{out[0].Outcome, out[1].Outcome, out[2].Outcome})
+	})
+}
+
+// HC-10: only the optional defined kinds and absolute-URI kinds can be
+// registered; the built-in kinds cannot be replaced.
+func TestRefCheckers_HC10_Validate(t *testing.T) {
+	ok := checkerReturning(RefResult{Outcome: RefVerified}, nil)
+	for _, good := range []RefCheckers{nil, {}, {KindSCITTReceipt: ok, KindLearnlogHead: ok, "https://k.example/x": ok, "urn:example:k": ok}} {
+		assert.NoError(t, good.Validate())
+	}
+	for name, bad := range map[string]RefCheckers{
+		"digest":        {KindDigest: ok},
+		"salted-digest": {KindSaltedDigest: ok},
+		"relative":      {"blob": ok},
+		"empty":         {"": ok},
+		"nil checker":   {"urn:example:k": nil},
+	} {
+		assert.ErrorIs(t, bad.Validate(), ErrRefChecker, name)
+	}
+	w := newWorld(t, JWS, rxAgents...)
+	cfg := w.agent(rxReceiver).cfg
+	cfg.RefCheckers = RefCheckers{"blob": ok}
+	_, err := NewAgent(cfg)
+	assert.ErrorIs(t, err, ErrRefChecker)
+}
+
+// HC-10, HC-11 in the receive pipeline: a registered URI kind is checked at
+// step 7 under each policy.
+func TestReceive_HC10_HC11_RegisteredKind(t *testing.T) {
+	const uriKind = "https://kinds.example/blob"
+	ref := ContextRef{Kind: uriKind, Dig: SHA256(refPrompt), Loc: locPrompt}
+	with := func(pol RefPolicy, res RefResult) func(t *testing.T, w *world) rxInput {
+		return func(t *testing.T, w *world) rxInput {
+			a := w.agent(rxReceiver, func(c *Config) {
+				c.Refs, c.RefSource = pol, refSource()
+				c.RefCheckers = RefCheckers{uriKind: checkerReturning(res, nil)}
+			})
+			return rxInput{agent: a, h: handoffOf(w.offer(rxPlanner, rxReceiver, func(o *Offer) { o.Refs = []ContextRef{ref} }))}
+		}
+	}
+	runRxCases(t, []rxCase{
+		{name: "required: verified", build: with(RefsRequired, RefResult{Outcome: RefVerified}), check: outcomes(RefVerified)},
+		{name: "required: mismatch", reason: ReasonRefMismatch, class: ErrRejected,
+			build: with(RefsRequired, RefResult{Outcome: RefMismatch}), check: outcomes(RefMismatch)},
+		{name: "required: unverifiable", reason: ReasonUnverifiableRef, class: ErrRejected,
+			build: with(RefsRequired, RefResult{Outcome: RefUnverifiable}), check: outcomes(RefUnverifiable)},
+		{name: "required: a checker's not checked rejects", reason: ReasonUnverifiableRef, class: ErrRejected,
+			build: with(RefsRequired, RefResult{Outcome: RefNotChecked}), check: outcomes(RefUnverifiable)},
+		{name: "available: unverifiable is reported", build: with(RefsCheckAvailable, RefResult{Outcome: RefUnverifiable}),
+			check: outcomes(RefUnverifiable)},
+		{name: "not checked: the checker is not run", build: with(RefsNotChecked, RefResult{Outcome: RefVerified}),
+			check: outcomes(RefNotChecked)},
+	})
+}
+
+// The optional kinds live in their own packages: importing handoff links
+// neither the Merkle tree library nor the JCS library, nor those packages.
+func TestRootDoesNotLinkRefKinds(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	require.NoError(t, err, "the go command runs the test suite, so it is on PATH")
+	out, err := exec.Command(goBin, "list", "-deps", ".").Output()
+	require.NoError(t, err)
+	deps := strings.Fields(string(out))
+	require.Contains(t, deps, "github.com/veraison/go-cose", "the listing is of the root package's dependencies")
+	for _, dep := range deps {
+		for _, banned := range []string{"github.com/transparency-dev/merkle", "github.com/gowebpki/jcs",
+			"github.com/agentproto/handoff/scitt", "github.com/agentproto/handoff/learnlog"} {
+			assert.False(t, strings.HasPrefix(dep, banned), "root package links %s", dep)
+		}
+	}
 }

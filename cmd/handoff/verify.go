@@ -6,14 +6,20 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
+	"github.com/veraison/go-cose"
+
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/learnlog"
 	"github.com/agentproto/handoff/replay"
 	"github.com/agentproto/handoff/replay/boltstore"
+	"github.com/agentproto/handoff/scitt"
 )
 
 // verifyOutput is the one JSON object verify prints. Its members are a
@@ -78,10 +84,18 @@ func runVerify(e *env, args []string) int {
 	var refObjects, refSalts listFlag
 	fset.Var(&refObjects, "ref-object", "FILE holds the object of the references whose loc is LOC (`LOC=FILE`, repeatable)")
 	fset.Var(&refSalts, "ref-salt", "SALT is the base64url salt delivered with the object at LOC, for \"salted-digest\" (`LOC=SALT`, repeatable)")
+	var scittKeys, learnlogKeys listFlag
+	fset.Var(&scittKeys, "scitt-key", "check \"scitt-receipt\" references (appendix A): FILE is a JWK or JWK Set of transparency-service public keys "+
+		"to trust for receipts; a JWK kid is the base64url of the receipt's COSE kid, alg defaults to ES256; the Signed Statement comes "+
+		"from --ref-object (`FILE`, repeatable)")
+	fset.Var(&learnlogKeys, "learnlog-key", "check \"learnlog-head\" references (appendix B): FILE is a JWK or JWK Set of public keys to trust "+
+		"for the record's producer; a head's kid must be a key's JWK Thumbprint, alg defaults to ES256 (`FILE`, repeatable)")
 	usage := func() string {
 		return usageText(fset, `Usage: handoff verify --self AGENTID --trust TRUST.json [--now UNIX] [--dialog ID]
                       [--skew 60] [--max-lifetime 300] [--max-chain 16]
-                      [--require-chain] [--replay-db FILE] HANDOFF_FILE|-
+                      [--require-chain] [--replay-db FILE]
+                      [--refs POLICY] [--ref-object LOC=FILE]... [--ref-salt LOC=SALT]...
+                      [--scitt-key FILE]... [--learnlog-key FILE]... HANDOFF_FILE|-
 
 Runs the receive checks of the draft (section 5.1) on a Handoff object, JSON
 or CBOR (detected; "-" reads stdin), as the agent --self: signature with a
@@ -98,7 +112,15 @@ equivocation; 2 usage or I/O error (message on stderr, nothing on stdout).
 
 Without --replay-db the memory of hops lasts this run only: only a
 --replay-db catches a replay across runs. An offer that passed the first
-three checks is remembered even when a later check rejects it.`, `  handoff verify --self spiffe://b.example/agent/coder --trust trust.json h.json
+three checks is remembered even when a later check rejects it.
+
+References: "digest" and "salted-digest" are checked against the objects
+--ref-object supplies. "scitt-receipt" is checked only with --scitt-key: dig
+against the Signed Statement supplied by --ref-object, then the receipt's
+signature and inclusion proof. "learnlog-head" is checked only with
+--learnlog-key: dig over the head's JCS form, then its signature. Any other
+kind is unverifiable. A verified receipt shows the statement was registered,
+not that it is true; a verified head does not show the record is complete.`, `  handoff verify --self spiffe://b.example/agent/coder --trust trust.json h.json
   handoff verify --self spiffe://b.example/agent/coder --trust trust.json \
       --now 1793000003 --dialog ctx-7c1e --require-chain handoff.json
   # memory across runs: the second run reports a retransmission (exit 1)
@@ -106,6 +128,9 @@ three checks is remembered even when a later check rejects it.`, `  handoff veri
   handoff verify --self B --trust trust.json --replay-db seen.db h.json
   # check a reference against the object delivered with the task
   handoff verify --self B --trust trust.json --ref-object https://a.example/ctx/9=issue.json h.json
+  # a SCITT receipt and a Learnlog head, every reference required
+  handoff verify --self B --trust trust.json --refs required --scitt-key ts.jwk \
+      --ref-object https://ts.example/entries/4=statement.cbor --learnlog-key producer.jwk h.json
   cat h.json | handoff verify --self B --trust trust.json -`)
 	}
 	pos, code, ok := e.parse(fset, usage, args)
@@ -131,7 +156,7 @@ three checks is remembered even when a later check rejects it.`, `  handoff veri
 	switch *refsPolicy {
 	case "not-checked":
 		refPol = handoff.RefsNotChecked
-		if len(refObjects) > 0 && !explicit["refs"] {
+		if len(refObjects)+len(scittKeys)+len(learnlogKeys) > 0 && !explicit["refs"] {
 			refPol = handoff.RefsCheckAvailable
 		}
 	case "available":
@@ -142,6 +167,10 @@ three checks is remembered even when a later check rejects it.`, `  handoff veri
 		return e.usagef(cmd, "--refs %q: want not-checked, available or required", *refsPolicy)
 	}
 	objects, err := refObjectsFrom(refObjects, refSalts)
+	if err != nil {
+		return e.usagef(cmd, "%v", err)
+	}
+	checkers, err := refCheckersFrom(scittKeys, learnlogKeys)
 	if err != nil {
 		return e.usagef(cmd, "%v", err)
 	}
@@ -189,9 +218,10 @@ three checks is remembered even when a later check rejects it.`, `  handoff veri
 	agent, err := handoff.NewAgent(handoff.Config{
 		ID: handoff.AgentID(*self), Signer: signer, Trust: trust, Store: store, Now: clock,
 		Skew: new(skew.d), MaxLifetime: new(maxLife.d), Limits: lim,
-		Chain:     handoff.ChainPolicy{RequireFull: *requireChain},
-		Refs:      refPol,
-		RefSource: handoff.RefsByLoc(objects),
+		Chain:       handoff.ChainPolicy{RequireFull: *requireChain},
+		Refs:        refPol,
+		RefSource:   handoff.RefsByLoc(objects),
+		RefCheckers: checkers,
 	})
 	if err != nil {
 		store.Close()
@@ -248,6 +278,101 @@ func refObjectsFrom(objects, salts []string) (map[string]handoff.RefObject, erro
 		m[loc] = obj
 	}
 	return m, nil
+}
+
+// refCheckersFrom builds the checkers of the optional reference kinds from
+// the --scitt-key and --learnlog-key files. A kind whose flag is absent
+// has no checker, so its references are unverifiable.
+func refCheckersFrom(scittFiles, learnlogFiles []string) (handoff.RefCheckers, error) {
+	cs := handoff.RefCheckers{}
+	if len(scittFiles) > 0 {
+		c := &scitt.Checker{}
+		for _, f := range scittFiles {
+			keys, err := readJWKs("--scitt-key", f)
+			if err != nil {
+				return nil, err
+			}
+			for _, k := range keys {
+				alg, ok := coseAlgs[jwkAlg(k)]
+				if !ok {
+					return nil, fmt.Errorf("--scitt-key %s: alg %q: want ES256, ES384, ES512 or EdDSA", f, k.Algorithm)
+				}
+				kid, err := base64.RawURLEncoding.DecodeString(k.KeyID)
+				if err != nil {
+					return nil, fmt.Errorf("--scitt-key %s: kid %q is not base64url without padding", f, k.KeyID)
+				}
+				c.Keys = append(c.Keys, scitt.Key{KID: kid, Alg: alg, Public: k.Key})
+			}
+		}
+		cs[handoff.KindSCITTReceipt] = c
+	}
+	if len(learnlogFiles) > 0 {
+		c := &learnlog.Checker{}
+		for _, f := range learnlogFiles {
+			keys, err := readJWKs("--learnlog-key", f)
+			if err != nil {
+				return nil, err
+			}
+			for _, k := range keys {
+				alg := jwkAlg(k)
+				if _, ok := coseAlgs[alg]; !ok {
+					return nil, fmt.Errorf("--learnlog-key %s: alg %q: want ES256, ES384, ES512 or EdDSA", f, k.Algorithm)
+				}
+				c.Keys = append(c.Keys, learnlog.Key{Public: k.Key, Alg: jose.SignatureAlgorithm(alg)})
+			}
+		}
+		cs[handoff.KindLearnlogHead] = c
+	}
+	return cs, nil
+}
+
+// coseAlgs are the asymmetric algorithms the two kinds' flags accept, by
+// JOSE name, with their COSE values.
+var coseAlgs = map[string]cose.Algorithm{
+	"ES256": cose.AlgorithmES256, "ES384": cose.AlgorithmES384, "ES512": cose.AlgorithmES512, "EdDSA": cose.AlgorithmEdDSA,
+}
+
+func jwkAlg(k jose.JSONWebKey) string {
+	if k.Algorithm == "" {
+		return "ES256"
+	}
+	return k.Algorithm
+}
+
+// readJWKs reads a JWK or a JWK Set of public keys. A private JWK is
+// refused: only public keys belong in a trust list.
+func readJWKs(flagName, path string) ([]jose.JSONWebKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", flagName, err)
+	}
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return nil, fmt.Errorf("%s %s: not a JSON object: %v", flagName, path, err)
+	}
+	var keys []jose.JSONWebKey
+	if _, ok := probe["keys"]; ok {
+		var set jose.JSONWebKeySet
+		if err := json.Unmarshal(b, &set); err != nil {
+			return nil, fmt.Errorf("%s %s: %v", flagName, path, err)
+		}
+		keys = set.Keys
+	} else {
+		var k jose.JSONWebKey
+		if err := k.UnmarshalJSON(b); err != nil {
+			return nil, fmt.Errorf("%s %s: %v", flagName, path, err)
+		}
+		keys = []jose.JSONWebKey{k}
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%s %s: no key", flagName, path)
+	}
+	for _, k := range keys {
+		if !k.Valid() || !k.IsPublic() {
+			return nil, fmt.Errorf("%s %s: want public keys only", flagName, path)
+		}
+	}
+	return keys, nil
 }
 
 // verifyResult turns a Received into the output object.
