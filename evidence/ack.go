@@ -141,7 +141,9 @@ type Disposition struct {
 }
 
 // Final reports whether the disposition is terminal.
-func (d Disposition) Final() bool { return d.Status != nil && d.Status.Terminal() || d.State == handoff.Canceled }
+func (d Disposition) Final() bool {
+	return d.Status != nil && d.Status.Terminal() || d.State == handoff.Canceled
+}
 
 // Recorded reads a hop's disposition from the delegate's store: the
 // system of record. The last status is verified against trust, which must
