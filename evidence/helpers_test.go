@@ -95,12 +95,18 @@ func newWorld(t testing.TB, f handoff.Format, store replay.Store) *world {
 	require.NoError(t, err)
 	w.from, err = handoff.NewAgent(handoff.Config{ID: triage, Signer: w.signers[triage], Trust: w.trust, Now: w.clock.Now, Rand: w.hops})
 	require.NoError(t, err)
+	if store == nil {
+		store = replay.NewMemory(replay.MemoryOptions{Now: w.clock.Now})
+	}
 	w.store = store
 	w.to = w.delegate(store)
 	return w
 }
 
-// delegate returns a payments agent on store (nil: in memory).
+// store0 is the delegate's store.
+func (w *world) store0() replay.Store { return w.store }
+
+// delegate returns a payments agent on store.
 func (w *world) delegate(store replay.Store) *handoff.Agent {
 	w.t.Helper()
 	a, err := handoff.NewAgent(handoff.Config{ID: payments, Signer: w.signers[payments], Trust: w.trust, Now: w.clock.Now, Store: store})

@@ -348,3 +348,16 @@ func firstKind(data []byte) byte {
 func (p *Package) Encode() ([]byte, error) {
 	return json.Marshal(p, json.Deterministic(true))
 }
+
+// Overdue returns the timeouts whose time has come at now: the conditions
+// to escalate, each with its owner. Timeouts without a time are left to
+// the caller's own reading of their condition.
+func (p *Package) Overdue(now time.Time) []Timeout {
+	var out []Timeout
+	for _, t := range p.Timeouts {
+		if !t.At.IsZero() && !now.Before(t.At) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
