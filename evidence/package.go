@@ -1,7 +1,6 @@
 package evidence
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"time"
@@ -312,22 +311,21 @@ func Decode(data []byte, opt DecodeOptions) (*Package, error) {
 	}
 	var p Package
 	if err := json.Unmarshal(data, &p); err != nil {
-		return nil, classify(err)
+		return nil, classify(err, data)
 	}
 	return &p, nil
 }
 
-// classify maps a decoding error to the package's error classes.
-func classify(err error) error {
-	var se *jsontext.SyntacticError
-	if errors.As(err, &se) {
-		switch {
-		case errors.Is(se.Err, jsontext.ErrDuplicateName):
-			return fmt.Errorf("%w: %w: %v", ErrMalformed, ErrDuplicateName, err)
-		case bytes.Contains([]byte(se.Err.Error()), []byte("surrogate")),
-			bytes.Contains([]byte(se.Err.Error()), []byte("UTF-8")):
-			return fmt.Errorf("%w: %w: %v", ErrMalformed, ErrInvalidUTF8, err)
-		}
+// classify maps a decoding error to the package's error classes, by the
+// decoder's exported error for duplicates, and for UTF-8 by asking whether
+// the text is valid JSON once invalid UTF-8 is allowed.
+func classify(err error, data []byte) error {
+	switch {
+	case errors.Is(err, jsontext.ErrDuplicateName):
+		return fmt.Errorf("%w: %w: %v", ErrMalformed, ErrDuplicateName, err)
+	case data != nil && !jsontext.Value(data).IsValid(jsontext.AllowDuplicateNames(true)) &&
+		jsontext.Value(data).IsValid(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)):
+		return fmt.Errorf("%w: %w: %v", ErrMalformed, ErrInvalidUTF8, err)
 	}
 	return fmt.Errorf("%w: %v", ErrMalformed, err)
 }

@@ -84,7 +84,7 @@ func scan(data []byte, withheld [][]byte) ([]Hit, error) {
 			return hits, nil
 		}
 		if err != nil {
-			return nil, classify(err)
+			return nil, classify(err, data)
 		}
 		if tok.Kind() != '"' {
 			passwordMember = false
