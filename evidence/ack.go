@@ -20,15 +20,19 @@ import (
 const ReasonEvidence = handoff.ReasonPolicy
 
 // Acknowledge maps a report to the receiver's acknowledgement: "accepted"
-// when the package passed, else "rejected" with reason "policy" and the
-// failing finding codes.
+// when the package passed against its offer (Report.Acceptable), else
+// "rejected" with reason "policy" and the failing finding codes (a report
+// made without an offer is never accepted).
 func Acknowledge(rep *Report) Acknowledgement {
-	if rep.Passed() {
+	if rep.Acceptable() {
 		return Acknowledgement{Decision: DecisionAccepted}
 	}
 	var codes []string
 	for _, c := range rep.Codes() {
 		codes = append(codes, string(c))
+	}
+	if rep.Unbound {
+		codes = append(codes, string(CodeUnbound))
 	}
 	return Acknowledgement{Decision: DecisionRejected, Reason: string(ReasonEvidence), Findings: codes}
 }
@@ -56,14 +60,18 @@ func (r *Report) Detail() string {
 }
 
 // Reply signs the receiver's acknowledgement as the hop's status through
-// the agent's lifecycle rules: "accepted" when the package passed,
+// the agent's lifecycle rules: "accepted" when the package passed against
+// in's offer,
 // "rejected" with reason "policy" and a detail naming the findings
 // otherwise. Either way the status refs carry the package reference, so
 // the acknowledged package digest is kept with the hop's last status in the
 // agent's store (a durable store keeps it across a restart).
 func Reply(ctx context.Context, a *handoff.Agent, in *handoff.Received, rep *Report) (handoff.Signed, error) {
+	if in == nil || in.Offer == nil || rep.Unbound || rep.offerIss != in.Offer.Iss || rep.offerHop != in.Offer.Hop {
+		return handoff.Signed{}, fmt.Errorf("%w: the report was not made against this offer", ErrNotPassed)
+	}
 	ref := rep.PackageRef()
-	if rep.Passed() {
+	if rep.Acceptable() {
 		return a.Reply(ctx, in, handoff.Accepted, handoff.ReplyOptions{Refs: []handoff.ContextRef{ref}})
 	}
 	return a.Reply(ctx, in, handoff.Rejected, handoff.ReplyOptions{
@@ -74,8 +82,12 @@ func Reply(ctx context.Context, a *handoff.Agent, in *handoff.Received, rep *Rep
 // status whose refs name the result artifacts by digest, followed by the
 // package reference so that the final record still names the package.
 func ReturnResult(ctx context.Context, a *handoff.Agent, in *handoff.Received, rep *Report, results []handoff.ContextRef) (handoff.Signed, error) {
-	if rep.Package.Control != SpecialistReturnsResult {
-		return handoff.Signed{}, fmt.Errorf("%w: control mode is %q", ErrNotReturn, rep.Package.Control)
+	p := rep.Package()
+	if p == nil {
+		return handoff.Signed{}, ErrNotPassed
+	}
+	if p.Control != SpecialistReturnsResult {
+		return handoff.Signed{}, fmt.Errorf("%w: control mode is %q", ErrNotReturn, p.Control)
 	}
 	if len(results) == 0 {
 		return handoff.Signed{}, fmt.Errorf("%w: no result artifacts", ErrNotReturn)

@@ -89,8 +89,15 @@ type ArtifactResult struct {
 
 // Report is the outcome of Check.
 type Report struct {
-	// Package is the decoded package.
-	Package *Package
+	// unverified is the decoded package: its claims are untrusted, and it
+	// is bound to the offer only when Acceptable.
+	unverified *Package
+	// Unbound is true when the package was checked without an offer
+	// (CheckConfig.Unbound): such a report is never Acceptable.
+	Unbound bool
+	// offer is the (iss, hop) of the offer checked against.
+	offerIss handoff.AgentID
+	offerHop handoff.HopID
 	// Digest is the package digest: SHA-256 over its JCS form.
 	Digest handoff.Digest
 	// Binding is the outcome of the offer's package reference, when an
@@ -112,6 +119,27 @@ func (r *Report) Passed() bool {
 	}
 	return true
 }
+
+// Acceptable reports whether the receiver may accept the handoff on this
+// report: the package passed and is bound to the offer it was checked
+// against.
+func (r *Report) Acceptable() bool {
+	return r.Passed() && !r.Unbound && r.Binding != nil && r.Binding.Outcome == handoff.RefVerified
+}
+
+// Package returns the package when the report is Acceptable, else nil.
+// Its claims remain claims: those without verified evidence are reported
+// "claim-unsupported".
+func (r *Report) Package() *Package {
+	if !r.Acceptable() {
+		return nil
+	}
+	return r.unverified
+}
+
+// UnverifiedPackage returns the decoded package whatever the outcome, for
+// diagnosis: it may be bound to no offer and say anything.
+func (r *Report) UnverifiedPackage() *Package { return r.unverified }
 
 // Codes returns the distinct codes of the findings that fail the check,
 // sorted.
@@ -188,9 +216,10 @@ func Check(ctx context.Context, offer *handoff.Offer, d Delivered, cfg CheckConf
 		maxAge = DefaultMaxStateAge
 	}
 	ck := &checker{ctx: ctx, p: p, cfg: cfg, now: now(), maxAge: maxAge,
-		r: &Report{Package: p, Digest: handoff.SHA256(c)}}
+		r: &Report{unverified: p, Unbound: offer == nil && cfg.Unbound, Digest: handoff.SHA256(c)}}
 	ck.required()
 	if offer != nil {
+		ck.r.offerIss, ck.r.offerHop = offer.Iss, offer.Hop
 		ck.binding(offer, d)
 	} else if !cfg.Unbound {
 		ck.add(CodeUnbound, "", "no offer given: the package is not shown bound to one")

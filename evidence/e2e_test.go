@@ -135,7 +135,7 @@ func TestContract_Timeout(t *testing.T) {
 		out := w.offer(built, bind)
 		in, rep := w.receive(out, enc, Delivered{Package: built.Encoded})
 		require.True(t, rep.Passed())
-		require.Empty(t, rep.Package.Overdue(w.clock.Now()))
+		require.Empty(t, rep.Package().Overdue(w.clock.Now()))
 
 		w.clock.Add(121 * time.Second)
 		info, ok := w.from.Hop(bind.Hop)

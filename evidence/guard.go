@@ -23,7 +23,8 @@ var (
 	ErrRepeated = errors.New("evidence: operation already performed")
 	// ErrStopped: the guard was stopped (hop canceled, rejected or done).
 	ErrStopped = errors.New("evidence: guard stopped")
-	// ErrNotPassed: a guard is built only from a package that passed.
+	// ErrNotPassed: a guard is built, and a package accepted, only on a
+	// report that passed against the offer (Report.Acceptable).
 	ErrNotPassed = errors.New("evidence: package did not pass the check")
 )
 
@@ -66,14 +67,14 @@ type Guard struct {
 	stopped  error
 }
 
-// NewGuard builds the guard of a package that passed the check (rep from
-// Check). The completed actions' operation ids and idempotency keys are
+// NewGuard builds the guard of a package that passed the check against its
+// offer (rep from Check, Acceptable). The completed actions' operation ids and idempotency keys are
 // taken as used.
 func NewGuard(rep *Report) (*Guard, error) {
-	if rep == nil || rep.Package == nil || !rep.Passed() {
+	if rep == nil || !rep.Acceptable() {
 		return nil, ErrNotPassed
 	}
-	p := rep.Package
+	p := rep.Package()
 	g := &Guard{
 		allowed: slices.Clone(p.Authority.Allowed),
 		mustAsk: slices.Clone(p.Authority.MustAsk),

@@ -82,8 +82,35 @@ func TestGuard_StopRefusesEverything(t *testing.T) {
 func TestGuard_OnlyFromPassedPackage(t *testing.T) {
 	_, err := NewGuard(nil)
 	require.ErrorIs(t, err, ErrNotPassed)
-	_, err = NewGuard(&Report{Package: &Package{}, Findings: []Finding{{Code: CodeStaleState}}})
+	_, err = NewGuard(&Report{unverified: &Package{}, Findings: []Finding{{Code: CodeStaleState}}})
 	require.ErrorIs(t, err, ErrNotPassed)
+
+	// A package checked on its own, without its offer, passes the check but
+	// is never acceptable: no guard, no "accepted".
+	w := newWorld(t, handoff.JWS, nil)
+	built, bind := w.build(refundPackage(), BuildOptions{})
+	rep, err := Check(context.Background(), nil, Delivered{Package: built.Encoded}, CheckConfig{Now: w.clock.Now, Artifacts: artifactSource(), Unbound: true})
+	require.NoError(t, err)
+	require.True(t, rep.Passed())
+	require.False(t, rep.Acceptable())
+	require.Nil(t, rep.Package())
+	require.NotNil(t, rep.UnverifiedPackage())
+	_, err = NewGuard(rep)
+	require.ErrorIs(t, err, ErrNotPassed)
+	require.Equal(t, Acknowledgement{Decision: DecisionRejected, Reason: "policy", Findings: []string{"not-bound"}}, Acknowledge(rep))
+	out := w.offer(built, bind)
+	in, good := w.receive(out, handoff.JSON, Delivered{Package: built.Encoded})
+	_, err = Reply(context.Background(), w.to, in, rep)
+	require.ErrorIs(t, err, ErrNotPassed)
+
+	// A report made against another offer does not answer this one.
+	built2, bind2 := w.build(refundPackage(), BuildOptions{})
+	out2 := w.offer(built2, bind2)
+	in2, _ := w.receive(out2, handoff.JSON, Delivered{Package: built2.Encoded})
+	_, err = Reply(context.Background(), w.to, in2, good)
+	require.ErrorIs(t, err, ErrNotPassed)
+	_, err = Reply(context.Background(), w.to, in, good)
+	require.NoError(t, err)
 }
 
 // Concurrent calls with one idempotency key: exactly one passes; Do runs
