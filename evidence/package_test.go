@@ -186,3 +186,15 @@ func TestTemplate_CoversEveryField(t *testing.T) {
 	}
 	require.True(t, jsontext.Value(Template()).IsValid())
 }
+
+func TestRefChecker_HC11(t *testing.T) {
+	w := newWorld(t, handoff.JWS, nil)
+	built, _ := w.build(refundPackage(), BuildOptions{Salted: true})
+	ctx := context.Background()
+	var c RefChecker
+	require.Equal(t, handoff.RefVerified, c.CheckRef(ctx, built.Ref, Source(built.Encoded, built.Salt)).Outcome)
+	require.Equal(t, handoff.RefUnverifiable, c.CheckRef(ctx, built.Ref, Source(built.Encoded, nil)).Outcome)
+	require.Equal(t, handoff.RefUnverifiable, c.CheckRef(ctx, built.Ref, nil).Outcome)
+	other := bytes.Replace(built.Encoded, []byte("INV-1042 paid"), []byte("INV-1042 open"), 1)
+	require.Equal(t, handoff.RefMismatch, c.CheckRef(ctx, built.Ref, Source(other, built.Salt)).Outcome)
+}

@@ -128,3 +128,24 @@ func Source(pkg, salt []byte) handoff.RefSource {
 		return handoff.RefObject{Octets: pkg, Salt: salt}, nil
 	}
 }
+
+// RefChecker checks package references given a source of objects: verified,
+// mismatch or unverifiable (HC-11), never "not checked". Its method has the
+// shape of a pluggable reference checker, so that a receiver's reference
+// step can verify the package kinds (register it for Kind and KindSalted).
+type RefChecker struct {
+	Decode DecodeOptions
+}
+
+// CheckRef obtains the package ref names from src and checks it (see the
+// function CheckRef).
+func (c RefChecker) CheckRef(ctx context.Context, ref handoff.ContextRef, src handoff.RefSource) handoff.RefResult {
+	if src == nil {
+		return handoff.RefResult{Ref: ref, Outcome: handoff.RefUnverifiable, Detail: "no source of referenced objects"}
+	}
+	obj, err := src(ctx, ref)
+	if err != nil {
+		return handoff.RefResult{Ref: ref, Outcome: handoff.RefUnverifiable, Detail: err.Error()}
+	}
+	return CheckRef(ref, obj, c.Decode)
+}
