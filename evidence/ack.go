@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/replay"
@@ -47,16 +48,41 @@ func (r *Report) PackageRef() handoff.ContextRef {
 	return handoff.ContextRef{Kind: Kind, Dig: r.Digest}
 }
 
+// maxDetailFindings bounds how many findings a status detail names, so
+// that a status stays far below the receivers' element size limit.
+const maxDetailFindings = 16
+
 // Detail names the failing findings by code and path, never by value, for
-// the status detail of a rejection (HC-05: for people).
+// the status detail of a rejection (HC-05: for people). At most 16 are
+// named; the rest are counted.
 func (r *Report) Detail() string {
 	var parts []string
+	more := 0
 	for _, f := range r.Findings {
-		if !f.Advisory {
-			parts = append(parts, fmt.Sprintf("%s %s", f.Code, f.Path))
+		if f.Advisory {
+			continue
 		}
+		if len(parts) == maxDetailFindings {
+			more++
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %s", f.Code, truncate(f.Path, 128)))
 	}
-	return "evidence: " + strings.Join(parts, "; ")
+	d := "evidence: " + strings.Join(parts, "; ")
+	if more > 0 {
+		d += fmt.Sprintf("; and %d more", more)
+	}
+	return d
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 // Reply signs the receiver's acknowledgement as the hop's status through

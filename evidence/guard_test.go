@@ -138,3 +138,18 @@ func TestGuard_ConcurrentReplayOnePasses(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, int32(1), passed.Load())
 }
+
+// A rejection's detail names codes and paths, never values, and stays
+// bounded however many findings there are.
+func TestReport_DetailBounded(t *testing.T) {
+	r := &Report{}
+	for i := range 40 {
+		r.Findings = append(r.Findings, Finding{Code: CodeMissing, Path: "/state/" + string(rune('a'+i%26))})
+	}
+	r.Findings = append(r.Findings, Finding{Code: CodeUnsupported, Path: "/x", Advisory: true})
+	d := r.Detail()
+	require.Contains(t, d, "missing-field /state/a")
+	require.Contains(t, d, "; and 24 more")
+	require.NotContains(t, d, "/x")
+	require.Less(t, len(d), 1024)
+}
