@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -194,8 +195,23 @@ type Delivered struct {
 	Salt    []byte
 }
 
+// ErrOfferNotVerified: CheckReceived was given an offer that did not pass
+// the receive checks.
+var ErrOfferNotVerified = errors.New("evidence: the offer did not pass the receive checks")
+
+// CheckReceived checks a delivered package against the offer of in, which
+// must have passed the receive checks (or be a retransmission of one that
+// did): the usual way for a delegate to call Check.
+func CheckReceived(ctx context.Context, in *handoff.Received, d Delivered, cfg CheckConfig) (*Report, error) {
+	if in == nil || in.Offer == nil || !(in.Accepted() || in.Retransmission) {
+		return nil, ErrOfferNotVerified
+	}
+	return Check(ctx, in.Offer, d, cfg)
+}
+
 // Check is the delegate's check of a delivered package against the
-// verified offer it rode with. It uses nothing but the package, the offer
+// verified offer it rode with (from Agent.Receive or OpenOffer: never an
+// offer whose signature was not checked). It uses nothing but the package, the offer
 // and cfg. A package that does not decode is an error (ErrMalformed,
 // ErrTooLarge); everything else is a finding.
 func Check(ctx context.Context, offer *handoff.Offer, d Delivered, cfg CheckConfig) (*Report, error) {

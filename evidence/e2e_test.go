@@ -143,17 +143,28 @@ func TestContract_Timeout(t *testing.T) {
 		require.Equal(t, handoff.Expired, info.State)
 		require.False(t, info.Resolved)
 
+		// A late verified "accepted" replaces the local expiry (HC-27).
+		st, err := Reply(context.Background(), w.to, in, rep)
+		require.NoError(t, err)
+		res, err := w.from.HandleStatus(context.Background(), st.Octets)
+		require.NoError(t, err)
+		require.Equal(t, handoff.Accepted, res.State)
+
+		// Then nothing more comes. When the package's timeout is due, its
+		// owner escalates; the hop is still unresolved for the delegator,
+		// and the delegate's store keeps the accepted hop and its package
+		// until it is resolved (HC-34).
 		w.clock.Add(4 * time.Hour)
 		due := built.Package.Overdue(w.clock.Now())
 		require.Len(t, due, 1)
 		require.Equal(t, "triage", due[0].Owner)
 		info, _ = w.from.Hop(bind.Hop)
-		require.False(t, info.Resolved, "an expired hop stays unresolved: the delegate may have done the work")
-
-		// The delegate no longer remembers the hop: it cannot acknowledge
-		// the package now, and its guard must not be used.
-		_, err := Reply(context.Background(), w.to, in, rep)
-		require.ErrorIs(t, err, handoff.ErrState)
+		require.False(t, info.Resolved, "the delegate may be doing the work")
+		d, ok, err := Recorded(context.Background(), w.store, triage, bind.Hop, w.trust, handoff.Limits{})
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, handoff.Accepted, d.State)
+		require.True(t, d.Package.Dig.Equal(built.Ref.Dig))
 	})
 }
 
@@ -264,4 +275,26 @@ func TestContract_ReturnResultNeedsSpecialistMode(t *testing.T) {
 	in, rep := w.receive(out, handoff.JSON, Delivered{Package: built.Encoded})
 	_, err := ReturnResult(ctx, w.to, in, rep, []handoff.ContextRef{{Kind: handoff.KindDigest, Dig: handoff.SHA256([]byte("r"))}})
 	require.ErrorIs(t, err, ErrNotReturn)
+}
+
+// Timeout without any answer: the delegator's hop expires and stays
+// unresolved, and once the delegate has forgotten the hop it can no longer
+// acknowledge the package.
+func TestContract_TimeoutNeverAnswered(t *testing.T) {
+	formats(t, func(t *testing.T, f handoff.Format, enc handoff.Encoding) {
+		w := newWorld(t, f, nil)
+		built, bind := w.build(refundPackage(), BuildOptions{})
+		out := w.offer(built, bind)
+		in, rep := w.receive(out, enc, Delivered{Package: built.Encoded})
+		require.True(t, rep.Acceptable())
+		w.clock.Add(time.Hour)
+		info, _ := w.from.Hop(bind.Hop)
+		require.Equal(t, handoff.Expired, info.State)
+		require.False(t, info.Resolved)
+		_, err := Reply(context.Background(), w.to, in, rep)
+		require.ErrorIs(t, err, handoff.ErrState)
+		_, ok, err := Recorded(context.Background(), w.store, triage, bind.Hop, w.trust, handoff.Limits{})
+		require.NoError(t, err)
+		require.False(t, ok)
+	})
 }

@@ -75,3 +75,22 @@ func TestRecorded_UnknownHop(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok)
 }
+
+// CheckReceived refuses an offer that failed the receive checks: here one
+// signed by a key the receiver does not trust.
+func TestCheckReceived_RefusesUnverifiedOffer(t *testing.T) {
+	w := newWorld(t, handoff.JWS, nil)
+	built, bind := w.build(refundPackage(), BuildOptions{})
+	out := w.offer(built, bind)
+	stranger := newWorld(t, handoff.JWS, nil) // other keys, same names
+	data, err := out.Encode(handoff.JSON)
+	require.NoError(t, err)
+	in, err := stranger.to.Receive(context.Background(), data, handoff.Host{})
+	require.NoError(t, err)
+	require.False(t, in.Accepted())
+	require.NotNil(t, in.Offer, "the unverified offer is there for diagnosis")
+	_, err = CheckReceived(context.Background(), in, Delivered{Package: built.Encoded}, CheckConfig{Now: w.clock.Now})
+	require.ErrorIs(t, err, ErrOfferNotVerified)
+	_, err = CheckReceived(context.Background(), nil, Delivered{Package: built.Encoded}, CheckConfig{})
+	require.ErrorIs(t, err, ErrOfferNotVerified)
+}

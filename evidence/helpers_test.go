@@ -198,7 +198,7 @@ func (w *world) receive(out *handoff.Outgoing, enc handoff.Encoding, d Delivered
 	in, err := w.to.Receive(context.Background(), data, handoff.Host{Dialog: "case-77"})
 	require.NoError(w.t, err)
 	require.True(w.t, in.Accepted(), "receive checks: %v", in.Err())
-	rep, err := Check(context.Background(), in.Offer, d, CheckConfig{Now: w.clock.Now, Artifacts: artifactSource()})
+	rep, err := CheckReceived(context.Background(), in, d, CheckConfig{Now: w.clock.Now, Artifacts: artifactSource()})
 	require.NoError(w.t, err)
 	return in, rep
 }
