@@ -13,14 +13,14 @@
 // The JCS form is computed by github.com/gowebpki/jcs.
 //
 // The delegate, with no hidden session history, checks the package it
-// received (Check) against the verified offer, using nothing but the
+// received (CheckReceived, or Check) against the verified offer, using nothing but the
 // package, the offer, its clock and its resolvers, and gets findings with
 // stable codes (Code) and JSON Pointer paths. It acknowledges through the
 // hop's status (Reply): "accepted" when the package passed, "rejected" with
 // reason "policy" and a detail naming the findings otherwise; the status
 // refs carry the package reference, so the acknowledged digest is kept with
 // the hop's last status in the delegate's store (Recorded). A package that
-// passed yields a Guard, which the receiving agent consults before every
+// passed against its offer (Report.Acceptable) yields a Guard, which the receiving agent consults before every
 // tool call or mutation. Under "specialist returns result", the delegate
 // returns its result as a "completed" status whose refs name the result
 // artifacts (ReturnResult), which the delegator checks (CheckResult).
