@@ -68,8 +68,9 @@ type Guard struct {
 }
 
 // NewGuard builds the guard of a package that passed the check against its
-// offer (rep from Check, Acceptable). The completed actions' operation ids and idempotency keys are
-// taken as used.
+// offer (rep from Check, Acceptable). The completed actions' operation ids
+// and idempotency keys are taken as used. The set of used ids and keys
+// grows with the calls authorized, for the guard's life (one hop).
 func NewGuard(rep *Report) (*Guard, error) {
 	if rep == nil || !rep.Acceptable() {
 		return nil, ErrNotPassed
