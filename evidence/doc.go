@@ -33,7 +33,10 @@
 // with ErrTooLarge. Member names compare exactly. It uses
 // github.com/go-json-experiment/json, which refuses duplicates and invalid
 // UTF-8 by default. Unknown members are kept at every level (Extra) and
-// covered by the digest.
+// covered by the digest. The package does not build under
+// GOEXPERIMENT=jsonv2, where that module aliases the standard library's
+// experimental encoding/json/v2, whose struct tag for unknown members is
+// spelled differently.
 //
 // # Restricted data
 //
