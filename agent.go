@@ -392,6 +392,12 @@ type OfferParams struct {
 	// (HC-42). Empty means the work is not tracked.
 	Work         string
 	SafeToRepeat bool
+	// Prepare, when set, is called with the offer before it is signed,
+	// once its hop, iat, exp and prev are chosen, so that what must name
+	// them can be bound to the offer: for example a reference to a package
+	// whose id is the hop. It may add refs and extension members; the
+	// offer is checked against the CDDL after it returns.
+	Prepare func(*Offer) error
 }
 
 // Outgoing is an offer this agent made.
@@ -457,6 +463,15 @@ func (a *Agent) Offer(ctx context.Context, p OfferParams) (*Outgoing, error) {
 	if p.Credential != nil {
 		g := SHA256(p.Credential)
 		o.Grant = &g
+	}
+	if p.Prepare != nil {
+		iss, aud, hop, iat, exp := o.Iss, o.Aud, o.Hop, o.Iat, o.Exp
+		if err := p.Prepare(o); err != nil {
+			return nil, err
+		}
+		if o.Iss != iss || o.Aud != aud || o.Hop != hop || o.Iat != iat || o.Exp != exp {
+			return nil, fmt.Errorf("%w: Prepare may not change iss, aud, hop, iat or exp", ErrArgument)
+		}
 	}
 	if p.Work != "" && !p.SafeToRepeat {
 		// A cheap look first, so that a refused offer costs no signature;

@@ -374,3 +374,27 @@ func TestReceive_ChainErrorIndex(t *testing.T) {
 	assert.Equal(t, ReasonBadSignature, ce.Reason)
 	assert.ErrorIs(t, in.Err(), ErrSignature)
 }
+
+// OfferParams.Prepare binds what must name the hop before the offer is
+// signed, and may not change who, which hop or when.
+func TestOffer_Prepare(t *testing.T) {
+	w := newWorld(t, JWS, rxPlanner, rxCoder)
+	a := w.agent(rxPlanner)
+	ctx := context.Background()
+	var seen HopID
+	out, err := a.Offer(ctx, OfferParams{To: rxCoder, Dialog: "d", Prepare: func(o *Offer) error {
+		seen = o.Hop
+		o.Refs = append(o.Refs, ContextRef{Kind: KindDigest, Dig: SHA256([]byte(o.Hop))})
+		return nil
+	}})
+	require.NoError(t, err)
+	assert.Equal(t, out.Offer.Hop, seen)
+	in := receive(t, w.agent(rxCoder), encodeHandoff(t, out.Handoff, JSON), Host{})
+	require.True(t, in.Accepted())
+	assert.Equal(t, SHA256([]byte(seen)), in.Offer().Refs[0].Dig, "signed with the offer")
+	_, err = a.Offer(ctx, OfferParams{To: rxCoder, Dialog: "d", Prepare: func(o *Offer) error { o.Aud = rxPlanner; return nil }})
+	assert.ErrorIs(t, err, ErrArgument)
+	boom := errors.New("boom")
+	_, err = a.Offer(ctx, OfferParams{To: rxCoder, Dialog: "d", Prepare: func(*Offer) error { return boom }})
+	assert.ErrorIs(t, err, boom)
+}
