@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -22,7 +23,7 @@ import (
 )
 
 // The conformance vectors of testdata/vectors (format in its README.md,
-// written by internal/vectorgen). Each file is one receive scenario; these
+// written by the generator in testdata/vectors/gen). Each file is one receive scenario; these
 // tests run every one against Agent.Receive and check that the set covers
 // every reason code and chain state.
 
@@ -339,4 +340,16 @@ func TestVectorsWellFormed(t *testing.T) {
 	for _, f := range files {
 		assert.Contains(t, string(readme), f.file, "README.md does not list %s", f.file)
 	}
+}
+
+// TestVectorsRegenerate runs the generator (testdata/vectors/gen, a main
+// package under testdata and so outside ./...) in its -check mode: it
+// regenerates every file twice in memory and fails unless both runs are
+// byte-identical to each other and to the committed files.
+func TestVectorsRegenerate(t *testing.T) {
+	goTool, err := exec.LookPath("go") // go test puts its own toolchain first on PATH
+	require.NoError(t, err, "the go command is needed to run the generator")
+	cmd := exec.Command(goTool, "run", "./testdata/vectors/gen", "-check", "-out", vectorDir)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go run ./testdata/vectors/gen -check:\n%s", out)
 }
