@@ -176,8 +176,99 @@ func vectorAgentIDs(s []string) []AgentID {
 	return out
 }
 
+// pendingVectors are the vectors the draft decides one way and this
+// package, today, the other: issue 14 lists each departure and the branches
+// that fix it. Each entry names the point of issue 14. TestVectors still runs
+// them: one that fails is reported as skipped with what the package did, and
+// one that passes fails the test, so that its entry is removed as soon as the
+// fix is merged. The list only shrinks.
+var pendingVectors = map[string]string{
+	"lone-surrogate-aud-jws":    "issue 14 point 1: lone surrogates decoded to U+FFFD",
+	"lone-surrogate-iss-jws":    "issue 14 point 1: lone surrogates decoded to U+FFFD",
+	"lone-surrogate-dialog-jws": "issue 14 point 1: lone surrogates decoded to U+FFFD",
+
+	"unknown-members-case-variants-jws":          "issue 14 point 2: case variants of member names refused",
+	"unknown-members-case-variants-cose":         "issue 14 point 2: case variants of member names refused",
+	"handoff-json-case-variant-members":          "issue 14 point 2: case variants of member names refused",
+	"handoff-cbor-case-variant-members":          "issue 14 point 2: case variants of member names refused",
+	"jws-header-case-variant-typ":                "issue 14 point 2: case variants of header names refused",
+	"jws-header-case-variant-alg-kid-crit":       "issue 14 point 2: case variants of header names refused",
+	"unknown-member-cbor-tags":                   "issue 14 point 2: unusual CBOR values in unknown members refused",
+	"unknown-member-cbor-nan":                    "issue 14 point 2: unusual CBOR values in unknown members refused",
+	"unknown-member-cbor-infinities":             "issue 14 point 2: unusual CBOR values in unknown members refused",
+	"unknown-member-cbor-integer-keyed-map":      "issue 14 point 2: unusual CBOR values in unknown members refused",
+	"unknown-member-cbor-large-negative-integer": "issue 14 point 2: unusual CBOR values in unknown members refused",
+	"unknown-member-cbor-undefined":              "issue 14 point 2 (CDDL any): undefined in an unknown member refused",
+	"handoff-cbor-unknown-unusual-values":        "issue 14 point 2: unusual CBOR values in unknown members refused",
+
+	"cose-payload-not-preferred":             "issue 14 point 3: non-preferred CBOR refused",
+	"cose-envelope-not-preferred":            "issue 14 point 3: non-preferred CBOR refused",
+	"handoff-cbor-not-preferred":             "issue 14 point 3: non-preferred CBOR refused",
+	"retransmission-handoff-cbor-re-encoded": "issue 14 point 3: non-preferred CBOR refused",
+	"equivocation-cose-envelope-re-encoded":  "issue 14 point 3: non-preferred CBOR refused before step 4",
+	"equivocation-cose-payload-re-encoded":   "issue 14 point 3: non-preferred CBOR refused before step 4",
+
+	"cose-kid-in-unprotected-header":                   "issue 14 point 4: non-empty unprotected header refused",
+	"cose-kid-in-unprotected-header-names-another-key": "issue 14 points 4 and 10: non-empty unprotected header refused",
+	"equivocation-cose-unprotected-header-changed":     "issue 14 point 4: the first message was refused, so the twin is not equivocation",
+	"chain-element-kid-in-unprotected-header":          "issue 14 point 4: non-empty unprotected header refused",
+
+	"jws-header-jwk-of-signer":         "issue 14 point 5: jwk/jku/x5c/x5u headers refused",
+	"jws-header-jwk-of-attacker":       "issue 14 points 5 and 10: jwk refused as bad-signature before the key lookup",
+	"jws-header-x509-and-jku":          "issue 14 point 5: jwk/jku/x5c/x5u headers refused",
+	"jws-header-unknown-large-numbers": "issue 14 point 5: unknown header with a large number refused",
+	"jws-typ-with-application-prefix":  "RFC 7515 section 4.1.9: typ compared exactly",
+	"jws-typ-case-insensitive":         "RFC 7515 section 4.1.9: typ compared exactly",
+	"jws-typ-prefix-in-capitals":       "RFC 7515 section 4.1.9: typ compared exactly",
+
+	"order-wrong-audience-before-malformed-chain-element":      "issue 14 point 6: malformed chain element fails before step 1",
+	"order-wrong-audience-before-malformed-chain-element-cbor": "issue 14 point 6: malformed chain element fails before step 1",
+	"order-untrusted-key-before-malformed-chain-element":       "issue 14 point 6: malformed chain element fails before step 1",
+	"order-stale-before-malformed-chain-element":               "issue 14 point 6: malformed chain element fails before step 1",
+	"order-dialog-before-malformed-chain-element":              "issue 14 point 6: malformed chain element fails before step 1",
+	"order-equivocation-before-malformed-chain-element":        "issue 14 point 6: malformed chain element fails before step 1",
+	"retransmission-with-malformed-chain-element":              "issue 14 point 6: malformed chain element fails before step 4",
+	"retransmission-after-malformed-chain-element":             "issue 14 point 6: the first offer was refused before step 3, so not remembered",
+
+	"bad-signature-trusted-element-behind-untrusted":      "issue 14 point 7: elements behind an untrusted one not checked",
+	"bad-signature-trusted-element-behind-untrusted-cose": "issue 14 point 7: elements behind an untrusted one not checked",
+
+	"zero-skew-iat-one-second-ahead": "issue 14 point 8: Config reads a zero skew as the default",
+	"zero-skew-chain-timing":         "issue 14 point 8: Config reads a zero skew as the default",
+	"zero-max-lifetime":              "issue 14 point 8: Config reads a zero maximum lifetime as the default",
+	"zero-max-chain-with-chain":      "issue 14 point 8: Limits reads a zero maximum chain as the default",
+
+	"time-above-2-53-jws":  "issue 14 point 9: Time above 2^53 - 1 refused",
+	"time-above-2-53-cose": "issue 14 point 9: Time above 2^53 - 1 refused",
+	"time-above-2-63-cose": "issue 14 point 9: Time above 2^53 - 1 refused",
+
+	"cose-kid-raw-thumbprint":                "issue 14 point 10: kid as raw thumbprint octets not recognised",
+	"cose-kid-names-no-key":                  "issue 14 point 10: a kid naming no key of iss fails at once",
+	"jws-kid-of-another-agent-signed-by-iss": "issue 14 point 10: a kid naming no key of iss fails at once",
+	"chain-element-kid-names-no-key":         "issue 14 point 10: a kid naming no key of iss fails at once",
+}
+
+// vectorOutcome is what the receiver decided, in the vectors' terms.
+func vectorOutcome(in *Received) vectorExpected {
+	out := vectorExpected{
+		Accepted:       in.Accepted(),
+		Retransmission: in.Retransmission,
+		Reason:         string(in.Reason()),
+		Chain:          string(in.Chain),
+	}
+	for _, r := range in.Refs {
+		out.Refs = append(out.Refs, string(r.Outcome))
+	}
+	if in.Handoff != nil {
+		out.OfferDigest = in.Digest.B64()
+	}
+	return out
+}
+
 func TestVectors(t *testing.T) {
+	names := map[string]bool{}
 	for _, f := range loadVectors(t) {
+		names[f.v.Name] = true
 		t.Run(strings.TrimSuffix(f.file, ".json"), func(t *testing.T) {
 			v := f.v
 			a := vectorAgent(t, v)
@@ -191,24 +282,34 @@ func TestVectors(t *testing.T) {
 			require.NoError(t, err)
 
 			e := v.Expected
+			got := vectorOutcome(in)
+			if in.Handoff == nil {
+				// The Handoff did not parse: there is no offer digest to
+				// compare, and only a signed-form failure (the reason
+				// compared below) can say so.
+				got.OfferDigest = e.OfferDigest
+			}
+			if why, ok := pendingVectors[v.Name]; ok {
+				if got.Accepted == e.Accepted && got.Retransmission == e.Retransmission && got.Reason == e.Reason &&
+					got.Chain == e.Chain && slices.Equal(got.Refs, e.Refs) && got.OfferDigest == e.OfferDigest {
+					t.Errorf("%s now reaches the draft's outcome: remove it from pendingVectors (%s)", v.Name, why)
+					return
+				}
+				t.Skipf("pending (%s): want accepted=%v retransmission=%v reason=%q chain=%q; got accepted=%v retransmission=%v reason=%q chain=%q (%s)",
+					why, e.Accepted, e.Retransmission, e.Reason, e.Chain,
+					got.Accepted, got.Retransmission, got.Reason, got.Chain, in.Detail())
+			}
 			detail := in.Detail()
-			assert.Equal(t, e.Accepted, in.Accepted(), "accepted (%s: %s)", in.Reason(), detail)
-			assert.Equal(t, e.Retransmission, in.Retransmission, "retransmission")
-			assert.Equal(t, e.Reason, string(in.Reason()), "reason (%s)", detail)
-			assert.Equal(t, e.Chain, string(in.Chain), "chain")
-			var refs []string
-			for _, r := range in.Refs {
-				refs = append(refs, string(r.Outcome))
-			}
-			assert.Equal(t, e.Refs, refs, "refs")
-			if in.Handoff != nil {
-				assert.Equal(t, e.OfferDigest, in.Digest.B64(), "offer_digest")
-			} else {
-				// The Handoff did not parse: only a signed-form failure
-				// can say so.
-				assert.Equal(t, string(ReasonBadSignature), e.Reason, "unparsed Handoff")
-			}
+			assert.Equal(t, e.Accepted, got.Accepted, "accepted (%s: %s)", in.Reason(), detail)
+			assert.Equal(t, e.Retransmission, got.Retransmission, "retransmission")
+			assert.Equal(t, e.Reason, got.Reason, "reason (%s)", detail)
+			assert.Equal(t, e.Chain, got.Chain, "chain")
+			assert.Equal(t, e.Refs, got.Refs, "refs")
+			assert.Equal(t, e.OfferDigest, got.OfferDigest, "offer_digest")
 		})
+	}
+	for name := range pendingVectors {
+		assert.True(t, names[name], "pendingVectors names %q, which is no vector", name)
 	}
 }
 
@@ -248,9 +349,10 @@ func TestVectorsWellFormed(t *testing.T) {
 		r := v.Receiver
 		assert.NotEmpty(t, r.Self, "%s: receiver.self", name)
 		assert.Positive(t, r.Now, "%s: receiver.now", name)
-		assert.Positive(t, r.Skew, "%s: receiver.skew", name)
-		assert.Positive(t, r.MaxLifetime, "%s: receiver.max_lifetime", name)
-		assert.Positive(t, r.MaxChain, "%s: receiver.max_chain", name)
+		// Zero is a valid bound for each (issue 14 point 8).
+		assert.GreaterOrEqual(t, r.Skew, int64(0), "%s: receiver.skew", name)
+		assert.GreaterOrEqual(t, r.MaxLifetime, int64(0), "%s: receiver.max_lifetime", name)
+		assert.GreaterOrEqual(t, r.MaxChain, 0, "%s: receiver.max_chain", name)
 		assert.NotNil(t, r.TrustedOrigins, "%s: receiver.trusted_origins", name)
 		assert.NotNil(t, r.AllowReentry, "%s: receiver.allow_reentry", name)
 		assert.NotNil(t, r.RefObjects, "%s: receiver.ref_objects", name)
