@@ -48,8 +48,10 @@ type Element struct {
 	Digest    string `json:"digest"`
 	Size      int    `json:"size"`
 	Protected any    `json:"protected,omitempty"`
-	Payload   any    `json:"payload,omitempty"`
-	Error     string `json:"error,omitempty"`
+	// Unprotected is the COSE unprotected header, when not empty.
+	Unprotected any    `json:"unprotected,omitempty"`
+	Payload     any    `json:"payload,omitempty"`
+	Error       string `json:"error,omitempty"`
 }
 
 // JWKSet is {"keys": [...]}.
@@ -188,6 +190,10 @@ func view(octets []byte) Element {
 	}
 	if err := cbor.Unmarshal(prot, &raw); err == nil {
 		e.Protected = coseHeaderView(raw)
+	}
+	var unprot map[any]any
+	if err := cbor.Unmarshal(arr[1], &unprot); err == nil && len(unprot) > 0 {
+		e.Unprotected = coseHeaderView(unprot)
 	}
 	if err := cbor.Unmarshal(payload, &raw); err == nil {
 		e.Payload = cborView(raw)
