@@ -430,26 +430,21 @@ func parseVerdict(stdout []byte) (verdict, string, error) {
 	if dec.More() {
 		return verdict{}, "", errors.New("more than one JSON value")
 	}
-	for name, p := range map[string]any{"accepted": out.Accepted, "retransmission": out.Retransmission, "reason": out.Reason, "chain": out.Chain} {
-		if reflectNil(p) {
-			return verdict{}, out.Detail, fmt.Errorf("no %q member", name)
-		}
+	switch {
+	case out.Accepted == nil:
+		return verdict{}, out.Detail, errors.New(`no "accepted" member`)
+	case out.Retransmission == nil:
+		return verdict{}, out.Detail, errors.New(`no "retransmission" member`)
+	case out.Reason == nil:
+		return verdict{}, out.Detail, errors.New(`no "reason" member`)
+	case out.Chain == nil:
+		return verdict{}, out.Detail, errors.New(`no "chain" member`)
 	}
 	v := verdict{Accepted: *out.Accepted, Retransmission: *out.Retransmission, Reason: *out.Reason, Chain: *out.Chain, OfferDigest: out.OfferDigest}
 	for _, r := range out.Refs {
 		v.Refs = append(v.Refs, r.Outcome)
 	}
 	return v, out.Detail, nil
-}
-
-func reflectNil(p any) bool {
-	switch t := p.(type) {
-	case *bool:
-		return t == nil
-	case *string:
-		return t == nil
-	}
-	return p == nil
 }
 
 // compareVerdict says how got differs from want, or "" when it does not.
