@@ -229,14 +229,17 @@ var pendingVectors = map[string]string{
 	"order-equivocation-before-malformed-chain-element":        "issue 14 point 6: malformed chain element fails before step 1",
 	"retransmission-with-malformed-chain-element":              "issue 14 point 6: malformed chain element fails before step 4",
 	"retransmission-after-malformed-chain-element":             "issue 14 point 6: the first offer was refused before step 3, so not remembered",
+	"retransmission-with-malformed-chain-element-cbor":         "issue 14 point 6: malformed chain element fails before step 4",
 
 	"bad-signature-trusted-element-behind-untrusted":      "issue 14 point 7: elements behind an untrusted one not checked",
 	"bad-signature-trusted-element-behind-untrusted-cose": "issue 14 point 7: elements behind an untrusted one not checked",
 
-	"zero-skew-iat-one-second-ahead": "issue 14 point 8: Config reads a zero skew as the default",
-	"zero-skew-chain-timing":         "issue 14 point 8: Config reads a zero skew as the default",
-	"zero-max-lifetime":              "issue 14 point 8: Config reads a zero maximum lifetime as the default",
-	"zero-max-chain-with-chain":      "issue 14 point 8: Limits reads a zero maximum chain as the default",
+	"zero-skew-iat-one-second-ahead":      "issue 14 point 8: Config reads a zero skew as the default",
+	"zero-skew-chain-timing":              "issue 14 point 8: Config reads a zero skew as the default",
+	"zero-max-lifetime":                   "issue 14 point 8: Config reads a zero maximum lifetime as the default",
+	"zero-max-chain-with-chain":           "issue 14 point 8: Limits reads a zero maximum chain as the default",
+	"zero-skew-iat-one-second-ahead-cose": "issue 14 point 8: Config reads a zero skew as the default",
+	"zero-max-chain-with-chain-cose":      "issue 14 point 8: Limits reads a zero maximum chain as the default",
 
 	"time-above-2-53-jws":  "issue 14 point 9: Time above 2^53 - 1 refused",
 	"time-above-2-53-cose": "issue 14 point 9: Time above 2^53 - 1 refused",

@@ -803,6 +803,33 @@ var exactCases = []caseDef{
 		c.Input = encodeHandoff(CBOR, b.signed(COSE, planner, coder, now-5, withRefs(ref)))
 		c.Expected = accepted(full, unverifiable)
 	}},
+
+	// COSE and CBOR counterparts of cases above, added last so that the
+	// numbers of the others stay put.
+	{"zero-skew-iat-one-second-ahead-cose", func(b *builder, c *Case) {
+		c.Description = "The COSE counterpart of zero-skew-iat-one-second-ahead: skew 0, a COSE offer in a CBOR Handoff issued one second after now. stale."
+		c.HC = hc("HC-31")
+		c.Receiver.Skew = 0
+		c.Input = encodeHandoff(CBOR, b.signed(COSE, planner, coder, now+1))
+		c.Expected = rejected(handoff.ReasonStale, "")
+	}},
+	{"zero-max-chain-with-chain-cose", func(b *builder, c *Case) {
+		c.Description = "The COSE counterpart of zero-max-chain-with-chain: max_chain 0, a COSE offer with one COSE chain element in a CBOR Handoff. too-deep."
+		c.HC = hc("HC-50")
+		c.Receiver.MaxChain = 0
+		c0 := b.signed(COSE, assistant, planner, t0+30)
+		c.Input = encodeHandoff(CBOR, b.signed(COSE, planner, coder, now-5, after(c0)), c0)
+		c.Expected = rejected(handoff.ReasonTooDeep, "")
+	}},
+	{"retransmission-with-malformed-chain-element-cbor", func(b *builder, c *Case) {
+		c.Description = "The CBOR counterpart of retransmission-with-malformed-chain-element: the receiver took a COSE offer with its chain; the same offer octets arrive again in a CBOR Handoff whose chain element is a byte string that is no COSE_Sign1. Step 4 recognises the retransmission first."
+		c.HC = hc("HC-30", "HC-35", "HC-38")
+		c0 := b.signed(COSE, assistant, planner, t0+30)
+		s := b.signed(COSE, planner, coder, now-5, after(c0))
+		c.Prior = [][]byte{encodeHandoff(CBOR, s, c0)}
+		c.Input = handoffCBORRaw(cborItem("offer"), elementItem(s), cborItem("chain"), append([]byte{0x81}, cborItem(malformedCBOR)...))
+		c.Expected = retransmission()
+	}},
 }
 
 func replaceOnce(s, old, repl string) string {
