@@ -42,6 +42,7 @@ func commands() []command {
 		{"digest", "print the handoff digest of each signed element", runDigest},
 		{"demo", "run a three-agent demonstration on built-in keys", runDemo},
 		{"evidence", "handoff packages: template, check, digest", runEvidence},
+		{"conformance", "run the conformance vectors against another verify command", runConformance},
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
+	"math/big"
 	"sort"
 	"strings"
 
@@ -46,8 +48,10 @@ type Element struct {
 	Digest    string `json:"digest"`
 	Size      int    `json:"size"`
 	Protected any    `json:"protected,omitempty"`
-	Payload   any    `json:"payload,omitempty"`
-	Error     string `json:"error,omitempty"`
+	// Unprotected is the COSE unprotected header, when not empty.
+	Unprotected any    `json:"unprotected,omitempty"`
+	Payload     any    `json:"payload,omitempty"`
+	Error       string `json:"error,omitempty"`
 }
 
 // JWKSet is {"keys": [...]}.
@@ -94,7 +98,9 @@ func decodeHandoff(data []byte) (enc string, offer []byte, chain [][]byte, extra
 	var m map[string]any
 	if len(data) > 0 && (data[0] == '{' || data[0] == ' ' || data[0] == '\n') {
 		enc = "json"
-		err = json.Unmarshal(data, &m)
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber() // numbers beyond float64 in unknown members
+		err = dec.Decode(&m)
 	} else {
 		enc = "cbor"
 		var raw map[string]any
@@ -185,6 +191,10 @@ func view(octets []byte) Element {
 	if err := cbor.Unmarshal(prot, &raw); err == nil {
 		e.Protected = coseHeaderView(raw)
 	}
+	var unprot map[any]any
+	if err := cbor.Unmarshal(arr[1], &unprot); err == nil && len(unprot) > 0 {
+		e.Unprotected = coseHeaderView(unprot)
+	}
 	if err := cbor.Unmarshal(payload, &raw); err == nil {
 		e.Payload = cborView(raw)
 	} else {
@@ -242,6 +252,24 @@ func cborView(v any) any {
 			out[i] = cborView(e)
 		}
 		return out
+	case float64:
+		switch {
+		case math.IsNaN(t):
+			return "NaN (CBOR float)"
+		case math.IsInf(t, 1):
+			return "Infinity (CBOR float)"
+		case math.IsInf(t, -1):
+			return "-Infinity (CBOR float)"
+		}
+		return t
+	case big.Int:
+		return t.String() + " (CBOR integer)"
+	case *big.Int:
+		return t.String() + " (CBOR integer)"
+	case cbor.Tag:
+		return map[string]any{"tag": t.Number, "content": cborView(t.Content)}
+	case cbor.SimpleValue:
+		return fmt.Sprintf("simple(%d)", t)
 	case []byte:
 		if printable(t) {
 			return "'" + string(t) + "'"

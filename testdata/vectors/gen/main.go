@@ -1,16 +1,19 @@
-// Command vectorgen writes the conformance vectors of testdata/vectors: one
-// JSON file per scenario of receiving a Handoff (draft-handoff-01 section
-// 5.1), with the Handoff's exact octets, the receiver's trust configuration
-// and policy, and the outcome a conforming receiver reaches. It also writes
-// the directory's README.md, which describes the format.
+// Command gen writes the conformance vectors of testdata/vectors: one JSON
+// file per scenario of receiving a Handoff (draft-handoff-01 section 5.1),
+// with the Handoff's exact octets, the receiver's trust configuration and
+// policy, and the outcome a conforming receiver reaches. It also writes the
+// directory's README.md, which describes the format.
 //
-// Run it from the module root:
+// It lives beside the vectors it writes, under testdata, so that the go
+// tool's ./... patterns leave it out of the module's packages. Run it from
+// the module root:
 //
-//	go run ./internal/vectorgen -out testdata/vectors
+//	go run ./testdata/vectors/gen            # write the files
+//	go run ./testdata/vectors/gen -check     # compare, write nothing
 //
 // Every key is derived from a fixed label and every signature is
 // deterministic (RFC 6979 ECDSA, Ed25519), so the output is the same on
-// every run.
+// every run. The module's vectors_test.go runs -check.
 package main
 
 import (
@@ -23,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"text/template"
 
@@ -33,12 +37,71 @@ import (
 var readmeTemplate string
 
 func main() {
-	out := flag.String("out", filepath.Join("testdata", "vectors"), "directory to write the vectors to")
+	out := flag.String("out", filepath.Join("testdata", "vectors"), "directory of the vectors")
+	check := flag.Bool("check", false, "regenerate twice in memory and compare with -out; write nothing, exit 1 on any difference")
 	flag.StringVar(&draft00, "draft00", draft00, "directory of the draft-00 worked example")
 	flag.Parse()
+	log.SetFlags(0)
+	if *check {
+		problems, err := checkDir(*out)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, p := range problems {
+			fmt.Fprintln(os.Stderr, p)
+		}
+		if len(problems) > 0 {
+			fmt.Fprintf(os.Stderr, "%d problems; run go run ./testdata/vectors/gen to regenerate\n", len(problems))
+			os.Exit(1)
+		}
+		return
+	}
 	if err := write(*out); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// checkDir generates the files twice and compares both runs with each other
+// and with dir: the generator is deterministic, so any difference means the
+// committed files are stale, were edited by hand, or the generator is not
+// deterministic.
+func checkDir(dir string) ([]string, error) {
+	a, err := generate()
+	if err != nil {
+		return nil, err
+	}
+	b, err := generate()
+	if err != nil {
+		return nil, err
+	}
+	var problems []string
+	names := make([]string, 0, len(a))
+	for name := range a {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !bytes.Equal(a[name], b[name]) {
+			problems = append(problems, name+": differs between two runs of the generator")
+		}
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
+		case !bytes.Equal(got, a[name]):
+			problems = append(problems, name+": differs from the generator's output")
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if _, ok := a[e.Name()]; !ok && vectorFile.MatchString(e.Name()) {
+			problems = append(problems, e.Name()+": not written by the generator")
+		}
+	}
+	return problems, nil
 }
 
 var vectorFile = regexp.MustCompile(`^[0-9]{3}-[a-z0-9-]+\.json$`)
