@@ -80,11 +80,7 @@ var ourKnownFailures = func() map[string]string {
 
 // ourSkips need a flag of the runner's contract that "handoff verify" does
 // not have (--trusted-origin, --allow-reentry, --memory-lost-at).
-var ourSkips = []string{
-	"008-accept-issued-at-memory-loss", "018-chain-reentry-allowed", "019-trusted-origin-offer-without-prev",
-	"023-draft-00-example-strict-policy", "052-replay-issued-before-memory-loss", "074-policy-origin-not-trusted",
-	"075-policy-trusted-origin-needs-full-chain", "157-reentry-of-receiver-allowed",
-}
+var ourSkips = []string{}
 
 // TestConformance_OwnBinary runs every vector against "handoff verify":
 // every vector passes except the known failures and the skips above, and
@@ -109,7 +105,7 @@ func TestConformance_OwnBinary(t *testing.T) {
 		assert.Contains(t, names, name, "ourKnownFailures names no vector")
 	}
 	mustCode(t, r, exitNo)
-	assert.Regexp(t, `^[0-9]+ vectors: [0-9]+ passed, [0-9]+ failed, 8 skipped \(optional flags refused\)$`, summary)
+	assert.Regexp(t, `^[0-9]+ vectors: [0-9]+ passed, [0-9]+ failed, 0 skipped \(optional flags refused\)$`, summary)
 }
 
 // stub writes an executable shell script into a temporary directory.
