@@ -398,3 +398,87 @@ func TestOffer_Prepare(t *testing.T) {
 	_, err = a.Offer(ctx, OfferParams{To: rxCoder, Dialog: "d", Prepare: func(*Offer) error { return boom }})
 	assert.ErrorIs(t, err, boom)
 }
+
+// HC-02: an AgentId is a string, compared exactly: no case folding, no
+// normalisation, no URI rules; the trust configuration decides which keys
+// speak for it.
+func TestAgentID_HC02_ComparedExactly(t *testing.T) {
+	const plain = AgentID("planner") // not a URI: the SHOULD is on whoever names agents
+	const self = AgentID("spiffe://b.example/agent/coder")
+	w := newWorld(t, JWS, plain, self)
+	a := w.agent(self)
+	ok := receive(t, a, encodeHandoff(t, handoffOf(w.offer(plain, self, nil)), JSON), Host{})
+	assert.True(t, ok.Accepted(), ok.Detail())
+	for _, aud := range []AgentID{
+		"spiffe://B.example/agent/coder",   // case
+		"spiffe://b.example/agent/coder/",  // trailing slash
+		"spiffe://b.example/agent/Coder",   // case in the path
+		"spiffe://b.example/agent/c%6Fder", // percent-encoding
+		"spiffe://b.example/agent/coder\u00a0",
+	} {
+		in := receive(t, a, encodeHandoff(t, handoffOf(w.offer(plain, aud, nil)), JSON), Host{})
+		assert.Equal(t, ReasonWrongAudience, in.Reason(), "%q is not %q", aud, self)
+	}
+	// Keys are bound to the exact string: "Planner" has none.
+	w2 := newWorld(t, JWS, "Planner", self)
+	in := receive(t, w.agent(self), encodeHandoff(t, handoffOf(w2.offer("Planner", self, nil)), JSON), Host{})
+	assert.Equal(t, ReasonUntrustedKey, in.Reason())
+}
+
+// HC-06: a Digest is the closed map {alg, val}; val is the whole hash in
+// canonical base64url without padding; sha-256 is always computed.
+func TestDigest_HC06_ClosedAndUntruncated(t *testing.T) {
+	d := SHA256([]byte("x"))
+	assert.Len(t, d.Val, 32)
+	assert.Equal(t, SHA256Alg, d.Alg)
+	back, err := ParseDigest(d.String())
+	require.NoError(t, err)
+	assert.True(t, back.Equal(d))
+	val := d.B64()
+	for name, m := range map[string]map[string]any{
+		"extra member": {"alg": SHA256Alg, "val": val, "x": 1},
+		"truncated":    {"alg": SHA256Alg, "val": val[:len(val)-2]},
+		"padded":       {"alg": SHA256Alg, "val": val + "="},
+		"std alphabet": {"alg": SHA256Alg, "val": strings.NewReplacer("-", "+", "_", "/").Replace(val) + "+"},
+		"no val":       {"alg": SHA256Alg},
+		"no alg":       {"val": val},
+		"empty alg":    {"alg": "", "val": val},
+	} {
+		_, err := digestFrom(m, "prev")
+		assert.ErrorIs(t, err, ErrMalformed, name)
+	}
+	got, err := digestFrom(map[string]any{"alg": SHA256Alg, "val": val}, "prev")
+	require.NoError(t, err)
+	assert.True(t, got.Equal(d))
+}
+
+// HC-65: a detail is sent only when the caller sets one, and a hop record
+// is kept for the retention period after its last terminal status, then
+// dropped; a hop whose outcome is unknown is kept.
+func TestRetention_HC65(t *testing.T) {
+	w := newWorld(t, JWS, rxPlanner, rxCoder)
+	ctx := context.Background()
+	p := w.agent(rxPlanner)
+	c := w.agent(rxCoder, func(cfg *Config) { cfg.Retention = new(time.Hour) })
+	out, err := p.Offer(ctx, OfferParams{To: rxCoder, Dialog: "d"})
+	require.NoError(t, err)
+	data := encodeHandoff(t, out.Handoff, JSON)
+	in := receive(t, c, data, Host{})
+	acc, err := c.Reply(ctx, in, Accepted, ReplyOptions{})
+	require.NoError(t, err)
+	st, err := OpenStatus(acc, w.trust, Limits{})
+	require.NoError(t, err)
+	assert.Empty(t, st.Detail, "no detail unless the caller sets one")
+
+	w.clock.Add(48 * time.Hour) // long past exp: an accepted hop is kept
+	again := receive(t, c, data, Host{Peer: rxPlanner})
+	require.True(t, again.Retransmission(), "an outcome still unknown is kept")
+	_, err = c.Reply(ctx, in, Completed, ReplyOptions{Effect: EffectFull})
+	require.NoError(t, err)
+	w.clock.Add(59 * time.Minute)
+	assert.True(t, receive(t, c, data, Host{Peer: rxPlanner}).Retransmission(), "within the retention period")
+	w.clock.Add(2 * time.Minute)
+	gone := receive(t, c, data, Host{Peer: rxPlanner})
+	assert.False(t, gone.Retransmission(), "dropped once the retention period ended")
+	assert.Equal(t, ReasonStale, gone.Reason())
+}
