@@ -2,7 +2,7 @@
 // "learnlog-head" reference kinds (HC-68, HC-69) to scitt/testdata/vectors
 // and learnlog/testdata/vectors. Run from the module root:
 //
-//	go run ./internal/refvectors
+//	go run ./testdata/refvectors
 //
 // Every run makes fresh keys, so every file changes; the scenarios and
 // their expected outcomes do not. The format is described in each

@@ -1,7 +1,7 @@
 // Package carrytest is the round trip every carriage package (a2a, mcp)
 // runs in its tests: an offer and its statuses put into a host message's
 // metadata, sent through JSON, taken out and verified on the other side.
-package carrytest
+package carriagetest
 
 import (
 	"context"

@@ -1,7 +1,7 @@
-// Package carry puts a Handoff or a signed status into a host protocol's
+// Package carriage puts a Handoff or a signed status into a host protocol's
 // JSON metadata map and takes it out again. The a2a and mcp packages name
 // the keys; this package does the work they share.
-package carry
+package carriage
 
 import (
 	"encoding/base64"
