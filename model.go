@@ -1,10 +1,14 @@
 package handoff
 
 import (
+	"encoding/json"
 	"fmt"
+	"math/big"
 	"net/url"
 	"sort"
 	"strings"
+
+	"github.com/fxamacker/cbor/v2"
 )
 
 // Member names of the data model (section 2). Matching is exact and case
@@ -475,9 +479,16 @@ func typeName(v any) string {
 		return "null"
 	case []byte:
 		return "byte string"
-	}
-	if _, ok := v.(interface{ String() string }); ok {
-		return "non-integer number"
+	case json.Number:
+		return "non-integer or out-of-range number"
+	case *big.Int:
+		return "bignum"
+	case map[any]any:
+		return "map with non-text keys"
+	case cbor.Tag:
+		return "tag"
+	case cbor.SimpleValue:
+		return "simple value"
 	}
 	return "value"
 }

@@ -51,7 +51,7 @@ func decodePayload(payload []byte, enc Encoding, lim Limits) (map[string]any, er
 	case JSON:
 		return decodeJSON(payload, lim)
 	case CBOR:
-		return decodeCBOR(payload, lim)
+		return decodeCBOR(payload, lim, ProfileExact)
 	}
 	return nil, fmt.Errorf("%w: unknown encoding %d", ErrMalformed, enc)
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"io"
+	"math"
 	"regexp"
 	"time"
 )
@@ -35,12 +36,14 @@ func NewHopID(r io.Reader) (HopID, error) {
 }
 
 // Time is seconds since 1970-01-01T00:00:00Z, ignoring leap seconds, as an
-// unsigned integer (HC-12). Decoders refuse values above MaxTime.
+// unsigned integer (HC-12). The CDDL says Time = uint: decoders accept every
+// value up to MaxTime.
 type Time uint64
 
-// MaxTime is the largest Time accepted: 2^53 - 1, the largest integer every
-// JSON implementation represents exactly.
-const MaxTime Time = 1<<53 - 1
+// MaxTime is the largest Time accepted: 2^64 - 1, the largest CBOR uint
+// (major type 0). In JSON, every integer literal that parses exactly up to
+// that bound is a Time.
+const MaxTime Time = math.MaxUint64
 
 // TimeOf returns t as a Time, rounded down to the second. Times before 1970
 // give 0.
@@ -51,8 +54,11 @@ func TimeOf(t time.Time) Time {
 	return 0
 }
 
-// Std returns t as a time.Time in UTC.
-func (t Time) Std() time.Time { return time.Unix(int64(t), 0).UTC() }
+// Std returns t as a time.Time in UTC. A Time past 2^62 seconds (beyond
+// any date time.Time computes with safely) gives 2^62 seconds.
+func (t Time) Std() time.Time { return time.Unix(int64(min(t, maxStdTime)), 0).UTC() }
+
+const maxStdTime Time = 1 << 62
 
 // State is the state of a hop (section 4). The first five are sent in
 // statuses; Offered and Expired are held locally by a delegator only.
