@@ -134,7 +134,12 @@ func jsonObject(d *jsontext.Decoder, lim Limits, depth int) (map[string]any, err
 	if _, err := d.ReadToken(); err != nil { // '{'
 		return nil, jsonErr(err)
 	}
-	m := map[string]any{}
+	var m map[string]any
+	if depth == 0 {
+		m = make(map[string]any, 16) // an offer has up to 13 defined members
+	} else {
+		m = map[string]any{}
+	}
 	for {
 		switch d.PeekKind() {
 		case '}':
