@@ -127,7 +127,7 @@ func checkChain(h *Handoff, o *Offer, self AgentID, trust *Trust, cache *verifie
 			return "", nil, reject(ReasonBrokenChain, ErrRejected, "element %d: iss %q is not the aud %q of element %d", i, cur.Iss, prev.Offer.Aud, i-1)
 		}
 		skewS := Time(skew / time.Second)
-		if prev.Offer.Iat > cur.Iat || cur.Iat > prev.Offer.Exp+skewS {
+		if prev.Offer.Iat > cur.Iat || (cur.Iat > prev.Offer.Exp && cur.Iat-prev.Offer.Exp > skewS) { // no overflow: Time = uint
 			return "", nil, reject(ReasonBrokenChain, ErrRejected, "element %d: issued at %d, outside [%d, %d + skew] of element %d", i, cur.Iat, prev.Offer.Iat, prev.Offer.Exp, i-1)
 		}
 	}
