@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/big"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
@@ -102,7 +103,12 @@ const (
 // The decoder is jsontext, which checks the grammar, UTF-8, surrogates and
 // duplicate names in the same single pass that builds the value.
 func decodeJSON(data []byte, lim Limits) (map[string]any, error) {
-	d := jsontext.NewDecoder(bytes.NewBuffer(data))
+	d := jsonDecoders.Get().(*jsontext.Decoder)
+	defer func() {
+		d.Reset(bytes.NewBuffer(nil)) // keep no reference to data
+		jsonDecoders.Put(d)
+	}()
+	d.Reset(bytes.NewBuffer(data)) // a bytes.Buffer is parsed in place, not copied
 	if k := d.PeekKind(); k != '{' {
 		if k == 0 {
 			_, err := d.ReadToken()
@@ -119,6 +125,11 @@ func decodeJSON(data []byte, lim Limits) (map[string]any, error) {
 	}
 	return v, nil
 }
+
+// jsonDecoders recycles decoders, whose buffers and name sets are the
+// larger part of a decode's allocations. A decoder carries nothing from
+// one use to the next: Reset clears it before each.
+var jsonDecoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewBuffer(nil)) }}
 
 func jsonErr(err error) error {
 	if err == io.EOF || err == nil {
@@ -460,34 +471,32 @@ func decodeCBOR(data []byte, lim Limits, p Profile) (map[string]any, error) {
 		return nil, fmt.Errorf("handoff: CBOR options: %w", err)
 	}
 	c := cborConv{lim: lim, p: p}
-	var raw any
-	rest, err := dm.UnmarshalFirst(data, &raw)
-	var v any
+	// The top level is read straight into map[string]any: a key that is not
+	// text fails here, and the second pass below reports it.
+	var top map[string]any
+	rest, err := dm.UnmarshalFirst(data, &top)
+	var m map[string]any
 	switch {
 	case err != nil && p == ProfileExact:
 		// The library may have failed on a tag 0 or 1 whose content it
 		// cannot read as a time; the second pass keeps such a tag as it
 		// is, and finds any other error again.
-		v, err = c.item(dm, data, 0)
+		m, err = c.top(dm, data)
 	case err != nil:
 		return nil, malformed("CBOR: %v", err)
 	case len(rest) != 0:
 		return nil, malformed("trailing data after CBOR value")
 	default:
-		v, err = c.value(raw, 0)
+		m, err = c.members(top)
 		if errors.Is(err, errTimeTag) {
-			v, err = c.item(dm, data, 0)
+			m, err = c.top(dm, data)
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, malformed("CBOR map key is not a text string")
-	}
 	if p == ProfileStrict {
-		again, err := cborPreferredMode.Marshal(raw)
+		again, err := cborPreferredMode.Marshal(m)
 		if err != nil || len(again) != len(data) {
 			return nil, malformed("CBOR head longer than needed (RFC 8949 section 4.2.1 preferred serialization)")
 		}
@@ -499,6 +508,34 @@ func decodeCBOR(data []byte, lim Limits, p Profile) (map[string]any, error) {
 type cborConv struct {
 	lim Limits
 	p   Profile
+}
+
+// members converts the values of the top-level map in place.
+func (c cborConv) members(m map[string]any) (map[string]any, error) {
+	if len(m) > c.lim.MaxMembers {
+		return nil, malformed("map of more than %d members", c.lim.MaxMembers)
+	}
+	for k, e := range m {
+		ce, err := c.value(e, 1)
+		if err != nil {
+			return nil, err
+		}
+		m[k] = ce
+	}
+	return m, nil
+}
+
+// top is the second pass over the whole item (see item).
+func (c cborConv) top(dm cbor.DecMode, data []byte) (map[string]any, error) {
+	v, err := c.item(dm, data, 0)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, malformed("CBOR map key is not a text string")
+	}
+	return m, nil
 }
 
 func (c cborConv) value(v any, depth int) (any, error) {

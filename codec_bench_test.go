@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
+	"github.com/fxamacker/cbor/v2"
 	"github.com/stretchr/testify/require"
 )
 
@@ -99,17 +102,120 @@ func BenchmarkDecodeJSON_Handoff16(b *testing.B) {
 	benchPair(b, run(decodeJSON), run(legacyDecodeJSON))
 }
 
-// CBOR: the exact profile against the strict one (the former decoder's
-// checks, with its re-encoding length check), on the same offer.
+// CBOR: the exact profile, and the strict one, against the former
+// decoder (a copy below), on the same offer.
 func BenchmarkDecodeCBOR_Offer(b *testing.B) {
 	o, err := DecodeOffer(benchOfferJSON(b, 0), JSON, Limits{})
 	require.NoError(b, err)
 	p, err := o.EncodeCBOR()
 	require.NoError(b, err)
 	lim := Limits{}.withDefaults()
-	benchPair(b,
-		func() error { _, err := decodeCBOR(p, lim, ProfileExact); return err },
-		func() error { _, err := decodeCBOR(p, lim, ProfileStrict); return err })
+	for _, prof := range []Profile{ProfileExact, ProfileStrict} {
+		b.Run([]string{"exact", "strict"}[prof], func(b *testing.B) {
+			benchPair(b,
+				func() error { _, err := decodeCBOR(p, lim, prof); return err },
+				func() error { _, err := legacyDecodeCBOR(p, lim); return err })
+		})
+	}
+}
+
+// The former CBOR decoder, the baseline of BenchmarkDecodeCBOR_Offer
+// only: strict options, a decoder mode built on every call, a
+// conversion pass and the re-encoding length check.
+
+func legacyAddMember(seen map[string]bool, k string, n int, lim Limits) error {
+	if n >= lim.MaxMembers {
+		return malformed("map of more than %d members", lim.MaxMembers)
+	}
+	if seen[k] {
+		return malformed("duplicate member %q", k)
+	}
+	seen[k] = true
+	return nil
+}
+func legacyCBORDecMode(lim Limits) (cbor.DecMode, error) {
+	return cbor.DecOptions{
+		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
+		IndefLength:      cbor.IndefLengthForbidden,
+		TagsMd:           cbor.TagsForbidden,
+		UTF8:             cbor.UTF8RejectInvalid,
+		MaxNestedLevels:  max(lim.MaxDepth, 4),
+		MaxArrayElements: max(lim.MaxMembers, 16),
+		MaxMapPairs:      max(lim.MaxMembers, 16),
+		IntDec:           cbor.IntDecConvertNone,
+		SimpleValues:     cborSimple,
+		NaN:              cbor.NaNDecodeForbidden,
+		Inf:              cbor.InfDecodeForbidden,
+	}.DecMode()
+}
+func legacyDecodeCBOR(data []byte, lim Limits) (map[string]any, error) {
+	dm, err := legacyCBORDecMode(lim)
+	if err != nil {
+		return nil, fmt.Errorf("handoff: CBOR options: %w", err)
+	}
+	var raw any
+	rest, err := dm.UnmarshalFirst(data, &raw)
+	if err != nil {
+		return nil, malformed("CBOR: %v", err)
+	}
+	if len(rest) != 0 {
+		return nil, malformed("trailing data after CBOR value")
+	}
+	v, err := legacyFromCBOR(raw, lim)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, malformed("CBOR value is not a map")
+	}
+	again, err := cborPreferredMode.Marshal(raw)
+	if err != nil || len(again) != len(data) {
+		return nil, malformed("CBOR head longer than needed (RFC 8949 section 4.2.1 preferred serialization)")
+	}
+	return m, nil
+}
+func legacyFromCBOR(v any, lim Limits) (any, error) {
+	switch t := v.(type) {
+	case map[any]any:
+		m := make(map[string]any, len(t))
+		seen := map[string]bool{}
+		for k, e := range t {
+			ks, ok := k.(string)
+			if !ok {
+				return nil, malformed("CBOR map key %v is not a text string", k)
+			}
+			if err := legacyAddMember(seen, ks, len(m), lim); err != nil {
+				return nil, err
+			}
+			c, err := legacyFromCBOR(e, lim)
+			if err != nil {
+				return nil, err
+			}
+			m[ks] = c
+		}
+		return m, nil
+	case []any:
+		a := make([]any, len(t))
+		for i, e := range t {
+			c, err := legacyFromCBOR(e, lim)
+			if err != nil {
+				return nil, err
+			}
+			a[i] = c
+		}
+		return a, nil
+	case uint64, int64, string, []byte, bool, nil:
+		return t, nil
+	case float64:
+		if math.IsNaN(t) || math.IsInf(t, 0) {
+			return nil, malformed("CBOR float %v", t)
+		}
+		return t, nil
+	case float32:
+		return float64(t), nil
+	}
+	return nil, malformed("CBOR value of unsupported type %T", v)
 }
 
 // benchPair times fresh and base on the same input, interleaved in one
