@@ -141,20 +141,16 @@ func (f fields) refs() ([]ContextRef, error) {
 	return refs, nil
 }
 
-// extra returns the members outside known, kept as decoded (HC-01). A
-// member whose name differs only in case from a known one is refused: it is
-// neither the member (names match exactly) nor safely ignorable, since
-// decoders that fold case would take it for the member.
+// extra returns the members outside known, kept as decoded (HC-01): "a
+// receiver MUST ignore members it does not understand". A member whose
+// name differs only in case from a known one ("ISS", "Task") is such a
+// member: names match exactly, so it is kept here and never read as the
+// defined one. Refusing it is for the strict profile (caseVariant).
 func (f fields) extra(known []string) (map[string]any, error) {
 	var x map[string]any
 	for k, v := range f.m {
 		if contains(known, k) {
 			continue
-		}
-		for _, kn := range known {
-			if strings.EqualFold(k, kn) || foldJSON(k) == foldJSON(kn) {
-				return nil, malformed("%s%s: differs only in case from the member %q", f.path, k, kn)
-			}
 		}
 		if x == nil {
 			x = map[string]any{}
@@ -162,6 +158,24 @@ func (f fields) extra(known []string) (map[string]any, error) {
 		x[k] = v
 	}
 	return x, nil
+}
+
+// caseVariant returns a member name of m that differs only in case from a
+// name in known, or folds to it the way encoding/json matches names to
+// struct fields, and that name. The strict profile refuses such a member,
+// since a decoder that folds case would take it for the defined one.
+func caseVariant(m map[string]any, known []string) (name, of string, found bool) {
+	for k := range m {
+		if contains(known, k) {
+			continue
+		}
+		for _, kn := range known {
+			if strings.EqualFold(k, kn) || foldJSON(k) == foldJSON(kn) {
+				return k, kn, true
+			}
+		}
+	}
+	return "", "", false
 }
 
 // foldJSON folds a name as encoding/json matches names to struct fields
