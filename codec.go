@@ -542,6 +542,18 @@ func (c cborConv) value(v any, depth int) (any, error) {
 	switch t := v.(type) {
 	case map[any]any:
 		return c.mapValue(t, depth)
+	case map[string]any: // converted already, by the second pass (item)
+		if len(t) > c.lim.MaxMembers {
+			return nil, malformed("map of more than %d members", c.lim.MaxMembers)
+		}
+		for k, e := range t {
+			ce, err := c.value(e, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			t[k] = ce
+		}
+		return t, nil
 	case []any:
 		if len(t) > c.lim.MaxMembers {
 			return nil, malformed("array of more than %d elements", c.lim.MaxMembers)
