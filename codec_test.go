@@ -400,6 +400,23 @@ func TestDecodeOffer_HC01_CBORUnusualValuesKept(t *testing.T) {
 			} else {
 				assert.ErrorIs(t, err, ErrMalformed, "strict profile")
 			}
+			// The same value inside every kind of container decodes and
+			// survives a round trip too.
+			raw := mustHex(strings.ReplaceAll(c.raw, " ", ""))
+			for wrap, prefix := range map[string]string{"array": "82f6", "text map": "a1616b", "integer map": "a10c",
+				"tag": "d825", "indefinite array": "9f", "array in text map": "a1616b81"} {
+				inner := append(mustHex(prefix), raw...)
+				if wrap == "indefinite array" {
+					inner = append(inner, 0xff)
+				}
+				o, err := DecodeOffer(withMemberRaw(t, valid, "x-ext", inner), CBOR, Limits{})
+				require.NoError(t, err, wrap)
+				again, err := o.EncodeCBOR()
+				require.NoError(t, err, wrap)
+				o2, err := DecodeOffer(again, CBOR, Limits{})
+				require.NoError(t, err, wrap)
+				assertSameValue(t, o, o2)
+			}
 		})
 	}
 }
