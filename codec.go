@@ -458,7 +458,9 @@ var errTimeTag = errors.New("time tag")
 //
 // Limits of the library, refused with ErrMalformed although RFC 8949
 // calls them valid: a map key that is an array, a map or a bignum (Go
-// cannot hold it as a map key).
+// cannot hold it as a map key), or a tag 0 or 1. An input the first pass
+// refuses is decoded a second time before it is refused, so hostile input
+// costs at most two passes.
 func decodeCBOR(data []byte, lim Limits, p Profile) (map[string]any, error) {
 	if len(data) == 0 {
 		return nil, malformed("CBOR: empty input")
