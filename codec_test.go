@@ -698,3 +698,28 @@ func TestParseHandoff_Hostile(t *testing.T) {
 		})
 	}
 }
+
+// HC-01 in the Handoff object: unknown members with unusual but valid CBOR
+// values are kept and written back; as JSON they have no form, and saying
+// so is an error, not a silent change.
+func TestParseHandoff_HC01_CBORUnusualExtraKept(t *testing.T) {
+	b, err := (&Handoff{Offer: draftHandoff(t).Offer}).Encode(CBOR)
+	require.NoError(t, err)
+	require.Equal(t, byte(0xa1), b[0])
+	extra, err := hex.DecodeString("6178f97e00" + "6179d82081a10102" + "617a3bffffffffffffffff")
+	require.NoError(t, err)
+	in := append(append([]byte{0xa4}, b[1:]...), extra...)
+	h, enc, err := ParseHandoff(in, Limits{})
+	require.NoError(t, err)
+	assert.Equal(t, CBOR, enc)
+	assert.True(t, math.IsNaN(h.Extra["x"].(float64)))
+	assert.Equal(t, cbor.Tag{Number: 32, Content: []any{map[any]any{uint64(1): uint64(2)}}}, h.Extra["y"])
+	assert.IsType(t, &big.Int{}, h.Extra["z"])
+	again, err := h.Encode(CBOR)
+	require.NoError(t, err)
+	h2, _, err := ParseHandoff(again, Limits{})
+	require.NoError(t, err)
+	assertSameValue(t, h, h2)
+	_, err = h.Encode(JSON)
+	assert.ErrorIs(t, err, ErrMalformed)
+}
