@@ -182,24 +182,7 @@ func vectorAgentIDs(s []string) []AgentID {
 // them: one that fails is reported as skipped with what the package did, and
 // one that passes fails the test, so that its entry is removed as soon as the
 // fix is merged. The list only shrinks.
-var pendingVectors = map[string]string{
-	"lone-surrogate-aud-jws":    "issue 14 point 1: lone surrogates decoded to U+FFFD",
-	"lone-surrogate-iss-jws":    "issue 14 point 1: lone surrogates decoded to U+FFFD",
-	"lone-surrogate-dialog-jws": "issue 14 point 1: lone surrogates decoded to U+FFFD",
-
-	"unknown-member-cbor-tags":                   "issue 14 point 2: unusual CBOR values in unknown members refused",
-	"unknown-member-cbor-nan":                    "issue 14 point 2: unusual CBOR values in unknown members refused",
-	"unknown-member-cbor-infinities":             "issue 14 point 2: unusual CBOR values in unknown members refused",
-	"unknown-member-cbor-integer-keyed-map":      "issue 14 point 2: unusual CBOR values in unknown members refused",
-	"unknown-member-cbor-large-negative-integer": "issue 14 point 2: unusual CBOR values in unknown members refused",
-	"unknown-member-cbor-undefined":              "issue 14 point 2 (CDDL any): undefined in an unknown member refused",
-	"handoff-cbor-unknown-unusual-values":        "issue 14 point 2: unusual CBOR values in unknown members refused",
-
-	"cose-payload-not-preferred":             "issue 14 point 3: non-preferred CBOR refused",
-	"handoff-cbor-not-preferred":             "issue 14 point 3: non-preferred CBOR refused",
-	"retransmission-handoff-cbor-re-encoded": "issue 14 point 3: non-preferred CBOR refused",
-	"equivocation-cose-payload-re-encoded":   "issue 14 point 3: non-preferred CBOR refused before step 4",
-}
+var pendingVectors = map[string]string{}
 
 // vectorOutcome is what the receiver decided, in the vectors' terms.
 func vectorOutcome(in *Received) vectorExpected {
