@@ -707,6 +707,13 @@ func toCBORValue(v any) (any, error) {
 		if !ok {
 			return leaf, nil
 		}
+		// A json.Number given by a caller may hold an integer in range.
+		if u, err := strconv.ParseUint(string(n), 10, 64); err == nil {
+			return u, nil
+		}
+		if i, err := strconv.ParseInt(string(n), 10, 64); err == nil && n != "-0" {
+			return i, nil
+		}
 		if i, ok := new(big.Int).SetString(string(n), 10); ok && n != "-0" {
 			return i, nil
 		}
