@@ -122,7 +122,6 @@ func TestBadInputs_PriorIsNeeded(t *testing.T) {
 	}
 }
 
-
 // Verify finds every difference: an accepted offer, and a refusal with
 // another reason or check than claimed.
 func TestBadInput_VerifyFindsDifferences(t *testing.T) {
