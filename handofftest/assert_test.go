@@ -140,3 +140,30 @@ func TestCounter_HC38_RanOnce(t *testing.T) {
 		t.Error("AssertRanOnce passed no run")
 	}
 }
+
+// A "rejected" with "wrong-audience" comes from an agent the offer did not
+// name: AssertStatus checks it against the offer all the same, except for
+// its iss.
+func TestAssertStatus_HC55_WrongAudience(t *testing.T) {
+	w := handofftest.NewWorld(t, planner, coder)
+	ctx := context.Background()
+	offer := w.Offer(planner, handofftest.Relay(5), nil)
+	a := w.Agent(coder)
+	in := w.Receive(a, w.Encode(offer))
+	handofftest.AssertRefused(t, in, handoff.ReasonWrongAudience)
+	st, err := a.Reply(ctx, in, handoff.Rejected, handoff.ReplyOptions{Reason: in.Reason()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.AssertStatus(t, st.Octets, offer, handoff.Rejected, handoff.ReasonWrongAudience)
+	if !fails(func(t testing.TB) {
+		w.AssertStatus(t, st.Octets, w.Offer(planner, handofftest.Relay(5), nil), handoff.Rejected, handoff.ReasonWrongAudience)
+	}) {
+		t.Error("AssertStatus passed a status naming another offer")
+	}
+	if !fails(func(t testing.TB) {
+		handofftest.AssertStatus(t, w.TrustOnly(planner), st.Octets, offer, handoff.Rejected, handoff.ReasonWrongAudience)
+	}) {
+		t.Error("AssertStatus passed a status of an untrusted agent")
+	}
+}

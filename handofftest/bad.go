@@ -88,6 +88,10 @@ type BadInput struct {
 	Prior [][]byte
 	// Data is the Handoff object, as a host protocol carries it.
 	Data []byte
+	// Offer is the signed offer Data carries, for checking the status a
+	// service sends in answer (AssertStatus); zero when Data does not
+	// parse.
+	Offer handoff.Signed
 	// Host is what the host protocol says about the message carrying
 	// Data: the dialog of the World.
 	Host handoff.Host
@@ -202,11 +206,14 @@ func (w *World) badInputs(to handoff.AgentID) []BadInput {
 	add := func(a Attack, data []byte, reason handoff.Reason, check handoff.Check, class error, rule string) *BadInput {
 		out = append(out, BadInput{Name: w.format.String() + "/" + string(a), Attack: a, Format: w.format,
 			Encoding: w.Encoding(), Data: data, Host: w.Host(), Reason: reason, Check: check, Class: class, Rule: rule})
+		if h, _, err := handoff.ParseHandoff(data, handoff.Limits{}); err == nil {
+			out[len(out)-1].Offer = h.Offer
+		}
 		return &out[len(out)-1]
 	}
 	offer := func(mod func(*handoff.Offer)) handoff.Signed { return w.Offer(from, to, mod) }
 
-	add(AttackTamperedPayload, w.carry(w.tamper(offer(nil), from, to)), handoff.ReasonBadSignature, sig, handoff.ErrSignature,
+	add(AttackTamperedPayload, w.carry(w.tamper(offer(nil))), handoff.ReasonBadSignature, sig, handoff.ErrSignature,
 		"HC-13: the payload was changed after it was signed; the signature no longer verifies")
 	add(AttackWrongKey, w.carry(w.Sign(Outsider, w.Draft(from, to))), handoff.ReasonUntrustedKey, sig, handoff.ErrUntrustedKey,
 		"HC-21: signed by a key the trust configuration binds to no agent, with that key's kid")
@@ -449,7 +456,7 @@ func (w *World) es256(id handoff.AgentID, msg []byte) []byte {
 
 // tamper returns s with its payload replaced by that of the same offer
 // with another task, under s's header and signature.
-func (w *World) tamper(s handoff.Signed, from, to handoff.AgentID) handoff.Signed {
+func (w *World) tamper(s handoff.Signed) handoff.Signed {
 	w.t.Helper()
 	o, _, err := handoff.InspectUnverified(s, handoff.Limits{})
 	if err != nil {
@@ -562,7 +569,7 @@ func (w *World) hmacConfusion(iss, aud handoff.AgentID) handoff.Signed {
 // verified (section 5.3, check 1).
 func (w *World) forgedBehind(to handoff.AgentID) []handoff.Signed {
 	w.t.Helper()
-	e0 := w.tamper(w.Offer(Relay(0), Outsider, nil), Relay(0), Outsider)
+	e0 := w.tamper(w.Offer(Relay(0), Outsider, nil))
 	o1 := w.Draft(Outsider, Relay(1))
 	d0 := e0.Digest()
 	o1.Prev = &d0
