@@ -3,6 +3,7 @@ package handofftest_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/agentproto/handoff"
@@ -22,12 +23,20 @@ func (f *fakeT) Errorf(format string, args ...any) {
 	f.errors = append(f.errors, fmt.Sprintf(format, args...))
 	f.failed = true
 }
-func (f *fakeT) FailNow() { f.failed = true }
+func (f *fakeT) FailNow() { f.failed = true; runtime.Goexit() }
+func (f *fakeT) Fatalf(format string, args ...any) {
+	f.errors = append(f.errors, fmt.Sprintf(format, args...))
+	f.FailNow()
+}
+func (f *fakeT) Fatal(args ...any) { f.errors = append(f.errors, fmt.Sprint(args...)); f.FailNow() }
 
-// fails runs fn on a fakeT and reports whether it failed.
+// fails runs fn on a fakeT, in a goroutine of its own as testing does, and
+// reports whether it failed.
 func fails(fn func(t testing.TB)) bool {
 	f := &fakeT{}
-	fn(f)
+	done := make(chan struct{})
+	go func() { defer close(done); fn(f) }()
+	<-done
 	return f.failed
 }
 
