@@ -14,9 +14,10 @@ import (
 	"github.com/agentproto/handoff"
 )
 
-// Start is the time a new World's clock shows: 2026-10-26T07:33:20Z, a
-// fixed instant so that what a test signs does not depend on when it runs.
-var Start = time.Unix(1793000000, 0).UTC()
+// StartUnix is the time a new World's clock shows, in seconds since 1970
+// (2026-10-26T07:33:20Z): a fixed instant, so that what a test signs does
+// not depend on when it runs.
+const StartUnix = 1793000000
 
 // DefaultDialog is the dialog of every offer a World signs, and of the Host
 // it gives (World.Host): a host protocol's dialog identifier, such as an A2A
@@ -86,7 +87,7 @@ func NewWorld(t testing.TB, ids ...handoff.AgentID) *World {
 	if len(ids) == 0 {
 		t.Fatal("handofftest: NewWorld needs at least one AgentID")
 	}
-	w := &World{t: t, clock: NewClock(Start), format: handoff.JWS, keys: map[handoff.AgentID]*ecdsa.PrivateKey{}}
+	w := &World{t: t, clock: NewClock(time.Unix(StartUnix, 0).UTC()), format: handoff.JWS, keys: map[handoff.AgentID]*ecdsa.PrivateKey{}}
 	all := append([]handoff.AgentID(nil), ids...)
 	for i := range relays {
 		all = append(all, Relay(i))

@@ -90,14 +90,14 @@ func TestWorld_HC50_Chain(t *testing.T) {
 // past an offer's exp makes the offer stale (HC-31).
 func TestWorld_HC31_SharedClock(t *testing.T) {
 	w := handofftest.NewWorld(t, planner, coder)
-	if !w.Now().Equal(handofftest.Start) {
+	if w.Now().Unix() != handofftest.StartUnix {
 		t.Fatalf("clock starts at %v", w.Now())
 	}
 	a := w.Agent(coder)
 	data := w.Encode(w.Offer(planner, coder, nil))
 	w.In(handoff.COSE).Clock().Advance(handoff.DefaultTTL + time.Second)
 	handofftest.AssertRefused(t, w.Receive(a, data), handoff.ReasonStale)
-	w.Clock().Set(handofftest.Start)
+	w.Clock().Set(time.Unix(handofftest.StartUnix, 0))
 	handofftest.RequireAccepted(t, w.Receive(a, data))
 }
 
