@@ -166,13 +166,14 @@ func (b BadInput) Verify(in *handoff.Received) error {
 }
 
 // BadInputs returns one bad input per attack class for the receiver to,
-// in JWS (Handoff in JSON) and in COSE (Handoff in CBOR) wherever the
-// attack applies to the form: alg "none" is JWS's alone, malformed JSON is
-// listed with JWS and malformed CBOR with COSE. to must be one of the
-// agents named to NewWorld. The offers are signed by the first other agent
-// named to NewWorld (Relay(0) when there is none), and by relay agents for
-// chains, issued now by the World's clock: deliver them before moving the
-// clock more than a few seconds.
+// in JWS and in COSE wherever the attack applies to the form (alg "none"
+// is JWS's alone). Each Handoff object is in the World's encoding if
+// Encoded chose one, else JSON for JWS and CBOR for COSE; malformed JSON
+// is listed for each JSON one and malformed CBOR for each CBOR one. to
+// must be one of the agents named to NewWorld. The offers are signed by
+// the first other agent named to NewWorld (Relay(0) when there is none),
+// and by relay agents for chains, issued now by the World's clock: deliver
+// them before moving the clock more than a few seconds.
 //
 // The default profile and the strict one (Limits.Strict) refuse each with
 // the same reason.
@@ -186,6 +187,16 @@ func (w *World) BadInputs(to handoff.AgentID) []BadInput {
 		out = append(out, w.In(f).badInputs(to)...)
 	}
 	return out
+}
+
+// name is "<format>/<attack>", with the encoding when it is not the one
+// that goes with the format.
+func (w *World) name(a Attack) string {
+	n := w.format.String()
+	if w.enc != 0 {
+		n += "-in-" + w.enc.String()
+	}
+	return n + "/" + string(a)
 }
 
 // sender is the agent that signs the single offers of BadInputs.
@@ -204,7 +215,7 @@ func (w *World) badInputs(to handoff.AgentID) []BadInput {
 	sig, rej := handoff.CheckSignature, handoff.ErrRejected
 	var out []BadInput
 	add := func(a Attack, data []byte, reason handoff.Reason, check handoff.Check, class error, rule string) *BadInput {
-		out = append(out, BadInput{Name: w.format.String() + "/" + string(a), Attack: a, Format: w.format,
+		out = append(out, BadInput{Name: w.name(a), Attack: a, Format: w.format,
 			Encoding: w.Encoding(), Data: data, Host: w.Host(), Reason: reason, Check: check, Class: class, Rule: rule})
 		if h, _, err := handoff.ParseHandoff(data, handoff.Limits{}); err == nil {
 			out[len(out)-1].Offer = h.Offer

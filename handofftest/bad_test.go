@@ -14,40 +14,57 @@ const (
 	coder   = handoff.AgentID("spiffe://b.example/agent/coder")
 )
 
+// worlds returns w as BadInputs users see it: each form in its own
+// encoding, and everything in JSON, and in CBOR.
+func worlds(w *handofftest.World) []*handofftest.World {
+	return []*handofftest.World{w, w.Encoded(handoff.JSON), w.Encoded(handoff.CBOR)}
+}
+
 // Every bad input of the kit is refused by the library's own Agent with
 // exactly the reason, check and failure class the kit claims, in both
-// signed forms and under both profiles: the kit cannot drift from the
-// library (HC-13..HC-61, section 5.1).
+// signed forms, both encodings and under both profiles: the kit cannot
+// drift from the library (HC-13..HC-61, section 5.1).
 func TestBadInputs_RefusedByAgentAsClaimed(t *testing.T) {
-	w := handofftest.NewWorld(t, planner, coder)
-	for _, strict := range []bool{false, true} {
-		profile := map[bool]string{false: "default", true: "strict"}[strict]
-		for _, bad := range w.BadInputs(coder) {
-			t.Run(profile+"/"+bad.Name, func(t *testing.T) {
-				a := w.Agent(coder, bad.Configure, func(c *handoff.Config) { c.Limits.Strict = strict })
-				for i, p := range bad.Prior {
-					in, err := a.Receive(context.Background(), p, bad.Host)
-					if err != nil || !in.Accepted() {
-						t.Fatalf("prior %d not accepted: %v %s %s", i, err, in.Reason(), in.Detail())
-					}
-				}
-				in, err := a.Receive(context.Background(), bad.Data, bad.Host)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := bad.Verify(in); err != nil {
-					t.Error(err)
-				}
-			})
+	for _, w := range worlds(handofftest.NewWorld(t, planner, coder)) {
+		for _, strict := range []bool{false, true} {
+			testRefusedAsClaimed(t, w, strict)
 		}
+	}
+}
+
+func testRefusedAsClaimed(t *testing.T, w *handofftest.World, strict bool) {
+	profile := map[bool]string{false: "default", true: "strict"}[strict]
+	for _, bad := range w.BadInputs(coder) {
+		t.Run(profile+"/"+bad.Name, func(t *testing.T) {
+			a := w.Agent(coder, bad.Configure, func(c *handoff.Config) { c.Limits.Strict = strict })
+			for i, p := range bad.Prior {
+				in, err := a.Receive(context.Background(), p, bad.Host)
+				if err != nil || !in.Accepted() {
+					t.Fatalf("prior %d not accepted: %v %s %s", i, err, in.Reason(), in.Detail())
+				}
+			}
+			in, err := a.Receive(context.Background(), bad.Data, bad.Host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := bad.Verify(in); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 }
 
 // Each attack class is present, in both forms where it applies, and names
 // are unique.
 func TestBadInputs_CoverEveryAttack(t *testing.T) {
-	w := handofftest.NewWorld(t, planner, coder)
+	for _, w := range worlds(handofftest.NewWorld(t, planner, coder)) {
+		testCoverEveryAttack(t, w)
+	}
+}
+
+func testCoverEveryAttack(t *testing.T, w *handofftest.World) {
 	seen := map[handoff.Format][]handofftest.Attack{}
+	encodings := map[handoff.Format]handoff.Encoding{}
 	names := map[string]bool{}
 	for _, bad := range w.BadInputs(coder) {
 		if names[bad.Name] {
@@ -55,6 +72,10 @@ func TestBadInputs_CoverEveryAttack(t *testing.T) {
 		}
 		names[bad.Name] = true
 		seen[bad.Format] = append(seen[bad.Format], bad.Attack)
+		if e, ok := encodings[bad.Format]; ok && e != bad.Encoding {
+			t.Errorf("%s: encoding %v, others of its form %v", bad.Name, bad.Encoding, e)
+		}
+		encodings[bad.Format] = bad.Encoding
 		if bad.Reason == "" && !bad.Retransmission {
 			t.Errorf("%s: no reason", bad.Name)
 		}
@@ -65,16 +86,16 @@ func TestBadInputs_CoverEveryAttack(t *testing.T) {
 			t.Errorf("%s: incomplete", bad.Name)
 		}
 	}
-	only := map[handofftest.Attack]handoff.Format{
-		handofftest.AttackAlgNone:       handoff.JWS,
-		handofftest.AttackMalformedJSON: handoff.JWS,
-		handofftest.AttackMalformedCBOR: handoff.COSE,
-	}
 	for _, a := range handofftest.Attacks() {
 		for _, f := range []handoff.Format{handoff.JWS, handoff.COSE} {
 			want := true
-			if of, ok := only[a]; ok {
-				want = of == f
+			switch a {
+			case handofftest.AttackAlgNone:
+				want = f == handoff.JWS
+			case handofftest.AttackMalformedJSON:
+				want = encodings[f] == handoff.JSON
+			case handofftest.AttackMalformedCBOR:
+				want = encodings[f] == handoff.CBOR
 			}
 			if got := slices.Contains(seen[f], a); got != want {
 				t.Errorf("%s in %s: present %v, want %v", a, f, got, want)

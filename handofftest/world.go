@@ -75,6 +75,7 @@ type World struct {
 	t      testing.TB
 	clock  *Clock
 	format handoff.Format
+	enc    handoff.Encoding // zero: the format's own (Encoding)
 	keys   map[handoff.AgentID]*ecdsa.PrivateKey
 	ids    []handoff.AgentID // as given to NewWorld
 	trust  *handoff.Trust
@@ -116,8 +117,10 @@ func NewWorld(t testing.TB, ids ...handoff.AgentID) *World {
 }
 
 // In returns a World over the same agents, keys, trust and clock that signs
-// in format f.
+// in format f, and encodes Handoff objects in the encoding that goes with f
+// unless Encoded chose one.
 func (w *World) In(f handoff.Format) *World {
+	w.t.Helper()
 	if f != handoff.JWS && f != handoff.COSE {
 		w.t.Fatalf("handofftest: unknown format %v", f)
 	}
@@ -126,13 +129,29 @@ func (w *World) In(f handoff.Format) *World {
 	return &c
 }
 
+// Encoded returns a World over the same agents, keys, trust and clock that
+// encodes Handoff objects in enc, whatever the signed form: for a host
+// protocol that carries only one, such as JSON metadata (HC-19: a COSE
+// element in a JSON Handoff is base64url text).
+func (w *World) Encoded(enc handoff.Encoding) *World {
+	w.t.Helper()
+	if enc != handoff.JSON && enc != handoff.CBOR {
+		w.t.Fatalf("handofftest: unknown encoding %v", enc)
+	}
+	c := *w
+	c.enc = enc
+	return &c
+}
+
 // Format returns the signed form the World produces.
 func (w *World) Format() handoff.Format { return w.format }
 
 // Encoding returns the encoding of the Handoff objects the World encodes:
-// JSON for JWS, CBOR for COSE, as a host protocol would most likely carry
-// each.
+// the one Encoded chose, else JSON for JWS and CBOR for COSE.
 func (w *World) Encoding() handoff.Encoding {
+	if w.enc != 0 {
+		return w.enc
+	}
 	if w.format == handoff.COSE {
 		return handoff.CBOR
 	}

@@ -110,6 +110,7 @@ func TestWorld_SetupErrors(t *testing.T) {
 		"unknown agent":     func(t testing.TB) { handofftest.NewWorld(t, coder).Signer(planner) },
 		"bad inputs to one": func(t testing.TB) { handofftest.NewWorld(t, coder).BadInputs(planner) },
 		"unknown format":    func(t testing.TB) { handofftest.NewWorld(t, coder).In(7) },
+		"unknown encoding":  func(t testing.TB) { handofftest.NewWorld(t, coder).Encoded(9) },
 		"a path of one":     func(t testing.TB) { handofftest.NewWorld(t, coder).Path(nil, coder) },
 	} {
 		if !fails(fn) {
