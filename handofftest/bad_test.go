@@ -39,9 +39,10 @@ func testRefusedAsClaimed(t *testing.T, w *handofftest.World, strict bool) {
 			a := w.Agent(coder, bad.Configure, func(c *handoff.Config) { c.Limits.Strict = strict })
 			for i, p := range bad.Prior {
 				in, err := a.Receive(context.Background(), p, bad.Host)
-				if err != nil || !in.Accepted() {
-					t.Fatalf("prior %d not accepted: %v %s %s", i, err, in.Reason(), in.Detail())
+				if err != nil {
+					t.Fatalf("prior %d: %v", i, err)
 				}
+				handofftest.RequireAccepted(t, in)
 			}
 			in, err := a.Receive(context.Background(), bad.Data, bad.Host)
 			if err != nil {
