@@ -40,6 +40,7 @@ func TestA2A_HC66_BadInputsRefusedThroughMetadata(t *testing.T) {
 	w := handofftest.NewWorld(t, planner, coder).Encoded(handoff.JSON)
 	for _, bad := range w.BadInputs(coder) {
 		t.Run(bad.Name, func(t *testing.T) {
+			w := w.With(t)
 			a := w.Agent(coder, bad.Configure)
 			for _, p := range bad.Prior {
 				data, err := throughA2A(p)

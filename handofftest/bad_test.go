@@ -36,6 +36,7 @@ func testRefusedAsClaimed(t *testing.T, w *handofftest.World, strict bool) {
 	profile := map[bool]string{false: "default", true: "strict"}[strict]
 	for _, bad := range w.BadInputs(coder) {
 		t.Run(profile+"/"+bad.Name, func(t *testing.T) {
+			w := w.With(t)
 			a := w.Agent(coder, bad.Configure, func(c *handoff.Config) { c.Limits.Strict = strict })
 			for i, p := range bad.Prior {
 				in, err := a.Receive(context.Background(), p, bad.Host)

@@ -37,6 +37,7 @@
 //		w := handofftest.NewWorld(t, planner, coder)
 //		for _, bad := range w.BadInputs(coder) {
 //			t.Run(bad.Name, func(t *testing.T) {
+//				w := w.With(t)
 //				h := myservice.NewHandler(w.Agent(coder, bad.Configure))
 //				for _, p := range bad.Prior { // the first of a replay or equivocation
 //					h.Handle(ctx, p, bad.Host)

@@ -69,8 +69,9 @@ func (c *Clock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.U
 // (Relay(0), Relay(1), ...) that Chain uses, trusted like the others, and
 // the Outsider, whose key no trust configuration binds.
 //
-// A World is safe for concurrent use once made. It fails the test (t.Fatal)
-// on a setup error, so its methods return no errors.
+// A World is safe for concurrent use once made. It fails the test it was
+// made with (t.Fatal) on a setup error, so its methods return no errors;
+// in a subtest, use With(t).
 type World struct {
 	t      testing.TB
 	clock  *Clock
@@ -140,6 +141,15 @@ func (w *World) Encoded(enc handoff.Encoding) *World {
 	}
 	c := *w
 	c.enc = enc
+	return &c
+}
+
+// With returns a World over the same agents, keys, trust and clock that
+// reports setup errors to t: call it in a subtest, since a test may only
+// be stopped from its own goroutine.
+func (w *World) With(t testing.TB) *World {
+	c := *w
+	c.t = t
 	return &c
 }
 

@@ -111,6 +111,7 @@ func TestWorld_SetupErrors(t *testing.T) {
 		"bad inputs to one": func(t testing.TB) { handofftest.NewWorld(t, coder).BadInputs(planner) },
 		"unknown format":    func(t testing.TB) { handofftest.NewWorld(t, coder).In(7) },
 		"unknown encoding":  func(t testing.TB) { handofftest.NewWorld(t, coder).Encoded(9) },
+		"a subtest's own t": func(t testing.TB) { handofftest.NewWorld(&fakeT{}, coder).With(t).Signer(planner) },
 		"a path of one":     func(t testing.TB) { handofftest.NewWorld(t, coder).Path(nil, coder) },
 	} {
 		if !fails(fn) {

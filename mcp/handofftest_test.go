@@ -41,6 +41,7 @@ func TestMCP_HC67_BadInputsRefusedThroughMetadata(t *testing.T) {
 	w := handofftest.NewWorld(t, planner, coder).Encoded(handoff.JSON)
 	for _, bad := range w.BadInputs(coder) {
 		t.Run(bad.Name, func(t *testing.T) {
+			w := w.With(t)
 			a := w.Agent(coder, bad.Configure)
 			for _, p := range bad.Prior {
 				data, err := throughMCP(p)
