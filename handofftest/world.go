@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -180,6 +181,30 @@ func (w *World) Now() time.Time { return w.clock.Now() }
 // Trust returns the trust configuration binding every agent's key but the
 // Outsider's.
 func (w *World) Trust() *handoff.Trust { return w.trust }
+
+// TrustDocument returns the World's trust configuration as the JSON
+// document handoff.ParseTrust reads: each AgentID, the Outsider's aside,
+// mapped to a JWK Set of its public key. It is for services and tools that
+// read their trust from a file.
+func (w *World) TrustDocument() []byte {
+	w.t.Helper()
+	doc := map[handoff.AgentID]map[string][]json.RawMessage{}
+	for id := range w.keys {
+		if id == Outsider {
+			continue
+		}
+		jwk, err := w.Signer(id).Key().PublicJWK()
+		if err != nil {
+			w.t.Fatalf("handofftest: JWK of %q: %v", id, err)
+		}
+		doc[id] = map[string][]json.RawMessage{"keys": {jwk}}
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		w.t.Fatalf("handofftest: trust document: %v", err)
+	}
+	return b
+}
 
 // TrustOnly returns a trust configuration binding the keys of ids only.
 func (w *World) TrustOnly(ids ...handoff.AgentID) *handoff.Trust {

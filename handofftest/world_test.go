@@ -131,3 +131,20 @@ func TestWorld_BadInputsWithOneAgent(t *testing.T) {
 		handofftest.AssertBad(t, w.Receive(a, bad.Data), bad)
 	}
 }
+
+// The trust document binds the same keys as the World's trust: what one
+// accepts, the other does, and the Outsider is in neither (HC-21).
+func TestWorld_HC21_TrustDocument(t *testing.T) {
+	w := handofftest.NewWorld(t, planner, coder)
+	tr, err := handoff.ParseTrust(w.TrustDocument())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(tr.AgentIDs()), len(w.Trust().AgentIDs()); got != want || got != 2+handoff.DefaultMaxChain+2 {
+		t.Fatalf("%d agents in the document, %d in the trust", got, want)
+	}
+	fromFile := func(c *handoff.Config) { c.Trust = tr }
+	handofftest.RequireAccepted(t, w.Receive(w.Agent(coder, fromFile), w.Encode(w.Offer(planner, coder, nil))))
+	in := w.Receive(w.Agent(coder, fromFile), w.Encode(w.Offer(handofftest.Outsider, coder, nil)))
+	handofftest.AssertRefused(t, in, handoff.ReasonUntrustedKey)
+}
