@@ -24,7 +24,7 @@ func worlds(w *handofftest.World) []*handofftest.World {
 // exactly the reason, check and failure class the kit claims, in both
 // signed forms, both encodings and under both profiles: the kit cannot
 // drift from the library (HC-13..HC-61, section 5.1).
-func TestBadInputs_RefusedByAgentAsClaimed(t *testing.T) {
+func TestBadInputs_HC30_RefusedByAgentAsClaimed(t *testing.T) {
 	for _, w := range worlds(handofftest.NewWorld(t, planner, coder)) {
 		for _, strict := range []bool{false, true} {
 			testRefusedAsClaimed(t, w, strict)
@@ -128,7 +128,7 @@ func TestBadInputs_ConfigureIsNeeded(t *testing.T) {
 
 // A replay or an equivocation without its prior offer is accepted: the
 // prior is what makes it bad.
-func TestBadInputs_PriorIsNeeded(t *testing.T) {
+func TestBadInputs_HC35_PriorIsNeeded(t *testing.T) {
 	w := handofftest.NewWorld(t, planner, coder)
 	n := 0
 	for _, bad := range w.BadInputs(coder) {

@@ -211,8 +211,8 @@ func (f Fault) String() string {
 }
 
 // Cue says when a fault store injects a fault: on the calls of Methods
-// (every method it knows when empty), after Skip such calls have passed,
-// for Times calls (every later call when zero).
+// (every method it knows but Close when empty), after Skip such calls have
+// passed, for Times calls (every later call when zero).
 type Cue struct {
 	Fault   Fault
 	Methods []string
@@ -260,7 +260,8 @@ func (f *faults) next(method string) Fault {
 		return Gone
 	}
 	for i, c := range f.cues {
-		if len(c.Methods) > 0 && !slices.Contains(c.Methods, method) {
+		if len(c.Methods) > 0 && !slices.Contains(c.Methods, method) ||
+			len(c.Methods) == 0 && method == MethodClose {
 			continue
 		}
 		if c.Skip > 0 {

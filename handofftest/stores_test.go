@@ -134,10 +134,25 @@ func TestFaultStore_Cues(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) || !errors.Is(err, replay.ErrUnavailable) {
 		t.Fatalf("hung Update returned %v, want the context's error and ErrUnavailable", err)
 	}
+	if err := store.Close(); err != nil {
+		t.Fatalf("Close failed under a cue that does not name it: %v", err)
+	}
 	short := handofftest.NewFaultStore(replay.NewMemory(replay.MemoryOptions{}), handofftest.FaultOptions{HangLimit: time.Millisecond})
 	short.Inject(handofftest.Cue{Fault: handofftest.Hang})
 	if _, _, err := short.Get(context.Background(), k); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a hang without deadline returned %v, want DeadlineExceeded after HangLimit", err)
+	}
+	short.Heal() // the Hang cue above is armed for every later call
+	short.Inject(handofftest.Cue{Fault: handofftest.Gone, Methods: []string{handofftest.MethodUpdate}})
+	if err := short.Update(context.Background(), k, replay.Record{Digest: make([]byte, 32)}); !errors.Is(err, handofftest.ErrGone) {
+		t.Fatalf("Update returned %v, want ErrGone", err)
+	}
+	if err := short.Close(); !errors.Is(err, handofftest.ErrGone) || !errors.Is(err, replay.ErrUnavailable) {
+		t.Fatalf("Close of a store gone returned %v", err)
+	}
+	short.Heal()
+	if err := short.Close(); err != nil {
+		t.Fatalf("Close after Heal: %v", err)
 	}
 }
 
