@@ -2,6 +2,7 @@ package handofftest_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -172,5 +173,49 @@ func TestBadInput_VerifyFindsDifferences(t *testing.T) {
 	}
 	if err := bad.Verify(nil); err == nil {
 		t.Error("no outcome verified")
+	}
+}
+
+// The kit catches a handler wired wrongly: one that does not pass the
+// host's dialog to Receive accepts an offer from another dialog, and one
+// that runs the work again for a retransmission runs it twice (HC-38).
+func TestBadInputs_HC38_CatchABrokenHandler(t *testing.T) {
+	w := handofftest.NewWorld(t, planner, coder)
+	var caught []string
+	for _, bad := range w.BadInputs(coder) {
+		var runs handofftest.Counter
+		a := w.Agent(coder, bad.Configure)
+		noDialog := func(data []byte) handoff.Reason { // forgets the host's dialog
+			in, err := a.Receive(context.Background(), data, handoff.Host{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if in.Accepted() || in.Retransmission() { // works again on a retransmission
+				runs.Inc(in.Unverified().Iss, in.Unverified().Hop)
+			}
+			return in.Reason()
+		}
+		for _, p := range bad.Prior {
+			noDialog(p)
+		}
+		ft := &fakeT{}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if reason := noDialog(bad.Data); reason != bad.Reason {
+				ft.Errorf("%s: refused with %q, want %q", bad.Name, reason, bad.Reason)
+			}
+			if bad.Retransmission {
+				handofftest.AssertRanOnce(ft, &runs, bad.Offer)
+			}
+		}()
+		<-done
+		if ft.failed {
+			caught = append(caught, string(bad.Attack))
+		}
+	}
+	want := []string{"replay", "wrong-dialog", "replay", "wrong-dialog"}
+	if fmt.Sprint(caught) != fmt.Sprint(want) {
+		t.Fatalf("caught %v, want %v", caught, want)
 	}
 }
