@@ -75,7 +75,8 @@ func Attacks() []Attack {
 // decided by Check, with an error that wraps Class; for a replay, it is a
 // retransmission: not accepted, not processed again, Reason empty.
 type BadInput struct {
-	// Name is "<format>/<attack>", unique in a BadInputs list.
+	// Name is "<format>/<attack>" ("<format>-in-<encoding>/<attack>" from
+	// a World that Encoded), unique in a BadInputs list.
 	Name   string
 	Attack Attack
 	// Format is the signed form of the offer; Encoding that of the
