@@ -137,3 +137,9 @@ func TestMemoryConcurrentFull(t *testing.T) {
 	assert.Equal(t, max, inserted)
 	assert.Equal(t, 16*20-max, full)
 }
+
+func TestMemoryOffers(t *testing.T) {
+	storetest.RunOffers(t, func(t *testing.T, now func() time.Time) replay.OfferStore {
+		return replay.NewMemoryOffers(now)
+	}, storetest.OfferOptions{})
+}

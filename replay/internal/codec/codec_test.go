@@ -141,3 +141,29 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestOfferRoundTrip(t *testing.T) {
+	d := sha256.Sum256([]byte("offer"))
+	for _, rec := range []replay.OfferRecord{
+		{Hop: "h", To: "t", Digest: d[:]},
+		{Hop: "h\x00é", To: "t", Digest: d[:], Prev: d[:], Work: "w", Open: true, Handoff: []byte{0, 1},
+			State: "accepted", Reason: "r", Status: []byte{0xff}, Canceled: true, Observed: true,
+			Created: time.Unix(-5, 999999999), Version: 1 << 60},
+		{Hop: "h", To: "t", Digest: d[:], Expires: time.Date(9999, 1, 1, 0, 0, 0, 1, time.UTC)},
+	} {
+		got, err := DecodeOffer(EncodeOffer(rec))
+		require.NoError(t, err)
+		assert.True(t, replay.EqualOffer(rec, got), "%+v != %+v", rec, got)
+	}
+	for name, b := range map[string][]byte{
+		"empty":     nil,
+		"not a map": {0x01},
+		"no digest": EncodeOffer(replay.OfferRecord{Hop: "h", To: "t"}),
+		"format":    {0xa1, 0x00, 0x02},
+		"unknown":   {0xa1, 0x18, 0x63, 0x01},
+		"trailing":  append(EncodeOffer(replay.OfferRecord{Hop: "h", To: "t", Digest: d[:]}), 0),
+	} {
+		_, err := DecodeOffer(b)
+		assert.ErrorIs(t, err, ErrMalformed, name)
+	}
+}
