@@ -13,20 +13,21 @@ import (
 const OfferVersion = 1
 
 // offerWire is an OfferRecord as a CBOR map with small integer keys
-// (RFC 8949, core deterministic encoding). Times are [seconds, nanoseconds]
+// (RFC 8949, core deterministic encoding). Strings are byte strings, since
+// a Go string may hold any octets. Times are [seconds, nanoseconds]
 // since the Unix epoch, absent for the zero time. Version is not part of
 // the value when a store keeps it apart (Redis); it is 0 then.
 type offerWire struct {
 	Format   uint    `cbor:"0,keyasint"`
-	Hop      string  `cbor:"1,keyasint"`
-	To       string  `cbor:"2,keyasint"`
+	Hop      []byte  `cbor:"1,keyasint"`
+	To       []byte  `cbor:"2,keyasint"`
 	Digest   []byte  `cbor:"3,keyasint"`
 	Prev     []byte  `cbor:"4,keyasint,omitempty"`
-	Work     string  `cbor:"5,keyasint,omitempty"`
+	Work     []byte  `cbor:"5,keyasint,omitempty"`
 	Open     bool    `cbor:"6,keyasint,omitempty"`
 	Handoff  []byte  `cbor:"7,keyasint,omitempty"`
-	State    string  `cbor:"8,keyasint,omitempty"`
-	Reason   string  `cbor:"9,keyasint,omitempty"`
+	State    []byte  `cbor:"8,keyasint,omitempty"`
+	Reason   []byte  `cbor:"9,keyasint,omitempty"`
 	Status   []byte  `cbor:"10,keyasint,omitempty"`
 	Canceled bool    `cbor:"11,keyasint,omitempty"`
 	Observed bool    `cbor:"12,keyasint,omitempty"`
@@ -81,8 +82,9 @@ func fromWire(v []int64, what string) (time.Time, error) {
 // out). It does not check rec.
 func EncodeOffer(rec replay.OfferRecord) []byte {
 	b, err := offerEnc.Marshal(offerWire{
-		Format: OfferVersion, Hop: rec.Hop, To: rec.To, Digest: rec.Digest, Prev: rec.Prev, Work: rec.Work,
-		Open: rec.Open, Handoff: rec.Handoff, State: rec.State, Reason: rec.Reason, Status: rec.Status,
+		Format: OfferVersion, Hop: []byte(rec.Hop), To: []byte(rec.To), Digest: rec.Digest, Prev: rec.Prev,
+		Work: []byte(rec.Work), Open: rec.Open, Handoff: rec.Handoff, State: []byte(rec.State),
+		Reason: []byte(rec.Reason), Status: rec.Status,
 		Canceled: rec.Canceled, Observed: rec.Observed, Created: wireTime(rec.Created),
 		Expires: wireTime(rec.Expires), Version: rec.Version,
 	})
@@ -113,8 +115,8 @@ func DecodeOffer(b []byte) (replay.OfferRecord, error) {
 		return replay.OfferRecord{}, err
 	}
 	rec := replay.CloneOffer(replay.OfferRecord{
-		Hop: w.Hop, To: w.To, Digest: w.Digest, Prev: w.Prev, Work: w.Work, Open: w.Open, Handoff: w.Handoff,
-		State: w.State, Reason: w.Reason, Status: w.Status, Canceled: w.Canceled, Observed: w.Observed,
+		Hop: string(w.Hop), To: string(w.To), Digest: w.Digest, Prev: w.Prev, Work: string(w.Work), Open: w.Open,
+		Handoff: w.Handoff, State: string(w.State), Reason: string(w.Reason), Status: w.Status, Canceled: w.Canceled, Observed: w.Observed,
 		Created: created, Expires: expires, Version: w.Version,
 	})
 	if err := replay.CheckOffer(rec); err != nil {
