@@ -91,15 +91,20 @@ func (m *memRecord) set(rec Record) {
 
 // record returns a Record that shares nothing with m.
 func (m *memRecord) record() Record {
+	// One allocation holds the digest and the token, each capped so that
+	// appending to one cannot write over the other.
+	buf := make([]byte, 32+TokenSize)
+	copy(buf, m.digest[:])
 	r := Record{
-		Digest:  append([]byte(nil), m.digest[:]...),
+		Digest:  buf[:32:32],
 		Created: m.created,
 		Expires: m.expires,
 		State:   m.state,
 		Status:  cloneBytes(m.status),
 	}
 	if m.hasToken {
-		r.Token = append([]byte(nil), m.token[:]...)
+		copy(buf[32:], m.token[:])
+		r.Token = buf[32 : 32+TokenSize : 32+TokenSize]
 	}
 	return r
 }

@@ -196,13 +196,35 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 		return replay.Record{}, false, err
 	}
 	rk := recordKey(k)
-	val := codec.Encode(rec)
+	// A retransmission finds its record in a read transaction, without
+	// the write lock and the sync of a write transaction.
 	var (
 		held     replay.Record
 		inserted bool
 		full     bool
 	)
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketRecords).Get(rk)
+		if v == nil {
+			return nil
+		}
+		old, err := codec.Decode(v)
+		if err != nil {
+			return fmt.Errorf("record for %q: %w", k, err)
+		}
+		if old.Live(s.now()) {
+			held, inserted = old, replay.Written(old, rec)
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return replay.Record{}, false, s.wrap(ctx, err)
+	case held.Digest != nil:
+		return held, inserted, nil
+	}
+	val := codec.Encode(rec)
+	err = s.db.Update(func(tx *bolt.Tx) error {
 		held, inserted, full = replay.Record{}, false, false
 		if err := ctx.Err(); err != nil {
 			return err
