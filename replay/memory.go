@@ -237,6 +237,9 @@ func (s *Memory) Update(ctx context.Context, k Key, rec Record) error {
 	if [32]byte(rec.Digest) != held.digest {
 		return ErrConflict
 	}
+	if len(rec.Token) == TokenSize && (!held.hasToken || [TokenSize]byte(rec.Token) != held.token) {
+		return ErrConflict
+	}
 	held.expires = rec.Expires.Round(0)
 	held.state = rec.State
 	held.status = cloneBytes(rec.Status)

@@ -30,7 +30,11 @@
 //     kept until updated with a non-zero one. A record past Expires is absent
 //     for every method, and may be reclaimed at any time after.
 //   - Update changes State, Status and Expires only; Digest, Token and
-//     Created stay those of the call that inserted the record.
+//     Created stay those of the call that inserted the record. An Update
+//     that carries a Token applies only to the record that Token inserted
+//     (ErrConflict otherwise), so that a call whose record was released and
+//     remembered again by another delivery cannot take the hop too; one
+//     without a Token compares the Digest only.
 //   - A store never evicts an unexpired record to make room. A store that is
 //     full returns ErrFull from Remember; the caller must refuse the offer.
 //   - A store that cannot answer returns an error (wrapping ErrUnavailable
@@ -54,18 +58,21 @@
 //
 // Release cannot lead to a second acceptance, because of the rule the
 // library keeps on the delegate's side: work on a hop starts only after
-// its State has been set, by Take or by Reply("accepted"), in this store.
-// A record whose State is empty has therefore never been worked on, and no
-// status has been sent for it. Release and the write that sets State are
-// each atomic on the record and Release requires State to be empty, so
-// they are ordered: either the State write comes first, Release fails
-// with ErrTaken and the hop stays remembered; or Release comes first, the
-// State write fails with ErrNotFound, the caller must not start the work,
-// and the hop is accepted at most once, by whichever delivery remembers it
-// next. A Release of a record that a live call is still about to take
-// costs that call its acceptance (it sees ErrNotFound and refuses), never a
-// duplicate; choose the age passed to Untaken well above the time a
-// receiver takes from Remember to Take.
+// its State has been set, by Take or by Reply("accepted"), in this store,
+// with an Update that carries the Token of the Remember that inserted the
+// record. A record whose State is empty has therefore never been worked
+// on, and no status has been sent for it. Release and the write that sets
+// State are each atomic on the record and Release requires State to be
+// empty, so they are ordered: either the State write comes first, Release
+// fails with ErrTaken and the hop stays remembered; or Release comes
+// first, and the State write fails (ErrNotFound, or ErrConflict when
+// another delivery has remembered the hop again since, under its own
+// Token), the caller must not start the work, and the hop is accepted at
+// most once, by whichever delivery remembers it next. A Release of a record
+// that a live call is still about to take costs that call its acceptance
+// (its State write fails and it refuses), never a duplicate; choose the
+// age passed to Untaken well above the time a receiver takes from Remember
+// to Take.
 //
 // The in-memory store of this package is the default. Durable and
 // distributed backends live in nested modules (replay/boltstore,
@@ -179,8 +186,9 @@ type Store interface {
 	Get(ctx context.Context, k Key) (rec Record, ok bool, err error)
 
 	// Update replaces the State, Status and Expires of the live record held
-	// for k, provided its Digest equals rec.Digest. It returns ErrNotFound
-	// when no live record is held and ErrConflict when the digest differs.
+	// for k, provided its Digest equals rec.Digest and, when rec.Token is
+	// not empty, its Token equals rec.Token. It returns ErrNotFound when no
+	// live record is held and ErrConflict when the digest or token differs.
 	Update(ctx context.Context, k Key, rec Record) error
 
 	// Untaken returns the live records whose State is empty and whose

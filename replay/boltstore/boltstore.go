@@ -348,7 +348,7 @@ func (s *Store) Update(ctx context.Context, k replay.Key, rec replay.Record) err
 		if !old.Live(s.now()) {
 			return replay.ErrNotFound
 		}
-		if !bytes.Equal(old.Digest, rec.Digest) {
+		if !bytes.Equal(old.Digest, rec.Digest) || (len(rec.Token) > 0 && !bytes.Equal(old.Token, rec.Token)) {
 			return replay.ErrConflict
 		}
 		if !old.Expires.Equal(rec.Expires) {

@@ -134,7 +134,9 @@ return false
 // is empty, provided the held value carries the digest ARGV[1]. The held
 // value's first ARGV[4] octets (its identity: version, digest, token,
 // creation time) are kept; a version 1 value, which has none, is replaced
-// by ARGV[2]. It returns 0 when no value is held, 1 when the digest
+// by ARGV[2]. When ARGV[5] is not empty, the held value must carry it as
+// its token (octets 47 to 62, counting from 1, with bit 0 of octet 34
+// set). It returns 0 when no value is held, 1 when the digest or token
 // differs, 2 when it replaced the value, and -1 when the held value is not
 // a record of version 1 or 2.
 var updateScript = redis.NewScript(`
@@ -148,6 +150,9 @@ if #v < 33 or (ver ~= 1 and ver ~= 2) or (ver == 2 and #v < n) then
 	return -1
 end
 if string.sub(v, 2, 33) ~= ARGV[1] then
+	return 1
+end
+if ARGV[5] ~= '' and (ver ~= 2 or string.byte(v, 34) % 2 ~= 1 or string.sub(v, 47, 62) ~= ARGV[5]) then
 	return 1
 end
 local nv = ARGV[2]
@@ -258,7 +263,7 @@ func (s *Store) Update(ctx context.Context, k replay.Key, rec replay.Record) err
 	tail := rec
 	tail.Token, tail.Created = nil, time.Time{}
 	n, err := updateScript.Run(ctx, s.client, []string{s.key(k)}, rec.Digest, codec.Encode(tail), pxat(rec.Expires),
-		codec.IdentitySize).Int64()
+		codec.IdentitySize, rec.Token).Int64()
 	if err != nil {
 		return unavailable(err)
 	}

@@ -103,6 +103,7 @@ func Run(t *testing.T, open OpenFunc, opts Options) {
 		{"Untaken", s.testUntaken},
 		{"Release", s.testRelease},
 		{"ReleaseRacesUpdate", s.testReleaseRace},
+		{"ReleaseThenStaleTake", s.testReleaseThenStaleTake},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, tt.fn)
@@ -877,7 +878,7 @@ func (s *suite) testUpdateKeepsIdentity(t *testing.T) {
 	k := key("h1")
 	rec := fresh("offer", c.Now().Add(-123456789*time.Nanosecond), c.Now().Add(c.long()))
 	mustRemember(t, st, k, rec)
-	upd := replay.Record{Digest: rec.Digest, Token: token("another"), Created: c.Now().Add(time.Hour),
+	upd := replay.Record{Digest: rec.Digest, Token: rec.Token, Created: c.Now().Add(time.Hour),
 		Expires: rec.Expires.Add(time.Hour), State: "completed", Status: []byte("done")}
 	require.NoError(t, st.Update(ctx, k, upd))
 	want := rec
@@ -889,6 +890,44 @@ func (s *suite) testUpdateKeepsIdentity(t *testing.T) {
 	require.NoError(t, st.Update(ctx, k, upd))
 	want.State = "canceled"
 	mustGet(t, st, k, want)
+	// Update with another call's token is refused.
+	upd.Token = token("another")
+	upd.State = "failed"
+	assert.ErrorIs(t, st.Update(ctx, k, upd), replay.ErrConflict)
+	mustGet(t, st, k, want)
+	// So is a token on a record remembered without one.
+	k2 := key("h2")
+	bare := remembered("bare", c.Now().Add(c.long()))
+	mustRemember(t, st, k2, bare)
+	withToken := bare
+	withToken.Token, withToken.State = token("bare"), "accepted"
+	assert.ErrorIs(t, st.Update(ctx, k2, withToken), replay.ErrConflict)
+	mustGet(t, st, k2, bare)
+}
+
+// testReleaseThenStaleTake: a call remembers a hop and is slow to take it;
+// meanwhile the record is released and another delivery remembers the hop
+// again. The slow call's take, which carries its token, must fail: only
+// the second call may take the hop.
+func (s *suite) testReleaseThenStaleTake(t *testing.T) {
+	st, c := s.start(t)
+	ctx := context.Background()
+	k := key("h1")
+	first := fresh("offer", c.Now(), c.Now().Add(c.long()))
+	mustRemember(t, st, k, first)
+	require.NoError(t, st.Release(ctx, k, first.Digest))
+	second := first
+	second.Token = token("second delivery")
+	mustRemember(t, st, k, second)
+
+	late := first
+	late.State = "accepted"
+	assert.ErrorIs(t, st.Update(ctx, k, late), replay.ErrConflict, "the released call's take")
+	mustGet(t, st, k, second)
+	take := second
+	take.State = "accepted"
+	require.NoError(t, st.Update(ctx, k, take), "the second call's take")
+	mustGet(t, st, k, take)
 }
 
 func (s *suite) testUntaken(t *testing.T) {
