@@ -18,8 +18,8 @@ import (
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/mcp"
 
-	hmcp "github.com/agentproto/handoff/integrations/mcp"
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
+	hmcp "github.com/agentproto/handoff/integrations/mcp"
 	"github.com/agentproto/handoff/integrations/observe"
 )
 
