@@ -13,8 +13,8 @@ import (
 
 	"github.com/agentproto/handoff"
 
-	hmcp "github.com/agentproto/handoff/integrations/mcp"
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
+	hmcp "github.com/agentproto/handoff/integrations/mcp"
 	"github.com/agentproto/handoff/integrations/observe"
 )
 
