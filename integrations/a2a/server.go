@@ -96,6 +96,9 @@ type ServerConfig struct {
 	// verified "canceled". By default such a request cancels the A2A task
 	// only: the hop's state does not change.
 	RequireSignedCancel bool
+	// OnReceive, when set, is called with the outcome of every Receive,
+	// before the offer is answered: for logs and audit.
+	OnReceive func(context.Context, *handoff.Received)
 	// Observe records spans and counters; nil records nothing.
 	Observe *observe.Recorder
 }
@@ -217,6 +220,9 @@ func (e *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 	rctx, end := e.cfg.Observe.StartReceive(ctx, Transport)
 	in, err := e.cfg.Agent.Receive(rctx, octets, handoff.Host{Dialog: dialog, Peer: e.peer(ctx)})
 	end(in, err)
+	if err == nil && e.cfg.OnReceive != nil {
+		e.cfg.OnReceive(ctx, in)
+	}
 	if err != nil {
 		return fmt.Errorf("handoff: offer refused: %w", err) // fail closed
 	}

@@ -89,6 +89,9 @@ type ServerConfig struct {
 	// OnCancel, when set, is called with the outcome of every "canceled"
 	// that arrived in a notifications/cancelled, verified or refused.
 	OnCancel func(context.Context, *handoff.StatusResult)
+	// OnReceive, when set, is called with the outcome of every Receive,
+	// before the offer is answered: for logs and audit.
+	OnReceive func(context.Context, *handoff.Received)
 	// Observe records spans and counters; nil records nothing.
 	Observe *observe.Recorder
 }
@@ -195,6 +198,9 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 	rctx, end := s.cfg.Observe.StartReceive(ctx, Transport)
 	in, err := s.cfg.Agent.Receive(rctx, octets, host)
 	end(in, err)
+	if err == nil && s.cfg.OnReceive != nil {
+		s.cfg.OnReceive(ctx, in)
+	}
 	if err != nil {
 		// The store could not answer: refuse, never accept (fail closed).
 		return nil, fmt.Errorf("handoff: offer refused: %w", err)

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"path/filepath"
+
+	"github.com/agentproto/handoff/replay"
+	"github.com/agentproto/handoff/replay/boltstore"
+)
+
+// stores are an agent's two memories, kept under its own directory.
+type stores struct {
+	// Store is the delegate's memory of the hops it received (HC-33,
+	// HC-34): a bbolt file, so that a hop taken before a crash is still
+	// known after the restart and a retransmission is answered, never
+	// processed again.
+	Store replay.Store
+	// Offers is the delegator's record of the hops it offered (HC-42,
+	// HC-52).
+	Offers replay.OfferStore
+}
+
+// openStores opens the stores of the agent whose directory is dir.
+//
+// Hook for the durable delegator records: Offers is in memory until
+// replay/boltstore's OfferStore is available on this module's main line;
+// then open it here beside the Store, in the same directory. The demo
+// crashes a tester, which only receives, so its durable Store is what
+// carries the hop across the restart.
+func openStores(dir string) (*stores, error) {
+	st, err := boltstore.Open(filepath.Join(dir, "hops.db"), boltstore.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return &stores{Store: st, Offers: replay.NewMemoryOffers(nil)}, nil
+}
+
+func (s *stores) Close() error {
+	err := s.Offers.Close()
+	if e := s.Store.Close(); e != nil {
+		err = e
+	}
+	return err
+}
