@@ -38,10 +38,10 @@ func shortName(id handoff.AgentID) string {
 
 // nodeConfig is what the driver writes for each agent in its directory.
 type nodeConfig struct {
-	Role   string         `json:"role"`
+	Role   string          `json:"role"`
 	ID     handoff.AgentID `json:"id"`
-	Format string         `json:"format"` // "JWS" or "COSE"
-	Listen string         `json:"listen"` // host:port, empty for the assistant
+	Format string          `json:"format"` // "JWS" or "COSE"
+	Listen string          `json:"listen"` // host:port, empty for the assistant
 	// Token is what this agent presents when it calls another; Tokens maps
 	// every token to its agent. They stand in for mutual TLS or OAuth.
 	Token  string                     `json:"token"`
