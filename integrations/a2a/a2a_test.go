@@ -332,7 +332,7 @@ func TestA2A_Cancel_SignedAndPropagated_HC28_HC66(t *testing.T) {
 	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.COSE},
 		agenttest.Spec{ID: tester, Format: handoff.JWS})
 	co, te := newNode(t, ps[coder], nil), newNode(t, ps[tester], nil)
-	started := make(chan struct{})
+	started, passed := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	hold := func(ctx context.Context, in *handoff.Received, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
 		once.Do(func() { close(started) })
@@ -346,6 +346,7 @@ func TestA2A_Cancel_SignedAndPropagated_HC28_HC66(t *testing.T) {
 		if _, err := co.client.Send(ctx, toTester, text("test"), handoff.OfferParams{To: tester, From: in}); err != nil {
 			return err
 		}
+		close(passed)
 		<-ctx.Done()
 		return nil
 	}
@@ -356,6 +357,7 @@ func TestA2A_Cancel_SignedAndPropagated_HC28_HC66(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, a2a.TaskStateWorking, d.Result.(*a2a.Task).Status.State)
 	<-started
+	<-passed
 
 	task, n, err := pc.Cancel(ctx, cl, d.Hop)
 	require.NoError(t, err)
@@ -368,8 +370,8 @@ func TestA2A_Cancel_SignedAndPropagated_HC28_HC66(t *testing.T) {
 	require.NoError(t, got.Err())
 	require.Equal(t, handoff.Canceled, got.Status().State)
 	require.Equal(t, planner, got.Status().Iss)
-	require.Equal(t, n.Status.Digest(), handoff.SHA256(n.Status.Octets))
 	require.True(t, got.Status().Offer.Equal(d.Offer.Digest))
+	require.Equal(t, n.Hop, got.Status().Hop)
 	// HC-28: the coder signed a "canceled" for the hop it passed on.
 	require.Len(t, notices, 1)
 	require.Equal(t, tester, notices[0].To)
@@ -386,4 +388,116 @@ func TestA2A_Cancel_SignedAndPropagated_HC28_HC66(t *testing.T) {
 	te.mu.Unlock()
 	require.EqualValues(t, 1, co.w.calls.Load())
 	require.EqualValues(t, 1, te.w.calls.Load())
+}
+
+func TestA2A_Equivocation_RejectFirst_HC54(t *testing.T) {
+	ctx := context.Background()
+	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.COSE})
+	co := newNode(t, ps[coder], nil)
+	pc, err := ha2a.NewClient(ha2a.ClientConfig{Agent: ps[planner].Agent})
+	require.NoError(t, err)
+	cl := dial(t, planner, pc, co, false)
+	out, err := ps[planner].Agent.Offer(ctx, handoff.OfferParams{To: coder, Dialog: dialog, Task: "one"})
+	require.NoError(t, err)
+	wire, err := out.Encode(handoff.CBOR)
+	require.NoError(t, err)
+	first, err := ps[coder].Agent.Receive(ctx, wire, handoff.Host{Peer: planner})
+	require.NoError(t, err)
+	require.True(t, first.Accepted()) // remembered, not taken
+
+	cctx := ha2a.WithHandoff(ctx, agenttest.Equivocate(t, ps[planner], out, "two"))
+	res, err := cl.SendMessage(cctx, &a2a.MessageSendParams{Message: text("x")})
+	require.NoError(t, err)
+	require.Equal(t, a2a.TaskStateRejected, res.(*a2a.Task).Status.State)
+	sts := ha2a.Statuses(cctx)
+	require.Len(t, sts, 1)
+	require.NoError(t, sts[0].Err())
+	require.Equal(t, handoff.Rejected, sts[0].State())
+	require.Equal(t, handoff.ReasonEquivocation, sts[0].Status().Reason)
+	require.True(t, sts[0].Status().Offer.Equal(out.Digest), "the status answers the FIRST offer")
+	require.Zero(t, co.w.calls.Load())
+}
+
+// message/stream: every status in the task updates goes to HandleStatus.
+func TestA2A_Streaming_StatusesFromTaskUpdates_HC29(t *testing.T) {
+	ctx := context.Background()
+	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.COSE}, agenttest.Spec{ID: coder, Format: handoff.JWS})
+	co := newNode(t, ps[coder], nil)
+	pc, err := ha2a.NewClient(ha2a.ClientConfig{Agent: ps[planner].Agent})
+	require.NoError(t, err)
+	cl := dial(t, planner, pc, co, false)
+	out, err := ps[planner].Agent.Offer(ctx, handoff.OfferParams{To: coder, Dialog: dialog})
+	require.NoError(t, err)
+	cctx := ha2a.WithHandoff(ctx, out.Handoff)
+	var states []a2a.TaskState
+	for ev, err := range cl.SendStreamingMessage(cctx, &a2a.MessageSendParams{Message: text("x")}) {
+		require.NoError(t, err)
+		if u, ok := ev.(*a2a.TaskStatusUpdateEvent); ok {
+			states = append(states, u.Status.State)
+		}
+	}
+	require.Contains(t, states, a2a.TaskStateWorking)
+	require.Contains(t, states, a2a.TaskStateCompleted)
+	var got []handoff.State
+	for _, s := range ha2a.Statuses(cctx) {
+		require.NoError(t, s.Err())
+		got = append(got, s.Status().State)
+	}
+	require.Equal(t, []handoff.State{handoff.Accepted, handoff.Completed}, got)
+	info, _, err := ps[planner].Agent.Hop(ctx, out.Offer.Hop)
+	require.NoError(t, err)
+	require.True(t, info.Resolved)
+	require.EqualValues(t, 1, co.w.calls.Load())
+}
+
+// HC-29: the hop states map to the draft's nearest A2A task states.
+func TestA2A_TaskState_HC29(t *testing.T) {
+	for s, want := range map[handoff.State]a2a.TaskState{
+		handoff.Offered: a2a.TaskStateSubmitted, handoff.Accepted: a2a.TaskStateWorking,
+		handoff.Rejected: a2a.TaskStateRejected, handoff.Completed: a2a.TaskStateCompleted,
+		handoff.Failed: a2a.TaskStateFailed, handoff.Canceled: a2a.TaskStateCanceled,
+		handoff.Expired: a2a.TaskStateUnspecified,
+	} {
+		require.Equal(t, want, ha2a.TaskState(s), s)
+	}
+}
+
+// A failed task with a known partial effect is answered "failed" with the
+// refs of what took effect (HC-44); without a reported outcome, no terminal
+// status is signed (HC-45).
+func TestA2A_FailedOutcome_HC44_HC45(t *testing.T) {
+	ctx := context.Background()
+	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.JWS})
+	co := newNode(t, ps[coder], nil)
+	report := true
+	ref := handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.SHA256([]byte("half a patch"))}
+	co.w.body = func(ctx context.Context, in *handoff.Received, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+		if report {
+			ha2a.Report(ctx, ha2a.Outcome{Effect: handoff.EffectPartial, Refs: []handoff.ContextRef{ref}})
+		}
+		ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateFailed, nil)
+		ev.Final = true
+		return q.Write(ctx, ev)
+	}
+	pc, err := ha2a.NewClient(ha2a.ClientConfig{Agent: ps[planner].Agent})
+	require.NoError(t, err)
+	cl := dial(t, planner, pc, co, false)
+
+	d, err := pc.Send(ctx, cl, text("x"), handoff.OfferParams{To: coder})
+	require.NoError(t, err)
+	last := d.Statuses[len(d.Statuses)-1]
+	require.Equal(t, handoff.Failed, last.State())
+	require.Len(t, last.Status().Refs, 1)
+	require.True(t, last.Status().Refs[0].Dig.Equal(ref.Dig))
+
+	report = false
+	d, err = pc.Send(ctx, cl, text("x"), handoff.OfferParams{To: coder})
+	require.NoError(t, err)
+	require.Equal(t, a2a.TaskStateFailed, d.Result.(*a2a.Task).Status.State)
+	for _, s := range d.Statuses {
+		require.Equal(t, handoff.Accepted, s.State(), "a terminal status without a known outcome")
+	}
+	info, _, err := ps[planner].Agent.Hop(ctx, d.Hop)
+	require.NoError(t, err)
+	require.False(t, info.Resolved)
 }

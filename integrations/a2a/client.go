@@ -142,8 +142,14 @@ func (c *Client) After(ctx context.Context, resp *a2aclient.Response) error {
 	cr, _ := ctx.Value(keyHandoff).(*carried)
 	var msgs []*a2a.Message
 	var task a2a.TaskID
+	if resp.Err != nil {
+		return nil // nothing came back; the transport's error stands
+	}
 	switch p := resp.Payload.(type) {
 	case *a2a.Task:
+		if p == nil {
+			return nil
+		}
 		task = p.ID
 		for _, m := range p.History {
 			if m != nil && m.Role == a2a.MessageRoleAgent {
@@ -152,10 +158,13 @@ func (c *Client) After(ctx context.Context, resp *a2aclient.Response) error {
 		}
 		msgs = append(msgs, p.Status.Message)
 	case *a2a.TaskStatusUpdateEvent:
+		if p == nil {
+			return nil
+		}
 		task = p.TaskID
 		msgs = append(msgs, p.Status.Message)
 	case *a2a.Message:
-		if p.Role == a2a.MessageRoleAgent {
+		if p != nil && p.Role == a2a.MessageRoleAgent {
 			msgs = append(msgs, p)
 		}
 	}

@@ -338,7 +338,9 @@ func TestMCP_Cancel_SignedInNotificationsCancelled_HC28_HC67(t *testing.T) {
 			defer co.mu.Unlock()
 			return len(co.canceled) == 1
 		}, 5*time.Second, 10*time.Millisecond)
+		co.mu.Lock()
 		got := co.canceled[0]
+		co.mu.Unlock()
 		require.NoError(t, got.Err())
 		require.Equal(t, handoff.Canceled, got.Status().State)
 		require.Equal(t, planner, got.Status().Iss, "the cancel is signed by the delegator")
@@ -425,4 +427,35 @@ func TestMCP_Cancel_SDKSendsNoMeta_Gap(t *testing.T) {
 	// And Client.Cancel refuses a hop whose calls it could not index.
 	_, err = pc.Cancel(ctx, out.Offer.Hop)
 	require.ErrorIs(t, err, handoff.ErrArgument)
+}
+
+// The first offer was received but neither taken nor answered: the rules
+// let the delegate reject the FIRST offer for equivocation (HC-54), and the
+// second gets no status of its own (HC-53).
+func TestMCP_Equivocation_RejectFirst_HC54(t *testing.T) {
+	ctx := context.Background()
+	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.COSE}, agenttest.Spec{ID: coder, Format: handoff.JWS})
+	co := newNode(t, ps[coder], planner, nil)
+	pc, err := hmcp.NewClient(hmcp.ClientConfig{Agent: ps[planner].Agent})
+	require.NoError(t, err)
+	s := connect(t, pc, co.server, false)
+	out, err := ps[planner].Agent.Offer(ctx, handoff.OfferParams{To: coder, Dialog: dialog, Task: "one"})
+	require.NoError(t, err)
+	wire, err := out.Encode(handoff.JSON)
+	require.NoError(t, err)
+	first, err := ps[coder].Agent.Receive(ctx, wire, handoff.Host{Peer: planner})
+	require.NoError(t, err)
+	require.True(t, first.Accepted()) // remembered, not taken
+
+	cctx := hmcp.WithHandoff(ctx, agenttest.Equivocate(t, ps[planner], out, "two"))
+	res, err := s.CallTool(cctx, call("x"))
+	require.NoError(t, err)
+	require.True(t, res.IsError)
+	sts := hmcp.Statuses(cctx)
+	require.Len(t, sts, 1)
+	require.NoError(t, sts[0].Err())
+	require.Equal(t, handoff.Rejected, sts[0].State())
+	require.Equal(t, handoff.ReasonEquivocation, sts[0].Status().Reason)
+	require.True(t, sts[0].Status().Offer.Equal(out.Digest), "the status answers the FIRST offer")
+	require.Zero(t, co.calls.Load())
 }
