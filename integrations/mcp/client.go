@@ -1,10 +1,13 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"sync"
 	"time"
 
@@ -38,12 +41,15 @@ type Client struct {
 	mu       sync.Mutex
 	inflight map[handoff.HopID]context.CancelFunc // calls in flight, by hop
 	ids      map[handoff.HopID]hopCall            // last request of each hop
+	hops     map[string]handoff.HopID             // scope and request id -> hop
 	pending  map[handoff.HopID]*pendingCancel     // "canceled" to put in notifications/cancelled
 }
 
 type hopCall struct {
-	id   jsonrpc.ID
-	conn *conn
+	id jsonrpc.ID
+	// write sends a message on the connection of the call; nil over
+	// streamable HTTP, where only a call in flight can be canceled.
+	write func(context.Context, jsonrpc.Message) error
 }
 
 type pendingCancel struct {
@@ -64,7 +70,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		cfg.Now = time.Now
 	}
 	return &Client{cfg: cfg, inflight: map[handoff.HopID]context.CancelFunc{},
-		ids: map[handoff.HopID]hopCall{}, pending: map[handoff.HopID]*pendingCancel{}}, nil
+		ids: map[handoff.HopID]hopCall{}, hops: map[string]handoff.HopID{}, pending: map[handoff.HopID]*pendingCancel{}}, nil
 }
 
 type carried struct {
@@ -247,6 +253,7 @@ func (c *Client) Cancel(ctx context.Context, hop handoff.HopID) (handoff.Notice,
 	c.mu.Lock()
 	cancel, inflight := c.inflight[hop]
 	last, known := c.ids[hop]
+	known = known && last.write != nil
 	if inflight || known {
 		c.pending[hop] = pc
 	}
@@ -260,12 +267,12 @@ func (c *Client) Cancel(ctx context.Context, hop handoff.HopID) (handoff.Notice,
 		if err != nil {
 			return n, err
 		}
-		if err := last.conn.Connection.Write(ctx, msg); err != nil {
+		if err := last.write(ctx, msg); err != nil {
 			return n, err
 		}
 		pc.written()
 	default:
-		return n, fmt.Errorf("%w: no call of hop %s went through a transport of this client", handoff.ErrArgument, hop)
+		return n, fmt.Errorf("%w: hop %s has no call in flight, nor a connection of this client's Transport to send a cancellation on", handoff.ErrArgument, hop)
 	}
 	select {
 	case <-pc.done:
@@ -321,55 +328,60 @@ func AttachCancel(msg *jsonrpc.Request, canceled handoff.Signed) error {
 	return nil
 }
 
-// Transport wraps a client transport so that the calls carrying a Handoff
-// are indexed by hop and the notifications/cancelled of a hop Cancel signed
-// for carry the "canceled" in _meta.
+// Transport returns t prepared so that the calls carrying a Handoff are
+// indexed by hop and the notifications/cancelled of a hop Cancel signed for
+// carry the "canceled" in params._meta (HC-67), which the SDK sends without
+// _meta. A *mcp.StreamableClientTransport is returned as a copy whose HTTP
+// client does this on the request bodies, so that the SDK's own connection
+// is not wrapped; any other transport's connection is wrapped.
 func (c *Client) Transport(t mcp.Transport) mcp.Transport {
+	if st, ok := t.(*mcp.StreamableClientTransport); ok {
+		cp := *st
+		base := http.DefaultClient
+		if st.HTTPClient != nil {
+			base = st.HTTPClient
+		}
+		hc := *base
+		rt := base.Transport
+		if rt == nil {
+			rt = http.DefaultTransport
+		}
+		hc.Transport = &roundTripper{c: c, next: rt}
+		cp.HTTPClient = &hc
+		return &cp
+	}
 	return &transport{c: c, t: t}
 }
 
-type transport struct {
-	c *Client
-	t mcp.Transport
-}
-
-func (t *transport) Connect(ctx context.Context) (mcp.Connection, error) {
-	cn, err := t.t.Connect(ctx)
-	if err != nil {
-		return nil, err
+// outgoing looks at a message about to be sent in scope (one connection or
+// one HTTP session): it indexes a tools/call carrying a Handoff, and returns
+// a copy of a notifications/cancelled with the pending "canceled" of its
+// hop, with that pending cancel to mark written once sent.
+func (c *Client) outgoing(scope string, msg jsonrpc.Message, w func(context.Context, jsonrpc.Message) error) (jsonrpc.Message, *pendingCancel) {
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok {
+		return msg, nil
 	}
-	return &conn{Connection: cn, c: t.c, hops: map[string]handoff.HopID{}}, nil
-}
-
-type conn struct {
-	mcp.Connection
-	c *Client
-
-	mu   sync.Mutex
-	hops map[string]handoff.HopID // request id (JSON) -> hop
-}
-
-func (cn *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if req, ok := msg.(*jsonrpc.Request); ok {
-		switch {
-		case req.Method == methodCallTool && req.ID.IsValid():
-			cn.index(req)
-		case req.Method == methodCancelled && !req.ID.IsValid():
-			if pc := cn.pendingFor(req); pc != nil {
-				cp := *req
-				if err := AttachCancel(&cp, pc.status); err != nil {
-					return err
-				}
-				err := cn.Connection.Write(ctx, &cp)
-				pc.written()
-				return err
+	switch {
+	case req.Method == methodCallTool && req.ID.IsValid():
+		c.index(scope, req, w)
+	case req.Method == methodCancelled && !req.ID.IsValid():
+		if pc := c.pendingFor(scope, req); pc != nil {
+			cp := *req
+			if AttachCancel(&cp, pc.status) == nil {
+				return &cp, pc
 			}
 		}
 	}
-	return cn.Connection.Write(ctx, msg)
+	return msg, nil
 }
 
-func (cn *conn) index(req *jsonrpc.Request) {
+func idKey(scope string, id any) string {
+	b, _ := json.Marshal(id)
+	return scope + "|" + string(b)
+}
+
+func (c *Client) index(scope string, req *jsonrpc.Request, w func(context.Context, jsonrpc.Message) error) {
 	var p struct {
 		Meta map[string]any `json:"_meta"`
 	}
@@ -386,42 +398,97 @@ func (cn *conn) index(req *jsonrpc.Request) {
 	}
 	o, _, err := handoff.InspectUnverified(h.Offer, handoff.Limits{})
 	if err != nil || o == nil {
-		return
+		return // our own offer: decoded only to index the call
 	}
-	key, _ := json.Marshal(req.ID.Raw())
-	cn.mu.Lock()
-	cn.hops[string(key)] = o.Hop
-	cn.mu.Unlock()
-	cn.c.mu.Lock()
-	cn.c.ids[o.Hop] = hopCall{id: req.ID, conn: cn}
-	cn.c.mu.Unlock()
+	c.mu.Lock()
+	c.hops[idKey(scope, req.ID.Raw())] = o.Hop
+	c.ids[o.Hop] = hopCall{id: req.ID, write: w}
+	c.mu.Unlock()
 }
 
-func (cn *conn) pendingFor(req *jsonrpc.Request) *pendingCancel {
+func (c *Client) pendingFor(scope string, req *jsonrpc.Request) *pendingCancel {
 	var p struct {
-		RequestID json.RawMessage `json:"requestId"`
+		RequestID any `json:"requestId"`
 	}
 	if json.Unmarshal(req.Params, &p) != nil {
 		return nil
 	}
-	var v any
-	if json.Unmarshal(p.RequestID, &v) != nil {
-		return nil
-	}
-	id, err := jsonrpc.MakeID(v)
+	id, err := jsonrpc.MakeID(p.RequestID)
 	if err != nil {
 		return nil
 	}
-	key, _ := json.Marshal(id.Raw())
-	cn.mu.Lock()
-	hop, ok := cn.hops[string(key)]
-	cn.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	hop, ok := c.hops[idKey(scope, id.Raw())]
 	if !ok {
 		return nil
 	}
-	cn.c.mu.Lock()
-	defer cn.c.mu.Unlock()
-	pc := cn.c.pending[hop]
-	delete(cn.c.pending, hop)
+	pc := c.pending[hop]
+	delete(c.pending, hop)
 	return pc
+}
+
+type transport struct {
+	c *Client
+	t mcp.Transport
+}
+
+func (t *transport) Connect(ctx context.Context) (mcp.Connection, error) {
+	cn, err := t.t.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &conn{Connection: cn, c: t.c}, nil
+}
+
+type conn struct {
+	mcp.Connection
+	c *Client
+}
+
+func (cn *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	out, pc := cn.c.outgoing(fmt.Sprintf("conn:%p", cn), msg, cn.Connection.Write)
+	err := cn.Connection.Write(ctx, out)
+	if pc != nil {
+		pc.written()
+	}
+	return err
+}
+
+// roundTripper does for the streamable HTTP transport what conn does for
+// the others, on the JSON-RPC message in each POST body.
+type roundTripper struct {
+	c    *Client
+	next http.RoundTripper
+}
+
+func (rt *roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method != http.MethodPost || r.Body == nil {
+		return rt.next.RoundTrip(r)
+	}
+	body, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	msg, derr := jsonrpc.DecodeMessage(body)
+	var pc *pendingCancel
+	if derr == nil {
+		var out jsonrpc.Message
+		out, pc = rt.c.outgoing("http:"+r.URL.String()+"|"+r.Header.Get("Mcp-Session-Id"), msg, nil)
+		if pc != nil {
+			if b, err := jsonrpc.EncodeMessage(out); err == nil {
+				body = b
+			}
+		}
+	}
+	r = r.Clone(r.Context())
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	resp, err := rt.next.RoundTrip(r)
+	if pc != nil {
+		pc.written()
+	}
+	return resp, err
 }

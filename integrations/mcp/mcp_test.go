@@ -459,3 +459,43 @@ func TestMCP_Equivocation_RejectFirst_HC54(t *testing.T) {
 	require.True(t, sts[0].Status().Offer.Equal(out.Digest), "the status answers the FIRST offer")
 	require.Zero(t, co.calls.Load())
 }
+
+// A hop whose call has returned: over a connection the client wraps, the
+// cancel goes as a notifications/cancelled naming the hop's last request;
+// over streamable HTTP, where the client has no connection of its own to
+// write on, Cancel says so.
+func TestMCP_Cancel_AfterTheCall_HC28(t *testing.T) {
+	for _, httpT := range []bool{false, true} {
+		ctx := context.Background()
+		ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.JWS})
+		co := newNode(t, ps[coder], planner, nil)
+		co.work = func(ctx context.Context, in *handoff.Received) (*mcp.CallToolResult, error) {
+			hmcp.Report(ctx, hmcp.Outcome{Effect: handoff.EffectUnknown}) // still working after the reply
+			return &mcp.CallToolResult{Content: []mcp.Content{}}, nil
+		}
+		pc, err := hmcp.NewClient(hmcp.ClientConfig{Agent: ps[planner].Agent})
+		require.NoError(t, err)
+		s := connect(t, pc, co.server, httpT)
+		d, err := pc.Call(ctx, s, call("x"), handoff.OfferParams{To: coder, Dialog: dialog})
+		require.NoError(t, err)
+		require.Equal(t, handoff.Accepted, d.Statuses[0].State())
+
+		_, err = pc.Cancel(ctx, d.Hop)
+		if httpT {
+			require.ErrorIs(t, err, handoff.ErrArgument)
+			continue
+		}
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			co.mu.Lock()
+			defer co.mu.Unlock()
+			return len(co.canceled) == 1
+		}, 5*time.Second, 10*time.Millisecond)
+		co.mu.Lock()
+		got := co.canceled[0]
+		co.mu.Unlock()
+		require.NoError(t, got.Err())
+		require.Equal(t, handoff.Canceled, got.State())
+		require.EqualValues(t, 1, co.calls.Load())
+	}
+}

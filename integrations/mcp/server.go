@@ -19,10 +19,11 @@
 //     was taken and nothing was sent yet (HC-38, HC-39);
 //   - an equivocating offer never reaches the handler: the second offer gets
 //     no status (HC-53); what HC-54 allows for the first is attached;
-//   - an accepted offer is taken (Agent.Take) and the handler runs with the
-//     Received in its context (FromContext). Its result carries "completed",
-//     or the outcome the handler reported with Report, or "accepted" when
-//     the outcome is not known (HC-25, HC-45).
+//   - an accepted offer is answered "accepted" (which records the hop as
+//     taken) and the handler runs with the Received in its context
+//     (FromContext). Its result carries "completed", or the outcome the
+//     handler reported with Report, or "accepted" when the outcome is not
+//     known (HC-25, HC-45).
 //
 // A notifications/cancelled whose _meta carries the delegator's signed
 // "canceled" is handed to Agent.HandleStatus (HC-28); the cancels it signs
@@ -255,16 +256,20 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 		return errorResult("rejected: "+string(in.Reason()), st), nil
 	}
 
-	// Accepted: take the work, then run the tool.
-	if err := s.cfg.Agent.Take(ctx, in); err != nil {
+	// Accepted: answer "accepted" first, which records the hop as taken, so
+	// that a retransmission while the tool runs is told so (HC-39); then run
+	// the tool.
+	accepted, err := s.cfg.Agent.Reply(ctx, in, handoff.Accepted, handoff.ReplyOptions{})
+	if err != nil {
 		return nil, err
 	}
+	s.sent(ctx, hop, accepted)
 	box := &outcomeBox{}
 	hctx := context.WithValue(context.WithValue(ctx, keyReceived, in), keyOutcome, box)
 	res, herr := next(hctx, methodCallTool, r)
 	if herr != nil {
-		// A protocol error: the outcome is unknown, the hop stays taken and
-		// a retransmission is told "accepted" (HC-39).
+		// A protocol error: the outcome is unknown, the hop stays
+		// "accepted" and a retransmission is told so (HC-39).
 		return res, herr
 	}
 	ctr, _ := res.(*mcp.CallToolResult)
@@ -275,18 +280,20 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 	if box.o != nil {
 		o = *box.o
 	}
-	state := handoff.Accepted
+	st := accepted // outcome unknown: the hop stays "accepted" (HC-45)
+	var state handoff.State
 	switch o.Effect {
 	case handoff.EffectFull:
 		state = handoff.Completed
 	case handoff.EffectNone, handoff.EffectPartial:
 		state = handoff.Failed
 	}
-	st, err := s.cfg.Agent.Reply(ctx, in, state, handoff.ReplyOptions{Effect: o.Effect, Reason: o.Reason, Refs: o.Refs})
-	if err != nil {
-		return nil, err
+	if state != "" {
+		if st, err = s.cfg.Agent.Reply(ctx, in, state, handoff.ReplyOptions{Effect: o.Effect, Reason: o.Reason, Refs: o.Refs}); err != nil {
+			return nil, err
+		}
+		s.sent(ctx, hop, st)
 	}
-	s.sent(ctx, hop, st)
 	if ctr == nil {
 		ctr = &mcp.CallToolResult{}
 	}

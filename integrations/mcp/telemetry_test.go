@@ -61,7 +61,8 @@ func TestMCP_Telemetry_SpansAndCounters(t *testing.T) {
 		{"rejected", "bad-signature", "signature"},
 	}, receives)
 	require.Equal(t, map[string]int{
-		"sent/completed/signed":       2, // the first answer and its resend
+		"sent/accepted/signed":        1, // before the tool runs
+		"sent/completed/signed":       2, // the answer and its resend
 		"received/completed/verified": 2,
 	}, statuses)
 

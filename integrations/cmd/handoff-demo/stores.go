@@ -22,10 +22,16 @@ type stores struct {
 // openStores opens the stores of the agent whose directory is dir.
 //
 // Hook for the durable delegator records: Offers is in memory until
-// replay/boltstore's OfferStore is available on this module's main line;
-// then open it here beside the Store, in the same directory. The demo
-// crashes a tester, which only receives, so its durable Store is what
-// carries the hop across the restart.
+// replay/boltstore's OfferStore is available on this module's main line.
+// Then keep both in the one file (the OfferStore shares the Store's file
+// and is closed with it):
+//
+//	offers, err := st.Offers()
+//	if err != nil { st.Close(); return nil, err }
+//	return &stores{Store: st, Offers: offers}, nil
+//
+// The demo crashes a tester, which only receives, so its durable Store is
+// what carries the hop across the restart.
 func openStores(dir string) (*stores, error) {
 	st, err := boltstore.Open(filepath.Join(dir, "hops.db"), boltstore.Options{})
 	if err != nil {
