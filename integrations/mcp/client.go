@@ -168,6 +168,13 @@ type Delivery struct {
 // identical Handoff is sent again (HC-37, HC-52); after the last attempt
 // the hop stays unresolved and the context error is returned (HC-40: silence
 // is never "failed").
+//
+// MCP ends an abandoned call: the SDK sends notifications/cancelled and the
+// tool's context ends. A tool whose work may outlast the first instant of
+// the backoff (half the offer's lifetime) should answer at once, with
+// Report EffectUnknown so the result carries "accepted", finish the work
+// in the background and record the outcome with Agent.ReplyHop: the
+// delegator learns it with Retransmit.
 func (c *Client) Call(ctx context.Context, s *mcp.ClientSession, params *mcp.CallToolParams, p handoff.OfferParams) (*Delivery, error) {
 	out, err := c.cfg.Agent.Offer(ctx, p)
 	if err != nil {
