@@ -2,6 +2,7 @@ package a2a_test
 
 import (
 	"bytes"
+	"errors"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -500,4 +501,45 @@ func TestA2A_FailedOutcome_HC44_HC45(t *testing.T) {
 	info, _, err := ps[planner].Agent.Hop(ctx, d.Hop)
 	require.NoError(t, err)
 	require.False(t, info.Resolved)
+}
+
+func TestA2A_Equivocation_FinishFirst_HC54(t *testing.T) {
+	ctx := context.Background()
+	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.COSE}, agenttest.Spec{ID: coder, Format: handoff.JWS})
+	co := newNode(t, ps[coder], nil)
+	started := make(chan struct{})
+	co.w.body = func(ctx context.Context, in *handoff.Received, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+		close(started)
+		<-ctx.Done()
+		if !errors.Is(context.Cause(ctx), ha2a.ErrEquivocated) {
+			return context.Cause(ctx)
+		}
+		ha2a.Report(ctx, ha2a.Outcome{Effect: handoff.EffectNone})
+		ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateFailed, nil)
+		ev.Final = true
+		return q.Write(context.WithoutCancel(ctx), ev)
+	}
+	pc, err := ha2a.NewClient(ha2a.ClientConfig{Agent: ps[planner].Agent})
+	require.NoError(t, err)
+	cl := dial(t, planner, pc, co, false)
+	out, err := ps[planner].Agent.Offer(ctx, handoff.OfferParams{To: coder, Dialog: dialog, Task: "one"})
+	require.NoError(t, err)
+	firstCtx := ha2a.WithHandoff(ctx, out.Handoff)
+	done := make(chan error, 1)
+	go func() {
+		_, err := cl.SendMessage(firstCtx, &a2a.MessageSendParams{Message: text("x")})
+		done <- err
+	}()
+	<-started
+	secondCtx := ha2a.WithHandoff(ctx, agenttest.Equivocate(t, ps[planner], out, "two"))
+	res, err := cl.SendMessage(secondCtx, &a2a.MessageSendParams{Message: text("x")})
+	require.NoError(t, err)
+	require.Equal(t, a2a.TaskStateRejected, res.(*a2a.Task).Status.State)
+	require.Empty(t, ha2a.Statuses(secondCtx), "the second offer gets no status (HC-53)")
+	require.NoError(t, <-done)
+	info, _, err := ps[planner].Agent.Hop(ctx, out.Offer.Hop)
+	require.NoError(t, err)
+	require.Equal(t, handoff.Failed, info.State)
+	require.Equal(t, handoff.ReasonEquivocation, info.Reason)
+	require.EqualValues(t, 1, co.w.calls.Load())
 }

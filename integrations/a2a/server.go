@@ -106,7 +106,27 @@ type ServerConfig struct {
 // Executor is the wrapping a2asrv.AgentExecutor.
 type Executor struct {
 	cfg ServerConfig
+
+	mu      sync.Mutex
+	running map[hopKey]*execution // accepted hops whose executor runs
 }
+
+type hopKey struct {
+	iss handoff.AgentID
+	hop handoff.HopID
+}
+
+type execution struct {
+	cancel context.CancelCauseFunc
+	box    *outcomeBox
+}
+
+// ErrEquivocated is the cause of the context of an execution stopped
+// because its delegator signed another offer under the same hop (HC-54):
+// the executor should stop if it can, then report its outcome (Report) and
+// write TASK_STATE_FAILED, or TASK_STATE_COMPLETED if the work took full
+// effect; "failed" then carries the reason "equivocation".
+var ErrEquivocated = errors.New("handoff: the delegator signed another offer under this hop")
 
 var _ a2asrv.AgentExecutor = (*Executor)(nil)
 
@@ -115,7 +135,7 @@ func NewExecutor(cfg ServerConfig) (*Executor, error) {
 	if cfg.Agent == nil || cfg.Executor == nil {
 		return nil, fmt.Errorf("%w: ServerConfig.Agent and ServerConfig.Executor are required", handoff.ErrConfig)
 	}
-	return &Executor{cfg: cfg}, nil
+	return &Executor{cfg: cfg, running: map[hopKey]*execution{}}, nil
 }
 
 type ctxKey int
@@ -146,8 +166,9 @@ type Outcome struct {
 }
 
 type outcomeBox struct {
-	mu sync.Mutex
-	o  *Outcome
+	mu          sync.Mutex
+	o           *Outcome
+	equivocated bool
 }
 
 // Report tells the executor wrapper what the work achieved, before the
@@ -249,6 +270,9 @@ func (e *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		return q.Write(ctx, reply(reqCtx, "retransmission: not decided yet", nil))
 
 	case in.Equivocation() != "":
+		if in.Equivocation() == handoff.AnswerFinishFirst {
+			e.stop(hopKey{in.Offer().Iss, hop}) // stop the first offer's work if it runs
+		}
 		var st *handoff.Signed
 		if in.Equivocation() == handoff.AnswerRejectFirst {
 			signed, err := e.cfg.Agent.Reply(ctx, in, handoff.Rejected, handoff.ReplyOptions{Reason: handoff.ReasonEquivocation})
@@ -284,8 +308,32 @@ func (e *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		return err
 	}
 	box := &outcomeBox{}
-	wctx := context.WithValue(context.WithValue(ctx, keyReceived, in), keyOutcome, box)
+	wctx, cancel := context.WithCancelCause(context.WithValue(context.WithValue(ctx, keyReceived, in), keyOutcome, box))
+	defer cancel(nil)
+	k := hopKey{in.Offer().Iss, hop}
+	e.mu.Lock()
+	e.running[k] = &execution{cancel: cancel, box: box}
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.running, k)
+		e.mu.Unlock()
+	}()
 	return e.cfg.Executor.Execute(wctx, reqCtx, &queue{Queue: q, e: e, in: in, hop: hop, box: box, reqCtx: reqCtx})
+}
+
+// stop cancels the execution of a hop, if one runs, with ErrEquivocated.
+func (e *Executor) stop(k hopKey) {
+	e.mu.Lock()
+	x := e.running[k]
+	e.mu.Unlock()
+	if x == nil {
+		return
+	}
+	x.box.mu.Lock()
+	x.box.equivocated = true
+	x.box.mu.Unlock()
+	x.cancel(ErrEquivocated)
 }
 
 // Cancel implements a2asrv.AgentExecutor: a "canceled" in the request's
@@ -360,6 +408,7 @@ func (w *queue) sign(ctx context.Context, ts *a2a.TaskStatus) error {
 	if reported {
 		o = *w.box.o
 	}
+	equivocated := w.box.equivocated
 	w.box.mu.Unlock()
 	var state handoff.State
 	switch ts.State {
@@ -376,6 +425,9 @@ func (w *queue) sign(ctx context.Context, ts *a2a.TaskStatus) error {
 		state = handoff.Completed
 	case handoff.EffectNone, handoff.EffectPartial:
 		state = handoff.Failed
+		if equivocated && o.Reason == "" {
+			o.Reason = handoff.ReasonEquivocation // HC-54
+		}
 	default:
 		return nil // outcome unknown: no terminal status (HC-45)
 	}

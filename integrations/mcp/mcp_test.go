@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -498,4 +499,47 @@ func TestMCP_Cancel_AfterTheCall_HC28(t *testing.T) {
 		require.Equal(t, handoff.Canceled, got.State())
 		require.EqualValues(t, 1, co.calls.Load())
 	}
+}
+
+// The first offer's work is running when an equivocating offer arrives:
+// the work is stopped (its context's cause is ErrEquivocated) and its
+// "failed" carries the reason "equivocation" (HC-54 finish-first).
+func TestMCP_Equivocation_FinishFirst_HC54(t *testing.T) {
+	ctx := context.Background()
+	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.JWS})
+	co := newNode(t, ps[coder], planner, nil)
+	started := make(chan struct{})
+	co.work = func(ctx context.Context, in *handoff.Received) (*mcp.CallToolResult, error) {
+		close(started)
+		<-ctx.Done()
+		if !errors.Is(context.Cause(ctx), hmcp.ErrEquivocated) {
+			return nil, context.Cause(ctx)
+		}
+		hmcp.Report(ctx, hmcp.Outcome{Effect: handoff.EffectNone})
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "stopped"}}}, nil
+	}
+	pc, err := hmcp.NewClient(hmcp.ClientConfig{Agent: ps[planner].Agent})
+	require.NoError(t, err)
+	s := connect(t, pc, co.server, false)
+	out, err := ps[planner].Agent.Offer(ctx, handoff.OfferParams{To: coder, Dialog: dialog, Task: "one"})
+	require.NoError(t, err)
+	firstCtx := hmcp.WithHandoff(ctx, out.Handoff)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.CallTool(firstCtx, call("x"))
+		done <- err
+	}()
+	<-started
+	secondCtx := hmcp.WithHandoff(ctx, agenttest.Equivocate(t, ps[planner], out, "two"))
+	res, err := s.CallTool(secondCtx, call("x"))
+	require.NoError(t, err)
+	require.True(t, res.IsError)
+	require.Empty(t, hmcp.Statuses(secondCtx), "the second offer gets no status (HC-53)")
+	require.NoError(t, <-done)
+	sts := hmcp.Statuses(firstCtx)
+	require.Len(t, sts, 1)
+	require.NoError(t, sts[0].Err())
+	require.Equal(t, handoff.Failed, sts[0].State())
+	require.Equal(t, handoff.ReasonEquivocation, sts[0].Status().Reason)
+	require.EqualValues(t, 1, co.calls.Load())
 }

@@ -43,6 +43,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -125,7 +126,17 @@ type Outcome struct {
 	Refs []handoff.ContextRef
 }
 
-type outcomeBox struct{ o *Outcome }
+type outcomeBox struct {
+	mu          sync.Mutex
+	o           *Outcome
+	equivocated bool
+}
+
+// ErrEquivocated is the cause of a tool handler's context when its
+// delegator signed another offer under the same hop (HC-54): the handler
+// should stop if it can and Report its outcome; "failed" then carries the
+// reason "equivocation".
+var ErrEquivocated = errors.New("handoff: the delegator signed another offer under this hop")
 
 // Report tells the middleware what the work of the current call achieved.
 // Without it, a result that is not an error counts as EffectFull and an
@@ -133,7 +144,9 @@ type outcomeBox struct{ o *Outcome }
 func Report(ctx context.Context, o Outcome) bool {
 	b, ok := ctx.Value(keyOutcome).(*outcomeBox)
 	if ok {
+		b.mu.Lock()
 		b.o = &o
+		b.mu.Unlock()
 	}
 	return ok
 }
@@ -144,7 +157,7 @@ func Server(cfg ServerConfig) (mcp.Middleware, error) {
 	if cfg.Agent == nil {
 		return nil, fmt.Errorf("%w: ServerConfig.Agent is required", handoff.ErrConfig)
 	}
-	s := &server{cfg: cfg, tools: map[string]bool{}}
+	s := &server{cfg: cfg, tools: map[string]bool{}, running: map[hopKey]*execution{}}
 	for _, t := range cfg.Tools {
 		s.tools[t] = true
 	}
@@ -154,6 +167,33 @@ func Server(cfg ServerConfig) (mcp.Middleware, error) {
 type server struct {
 	cfg   ServerConfig
 	tools map[string]bool
+
+	mu      sync.Mutex
+	running map[hopKey]*execution // accepted hops whose tool runs
+}
+
+type hopKey struct {
+	iss handoff.AgentID
+	hop handoff.HopID
+}
+
+type execution struct {
+	cancel context.CancelCauseFunc
+	box    *outcomeBox
+}
+
+// stop cancels the tool call of a hop, if one runs, with ErrEquivocated.
+func (s *server) stop(k hopKey) {
+	s.mu.Lock()
+	x := s.running[k]
+	s.mu.Unlock()
+	if x == nil {
+		return
+	}
+	x.box.mu.Lock()
+	x.box.equivocated = true
+	x.box.mu.Unlock()
+	x.cancel(ErrEquivocated)
 }
 
 func (s *server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
@@ -231,6 +271,9 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 	case in.Equivocation() != "":
 		// The second offer gets no status (HC-53); the first may (HC-54).
 		res := errorResult("rejected: equivocation", nil)
+		if in.Equivocation() == handoff.AnswerFinishFirst {
+			s.stop(hopKey{in.Offer().Iss, hop}) // stop the first offer's work if it runs
+		}
 		if in.Equivocation() == handoff.AnswerRejectFirst {
 			st, err := s.cfg.Agent.Reply(ctx, in, handoff.Rejected, handoff.ReplyOptions{Reason: handoff.ReasonEquivocation})
 			if err != nil {
@@ -265,8 +308,16 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 	}
 	s.sent(ctx, hop, accepted)
 	box := &outcomeBox{}
-	hctx := context.WithValue(context.WithValue(ctx, keyReceived, in), keyOutcome, box)
+	hctx, cancel := context.WithCancelCause(context.WithValue(context.WithValue(ctx, keyReceived, in), keyOutcome, box))
+	k := hopKey{in.Offer().Iss, hop}
+	s.mu.Lock()
+	s.running[k] = &execution{cancel: cancel, box: box}
+	s.mu.Unlock()
 	res, herr := next(hctx, methodCallTool, r)
+	s.mu.Lock()
+	delete(s.running, k)
+	s.mu.Unlock()
+	cancel(nil)
 	if herr != nil {
 		// A protocol error: the outcome is unknown, the hop stays
 		// "accepted" and a retransmission is told so (HC-39).
@@ -277,9 +328,12 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 	if ctr != nil && ctr.IsError {
 		o.Effect = handoff.EffectUnknown
 	}
+	box.mu.Lock()
 	if box.o != nil {
 		o = *box.o
 	}
+	equivocated := box.equivocated
+	box.mu.Unlock()
 	st := accepted // outcome unknown: the hop stays "accepted" (HC-45)
 	var state handoff.State
 	switch o.Effect {
@@ -287,6 +341,9 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 		state = handoff.Completed
 	case handoff.EffectNone, handoff.EffectPartial:
 		state = handoff.Failed
+		if equivocated && o.Reason == "" {
+			o.Reason = handoff.ReasonEquivocation // HC-54
+		}
 	}
 	if state != "" {
 		if st, err = s.cfg.Agent.Reply(ctx, in, state, handoff.ReplyOptions{Effect: o.Effect, Reason: o.Reason, Refs: o.Refs}); err != nil {
