@@ -2,8 +2,8 @@ package a2a_test
 
 import (
 	"bytes"
-	"errors"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
