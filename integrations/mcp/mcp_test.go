@@ -147,20 +147,22 @@ func TestMCP_ThreeHopChain_HC46_HC67(t *testing.T) {
 			pl := newNode(t, ps[planner], assistant, nil)
 			toTester := connect(t, co.client, te.server, tc.http)
 			toCoder := connect(t, pl.client, co.server, tc.http)
-			// Each delegate passes the work on with the offer it received.
-			co.work = func(ctx context.Context, in *handoff.Received) (*mcp.CallToolResult, error) {
-				d, err := co.client.Call(ctx, toTester, call("test it"), handoff.OfferParams{To: tester, From: in})
-				require.NoError(t, err)
-				require.Len(t, d.Statuses, 1)
-				require.Equal(t, handoff.Completed, d.Statuses[0].State())
-				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "coded"}}}, nil
+			// Each delegate passes the work on and completes only when the
+			// hop it made has completed.
+			passOn := func(n *node, s *mcp.ClientSession, to handoff.AgentID) func(context.Context, *handoff.Received) (*mcp.CallToolResult, error) {
+				return func(ctx context.Context, in *handoff.Received) (*mcp.CallToolResult, error) {
+					d, err := n.client.Call(ctx, s, call("pass it on"), handoff.OfferParams{To: to, From: in})
+					if err != nil {
+						return nil, err
+					}
+					if len(d.Statuses) != 1 || d.Statuses[0].State() != handoff.Completed {
+						return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{}}, nil
+					}
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
+				}
 			}
-			pl.work = func(ctx context.Context, in *handoff.Received) (*mcp.CallToolResult, error) {
-				d, err := pl.client.Call(ctx, toCoder, call("write it"), handoff.OfferParams{To: coder, From: in})
-				require.NoError(t, err)
-				require.Equal(t, handoff.Completed, d.Statuses[0].State())
-				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "planned"}}}, nil
-			}
+			co.work = passOn(co, toTester, tester)
+			pl.work = passOn(pl, toCoder, coder)
 			as, err := hmcp.NewClient(hmcp.ClientConfig{Agent: ps[assistant].Agent})
 			require.NoError(t, err)
 			toPlanner := connect(t, as, pl.server, tc.http)
