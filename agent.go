@@ -198,7 +198,7 @@ func (a *Agent) now() time.Time { return a.cfg.Now() }
 // token returns a fresh call token for the store's check-and-record, so
 // that a retried call recognises its own record.
 func (a *Agent) token() ([]byte, error) {
-	t := make([]byte, 16)
+	t := make([]byte, replay.TokenSize)
 	if _, err := io.ReadFull(a.cfg.Rand, t); err != nil {
 		return nil, fmt.Errorf("handoff: call token: %w", err)
 	}
@@ -257,7 +257,7 @@ func (a *Agent) Reply(ctx context.Context, in *Received, state State, opt ReplyO
 	if in.verdict == verdictEquivocation {
 		target = in.first
 	}
-	return a.reply(ctx, in.offer.Iss, in.offer.Hop, target, in.verdict, in.OwesAccepted(), in.equivocation, state, opt)
+	return a.reply(ctx, in.offer.Iss, in.offer.Hop, target, in.token, in.verdict, in.OwesAccepted(), in.equivocation, state, opt)
 }
 
 // ReplyHop signs a status for a hop this agent received and remembers, by
@@ -276,10 +276,13 @@ func (a *Agent) ReplyHop(ctx context.Context, iss AgentID, hop HopID, state Stat
 	if s := State(rec.State); s != Accepted && s != Canceled {
 		return Signed{}, rule("", "only a hop taken (or canceled while taken) can be answered without its delivery; this one is %q", rec.State)
 	}
-	return a.reply(ctx, iss, hop, Digest{Alg: SHA256Alg, Val: rec.Digest}, verdictRetransmit, false, "", state, opt)
+	return a.reply(ctx, iss, hop, Digest{Alg: SHA256Alg, Val: rec.Digest}, nil, verdictRetransmit, false, "", state, opt)
 }
 
-func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target Digest, v verdict, owes bool, eq EquivocationAnswer, state State, opt ReplyOptions) (Signed, error) {
+// reply applies the delegate's table to the hop (iss, hop). token, when
+// set, is the call token of the delivery that remembered the hop: the
+// write applies only to the record that delivery inserted.
+func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target Digest, token []byte, v verdict, owes bool, eq EquivocationAnswer, state State, opt ReplyOptions) (Signed, error) {
 	var conflicts []Conflict
 	defer func() { // after the hop lock is released
 		for _, c := range conflicts {
@@ -322,8 +325,11 @@ func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target Digest
 	if next == Accepted {
 		rec.Expires = time.Time{} // kept until resolved (HC-34)
 	}
+	if token != nil {
+		rec.Token = token
+	}
 	if err := a.cfg.Store.Update(ctx, key, rec); err != nil {
-		return Signed{}, storeErr(err)
+		return Signed{}, takeErr(err)
 	}
 	return signed, nil
 }
@@ -350,10 +356,71 @@ func (a *Agent) Take(ctx context.Context, in *Received) error {
 		return rule("HC-23", "the hop is already %s", rec.State)
 	}
 	rec.State, rec.Expires = string(Accepted), time.Time{}
+	if in.token != nil {
+		rec.Token = in.token
+	}
 	if err := a.cfg.Store.Update(ctx, key, rec); err != nil {
-		return storeErr(err)
+		return takeErr(err)
 	}
 	return nil
+}
+
+// takeErr maps a store's refusal of a write that takes a hop: the record
+// is gone or another delivery remembered the hop since (it was released);
+// the work must not start.
+func takeErr(err error) error {
+	if errors.Is(err, replay.ErrNotFound) || errors.Is(err, replay.ErrConflict) {
+		return rule("", "the hop's record changed since this delivery remembered it (released, or remembered again): do not start the work")
+	}
+	return storeErr(err)
+}
+
+// UntakenHop is a hop this agent remembers but never took or answered: the
+// record of a delivery whose call may have failed after the store wrote it
+// (a lost reply, a timeout). Every later delivery of its offer is a
+// retransmission with no status owed, so it is shown to the operator.
+type UntakenHop struct {
+	Iss    AgentID
+	Hop    HopID
+	Digest Digest
+	Age    time.Duration
+}
+
+// Untaken lists the hops this agent remembers, has neither taken nor
+// answered, and remembered more than olderThan ago, oldest first. Choose
+// olderThan well above the time the application takes from Receive to
+// Take or Reply.
+func (a *Agent) Untaken(ctx context.Context, olderThan time.Duration) ([]UntakenHop, error) {
+	recs, err := a.cfg.Store.Untaken(ctx, a.now().Add(-olderThan))
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	out := make([]UntakenHop, len(recs))
+	for i, u := range recs {
+		out[i] = UntakenHop{Iss: AgentID(u.Key.Iss), Hop: HopID(u.Key.Hop), Digest: Digest{Alg: SHA256Alg, Val: u.Record.Digest}, Age: u.Age}
+	}
+	return out, nil
+}
+
+// Release forgets a hop listed by Untaken, so that the next delivery of its
+// offer is checked afresh and may be accepted. The store deletes the
+// record only if it still holds digest and the hop is still untaken, in one
+// atomic step, so a concurrent Take or Reply either comes first (Release
+// fails with ErrState) or finds the record gone and does not start the
+// work. Since work starts only after Take or Reply("accepted") recorded
+// the hop, a released hop was never worked on: it is accepted at most
+// once.
+func (a *Agent) Release(ctx context.Context, iss AgentID, hop HopID, digest Digest) error {
+	err := a.cfg.Store.Release(ctx, replay.Key{Iss: string(iss), Hop: string(hop)}, digest.Val)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, replay.ErrTaken):
+		return rule("", "hop %s of %q was taken or answered; it is no longer untaken", hop, iss)
+	case errors.Is(err, replay.ErrNotFound), errors.Is(err, replay.ErrConflict):
+		return fmt.Errorf("%w: hop %s of %q holds no untaken record of that offer", ErrArgument, hop, iss)
+	}
+	return storeErr(err)
 }
 
 // ---- The delegator's verbs ----
@@ -392,6 +459,12 @@ type OfferParams struct {
 	// (HC-42). Empty means the work is not tracked.
 	Work         string
 	SafeToRepeat bool
+	// Prepare, when set, is called with the offer before it is signed,
+	// once its hop, iat, exp and prev are chosen, so that what must name
+	// them can be bound to the offer: for example a reference to a package
+	// whose id is the hop. It may add refs and extension members; the
+	// offer is checked against the CDDL after it returns.
+	Prepare func(*Offer) error
 }
 
 // Outgoing is an offer this agent made.
@@ -457,6 +530,15 @@ func (a *Agent) Offer(ctx context.Context, p OfferParams) (*Outgoing, error) {
 	if p.Credential != nil {
 		g := SHA256(p.Credential)
 		o.Grant = &g
+	}
+	if p.Prepare != nil {
+		iss, aud, hop, iat, exp := o.Iss, o.Aud, o.Hop, o.Iat, o.Exp
+		if err := p.Prepare(o); err != nil {
+			return nil, err
+		}
+		if o.Iss != iss || o.Aud != aud || o.Hop != hop || o.Iat != iat || o.Exp != exp {
+			return nil, fmt.Errorf("%w: Prepare may not change iss, aud, hop, iat or exp", ErrArgument)
+		}
 	}
 	if p.Work != "" && !p.SafeToRepeat {
 		// A cheap look first, so that a refused offer costs no signature;

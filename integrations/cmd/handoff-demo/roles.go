@@ -326,6 +326,9 @@ func (t *tester) server() (*mcp.Server, error) {
 	return srv, nil
 }
 
+// resumeWork is how long the rest of an interrupted piece of work takes.
+const resumeWork = time.Second
+
 // resume finishes the work a crash interrupted: hops taken and not done.
 func (t *tester) resume(ctx context.Context) error {
 	f, err := os.Open(t.journal())
@@ -359,7 +362,7 @@ func (t *tester) resume(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(t.n.cfg.Work / 2):
+			case <-time.After(resumeWork):
 			}
 			if _, err := t.n.agent.ReplyHop(ctx, handoff.AgentID(iss), handoff.HopID(hop), handoff.Completed,
 				handoff.ReplyOptions{Effect: handoff.EffectFull}); err != nil {

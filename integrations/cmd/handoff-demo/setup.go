@@ -59,7 +59,8 @@ var plan = []struct {
 	work   time.Duration
 }{
 	{roleTester1, handoff.COSE, nil, 300 * time.Millisecond},
-	{roleTester2, handoff.JWS, nil, 2 * time.Second},
+	// tester-2 is killed 200 ms into its work, long before it could end.
+	{roleTester2, handoff.JWS, nil, 20 * time.Second},
 	{roleCoder, handoff.JWS, []string{roleTester1, roleTester2}, 0},
 	{rolePlanner, handoff.COSE, []string{roleCoder}, 0},
 	{roleAssistant, handoff.JWS, []string{rolePlanner}, 0},

@@ -15,33 +15,28 @@ type stores struct {
 	// processed again.
 	Store replay.Store
 	// Offers is the delegator's record of the hops it offered (HC-42,
-	// HC-52).
+	// HC-52), for Retransmit and Cancel after a restart too.
 	Offers replay.OfferStore
 }
 
-// openStores opens the stores of the agent whose directory is dir.
-//
-// Hook for the durable delegator records: Offers is in memory until
-// replay/boltstore's OfferStore is available on this module's main line.
-// Then keep both in the one file (the OfferStore shares the Store's file
-// and is closed with it):
-//
-//	offers, err := st.Offers()
-//	if err != nil { st.Close(); return nil, err }
-//	return &stores{Store: st, Offers: offers}, nil
-//
-// The demo crashes a tester, which only receives, so its durable Store is
-// what carries the hop across the restart.
+// openStores opens the stores of the agent whose directory is dir: both in
+// one bbolt file, hops.db, which survives a crash (every write is synced
+// before it returns).
 func openStores(dir string) (*stores, error) {
 	st, err := boltstore.Open(filepath.Join(dir, "hops.db"), boltstore.Options{})
 	if err != nil {
 		return nil, err
 	}
-	return &stores{Store: st, Offers: replay.NewMemoryOffers(nil)}, nil
+	offers, err := st.Offers()
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &stores{Store: st, Offers: offers}, nil
 }
 
 func (s *stores) Close() error {
-	err := s.Offers.Close()
+	err := s.Offers.Close() // shares the Store's file: a no-op
 	if e := s.Store.Close(); e != nil {
 		err = e
 	}
