@@ -139,10 +139,10 @@ replace github.com/agentproto/handoff/integrations => %s
 	return nil
 }
 
-// TestMarkdown_ProposedLibrarySection_Compiles checks the library section
+// TestMarkdown_ProposedIntegrationsSection_Compiles checks the section on the middlewares
 // proposed for the README.
-func TestMarkdown_ProposedLibrarySection_Compiles(t *testing.T) {
-	checkBlocks(t, filepath.Join("testdata", "README-library.md"))
+func TestMarkdown_ProposedIntegrationsSection_Compiles(t *testing.T) {
+	checkBlocks(t, filepath.Join("testdata", "README-integrations.md"))
 }
 
 // TestMarkdown_README_GoBlocksCompile builds the README's complete Go
