@@ -72,9 +72,10 @@ type node struct {
 	url    string
 	client *ha2a.Client
 
-	mu       sync.Mutex
-	canceled []*handoff.StatusResult
-	notices  []handoff.Notice
+	mu        sync.Mutex
+	canceled  []*handoff.StatusResult
+	notices   []handoff.Notice
+	requested []bool // whether A2A-Extensions named the extension, per Receive
 }
 
 // bearer sends the caller's AgentID as its token: the loopback endpoint
@@ -96,6 +97,12 @@ func newNode(t *testing.T, p *agenttest.Party, rec *observe.Recorder) *node {
 	n.client, err = ha2a.NewClient(ha2a.ClientConfig{Agent: p.Agent, Observe: rec})
 	require.NoError(t, err)
 	exec, err := ha2a.NewExecutor(ha2a.ServerConfig{Agent: p.Agent, Executor: n.w, Observe: rec,
+		OnReceive: func(ctx context.Context, _ *handoff.Received) {
+			exts, ok := a2asrv.ExtensionsFrom(ctx)
+			n.mu.Lock()
+			n.requested = append(n.requested, ok && exts.Requested(ha2a.Extension))
+			n.mu.Unlock()
+		},
 		OnCancel: func(_ context.Context, r *handoff.StatusResult) {
 			n.mu.Lock()
 			n.canceled = append(n.canceled, r)
@@ -193,6 +200,8 @@ func TestA2A_ThreeHopChain_HC46_HC66(t *testing.T) {
 
 			for _, n := range []*node{pl, co, te} {
 				require.EqualValues(t, 1, n.w.calls.Load(), "executor invocations of %s", n.p.ID)
+				// The client listed the extension in A2A-Extensions (HC-66).
+				require.Equal(t, []bool{true}, n.requested, "A2A-Extensions at %s", n.p.ID)
 			}
 			in := te.w.seen[0]
 			require.Equal(t, handoff.ChainFull, in.Chain())
