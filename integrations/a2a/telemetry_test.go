@@ -2,6 +2,8 @@ package a2a_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -132,4 +134,39 @@ func TestA2A_Cancel_Refused_HC55(t *testing.T) {
 	require.Len(t, co.canceled, 2)
 	require.NoError(t, co.canceled[1].Err())
 	co.mu.Unlock()
+}
+
+// With RequireSignedCancel, a Cancel Task request without a "canceled"
+// is refused and the task goes on.
+func TestA2A_RequireSignedCancel(t *testing.T) {
+	ctx := context.Background()
+	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.JWS})
+	w := &work{body: func(ctx context.Context, _ *handoff.Received, _ *a2asrv.RequestContext, _ eventqueue.Queue) error {
+		<-ctx.Done()
+		return nil
+	}}
+	exec, err := ha2a.NewExecutor(ha2a.ServerConfig{Agent: ps[coder].Agent, Executor: w, RequireSignedCancel: true})
+	require.NoError(t, err)
+	n := &node{p: ps[coder], w: w}
+	srv := httptest.NewServer(ha2a.Authenticate(a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(exec)),
+		func(*http.Request) (handoff.AgentID, bool) { return planner, true }))
+	defer srv.Close()
+	n.url = srv.URL
+	pc, err := ha2a.NewClient(ha2a.ClientConfig{Agent: ps[planner].Agent})
+	require.NoError(t, err)
+	cl := dial(t, planner, pc, n, true)
+	d, err := pc.Send(ctx, cl, text("x"), handoff.OfferParams{To: coder})
+	require.NoError(t, err)
+	task, _ := pc.TaskOf(d.Hop)
+	_, err = cl.CancelTask(ctx, &a2a.TaskIDParams{ID: task})
+	require.Error(t, err, "a cancel without the delegator's signed status")
+	got, err := cl.GetTask(ctx, &a2a.TaskQueryParams{ID: task})
+	require.NoError(t, err)
+	require.Equal(t, a2a.TaskStateWorking, got.Status.State)
+	_, _, err = pc.Cancel(ctx, cl, d.Hop)
+	require.NoError(t, err)
+	got, err = cl.GetTask(ctx, &a2a.TaskQueryParams{ID: task})
+	require.NoError(t, err)
+	require.Equal(t, a2a.TaskStateCanceled, got.Status.State)
+	require.EqualValues(t, 1, w.calls.Load())
 }
