@@ -19,7 +19,9 @@
 //     "accepted" when the work was taken and nothing was sent yet (HC-38,
 //     HC-39);
 //   - an equivocating offer never reaches the executor: the second offer
-//     gets no status (HC-53); what HC-54 allows for the first is attached;
+//     gets no status (HC-53); what HC-54 allows for the first is attached,
+//     and an execution of the first that still runs is stopped
+//     (ErrEquivocated);
 //   - an accepted offer is answered "accepted" (TASK_STATE_WORKING) and the
 //     wrapped executor runs with the Received in its context (FromContext).
 //     Each state change it writes gets the signed status of the matching

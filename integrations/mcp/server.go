@@ -18,7 +18,8 @@
 //     identical octets of the hop's last status, or "accepted" when the work
 //     was taken and nothing was sent yet (HC-38, HC-39);
 //   - an equivocating offer never reaches the handler: the second offer gets
-//     no status (HC-53); what HC-54 allows for the first is attached;
+//     no status (HC-53); what HC-54 allows for the first is attached, and a
+//     call of the first that still runs is stopped (ErrEquivocated);
 //   - an accepted offer is answered "accepted" (which records the hop as
 //     taken) and the handler runs with the Received in its context
 //     (FromContext). Its result carries "completed", or the outcome the
@@ -34,9 +35,9 @@
 // A Client adds a sending middleware (Client.Middleware) that attaches the
 // Handoff that WithHandoff put in the call's context and hands the status of
 // every result to Agent.HandleStatus; Client.Call does all of it, with
-// retransmissions per handoff.Backoff. Client.Transport wraps the client's
-// transport so that Client.Cancel can put the signed "canceled" in the _meta
-// of notifications/cancelled, which the SDK sends without _meta.
+// retransmissions per handoff.Backoff. Client.Transport prepares the
+// client's transport so that Client.Cancel can put the signed "canceled" in
+// the _meta of notifications/cancelled, which the SDK sends without _meta.
 package mcp
 
 import (
