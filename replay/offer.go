@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -188,10 +190,9 @@ func CheckSwap(old, new OfferRecord) error {
 	return nil
 }
 
-// CloneOffer returns a copy of r that shares no memory with it, with times
-// stripped of monotonic clock readings. Empty byte slices become nil,
-// except Prev, whose presence is meaningful only when 32 octets long.
-func CloneOffer(r OfferRecord) OfferRecord {
+// Clone returns a copy of r that shares no memory with it, with times
+// stripped of monotonic clock readings. Empty byte slices become nil.
+func (r OfferRecord) Clone() OfferRecord {
 	r.Digest = cloneOrNil(r.Digest)
 	r.Prev = cloneOrNil(r.Prev)
 	r.Handoff = cloneOrNil(r.Handoff)
@@ -208,17 +209,22 @@ func cloneOrNil(b []byte) []byte {
 	return append([]byte(nil), b...)
 }
 
-// EqualOffer reports whether two records hold the same values, Version
+// Equal reports whether two records hold the same values, Version
 // included. Nil and empty byte slices are equal.
-func EqualOffer(a, b OfferRecord) bool {
-	return a.Hop == b.Hop && a.To == b.To && string(a.Digest) == string(b.Digest) &&
-		string(a.Prev) == string(b.Prev) && a.Work == b.Work && a.Open == b.Open &&
-		string(a.Handoff) == string(b.Handoff) && a.State == b.State && a.Reason == b.Reason &&
-		string(a.Status) == string(b.Status) && a.Canceled == b.Canceled && a.Observed == b.Observed &&
-		a.Created.Equal(b.Created) && a.Expires.Equal(b.Expires) && a.Version == b.Version
+func (r OfferRecord) Equal(o OfferRecord) bool {
+	return r.Hop == o.Hop && r.To == o.To && string(r.Digest) == string(o.Digest) &&
+		string(r.Prev) == string(o.Prev) && r.Work == o.Work && r.Open == o.Open &&
+		string(r.Handoff) == string(o.Handoff) && r.State == o.State && r.Reason == o.Reason &&
+		string(r.Status) == string(o.Status) && r.Canceled == o.Canceled && r.Observed == o.Observed &&
+		r.Created.Equal(o.Created) && r.Expires.Equal(o.Expires) && r.Version == o.Version
 }
 
 // SortOffers orders records by Created, then Hop, as List returns them.
 func SortOffers(recs []OfferRecord) {
-	slicesSortOffers(recs)
+	slices.SortFunc(recs, func(a, b OfferRecord) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Hop, b.Hop)
+	})
 }

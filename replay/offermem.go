@@ -2,20 +2,9 @@ package replay
 
 import (
 	"context"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 )
-
-func slicesSortOffers(recs []OfferRecord) {
-	slices.SortFunc(recs, func(a, b OfferRecord) int {
-		if c := a.Created.Compare(b.Created); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Hop, b.Hop)
-	})
-}
 
 // MemoryOffers is an OfferStore kept in the memory of one process. It is
 // safe for concurrent use. Its records are lost when the process ends: a
@@ -71,7 +60,7 @@ func (s *MemoryOffers) Create(ctx context.Context, rec OfferRecord) (OfferRecord
 	if err := CheckOffer(rec); err != nil {
 		return OfferRecord{}, err
 	}
-	rec = CloneOffer(rec)
+	rec = rec.Clone()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.live(rec.Hop); ok {
@@ -86,7 +75,7 @@ func (s *MemoryOffers) Create(ctx context.Context, rec OfferRecord) (OfferRecord
 	s.version++
 	rec.Version = s.version
 	s.recs[rec.Hop] = rec
-	return CloneOffer(rec), nil
+	return rec.Clone(), nil
 }
 
 // Get implements OfferStore.
@@ -103,7 +92,7 @@ func (s *MemoryOffers) Get(ctx context.Context, hop string) (OfferRecord, bool, 
 	if !ok {
 		return OfferRecord{}, false, nil
 	}
-	return CloneOffer(r), true, nil
+	return r.Clone(), true, nil
 }
 
 // Swap implements OfferStore.
@@ -114,7 +103,7 @@ func (s *MemoryOffers) Swap(ctx context.Context, old, new OfferRecord) (OfferRec
 	if err := CheckSwap(old, new); err != nil {
 		return OfferRecord{}, err
 	}
-	new = CloneOffer(new)
+	new = new.Clone()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	held, ok := s.live(old.Hop)
@@ -130,7 +119,7 @@ func (s *MemoryOffers) Swap(ctx context.Context, old, new OfferRecord) (OfferRec
 	s.version++
 	new.Version = s.version
 	s.recs[new.Hop] = new
-	return CloneOffer(new), nil
+	return new.Clone(), nil
 }
 
 // Delete implements OfferStore.
@@ -169,7 +158,7 @@ func (s *MemoryOffers) List(ctx context.Context, q OfferQuery) ([]OfferRecord, e
 			continue
 		}
 		if q.Match(r) {
-			out = append(out, CloneOffer(r))
+			out = append(out, r.Clone())
 		}
 	}
 	SortOffers(out)

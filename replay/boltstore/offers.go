@@ -188,7 +188,7 @@ func (s *OfferStore) Create(ctx context.Context, rec replay.OfferRecord) (replay
 	if err := replay.CheckOffer(rec); err != nil {
 		return replay.OfferRecord{}, err
 	}
-	rec = replay.CloneOffer(rec)
+	rec = rec.Clone()
 	var out replay.OfferRecord
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		if _, ok, err := s.held(tx, rec.Hop); err != nil {
@@ -243,7 +243,7 @@ func (s *OfferStore) Swap(ctx context.Context, old, new replay.OfferRecord) (rep
 	if err := replay.CheckSwap(old, new); err != nil {
 		return replay.OfferRecord{}, err
 	}
-	new = replay.CloneOffer(new)
+	new = new.Clone()
 	var out replay.OfferRecord
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		held, ok, err := s.held(tx, old.Hop)

@@ -156,7 +156,7 @@ func (s *OfferStore) Create(ctx context.Context, rec replay.OfferRecord) (replay
 	if err := replay.CheckOffer(rec); err != nil {
 		return replay.OfferRecord{}, err
 	}
-	rec = replay.CloneOffer(rec)
+	rec = rec.Clone()
 	res, err := createScript.Run(ctx, s.client,
 		[]string{s.recKey(rec.Hop), s.workKey(rec.Work), s.allKey(), s.seqKey()},
 		value(rec), rec.Hop, rec.Work, flag(rec.Open), pxat(rec.Expires)).Slice()
@@ -231,7 +231,7 @@ func (s *OfferStore) Swap(ctx context.Context, old, new replay.OfferRecord) (rep
 	if err := replay.CheckSwap(old, new); err != nil {
 		return replay.OfferRecord{}, err
 	}
-	new = replay.CloneOffer(new)
+	new = new.Clone()
 	// Work never changes, and a Version is never given twice: when the
 	// held Version is old's, the held Work is old's.
 	res, err := swapScript.Run(ctx, s.client,

@@ -105,7 +105,7 @@ func showOffer(r replay.OfferRecord) string {
 
 func equalOffer(t *testing.T, want, got replay.OfferRecord, msg string) {
 	t.Helper()
-	if !replay.EqualOffer(want, got) {
+	if !want.Equal(got) {
 		t.Errorf("%s:\n got  %s\n want %s", msg, showOffer(got), showOffer(want))
 	}
 }
@@ -552,7 +552,7 @@ func (s *offerSuite) testNoAliasing(t *testing.T) {
 	ctx := context.Background()
 	in := offerRec("h1", "", c.Now())
 	in.Prev, in.Status = digest("p"), []byte("status")
-	want := replay.CloneOffer(in)
+	want := in.Clone()
 	got, err := st.Create(ctx, in)
 	require.NoError(t, err)
 	want.Version = got.Version
@@ -562,7 +562,7 @@ func (s *offerSuite) testNoAliasing(t *testing.T) {
 	mustGetOffer(t, st, want)
 	g, _, err := st.Get(ctx, "h1")
 	require.NoError(t, err)
-	next := replay.CloneOffer(g)
+	next := g.Clone()
 	next.Status = []byte("later")
 	swapped, err := st.Swap(ctx, g, next)
 	require.NoError(t, err)
