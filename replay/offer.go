@@ -81,7 +81,10 @@ func (q OfferQuery) Match(r OfferRecord) bool {
 // satisfy the suite storetest.RunOffers:
 //
 //   - Create inserts a record under its Hop when no live record is held for
-//     it, else returns ErrExists. When the new record is Open and names a
+//     it, else returns ErrExists, except when the held record equals the
+//     one given in every field but Version: then Create returns it, so that
+//     a Create retried after a lost reply (a client library's retry)
+//     reports its own insert. When the new record is Open and names a
 //     Work, and a live Open record with the same Work is held, Create
 //     returns a *BusyError naming that record's hop (HC-42); the check and
 //     the insert are one atomic step across every process sharing the
@@ -95,6 +98,9 @@ func (q OfferQuery) Match(r OfferRecord) bool {
 //     false frees the Work for a new Create.
 //   - Delete removes the record held for hop iff its Version equals
 //     version; else ErrConflict, or ErrNotFound.
+//   - Swap and Delete are not idempotent: one retried by a client library
+//     after its reply was lost reports ErrConflict (or ErrNotFound) for a
+//     write that landed. After an error, Get tells the caller what is held.
 //   - Every write gives the record a new Version, never given before by
 //     the store (across deletes, and across restarts for a durable store),
 //     and returns the record as stored.

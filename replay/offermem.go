@@ -63,7 +63,10 @@ func (s *MemoryOffers) Create(ctx context.Context, rec OfferRecord) (OfferRecord
 	rec = rec.Clone()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.live(rec.Hop); ok {
+	if held, ok := s.live(rec.Hop); ok {
+		if rec.Version = held.Version; held.Equal(rec) {
+			return held.Clone(), nil // the same Create again
+		}
 		return OfferRecord{}, ErrExists
 	}
 	if rec.Open && rec.Work != "" {

@@ -191,9 +191,13 @@ func (s *OfferStore) Create(ctx context.Context, rec replay.OfferRecord) (replay
 	rec = rec.Clone()
 	var out replay.OfferRecord
 	err := s.update(ctx, func(tx *bolt.Tx) error {
-		if _, ok, err := s.held(tx, rec.Hop); err != nil {
+		if held, ok, err := s.held(tx, rec.Hop); err != nil {
 			return err
 		} else if ok {
+			if rec.Version = held.Version; held.Equal(rec) {
+				out = held // the same Create again
+				return nil
+			}
 			return replay.ErrExists
 		}
 		if rec.Open && rec.Work != "" {

@@ -65,10 +65,14 @@ func (s *OfferStore) allKey() string { return s.tag + ":all" }
 func (s *OfferStore) seqKey() string { return s.tag + ":seq" }
 
 // createScript: KEYS record, work, all, seq; ARGV value, hop, work, open,
-// pxat. Returns {1} when the hop is held, {2, hop} when an Open record
-// holds the work, {0, version} when it inserted.
+// pxat. Returns {1} when the hop is held with another value, {2, hop} when
+// an Open record holds the work, {0, version} when it inserted the record
+// or holds it already with this very value (a retried Create).
 var createScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 then
+	if redis.call('HGET', KEYS[1], 'b') == ARGV[1] then
+		return {0, redis.call('HGET', KEYS[1], 'v')}
+	end
 	return {1}
 end
 local lock = ARGV[4] == '1' and ARGV[3] ~= ''

@@ -205,12 +205,26 @@ func (s *offerSuite) testCreateGet(t *testing.T) {
 
 func (s *offerSuite) testExists(t *testing.T) {
 	st, c := s.start(t)
-	first := mustCreate(t, st, offerRec("h1", "", c.Now()))
+	orig := offerRec("h1", "", c.Now())
+	first := mustCreate(t, st, orig)
 	other := offerRec("h1", "", c.Now().Add(time.Second))
 	other.Digest = digest("another offer")
 	_, err := st.Create(context.Background(), other)
 	assert.ErrorIs(t, err, replay.ErrExists)
 	mustGetOffer(t, st, first)
+
+	// The same Create again (a retry after a lost reply) reports the
+	// record it inserted.
+	again, err := st.Create(context.Background(), orig)
+	require.NoError(t, err, "the same Create again")
+	equalOffer(t, first, again, "the same Create again")
+	// Not once the record has changed.
+	next := first
+	next.State = "accepted"
+	_, err = st.Swap(context.Background(), first, next)
+	require.NoError(t, err)
+	_, err = st.Create(context.Background(), orig)
+	assert.ErrorIs(t, err, replay.ErrExists, "Create of the original after a Swap")
 }
 
 func (s *offerSuite) testSwap(t *testing.T) {
