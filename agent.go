@@ -353,7 +353,7 @@ func (a *Agent) Take(ctx context.Context, in *Received) error {
 	case !ok:
 		return rule("", "the hop is no longer remembered")
 	case rec.State != "":
-		return rule("HC-23", "the hop is already %s", rec.State)
+		return rule("HC-23", "a hop is taken once; this one is already %s", rec.State)
 	}
 	rec.State, rec.Expires = string(Accepted), time.Time{}
 	if in.token != nil {
