@@ -19,11 +19,19 @@ func (compactForm) Match(b []byte) bool { return isCompact(b) }
 // MatchString reports whether s has the JwsCompact form.
 func (compactForm) MatchString(s string) bool { return isCompact(s) }
 
+// b64url marks the 64 characters of base64url.
+var b64url = func() (t [256]bool) {
+	for _, c := range []byte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") {
+		t[c] = true
+	}
+	return t
+}()
+
 func isCompact[T string | []byte](b T) bool {
 	dots, run := 0, 0
 	for i := 0; i < len(b); i++ {
 		switch c := b[i]; {
-		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_':
+		case b64url[c]:
 			run++
 		case c == '.' && run > 0 && dots < 2:
 			dots, run = dots+1, 0

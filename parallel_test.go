@@ -172,3 +172,18 @@ func FuzzJWSCompactForm(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkJWSCompactForm(b *testing.B) {
+	w := newWorld(b, JWS, rxPlanner, rxCoder)
+	s := string(w.offer(rxPlanner, rxCoder, nil).Octets)
+	re := regexp.MustCompile(`^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$`)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		if !jwsCompact.MatchString(s) {
+			b.Fatal("no match")
+		}
+	}
+	b.StopTimer()
+	m := medians(benchRounds, func() { jwsCompact.MatchString(s) }, func() { re.MatchString(s) })
+	b.ReportMetric(m[0]/m[1], "x-regexp")
+}
