@@ -32,7 +32,7 @@ import (
 )
 
 // medians runs each fn in rounds, interleaved (fn0, fn1, ..., fn0, fn1,
-// ...), each round long enough to time (about 4 ms per fn), and returns
+// ...), each round long enough to time (about 8 ms per fn), and returns
 // each fn's median time per call in ns. Interleaving puts every fn under
 // the same machine conditions, so their ratio is steadier than that of two
 // benchmarks run one after the other.
@@ -43,7 +43,7 @@ func medians(rounds int, fns ...func()) []float64 {
 		start := time.Now()
 		fn()
 		one := max(time.Since(start), time.Microsecond)
-		iters[i] = max(1, int(4*time.Millisecond/one))
+		iters[i] = max(1, int(8*time.Millisecond/one))
 	}
 	per := make([][]float64, len(fns))
 	for range rounds {
@@ -64,7 +64,7 @@ func medians(rounds int, fns ...func()) []float64 {
 }
 
 // benchRounds is the number of interleaved rounds behind each ratio.
-const benchRounds = 7
+const benchRounds = 11
 
 // benchIDs names n+2 distinct agents: a chain of n elements, the offer, and
 // the receiver.

@@ -187,3 +187,39 @@ func BenchmarkJWSCompactForm(b *testing.B) {
 	m := medians(benchRounds, func() { jwsCompact.MatchString(s) }, func() { re.MatchString(s) })
 	b.ReportMetric(m[0]/m[1], "x-regexp")
 }
+
+// Section 5.3: check 1 (every element's signature) comes before checks 2
+// to 4, so a chain with both a bad signature and a broken link is refused
+// for the signature, wherever each sits, sequentially or in parallel. The
+// newest failing element is the one reported.
+func TestChain_HC46_SignatureBeforeLink(t *testing.T) {
+	ids := benchIDs(4)
+	w := newWorld(t, JWS, ids...)
+	bogus := SHA256([]byte("not the element before"))
+	for _, tc := range []struct {
+		bad    []int
+		broken int
+		want   outcome
+	}{
+		{bad: []int{1}, broken: 3, want: outcome{Check: CheckChain, Reason: ReasonBadSignature, Index: 1}},
+		{bad: []int{3}, broken: 1, want: outcome{Check: CheckChain, Reason: ReasonBadSignature, Index: 3}},
+		{bad: []int{0, 2}, broken: 4, want: outcome{Check: CheckChain, Reason: ReasonBadSignature, Index: 2}},
+		{broken: 2, want: outcome{Check: CheckChain, Reason: ReasonBrokenChain, Index: 2}},
+	} {
+		elems := w.path(func(i int, o *Offer) {
+			if i == tc.broken {
+				o.Prev = &bogus
+			}
+		}, ids...)
+		for _, i := range tc.bad {
+			elems[i] = tamperSignature(t, elems[i])
+		}
+		data := encodeHandoff(t, handoffOf(elems...), JSON)
+		for _, workers := range []int{0, 1, 2, 8} {
+			a := w.agent(ids[len(ids)-1], func(c *Config) { c.Chain.Workers = workers })
+			got := outcomeOf(receive(t, a, data, Host{}))
+			got.Detail, got.State = "", ""
+			assert.Equal(t, tc.want, got, "bad %v, broken link %d, workers %d", tc.bad, tc.broken, workers)
+		}
+	}
+}
