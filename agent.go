@@ -257,7 +257,7 @@ func (a *Agent) Reply(ctx context.Context, in *Received, state State, opt ReplyO
 	if in.verdict == verdictEquivocation {
 		target = in.first
 	}
-	return a.reply(ctx, in.offer.Iss, in.offer.Hop, target, in.verdict, in.OwesAccepted(), in.equivocation, state, opt)
+	return a.reply(ctx, in.offer.Iss, in.offer.Hop, target, in.token, in.verdict, in.OwesAccepted(), in.equivocation, state, opt)
 }
 
 // ReplyHop signs a status for a hop this agent received and remembers, by
@@ -276,10 +276,13 @@ func (a *Agent) ReplyHop(ctx context.Context, iss AgentID, hop HopID, state Stat
 	if s := State(rec.State); s != Accepted && s != Canceled {
 		return Signed{}, rule("", "only a hop taken (or canceled while taken) can be answered without its delivery; this one is %q", rec.State)
 	}
-	return a.reply(ctx, iss, hop, Digest{Alg: SHA256Alg, Val: rec.Digest}, verdictRetransmit, false, "", state, opt)
+	return a.reply(ctx, iss, hop, Digest{Alg: SHA256Alg, Val: rec.Digest}, nil, verdictRetransmit, false, "", state, opt)
 }
 
-func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target Digest, v verdict, owes bool, eq EquivocationAnswer, state State, opt ReplyOptions) (Signed, error) {
+// reply applies the delegate's table to the hop (iss, hop). token, when
+// set, is the call token of the delivery that remembered the hop: the
+// write applies only to the record that delivery inserted.
+func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target Digest, token []byte, v verdict, owes bool, eq EquivocationAnswer, state State, opt ReplyOptions) (Signed, error) {
 	var conflicts []Conflict
 	defer func() { // after the hop lock is released
 		for _, c := range conflicts {
@@ -322,8 +325,11 @@ func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target Digest
 	if next == Accepted {
 		rec.Expires = time.Time{} // kept until resolved (HC-34)
 	}
+	if token != nil {
+		rec.Token = token
+	}
 	if err := a.cfg.Store.Update(ctx, key, rec); err != nil {
-		return Signed{}, storeErr(err)
+		return Signed{}, takeErr(err)
 	}
 	return signed, nil
 }
@@ -350,10 +356,23 @@ func (a *Agent) Take(ctx context.Context, in *Received) error {
 		return rule("HC-23", "the hop is already %s", rec.State)
 	}
 	rec.State, rec.Expires = string(Accepted), time.Time{}
+	if in.token != nil {
+		rec.Token = in.token
+	}
 	if err := a.cfg.Store.Update(ctx, key, rec); err != nil {
-		return storeErr(err)
+		return takeErr(err)
 	}
 	return nil
+}
+
+// takeErr maps a store's refusal of a write that takes a hop: the record
+// is gone or another delivery remembered the hop since (it was released);
+// the work must not start.
+func takeErr(err error) error {
+	if errors.Is(err, replay.ErrNotFound) || errors.Is(err, replay.ErrConflict) {
+		return rule("", "the hop's record changed since this delivery remembered it (released, or remembered again): do not start the work")
+	}
+	return storeErr(err)
 }
 
 // ---- The delegator's verbs ----
@@ -392,6 +411,12 @@ type OfferParams struct {
 	// (HC-42). Empty means the work is not tracked.
 	Work         string
 	SafeToRepeat bool
+	// Prepare, when set, is called with the offer before it is signed,
+	// once its hop, iat, exp and prev are chosen, so that what must name
+	// them can be bound to the offer: for example a reference to a package
+	// whose id is the hop. It may add refs and extension members; the
+	// offer is checked against the CDDL after it returns.
+	Prepare func(*Offer) error
 }
 
 // Outgoing is an offer this agent made.
@@ -457,6 +482,15 @@ func (a *Agent) Offer(ctx context.Context, p OfferParams) (*Outgoing, error) {
 	if p.Credential != nil {
 		g := SHA256(p.Credential)
 		o.Grant = &g
+	}
+	if p.Prepare != nil {
+		iss, aud, hop, iat, exp := o.Iss, o.Aud, o.Hop, o.Iat, o.Exp
+		if err := p.Prepare(o); err != nil {
+			return nil, err
+		}
+		if o.Iss != iss || o.Aud != aud || o.Hop != hop || o.Iat != iat || o.Exp != exp {
+			return nil, fmt.Errorf("%w: Prepare may not change iss, aud, hop, iat or exp", ErrArgument)
+		}
 	}
 	if p.Work != "" && !p.SafeToRepeat {
 		// A cheap look first, so that a refused offer costs no signature;

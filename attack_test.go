@@ -570,11 +570,10 @@ func TestAttack_HC53_HighSTwinIsEquivocation(t *testing.T) {
 	}
 }
 
-// HC-01, HC-14: duplicate member names, and names that differ only in case
-// from a member the draft defines (or fold to it the way encoding/json
-// matches struct fields), are refused in a payload signed by a trusted key:
-// a decoder that lets a later duplicate win would read another iss than
-// this one does.
+// HC-01, HC-14: duplicate member names are refused in a payload signed by
+// a trusted key: a decoder that lets a later duplicate win would read
+// another iss than this one does. Names that differ only in case from a
+// member the draft defines are other members, ignored and kept.
 func TestAttack_HC01_DuplicateAndCaseVariantMembers(t *testing.T) {
 	e := newAtkEnv(t)
 	hop := atkHop(t)
@@ -625,7 +624,29 @@ func TestAttack_HC01_DuplicateAndCaseVariantMembers(t *testing.T) {
 		msg := atkCOSE(t, e.planner, atkProtected(t, e.plannerKID), p)
 		atkRefused(t, e.receive(atkCOSEHandoff(t, msg)), ReasonBadSignature, ErrMalformed)
 	})
-	t.Run("CBOR case variant", func(t *testing.T) {
+	// "A receiver MUST ignore members it does not understand": a name that
+	// differs from a defined one only in case, or folds to it, is such a
+	// member. It is kept in Extra and never read as the defined member;
+	// only the strict profile refuses it (caseVariant).
+	for name, c := range map[string]struct{ p, variant string }{
+		"case variant ISS":       {`{` + base + `,"iss":"` + string(atkPlanner) + `","ISS":"` + string(atkOther) + `"}`, "ISS"},
+		"case variant Aud":       {`{` + base + `,"iss":"` + string(atkPlanner) + `","Aud":"spiffe://x"}`, "Aud"},
+		"long s folds to s":      {`{` + base + `,"iss":"` + string(atkPlanner) + `","iſs":"` + string(atkOther) + `"}`, "iſs"},
+		"dotless i folds to I":   {`{` + base + `,"iss":"` + string(atkPlanner) + `","ıss":"` + string(atkOther) + `"}`, "ıss"},
+		"Kelvin sign folds to K": {`{` + base + `,"iss":"` + string(atkPlanner) + `","task":"a","tas\u212a":"b"}`, "tas\u212a"},
+	} {
+		t.Run("ignored "+name, func(t *testing.T) {
+			in := e.receive(atkJSONHandoff(t, atkJWS(t, e.planner, atkHeader(e.plannerKID), c.p)))
+			atkAccepted(t, in)
+			assert.Equal(t, atkPlanner, in.Offer().Iss)
+			assert.Equal(t, atkCoder, in.Offer().Aud)
+			assert.Contains(t, in.Offer().Extra, c.variant)
+			got, _, found := caseVariant(in.Offer().Extra, offerMembers)
+			assert.True(t, found)
+			assert.Equal(t, c.variant, got)
+		})
+	}
+	t.Run("CBOR case variant ignored", func(t *testing.T) {
 		var m map[string]any
 		require.NoError(t, cbor.Unmarshal(atkCBORPayload(t, atkPlanner), &m))
 		m["ISS"] = string(atkOther)
@@ -671,6 +692,19 @@ func TestAttack_HC12_Numbers(t *testing.T) {
 			in := e.receive(atkJSONHandoff(t, atkJWS(t, e.planner, atkHeader(e.plannerKID), p)))
 			atkRefused(t, in, ReasonBadSignature, ErrMalformed)
 			assert.NotErrorIs(t, in.Err(), ErrSignature)
+		})
+	}
+	// Time = uint: an integer literal up to 2^64-1 is a Time; one this far
+	// in the future is refused by the freshness check, not the decoder.
+	for _, big := range []string{"9007199254740992", "18446744073709551615"} {
+		t.Run("iat "+big+" decodes", func(t *testing.T) {
+			p := atkPayload(t, atkPlanner, "")
+			i := strings.Index(p, `"iat":`) + 6
+			j := i + strings.IndexAny(p[i:], ",}")
+			p = p[:i] + big + p[j:]
+			in := e.receive(atkJSONHandoff(t, atkJWS(t, e.planner, atkHeader(e.plannerKID), p)))
+			atkRefused(t, in, ReasonStale, ErrRejected)
+			assert.NotErrorIs(t, in.Err(), ErrMalformed)
 		})
 	}
 	t.Run("unknown members keep their numbers", func(t *testing.T) {
@@ -728,17 +762,10 @@ func TestAttack_HC17_CBORPayload(t *testing.T) {
 	require.Less(t, len(p), 256)
 
 	cases := map[string][]byte{
-		"indefinite-length map":        append(append([]byte{0xbf}, p[1:]...), 0xff),
-		"indefinite-length text":       atkSplice(p, typ, 6, 0x7f, 0x65, 'o', 'f', 'f', 'e', 'r', 0xff),
 		"duplicate key":                withMember("v", 0x01),
 		"tag 1 on iat":                 atkSplice(p, iat, 0, 0xc1),
 		"self-described CBOR tag":      append([]byte{0xd9, 0xd9, 0xf7}, p...),
 		"tag 24 wrapping the payload":  append([]byte{0xd8, 0x18, 0x58, byte(len(p))}, p...),
-		"bignum tag in an extension":   withMember("x", 0xc2, 0x41, 0x01),
-		"non-minimal integer":          atkSplice(p, v, 1, 0x18, 0x01),
-		"non-minimal map head":         atkSplice(p, 0, 1, 0xb8, 0x08),
-		"non-minimal text head":        atkSplice(p, typ, 1, 0x78, 0x05),
-		"non-minimal iat":              atkSplice(p, iat, 1, 0x1b, 0, 0, 0, 0),
 		"deep nesting":                 withMember("x", deep...),
 		"text length beyond input":     withMember("x", 0x7b, 0, 0, 0x01, 0, 0, 0, 0, 0),
 		"bytes length beyond input":    withMember("x", 0x5a, 0xff, 0xff, 0xff, 0xff),
@@ -746,16 +773,12 @@ func TestAttack_HC17_CBORPayload(t *testing.T) {
 		"map length beyond input":      withMember("x", 0xbb, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff),
 		"float iat":                    atkSplice(p, iat, 5, iatF...),
 		"negative exp":                 atkSplice(p, atkCBORMember(t, p, "exp"), 5, 0x38, 0x77),
-		"undefined value":              withMember("x", 0xf7),
-		"simple value":                 withMember("x", 0xf0),
-		"NaN":                          withMember("x", 0xf9, 0x7e, 0x00),
 		"trailing octet":               append(bytes.Clone(p), 0x00),
 		"truncated":                    p[:len(p)-1],
 		"not a map":                    atkCBOR(t, []any{"offer"}),
 		"invalid UTF-8 in a text":      withMember("x", 0x62, 0xff, 0xfe),
 		"reserved additional info 28":  withMember("x", 0x1c),
 		"break outside indefinite":     withMember("x", 0xff),
-		"negative beyond int64":        withMember("x", 0x3b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff),
 		"half-precision iat":           atkSplice(p, iat, 5, 0xf9, 0x3c, 0x00),
 		"v as byte string":             atkSplice(p, v, 1, 0x41, 0x01),
 		"text iss key as bytes string": bytes.Replace(p, []byte("\x63iss"), []byte("\x43iss"), 1),
@@ -770,6 +793,32 @@ func TestAttack_HC17_CBORPayload(t *testing.T) {
 	}
 	// Control: the unmodified payload in the same envelope is accepted.
 	atkAccepted(t, e.receive(atkCOSEHandoff(t, atkCOSE(t, e.planner, atkProtected(t, e.plannerKID), p))))
+
+	// Valid CBOR the draft does not forbid (RFC 8949 sections 3.2.2, 3.3,
+	// 3.4.3, 4.1; the draft asks for no preferred or deterministic
+	// encoding and "* text => any" takes any value): accepted by default,
+	// refused by the strict profile's decoder.
+	allowed := map[string][]byte{
+		"indefinite-length map":      append(append([]byte{0xbf}, p[1:]...), 0xff),
+		"indefinite-length text":     atkSplice(p, typ, 6, 0x7f, 0x65, 'o', 'f', 'f', 'e', 'r', 0xff),
+		"bignum tag in an extension": withMember("x", 0xc2, 0x41, 0x01),
+		"non-minimal integer":        atkSplice(p, v, 1, 0x18, 0x01),
+		"non-minimal map head":       atkSplice(p, 0, 1, 0xb8, 0x08),
+		"non-minimal text head":      atkSplice(p, typ, 1, 0x78, 0x05),
+		"non-minimal iat":            atkSplice(p, iat, 1, 0x1b, 0, 0, 0, 0),
+		"undefined value":            withMember("x", 0xf7),
+		"simple value":               withMember("x", 0xf0),
+		"NaN":                        withMember("x", 0xf9, 0x7e, 0x00),
+		"negative beyond int64":      withMember("x", 0x3b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff),
+	}
+	for name, payload := range allowed {
+		t.Run("accepted "+name, func(t *testing.T) {
+			msg := atkCOSE(t, e.planner, atkProtected(t, e.plannerKID), payload)
+			atkAccepted(t, e.receive(atkCOSEHandoff(t, msg)))
+			_, err := decodeCBOR(payload, Limits{}.withDefaults(), ProfileStrict)
+			assert.ErrorIs(t, err, ErrMalformed, "the strict profile refuses it")
+		})
+	}
 }
 
 func atkRepeat(s string, n int) []string {

@@ -198,6 +198,8 @@ func TestChain_HC47_BrokenChain(t *testing.T) {
 			build: pathTo(at(0, func(o *Offer) { o.Iat, o.Exp = o.Iat-100, o.Iat-61 }), nil, path1)},
 		{name: "issued at the element's exp plus the skew",
 			build: pathTo(at(0, func(o *Offer) { o.Iat, o.Exp = o.Iat-100, o.Iat-60 }), nil, path1)},
+		{name: "HC12 an element whose exp is the largest Time",
+			build: pathTo(at(0, func(o *Offer) { o.Exp = MaxTime }), nil, path1)},
 		{name: "a middle element issued after its predecessor's exp plus the skew", reason: ReasonBrokenChain, class: ErrRejected,
 			build: pathTo(func(i int, o *Offer) {
 				switch i {

@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
+	"math/big"
 	"strconv"
-	"strings"
-	"unicode/utf8"
+	"sync"
+	"time"
 
 	"github.com/fxamacker/cbor/v2"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Encoding names the serialisation of a payload or of a Handoff object.
@@ -32,131 +35,304 @@ func (e Encoding) String() string {
 	return "unknown"
 }
 
-// The generic value model both decoders produce: map[string]any (text
-// member names only), []any, string, uint64 (non-negative integers), int64
-// (negative integers), float64 (CBOR floats), json.Number (JSON numbers that
-// are not integers), bool, nil, and []byte (CBOR byte strings only).
+// Profile selects how much the decoders accept beyond what the draft and
+// the RFCs it builds on require.
+//
+// ProfileExact, the zero value, accepts exactly what the text accepts: any
+// valid JSON text (RFC 8259) whose strings are valid Unicode and whose
+// member names are unique (RFC 7493 sections 2.1 and 2.3), and any valid,
+// well-formed CBOR data item (RFC 8949) that the CDDL allows, in any
+// serialization.
+//
+// ProfileStrict is an opt-in hardening for deployments that want one
+// encoding per value. For CBOR it adds: every head in its shortest form
+// (RFC 8949 section 4.2.1 preferred serialization, floats included); no
+// indefinite lengths; no tags; no NaN or infinities; no simple values but
+// false, true and null; text keys in every map; no integers beyond the
+// 64-bit ranges. JSON is decoded the same way in both profiles. The other
+// parts of the strict profile (such as refusing case variants of member
+// names) belong to the layers above the codec.
+type Profile uint8
 
-// decodeJSON parses one JSON object strictly: valid UTF-8, no duplicate
-// member names and no two names that differ only in case (encoding/json
-// would match "ISS" to iss and let a later duplicate win), bounded nesting
-// and members, no trailing data.
+const (
+	ProfileExact Profile = iota
+	ProfileStrict
+)
+
+// The generic value model both decoders produce, and both encoders take.
+//
+//   - map[string]any: a JSON object; a CBOR map whose keys are all text
+//     strings. The top-level value is always one (the CDDL's "* text =>
+//     any" makes every member name text).
+//   - map[any]any: a CBOR map nested in a value with at least one key that
+//     is not text. Keys are as cbor decodes them (uint64, int64,
+//     cbor.ByteString for byte strings, bool, float64, cbor.Tag...). It has
+//     no JSON form.
+//   - []any; string; bool; nil (JSON null, CBOR null and undefined).
+//   - uint64: a non-negative integer (CBOR major type 0; a JSON integer
+//     literal from 0 to 2^64-1). int64: a negative integer that fits
+//     (CBOR major type 1; a JSON integer literal from -2^63 to -1).
+//   - json.Number: any other JSON number, exactly as written: fractions,
+//     exponents, -0, integers out of the 64-bit ranges. The model refuses
+//     it where a Time or v is expected and keeps it in unknown members.
+//   - *big.Int: a CBOR bignum (tags 2 and 3, whatever its magnitude) or a
+//     negative integer below -2^63 (major type 1). Written back as a
+//     bignum.
+//   - float64: a CBOR float of any width, NaN and infinities included.
+//   - []byte: a CBOR byte string.
+//   - cbor.Tag: any other CBOR tag, its content in this model. Tags 0 and
+//     1 are kept as cbor.Tag too, their content as decoded.
+//   - cbor.SimpleValue: a CBOR simple value other than false, true, null
+//     and undefined.
+//
+// Known losses, both within RFC 8949's own equivalences or documented:
+// CBOR undefined reads as nil, as null does; a float is read into float64
+// and written back in its shortest exact width; an indefinite-length item
+// is written back with a definite length. Signed octets are never
+// re-encoded (HC-20), so none of this touches a digest.
+
+// decodeJSON parses one JSON object strictly (RFC 8259 and RFC 7493): the
+// text must be valid UTF-8 and every string valid Unicode, so a lone
+// surrogate escape such as "\udc00" is refused instead of read as U+FFFD
+// (RFC 7493 section 2.1, RFC 8259 section 8.2); member names are unique
+// once unescaped ("a" and "\u0061" are the same name, RFC 7493 section
+// 2.3); nesting and members are bounded by lim; nothing may follow the
+// object. Names that differ only in case are distinct names here; the
+// model decides what to do with them.
+//
+// The decoder is jsontext, which checks the grammar, UTF-8, surrogates and
+// duplicate names in the same single pass that builds the value.
 func decodeJSON(data []byte, lim Limits) (map[string]any, error) {
-	if !utf8.Valid(data) {
-		return nil, malformed("JSON is not valid UTF-8")
+	d := jsonDecoders.Get().(*jsontext.Decoder)
+	defer func() {
+		d.Reset(bytes.NewBuffer(nil)) // keep no reference to data
+		jsonDecoders.Put(d)
+	}()
+	d.Reset(bytes.NewBuffer(data)) // a bytes.Buffer is parsed in place, not copied
+	if k := d.PeekKind(); k != '{' {
+		if k == 0 {
+			_, err := d.ReadToken()
+			return nil, jsonErr(err)
+		}
+		return nil, malformed("JSON value is not an object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	v, err := jsonValue(dec, lim, 0)
+	v, err := jsonObject(d, lim, 0)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	if _, err := d.ReadToken(); err != io.EOF {
 		return nil, malformed("trailing data after JSON value")
 	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, malformed("JSON value is not an object")
-	}
-	return m, nil
+	return v, nil
 }
 
-func jsonValue(dec *json.Decoder, lim Limits, depth int) (any, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, malformed("JSON syntax: %v", err)
+// jsonDecoders recycles decoders, whose buffers and name sets are the
+// larger part of a decode's allocations. A decoder carries nothing from
+// one use to the next: Reset clears it before each.
+var jsonDecoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewBuffer(nil)) }}
+
+func jsonErr(err error) error {
+	if err == io.EOF || err == nil {
+		err = io.ErrUnexpectedEOF
 	}
-	switch t := tok.(type) {
-	case json.Delim:
+	return malformed("JSON: %v", err)
+}
+
+func jsonObject(d *jsontext.Decoder, lim Limits, depth int) (map[string]any, error) {
+	if depth >= lim.MaxDepth {
+		return nil, malformed("nesting deeper than %d", lim.MaxDepth)
+	}
+	if _, err := d.ReadToken(); err != nil { // '{'
+		return nil, jsonErr(err)
+	}
+	var m map[string]any
+	if depth == 0 {
+		m = make(map[string]any, 16) // an offer has up to 13 defined members
+	} else {
+		m = map[string]any{}
+	}
+	for {
+		switch d.PeekKind() {
+		case '}':
+			if _, err := d.ReadToken(); err != nil {
+				return nil, jsonErr(err)
+			}
+			return m, nil
+		case '"':
+		default:
+			_, err := d.ReadToken()
+			return nil, jsonErr(err)
+		}
+		if len(m) >= lim.MaxMembers {
+			return nil, malformed("map of more than %d members", lim.MaxMembers)
+		}
+		raw, err := d.ReadValue() // the name; jsontext refuses a duplicate
+		if err != nil {
+			return nil, jsonErr(err)
+		}
+		k, err := jsonText(raw, true)
+		if err != nil {
+			return nil, err
+		}
+		v, err := jsonValue(d, lim, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		m[k] = v
+	}
+}
+
+func jsonValue(d *jsontext.Decoder, lim Limits, depth int) (any, error) {
+	switch d.PeekKind() {
+	case '{':
+		return jsonObject(d, lim, depth)
+	case '[':
 		if depth >= lim.MaxDepth {
 			return nil, malformed("nesting deeper than %d", lim.MaxDepth)
 		}
-		switch t {
-		case '{':
-			m := map[string]any{}
-			seen := map[string]bool{}
-			for dec.More() {
-				kt, err := dec.Token()
-				if err != nil {
-					return nil, malformed("JSON syntax: %v", err)
-				}
-				k, _ := kt.(string)
-				if err := addMember(seen, k, len(m), lim); err != nil {
-					return nil, err
-				}
-				v, err := jsonValue(dec, lim, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				m[k] = v
-			}
-			if _, err := dec.Token(); err != nil {
-				return nil, malformed("JSON syntax: %v", err)
-			}
-			return m, nil
-		case '[':
-			a := []any{}
-			for dec.More() {
-				if len(a) >= lim.MaxMembers {
-					return nil, malformed("array of more than %d elements", lim.MaxMembers)
-				}
-				v, err := jsonValue(dec, lim, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				a = append(a, v)
-			}
-			if _, err := dec.Token(); err != nil {
-				return nil, malformed("JSON syntax: %v", err)
-			}
-			return a, nil
+		if _, err := d.ReadToken(); err != nil {
+			return nil, jsonErr(err)
 		}
-		return nil, malformed("JSON syntax: unexpected %v", t)
-	case json.Number:
-		return jsonNumber(t)
-	case string, bool, nil:
-		return t, nil
-	}
-	return nil, malformed("JSON syntax: unexpected token")
-}
-
-// addMember records member name k of a map and refuses duplicates and maps
-// that are too large. Names that differ only in case from a member the data
-// model defines are refused where the model is known (fields.extra).
-func addMember(seen map[string]bool, k string, n int, lim Limits) error {
-	if n >= lim.MaxMembers {
-		return malformed("map of more than %d members", lim.MaxMembers)
-	}
-	if seen[k] {
-		return malformed("duplicate member %q", k)
-	}
-	seen[k] = true
-	return nil
-}
-
-// jsonNumber keeps integers as uint64 or int64 and every other number as
-// json.Number, so that a Time can refuse floats and exponent forms.
-func jsonNumber(n json.Number) (any, error) {
-	s := string(n)
-	if strings.ContainsAny(s, ".eE") {
-		return n, nil
-	}
-	if strings.HasPrefix(s, "-") {
-		i, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || i == 0 { // "-0" is no negative integer: keep it as written
-			return n, nil
+		a := []any{}
+		for d.PeekKind() != ']' {
+			if len(a) >= lim.MaxMembers {
+				return nil, malformed("array of more than %d elements", lim.MaxMembers)
+			}
+			v, err := jsonValue(d, lim, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
 		}
-		return i, nil
+		if _, err := d.ReadToken(); err != nil {
+			return nil, jsonErr(err)
+		}
+		return a, nil
+	case '"':
+		raw, err := d.ReadValue()
+		if err != nil {
+			return nil, jsonErr(err)
+		}
+		return jsonText(raw, false)
+	case '0':
+		raw, err := d.ReadValue()
+		if err != nil {
+			return nil, jsonErr(err)
+		}
+		return jsonNumber(raw), nil
 	}
-	u, err := strconv.ParseUint(s, 10, 64)
+	t, err := d.ReadToken()
 	if err != nil {
-		return n, nil
+		return nil, jsonErr(err)
 	}
-	return u, nil
+	switch t.Kind() {
+	case 't', 'f':
+		return t.Bool(), nil
+	case 'n':
+		return nil, nil
+	}
+	return nil, malformed("JSON syntax: unexpected %v", t.Kind())
 }
 
-// cborSimple accepts false, true and null only: undefined and the
-// unassigned simple values have no place in the data model.
+// jsonText returns the text of a JSON string that jsontext has validated.
+// A string without escapes is its own text; the draft's member names are
+// interned so that decoding them allocates nothing.
+func jsonText(raw jsontext.Value, name bool) (string, error) {
+	body := raw[1 : len(raw)-1]
+	if bytes.IndexByte(body, '\\') < 0 {
+		if name {
+			if s, ok := internName(body); ok {
+				return s, nil
+			}
+		}
+		return string(body), nil
+	}
+	b, err := jsontext.AppendUnquote(nil, raw)
+	if err != nil {
+		return "", malformed("JSON string: %v", err)
+	}
+	return string(b), nil
+}
+
+func internName(b []byte) (string, bool) {
+	switch string(b) {
+	case "v":
+		return "v", true
+	case "type":
+		return "type", true
+	case "hop":
+		return "hop", true
+	case "dialog":
+		return "dialog", true
+	case "task":
+		return "task", true
+	case "iss":
+		return "iss", true
+	case "aud":
+		return "aud", true
+	case "iat":
+		return "iat", true
+	case "exp":
+		return "exp", true
+	case "obo":
+		return "obo", true
+	case "grant":
+		return "grant", true
+	case "prev":
+		return "prev", true
+	case "refs":
+		return "refs", true
+	case "offer":
+		return "offer", true
+	case "chain":
+		return "chain", true
+	case "state":
+		return "state", true
+	case "reason":
+		return "reason", true
+	case "detail":
+		return "detail", true
+	case "alg":
+		return "alg", true
+	case "val":
+		return "val", true
+	case "kind":
+		return "kind", true
+	case "dig":
+		return "dig", true
+	case "loc":
+		return "loc", true
+	case "sub":
+		return "sub", true
+	}
+	return "", false
+}
+
+// jsonNumber keeps an integer literal that parses exactly as uint64 (0 to
+// 2^64-1) or int64 (-2^63 to -1), and every other number as json.Number,
+// exactly as written, so that a Time can refuse fractions, exponents and
+// -0 and an unknown member keeps them.
+func jsonNumber(raw []byte) any {
+	integer := true
+	for _, c := range raw {
+		if c == '.' || c == 'e' || c == 'E' {
+			integer = false
+			break
+		}
+	}
+	if integer {
+		if raw[0] == '-' {
+			if i, err := strconv.ParseInt(string(raw), 10, 64); err == nil && i != 0 {
+				return i
+			}
+		} else if u, err := strconv.ParseUint(string(raw), 10, 64); err == nil {
+			return u
+		}
+	}
+	return json.Number(raw)
+}
+
+// cborSimple accepts false, true and null only (the strict profile).
 var cborSimple = func() *cbor.SimpleValueRegistry {
 	var fns []func(*cbor.SimpleValueRegistry) error
 	for sv := 0; sv < 256; sv++ {
@@ -171,30 +347,76 @@ var cborSimple = func() *cbor.SimpleValueRegistry {
 	return r
 }()
 
-// cborDecMode is strict: duplicate map keys, indefinite lengths, tags, NaN,
-// infinities and simple values other than false, true and null are errors,
-// text must be valid UTF-8, and maps decode with any key type so that
-// non-text member names are seen and refused.
-func cborDecMode(lim Limits) (cbor.DecMode, error) {
-	return cbor.DecOptions{
+// cborDecOptions are the decoder's options for a profile and bounds. Both
+// profiles refuse what RFC 8949 makes invalid: duplicate map keys (section
+// 5.6), text that is not valid UTF-8 (section 5.3.1), items that are not
+// well-formed (truncated, reserved additional information, a break
+// outside an indefinite-length item); and both bound nesting and sizes
+// before allocating. The strict profile adds its restrictions.
+func cborDecOptions(lim Limits, p Profile) cbor.DecOptions {
+	o := cbor.DecOptions{
 		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
-		IndefLength:      cbor.IndefLengthForbidden,
-		TagsMd:           cbor.TagsForbidden,
 		UTF8:             cbor.UTF8RejectInvalid,
 		MaxNestedLevels:  max(lim.MaxDepth, 4),
 		MaxArrayElements: max(lim.MaxMembers, 16),
 		MaxMapPairs:      max(lim.MaxMembers, 16),
 		IntDec:           cbor.IntDecConvertNone,
-		SimpleValues:     cborSimple,
-		NaN:              cbor.NaNDecodeForbidden,
-		Inf:              cbor.InfDecodeForbidden,
-	}.DecMode()
+		BigIntDec:        cbor.BigIntDecodePointer,
+		IndefLength:      cbor.IndefLengthAllowed,
+		TagsMd:           cbor.TagsAllowed,
+	}
+	if p == ProfileStrict {
+		o.IndefLength = cbor.IndefLengthForbidden
+		o.TagsMd = cbor.TagsForbidden
+		o.SimpleValues = cborSimple
+		o.NaN = cbor.NaNDecodeForbidden
+		o.Inf = cbor.InfDecodeForbidden
+	}
+	return o
+}
+
+type cborModeKey struct {
+	depth, members int
+	p              Profile
+}
+
+// cborDecModes holds the decoder modes for the bounds in common use,
+// built once: building a mode costs more than decoding a payload. It is
+// never written after initialisation.
+var cborDecModes = func() map[cborModeKey]cbor.DecMode {
+	m := map[cborModeKey]cbor.DecMode{}
+	def := Limits{}.withDefaults()
+	for _, p := range []Profile{ProfileExact, ProfileStrict} {
+		for _, members := range []int{def.MaxMembers, handoffArrayBound(def)} {
+			k := cborModeKey{def.MaxDepth, members, p}
+			dm, err := cborDecOptions(Limits{MaxDepth: k.depth, MaxMembers: members}, p).DecMode()
+			if err != nil {
+				panic(err) // constant options: a programmer error
+			}
+			m[k] = dm
+		}
+	}
+	return m
+}()
+
+// handoffArrayBound is the array bound ParseHandoff uses: a chain may hold
+// more elements than a map may hold members, so it follows the size bound.
+func handoffArrayBound(lim Limits) int { return max(lim.MaxMembers, lim.MaxHandoffSize/8) }
+
+func cborDecMode(lim Limits, p Profile) (cbor.DecMode, error) {
+	if dm, ok := cborDecModes[cborModeKey{lim.MaxDepth, lim.MaxMembers, p}]; ok {
+		return dm, nil
+	}
+	return cborDecOptions(lim, p).DecMode()
 }
 
 // cborEncMode is RFC 8949 section 4.2.1 core deterministic encoding: the one
-// form in which this package writes CBOR.
+// form in which this package writes CBOR. A *big.Int is written as a bignum
+// whatever its magnitude, so that a bignum read is a bignum written.
 var cborEncMode = func() cbor.EncMode {
-	em, err := cbor.CoreDetEncOptions().EncMode()
+	o := cbor.CoreDetEncOptions()
+	o.BigIntConvert = cbor.BigIntConvertNone
+	em, err := o.EncMode()
 	if err != nil {
 		panic(err) // constant options: a programmer error
 	}
@@ -203,7 +425,7 @@ var cborEncMode = func() cbor.EncMode {
 
 // cborPreferredMode writes every head in its shortest form (RFC 8949
 // section 4.2.1 preferred serialization, floats included) and keeps maps in
-// no particular order. decodeCBOR uses it to measure an input.
+// no particular order. The strict profile uses it to measure an input.
 var cborPreferredMode = func() cbor.EncMode {
 	em, err := cbor.EncOptions{Sort: cbor.SortNone, ShortestFloat: cbor.ShortestFloat16,
 		IndefLength: cbor.IndefLengthForbidden}.EncMode()
@@ -213,114 +435,318 @@ var cborPreferredMode = func() cbor.EncMode {
 	return em
 }()
 
-// decodeCBOR parses one CBOR map strictly. Besides the decoder's checks
-// (duplicate keys, indefinite lengths, tags, invalid UTF-8, nesting and
-// size bounds), every head must be in its shortest form: RFC 8949
-// preferred serialization. Map keys may come in any order, as the draft
-// asks for no deterministic encoding. The check is by length: the decoded
-// value, re-encoded with shortest heads, must be exactly as long as the
-// input, which holds only when no head of the input is longer than needed.
-func decodeCBOR(data []byte, lim Limits) (map[string]any, error) {
-	dm, err := cborDecMode(lim)
+// errTimeTag tells decodeCBOR that the library read a tag 0 or 1 as a
+// time.Time; the item is decoded again keeping the tag as it came.
+var errTimeTag = errors.New("time tag")
+
+// decodeCBOR parses one CBOR data item, which must be a map with text keys
+// (the CDDL's top-level maps), into the generic value model.
+//
+// In ProfileExact every valid, well-formed data item is accepted: any
+// serialization (longer heads than needed, indefinite lengths, floats of
+// any width, keys in any order), tags, NaN and infinities, simple values,
+// nested maps with keys of any type that Go can hold as a map key. The
+// draft asks for no deterministic or preferred encoding (RFC 8949 section
+// 4.1 leaves the choice to the protocol), and the digest is over the
+// octets as sent (HC-20), so a re-encoded element is another element.
+//
+// ProfileStrict restores the one-encoding-per-value hardening: besides
+// the decoder options of the profile, every head must be in its shortest
+// form. That check is by length: the decoded value, re-encoded with
+// shortest heads, must be exactly as long as the input, which holds only
+// when no head of the input is longer than needed.
+//
+// Limits of the library, refused with ErrMalformed although RFC 8949
+// calls them valid: a map key that is an array, a map or a bignum (Go
+// cannot hold it as a map key), or a tag 0 or 1. An input the first pass
+// refuses is decoded a second time before it is refused, so hostile input
+// costs at most two passes.
+func decodeCBOR(data []byte, lim Limits, p Profile) (map[string]any, error) {
+	if len(data) == 0 {
+		return nil, malformed("CBOR: empty input")
+	}
+	if data[0]>>5 != 5 { // major type 5: the CDDL's root is a map, untagged
+		return nil, malformed("CBOR value is not a map")
+	}
+	dm, err := cborDecMode(lim, p)
 	if err != nil {
 		return nil, fmt.Errorf("handoff: CBOR options: %w", err)
 	}
-	var raw any
-	rest, err := dm.UnmarshalFirst(data, &raw)
-	if err != nil {
+	c := cborConv{lim: lim, p: p}
+	// The top level is read straight into map[string]any: a key that is not
+	// text fails here, and the second pass below reports it.
+	var top map[string]any
+	rest, err := dm.UnmarshalFirst(data, &top)
+	var m map[string]any
+	switch {
+	case err != nil && p == ProfileExact:
+		// The library may have failed on a tag 0 or 1 whose content it
+		// cannot read as a time; the second pass keeps such a tag as it
+		// is, and finds any other error again.
+		m, err = c.top(dm, data)
+	case err != nil:
 		return nil, malformed("CBOR: %v", err)
-	}
-	if len(rest) != 0 {
+	case len(rest) != 0:
 		return nil, malformed("trailing data after CBOR value")
+	default:
+		m, err = c.members(top)
+		if errors.Is(err, errTimeTag) {
+			m, err = c.top(dm, data)
+		}
 	}
-	v, err := fromCBOR(raw, lim)
+	if err != nil {
+		return nil, err
+	}
+	if p == ProfileStrict {
+		again, err := cborPreferredMode.Marshal(m)
+		if err != nil || len(again) != len(data) {
+			return nil, malformed("CBOR head longer than needed (RFC 8949 section 4.2.1 preferred serialization)")
+		}
+	}
+	return m, nil
+}
+
+// cborConv converts the decoder's generic values to the shared model.
+type cborConv struct {
+	lim Limits
+	p   Profile
+}
+
+// members converts the values of the top-level map in place.
+func (c cborConv) members(m map[string]any) (map[string]any, error) {
+	if len(m) > c.lim.MaxMembers {
+		return nil, malformed("map of more than %d members", c.lim.MaxMembers)
+	}
+	for k, e := range m {
+		ce, err := c.value(e, 1)
+		if err != nil {
+			return nil, err
+		}
+		m[k] = ce
+	}
+	return m, nil
+}
+
+// top is the second pass over the whole item (see item).
+func (c cborConv) top(dm cbor.DecMode, data []byte) (map[string]any, error) {
+	v, err := c.item(dm, data, 0)
 	if err != nil {
 		return nil, err
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, malformed("CBOR value is not a map")
-	}
-	again, err := cborPreferredMode.Marshal(raw)
-	if err != nil || len(again) != len(data) {
-		return nil, malformed("CBOR head longer than needed (RFC 8949 section 4.2.1 preferred serialization)")
+		return nil, malformed("CBOR map key is not a text string")
 	}
 	return m, nil
 }
 
-// fromCBOR converts the decoder's generic values to the shared model,
-// refusing non-text member names.
-func fromCBOR(v any, lim Limits) (any, error) {
+func (c cborConv) value(v any, depth int) (any, error) {
 	switch t := v.(type) {
 	case map[any]any:
-		m := make(map[string]any, len(t))
-		seen := map[string]bool{}
+		return c.mapValue(t, depth)
+	case map[string]any: // converted already, by the second pass (item)
+		if len(t) > c.lim.MaxMembers {
+			return nil, malformed("map of more than %d members", c.lim.MaxMembers)
+		}
 		for k, e := range t {
-			ks, ok := k.(string)
-			if !ok {
-				return nil, malformed("CBOR map key %v is not a text string", k)
-			}
-			if err := addMember(seen, ks, len(m), lim); err != nil {
-				return nil, err
-			}
-			c, err := fromCBOR(e, lim)
+			ce, err := c.value(e, depth+1)
 			if err != nil {
 				return nil, err
 			}
-			m[ks] = c
+			t[k] = ce
 		}
-		return m, nil
+		return t, nil
 	case []any:
-		a := make([]any, len(t))
+		if len(t) > c.lim.MaxMembers {
+			return nil, malformed("array of more than %d elements", c.lim.MaxMembers)
+		}
 		for i, e := range t {
-			c, err := fromCBOR(e, lim)
+			ce, err := c.value(e, depth+1)
 			if err != nil {
 				return nil, err
 			}
-			a[i] = c
-		}
-		return a, nil
-	case uint64, int64, string, []byte, bool, nil:
-		return t, nil
-	case float64:
-		if math.IsNaN(t) || math.IsInf(t, 0) {
-			return nil, malformed("CBOR float %v", t)
+			t[i] = ce
 		}
 		return t, nil
-	case float32:
-		return float64(t), nil
+	case uint64, int64, string, []byte, bool, nil, float64:
+		return t, nil
+	case *big.Int:
+		if c.p == ProfileStrict {
+			return nil, malformed("CBOR integer %v beyond 64 bits", t)
+		}
+		return t, nil
+	case cbor.Tag:
+		ct, err := c.value(t.Content, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		return cbor.Tag{Number: t.Number, Content: ct}, nil
+	case cbor.SimpleValue:
+		return t, nil
+	case time.Time:
+		return nil, errTimeTag
 	}
 	return nil, malformed("CBOR value of unsupported type %T", v)
 }
 
-// toCBORValue prepares a value of the shared model for encoding as CBOR:
-// a JSON number that is not an integer becomes a float.
+func (c cborConv) mapValue(t map[any]any, depth int) (any, error) {
+	if len(t) > c.lim.MaxMembers {
+		return nil, malformed("map of more than %d members", c.lim.MaxMembers)
+	}
+	text := true
+	nans := 0
+	for k := range t {
+		switch kt := k.(type) {
+		case string:
+			continue
+		case time.Time:
+			return nil, errTimeTag
+		case float64:
+			if math.IsNaN(kt) {
+				nans++
+			}
+		}
+		text = false
+	}
+	if nans > 1 { // a Go map holds each NaN apart; RFC 8949 section 5.6 does not
+		return nil, malformed("CBOR map with duplicate NaN keys")
+	}
+	if text {
+		m := make(map[string]any, len(t))
+		for k, e := range t {
+			ce, err := c.value(e, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			m[k.(string)] = ce
+		}
+		return m, nil
+	}
+	if c.p == ProfileStrict || depth == 0 {
+		for k := range t {
+			if _, ok := k.(string); !ok {
+				return nil, malformed("CBOR map key %v is not a text string", k)
+			}
+		}
+	}
+	for k, e := range t {
+		ce, err := c.value(e, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		t[k] = ce
+	}
+	return t, nil
+}
+
+// item decodes one data item again, level by level, where the first pass
+// read a tag 0 or 1 as a time.Time: such a tag is kept as a cbor.Tag with
+// its content as decoded, so that nothing of it is lost and a value the
+// library cannot read as a time (RFC 8949 section 3.4 leaves its checking
+// to the application) is still accepted.
+func (c cborConv) item(dm cbor.DecMode, data []byte, depth int) (any, error) {
+	var err error
+	switch data[0] >> 5 {
+	case 4:
+		var a []cbor.RawMessage
+		if err = dm.Unmarshal(data, &a); err == nil {
+			out := make([]any, len(a))
+			for i, e := range a {
+				if out[i], err = c.item(dm, e, depth+1); err != nil {
+					return nil, err
+				}
+			}
+			return c.value(out, depth)
+		}
+	case 5:
+		var m map[any]cbor.RawMessage
+		if err = dm.Unmarshal(data, &m); err == nil {
+			out := make(map[any]any, len(m))
+			for k, e := range m {
+				if _, ok := k.(time.Time); ok {
+					return nil, malformed("CBOR map key: a tag 0 or 1 is not supported as a map key")
+				}
+				if out[k], err = c.item(dm, e, depth+1); err != nil {
+					return nil, err
+				}
+			}
+			return c.value(out, depth)
+		}
+	case 6:
+		var t cbor.RawTag
+		if err = dm.Unmarshal(data, &t); err == nil {
+			if t.Number != 0 && t.Number != 1 {
+				var v any
+				if err = dm.Unmarshal(data, &v); err == nil {
+					if v, err = c.value(v, depth); !errors.Is(err, errTimeTag) {
+						return v, err
+					}
+				}
+			}
+			ct, err := c.item(dm, t.Content, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			return cbor.Tag{Number: t.Number, Content: ct}, nil
+		}
+	default:
+		var v any
+		if err = dm.Unmarshal(data, &v); err == nil {
+			return c.value(v, depth)
+		}
+	}
+	return nil, malformed("CBOR: %v", err)
+}
+
+// toCBORValue prepares a value of the shared model for encoding as CBOR. A
+// JSON number that is not an int64 or uint64 becomes what RFC 8949 section
+// 6.2 suggests: an integer literal a bignum, any other number a float.
 func toCBORValue(v any) (any, error) {
 	return mapLeaves(v, func(leaf any) (any, error) {
-		if n, ok := leaf.(json.Number); ok {
-			f, err := n.Float64()
-			if err != nil {
-				return nil, fmt.Errorf("%w: number %s", ErrMalformed, n)
-			}
-			return f, nil
+		n, ok := leaf.(json.Number)
+		if !ok {
+			return leaf, nil
 		}
-		return leaf, nil
+		// A json.Number given by a caller may hold an integer in range.
+		if u, err := strconv.ParseUint(string(n), 10, 64); err == nil {
+			return u, nil
+		}
+		if i, err := strconv.ParseInt(string(n), 10, 64); err == nil && n != "-0" {
+			return i, nil
+		}
+		if i, ok := new(big.Int).SetString(string(n), 10); ok && n != "-0" {
+			return i, nil
+		}
+		f, err := strconv.ParseFloat(string(n), 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: number %s has no CBOR form", ErrMalformed, n)
+		}
+		return f, nil
 	})
 }
 
 // toJSONValue prepares a value of the shared model for encoding as JSON;
-// byte strings, which JSON lacks, become base64url text.
+// byte strings, which JSON lacks, become base64url text. CBOR values that
+// JSON cannot express (tags, simple values, non-finite floats, maps with
+// non-text keys) are an error, never silently changed.
 func toJSONValue(v any) (any, error) {
 	return mapLeaves(v, func(leaf any) (any, error) {
-		if b, ok := leaf.([]byte); ok {
-			return base64.RawURLEncoding.EncodeToString(b), nil
+		switch t := leaf.(type) {
+		case []byte:
+			return base64.RawURLEncoding.EncodeToString(t), nil
+		case float64:
+			if math.IsNaN(t) || math.IsInf(t, 0) {
+				return nil, fmt.Errorf("%w: CBOR float %v has no JSON form", ErrMalformed, t)
+			}
+		case map[any]any, cbor.Tag, cbor.SimpleValue, time.Time:
+			return nil, fmt.Errorf("%w: CBOR %s has no JSON form", ErrMalformed, typeName(t))
 		}
 		return leaf, nil
 	})
 }
 
 // mapLeaves copies a value of the shared model, applying f to every value
-// that is neither a map nor an array.
+// that is neither a map nor an array nor a tag.
 func mapLeaves(v any, f func(any) (any, error)) (any, error) {
 	switch t := v.(type) {
 	case map[string]any:
@@ -343,6 +769,28 @@ func mapLeaves(v any, f func(any) (any, error)) (any, error) {
 			a[i] = c
 		}
 		return a, nil
+	case map[any]any:
+		if _, err := f(t); err != nil {
+			return nil, err
+		}
+		m := make(map[any]any, len(t))
+		for k, e := range t {
+			c, err := mapLeaves(e, f)
+			if err != nil {
+				return nil, err
+			}
+			m[k] = c
+		}
+		return m, nil
+	case cbor.Tag:
+		if _, err := f(t); err != nil {
+			return nil, err
+		}
+		c, err := mapLeaves(t.Content, f)
+		if err != nil {
+			return nil, err
+		}
+		return cbor.Tag{Number: t.Number, Content: c}, nil
 	}
 	return f(v)
 }

@@ -124,7 +124,7 @@ func ParseHandoff(data []byte, lim Limits) (*Handoff, Encoding, error) {
 	if enc == JSON {
 		m, err = decodeJSON(data, plim)
 	} else {
-		m, err = decodeCBOR(data, plim)
+		m, err = decodeCBOR(data, plim, ProfileExact)
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w (input taken as a Handoff object in %s)", err, enc)

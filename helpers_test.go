@@ -216,3 +216,10 @@ func statusErr(res *StatusResult, err error) (*StatusResult, error) {
 	}
 	return res, nil
 }
+
+// eachFormat runs fn once per signed form.
+func eachFormat(t *testing.T, fn func(t *testing.T, f Format)) {
+	for _, f := range []Format{JWS, COSE} {
+		t.Run(f.String(), func(t *testing.T) { fn(t, f) })
+	}
+}

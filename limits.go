@@ -85,3 +85,11 @@ func durationOr(d *time.Duration, def time.Duration) time.Duration {
 	}
 	return *d
 }
+
+// profileOf returns the decoding profile lim selects.
+func profileOf(lim Limits) Profile {
+	if lim.Strict {
+		return ProfileStrict
+	}
+	return ProfileExact
+}

@@ -1,11 +1,14 @@
 package handoff
 
 import (
+	"math/big"
+
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/fxamacker/cbor/v2"
 	"io"
 	"math"
 	"net/url"
@@ -53,10 +56,13 @@ func NewHopID(r io.Reader) (HopID, error) {
 // one states 2^64-1). Arithmetic on Time saturates instead of wrapping.
 type Time uint64
 
-// maxUnix is the largest Time that Std represents exactly; later times
-// are clamped to it (about 36,000 years from now), which no comparison
-// with a real clock can tell apart.
-const maxUnix = 1 << 40
+// MaxTime is the largest Time: 2^64-1, the largest CBOR uint.
+const MaxTime Time = math.MaxUint64
+
+// maxUnix is the largest Time that Std represents exactly; later times are
+// clamped to it (2^62 seconds: beyond any date time.Time computes with
+// safely), which no comparison with a real clock can tell apart.
+const maxUnix = 1 << 62
 
 // TimeOf returns t as a Time, rounded down to the second. Times before 1970
 // give 0.
@@ -67,7 +73,7 @@ func TimeOf(t time.Time) Time {
 	return 0
 }
 
-// Std returns t as a time.Time in UTC, clamped to about the year 36812.
+// Std returns t as a time.Time in UTC, clamped to 2^62 seconds.
 func (t Time) Std() time.Time { return time.Unix(int64(min(t, maxUnix)), 0).UTC() }
 
 // plus returns t + d seconds, saturating at the largest Time.
@@ -159,7 +165,7 @@ func decodePayload(payload []byte, enc Encoding, lim Limits) (map[string]any, er
 	case JSON:
 		return decodeJSON(payload, lim)
 	case CBOR:
-		return decodeCBOR(payload, lim)
+		return decodeCBOR(payload, lim, profileOf(lim))
 	}
 	return nil, fmt.Errorf("%w: unknown encoding %d", ErrMalformed, enc)
 }
@@ -340,17 +346,15 @@ func (f fields) refs() ([]ContextRef, error) {
 // ("iſs" counts as "iss"), since decoders that fold case would take it for
 // the member; the draft does not ask for that.
 func extraMembers(f fields, known []string) (map[string]any, error) {
+	if f.strict {
+		if k, kn, found := caseVariant(f.m, known); found {
+			return nil, malformed("%s%s: differs only in case from the member %q (strict profile)", f.path, k, kn)
+		}
+	}
 	var x map[string]any
 	for k, v := range f.m {
 		if contains(known, k) {
 			continue
-		}
-		if f.strict {
-			for _, kn := range known {
-				if strings.EqualFold(k, kn) || foldJSON(k) == foldJSON(kn) {
-					return nil, malformed("%s%s: differs only in case from the member %q (strict profile)", f.path, k, kn)
-				}
-			}
 		}
 		if x == nil {
 			x = map[string]any{}
@@ -358,6 +362,24 @@ func extraMembers(f fields, known []string) (map[string]any, error) {
 		x[k] = v
 	}
 	return x, nil
+}
+
+// caseVariant returns a member name of m that differs only in case from a
+// name in known, or folds to it the way encoding/json matches names to
+// struct fields, and that name. The strict profile refuses such a member,
+// since a decoder that folds case would take it for the defined one.
+func caseVariant(m map[string]any, known []string) (name, of string, found bool) {
+	for k := range m {
+		if contains(known, k) {
+			continue
+		}
+		for _, kn := range known {
+			if strings.EqualFold(k, kn) || foldJSON(k) == foldJSON(kn) {
+				return k, kn, true
+			}
+		}
+	}
+	return "", "", false
 }
 
 // foldJSON folds a name as encoding/json matches names to struct fields
@@ -559,9 +581,16 @@ func typeName(v any) string {
 		return "null"
 	case []byte:
 		return "byte string"
-	}
-	if _, ok := v.(interface{ String() string }); ok {
-		return "number out of range or not an integer"
+	case json.Number:
+		return "non-integer or out-of-range number"
+	case *big.Int:
+		return "bignum"
+	case map[any]any:
+		return "map with non-text keys"
+	case cbor.Tag:
+		return "tag"
+	case cbor.SimpleValue:
+		return "simple value"
 	}
 	return fmt.Sprintf("%T", v)
 }

@@ -72,6 +72,10 @@ type Received struct {
 	lastStatus   []byte
 	owesAccept   bool
 	host         Host
+	// token is the call token of the Remember that inserted the hop's
+	// record; the writes that take the hop carry it, so that they apply
+	// only to that record (replay's contract on released records).
+	token []byte
 }
 
 // Accepted reports whether every check passed: the delegate may take the
@@ -281,6 +285,9 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 			return nil, storeErr(err)
 		}
 		remembered = !inserted
+		if inserted {
+			r.token = token
+		}
 	}
 	if remembered {
 		r.check = CheckMemory

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -22,7 +23,7 @@ import (
 )
 
 // The conformance vectors of testdata/vectors (format in its README.md,
-// written by internal/vectorgen). Each file is one receive scenario; these
+// written by the generator in testdata/vectors/gen). Each file is one receive scenario; these
 // tests run every one against Agent.Receive and check that the set covers
 // every reason code and chain state.
 
@@ -175,8 +176,35 @@ func vectorAgentIDs(s []string) []AgentID {
 	return out
 }
 
+// pendingVectors are the vectors the draft decides one way and this
+// package, today, the other: issue 14 lists each departure and the branches
+// that fix it. Each entry names the point of issue 14. TestVectors still runs
+// them: one that fails is reported as skipped with what the package did, and
+// one that passes fails the test, so that its entry is removed as soon as the
+// fix is merged. The list only shrinks.
+var pendingVectors = map[string]string{}
+
+// vectorOutcome is what the receiver decided, in the vectors' terms.
+func vectorOutcome(in *Received) vectorExpected {
+	out := vectorExpected{
+		Accepted:       in.Accepted(),
+		Retransmission: in.Retransmission(),
+		Reason:         string(in.Reason()),
+		Chain:          string(in.Chain()),
+	}
+	for _, r := range in.Refs() {
+		out.Refs = append(out.Refs, string(r.Outcome))
+	}
+	if in.Handoff() != nil {
+		out.OfferDigest = in.Digest().B64()
+	}
+	return out
+}
+
 func TestVectors(t *testing.T) {
+	names := map[string]bool{}
 	for _, f := range loadVectors(t) {
+		names[f.v.Name] = true
 		t.Run(strings.TrimSuffix(f.file, ".json"), func(t *testing.T) {
 			v := f.v
 			a := vectorAgent(t, v)
@@ -190,24 +218,34 @@ func TestVectors(t *testing.T) {
 			require.NoError(t, err)
 
 			e := v.Expected
+			got := vectorOutcome(in)
+			if in.Handoff() == nil {
+				// The Handoff did not parse: there is no offer digest to
+				// compare, and only a signed-form failure (the reason
+				// compared below) can say so.
+				got.OfferDigest = e.OfferDigest
+			}
+			if why, ok := pendingVectors[v.Name]; ok {
+				if got.Accepted == e.Accepted && got.Retransmission == e.Retransmission && got.Reason == e.Reason &&
+					got.Chain == e.Chain && slices.Equal(got.Refs, e.Refs) && got.OfferDigest == e.OfferDigest {
+					t.Errorf("%s now reaches the draft's outcome: remove it from pendingVectors (%s)", v.Name, why)
+					return
+				}
+				t.Skipf("pending (%s): want accepted=%v retransmission=%v reason=%q chain=%q; got accepted=%v retransmission=%v reason=%q chain=%q (%s)",
+					why, e.Accepted, e.Retransmission, e.Reason, e.Chain,
+					got.Accepted, got.Retransmission, got.Reason, got.Chain, in.Detail())
+			}
 			detail := in.Detail()
-			assert.Equal(t, e.Accepted, in.Accepted(), "accepted (%s: %s)", in.Reason(), detail)
-			assert.Equal(t, e.Retransmission, in.Retransmission(), "retransmission")
-			assert.Equal(t, e.Reason, string(in.Reason()), "reason (%s)", detail)
-			assert.Equal(t, e.Chain, string(in.Chain()), "chain")
-			var refs []string
-			for _, r := range in.Refs() {
-				refs = append(refs, string(r.Outcome))
-			}
-			assert.Equal(t, e.Refs, refs, "refs")
-			if in.Handoff() != nil {
-				assert.Equal(t, e.OfferDigest, in.Digest().B64(), "offer_digest")
-			} else {
-				// The Handoff did not parse: only a signed-form failure
-				// can say so.
-				assert.Equal(t, string(ReasonBadSignature), e.Reason, "unparsed Handoff")
-			}
+			assert.Equal(t, e.Accepted, got.Accepted, "accepted (%s: %s)", in.Reason(), detail)
+			assert.Equal(t, e.Retransmission, got.Retransmission, "retransmission")
+			assert.Equal(t, e.Reason, got.Reason, "reason (%s)", detail)
+			assert.Equal(t, e.Chain, got.Chain, "chain")
+			assert.Equal(t, e.Refs, got.Refs, "refs")
+			assert.Equal(t, e.OfferDigest, got.OfferDigest, "offer_digest")
 		})
+	}
+	for name := range pendingVectors {
+		assert.True(t, names[name], "pendingVectors names %q, which is no vector", name)
 	}
 }
 
@@ -247,9 +285,10 @@ func TestVectorsWellFormed(t *testing.T) {
 		r := v.Receiver
 		assert.NotEmpty(t, r.Self, "%s: receiver.self", name)
 		assert.Positive(t, r.Now, "%s: receiver.now", name)
-		assert.Positive(t, r.Skew, "%s: receiver.skew", name)
-		assert.Positive(t, r.MaxLifetime, "%s: receiver.max_lifetime", name)
-		assert.Positive(t, r.MaxChain, "%s: receiver.max_chain", name)
+		// Zero is a valid bound for each (issue 14 point 8).
+		assert.GreaterOrEqual(t, r.Skew, int64(0), "%s: receiver.skew", name)
+		assert.GreaterOrEqual(t, r.MaxLifetime, int64(0), "%s: receiver.max_lifetime", name)
+		assert.GreaterOrEqual(t, r.MaxChain, 0, "%s: receiver.max_chain", name)
 		assert.NotNil(t, r.TrustedOrigins, "%s: receiver.trusted_origins", name)
 		assert.NotNil(t, r.AllowReentry, "%s: receiver.allow_reentry", name)
 		assert.NotNil(t, r.RefObjects, "%s: receiver.ref_objects", name)
@@ -339,4 +378,16 @@ func TestVectorsWellFormed(t *testing.T) {
 	for _, f := range files {
 		assert.Contains(t, string(readme), f.file, "README.md does not list %s", f.file)
 	}
+}
+
+// TestVectorsRegenerate runs the generator (testdata/vectors/gen, a main
+// package under testdata and so outside ./...) in its -check mode: it
+// regenerates every file twice in memory and fails unless both runs are
+// byte-identical to each other and to the committed files.
+func TestVectorsRegenerate(t *testing.T) {
+	goTool, err := exec.LookPath("go") // go test puts its own toolchain first on PATH
+	require.NoError(t, err, "the go command is needed to run the generator")
+	cmd := exec.Command(goTool, "run", "./testdata/vectors/gen", "-check", "-out", vectorDir)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go run ./testdata/vectors/gen -check:\n%s", out)
 }

@@ -13,19 +13,19 @@ import (
 	"slices"
 
 	"github.com/agentproto/handoff"
-	"github.com/agentproto/handoff/internal/carry"
+	"github.com/agentproto/handoff/carriage"
 )
 
 // ExtensionURI is the A2A extension URI and metadata key of the draft.
 const ExtensionURI = "https://quantumlearningmachines.com/a2a/ext/agent-handoff/v1"
 
 // ErrAbsent is returned when a message carries no handoff element.
-var ErrAbsent = carry.ErrAbsent
+var ErrAbsent = carriage.ErrAbsent
 
 // AttachHandoff puts h in a message's metadata and lists ExtensionURI in
 // its extensions, returning the new extensions list.
 func AttachHandoff(metadata map[string]any, extensions []string, h *handoff.Handoff) ([]string, error) {
-	if err := carry.PutHandoff(metadata, ExtensionURI, h); err != nil {
+	if err := carriage.PutHandoff(metadata, ExtensionURI, h); err != nil {
 		return extensions, err
 	}
 	if !slices.Contains(extensions, ExtensionURI) {
@@ -36,17 +36,17 @@ func AttachHandoff(metadata map[string]any, extensions []string, h *handoff.Hand
 
 // Handoff returns the Handoff octets a message's metadata carries, for
 // Agent.Receive.
-func Handoff(metadata map[string]any) ([]byte, error) { return carry.Handoff(metadata, ExtensionURI) }
+func Handoff(metadata map[string]any) ([]byte, error) { return carriage.Handoff(metadata, ExtensionURI) }
 
 // AttachStatus puts a signed status in a reply's (or a Cancel Task
 // request's) metadata.
 func AttachStatus(metadata map[string]any, s handoff.Signed) {
-	carry.PutStatus(metadata, ExtensionURI, s)
+	carriage.PutStatus(metadata, ExtensionURI, s)
 }
 
 // Status returns the signed status octets a metadata map carries, for
 // Agent.HandleStatus.
-func Status(metadata map[string]any) ([]byte, error) { return carry.Status(metadata, ExtensionURI) }
+func Status(metadata map[string]any) ([]byte, error) { return carriage.Status(metadata, ExtensionURI) }
 
 // TaskState returns the nearest A2A TaskState for a hop state (HC-29, the
 // draft's table "Mapping to A2A task states"), in the protocol buffer form

@@ -8,10 +8,10 @@ import (
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/a2a"
-	"github.com/agentproto/handoff/internal/carry/carrytest"
+	"github.com/agentproto/handoff/carriage/carriagetest"
 )
 
-var carrier = carrytest.Carrier{
+var carrier = carriagetest.Carrier{
 	AttachHandoff: func(meta map[string]any, h *handoff.Handoff) error {
 		_, err := a2a.AttachHandoff(meta, nil, h)
 		return err
@@ -24,7 +24,7 @@ var carrier = carrytest.Carrier{
 // HC-66: an offer travels in Message.metadata, its status in the reply's
 // metadata, and a "canceled" in a Cancel Task request's metadata, each
 // through JSON, and each verifies on the other side.
-func TestA2A_HC66_RoundTrip(t *testing.T) { carrytest.RoundTrip(t, carrier) }
+func TestA2A_HC66_RoundTrip(t *testing.T) { carriagetest.RoundTrip(t, carrier) }
 
 // HC-66: the extension URI is listed in Message.extensions, once.
 func TestA2A_HC66_Extensions(t *testing.T) {
@@ -38,7 +38,7 @@ func TestA2A_HC66_Extensions(t *testing.T) {
 	assert.Contains(t, meta, a2a.ExtensionURI)
 }
 
-func TestA2A_Absent(t *testing.T) { carrytest.Absent(t, carrier, a2a.ExtensionURI, a2a.ErrAbsent) }
+func TestA2A_Absent(t *testing.T) { carriagetest.Absent(t, carrier, a2a.ExtensionURI, a2a.ErrAbsent) }
 
 func TestTaskState_HC29_A2AMapping(t *testing.T) {
 	want := map[handoff.State]string{

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"strconv"
 
 	"github.com/go-jose/go-jose/v4"
@@ -106,6 +107,11 @@ func jsonValue(v any) (any, error) {
 		return json.Number(strconv.FormatInt(t, 10)), nil
 	case uint64:
 		return json.Number(strconv.FormatUint(t, 10)), nil
+	case *big.Int:
+		// An integer beyond 64 bits: a JSON head's integer carried in a
+		// CBOR offer as a bignum (RFC 8949 section 6.2) comes back as the
+		// same integer.
+		return json.Number(t.String()), nil
 	case float64:
 		if math.IsNaN(t) || math.IsInf(t, 0) {
 			return nil, fmt.Errorf("%w: number %v has no JSON form", ErrHead, t)

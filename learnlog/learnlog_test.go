@@ -53,7 +53,7 @@ func loadVectors(t testing.TB) []*vector {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join("testdata", "vectors", "*.json"))
 	require.NoError(t, err)
-	require.NotEmpty(t, files, "run go run ./internal/refvectors from the module root")
+	require.NotEmpty(t, files, "run go run ./testdata/refvectors from the module root")
 	var out []*vector
 	for _, f := range files {
 		b, err := os.ReadFile(f)

@@ -11,26 +11,26 @@ package mcp
 
 import (
 	"github.com/agentproto/handoff"
-	"github.com/agentproto/handoff/internal/carry"
+	"github.com/agentproto/handoff/carriage"
 )
 
 // MetaKey is the _meta key of the draft. Its prefix is not one MCP reserves.
 const MetaKey = "quantumlearningmachines.com/agent-handoff"
 
 // ErrAbsent is returned when a message carries no handoff element.
-var ErrAbsent = carry.ErrAbsent
+var ErrAbsent = carriage.ErrAbsent
 
 // AttachHandoff puts h in a request's params._meta.
 func AttachHandoff(meta map[string]any, h *handoff.Handoff) error {
-	return carry.PutHandoff(meta, MetaKey, h)
+	return carriage.PutHandoff(meta, MetaKey, h)
 }
 
 // Handoff returns the Handoff octets a _meta map carries, for Agent.Receive.
-func Handoff(meta map[string]any) ([]byte, error) { return carry.Handoff(meta, MetaKey) }
+func Handoff(meta map[string]any) ([]byte, error) { return carriage.Handoff(meta, MetaKey) }
 
 // AttachStatus puts a signed status in a result's (or a cancellation's)
 // _meta.
-func AttachStatus(meta map[string]any, s handoff.Signed) { carry.PutStatus(meta, MetaKey, s) }
+func AttachStatus(meta map[string]any, s handoff.Signed) { carriage.PutStatus(meta, MetaKey, s) }
 
 // Status returns the signed status octets a _meta map carries.
-func Status(meta map[string]any) ([]byte, error) { return carry.Status(meta, MetaKey) }
+func Status(meta map[string]any) ([]byte, error) { return carriage.Status(meta, MetaKey) }

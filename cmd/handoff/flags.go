@@ -35,6 +35,14 @@ func (u *unixFlag) Set(s string) error {
 	return nil
 }
 
+// time returns the flag's time, or the zero time when it was not given.
+func (u *unixFlag) time() time.Time {
+	if !u.set {
+		return time.Time{}
+	}
+	return time.Unix(u.sec, 0)
+}
+
 // clock returns a clock stopped at the flag's time, or time.Now.
 func (u *unixFlag) clock() func() time.Time {
 	if !u.set {

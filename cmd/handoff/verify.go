@@ -77,6 +77,11 @@ func runVerify(e *env, args []string) int {
 	fset.Var(maxLife, "max-lifetime", "longest exp - iat accepted, in `SECONDS`")
 	maxChain := fset.Int("max-chain", handoff.DefaultMaxChain, "longest chain accepted; a longer one is rejected as too-deep (0 accepts no chain)")
 	requireChain := fset.Bool("require-chain", false, "reject with \"policy\" unless the chain is full: verified back to its start")
+	var origins, reentry listFlag
+	fset.Var(&origins, "trusted-origin", "require a full chain that starts at `ID` (repeatable; HC-58)")
+	fset.Var(&reentry, "allow-reentry", "`ID` may appear more than once in a chain without a cycle (repeatable; HC-49)")
+	lostAt := &unixFlag{}
+	fset.Var(lostAt, "memory-lost-at", "the receiver lost its (iss, hop) memory at `UNIX` seconds: older offers are replays until they cannot be fresh (HC-59)")
 	replayDB := fset.String("replay-db", "", "bbolt `FILE` keeping the (iss, hop) memory across runs; created when missing "+
 		"(default: memory that lasts this run only)")
 	refsPolicy := fset.String("refs", "not-checked", "reference `POLICY`: not-checked, available (check what --ref-object supplies; a mismatch rejects) "+
@@ -93,7 +98,8 @@ func runVerify(e *env, args []string) int {
 	usage := func() string {
 		return usageText(fset, `Usage: handoff verify --self AGENTID --trust TRUST.json [--now UNIX] [--dialog ID]
                       [--skew 60] [--max-lifetime 300] [--max-chain 16]
-                      [--require-chain] [--replay-db FILE]
+                      [--require-chain] [--trusted-origin ID]... [--allow-reentry ID]...
+                      [--memory-lost-at UNIX] [--replay-db FILE]
                       [--refs POLICY] [--ref-object LOC=FILE]... [--ref-salt LOC=SALT]...
                       [--scitt-key FILE]... [--learnlog-key FILE]... HANDOFF_FILE|-
 
@@ -218,10 +224,11 @@ not that it is true; a verified head does not show the record is complete.`, `  
 	agent, err := handoff.NewAgent(handoff.Config{
 		ID: handoff.AgentID(*self), Signer: signer, Trust: trust, Store: store, Now: clock,
 		Skew: new(skew.d), MaxLifetime: new(maxLife.d), Limits: lim,
-		Chain:       handoff.ChainPolicy{RequireFull: *requireChain},
-		Refs:        refPol,
-		RefSource:   handoff.RefsByLoc(objects),
-		RefCheckers: checkers,
+		Chain:        handoff.ChainPolicy{RequireFull: *requireChain, TrustedOrigins: agentIDs(origins), AllowReentry: agentIDs(reentry)},
+		MemoryLostAt: lostAt.time(),
+		Refs:         refPol,
+		RefSource:    handoff.RefsByLoc(objects),
+		RefCheckers:  checkers,
 	})
 	if err != nil {
 		store.Close()
@@ -442,6 +449,14 @@ func checksOf(r *handoff.Received, dialogGiven bool, refPol handoff.RefPolicy) [
 			res = "skipped"
 		}
 		out[i] = checkOut{Step: step, Check: name, Result: res}
+	}
+	return out
+}
+
+func agentIDs(ids []string) []handoff.AgentID {
+	out := make([]handoff.AgentID, len(ids))
+	for i, id := range ids {
+		out[i] = handoff.AgentID(id)
 	}
 	return out
 }

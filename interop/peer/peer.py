@@ -122,10 +122,27 @@ def json_object(text):
             out[k] = v
         return out
 
-    v = json.loads(text, object_pairs_hook=pairs)
+    def constant(name):
+        raise ValueError("%s is not JSON (RFC 8259 section 6)" % name)
+
+    v = json.loads(text, object_pairs_hook=pairs, parse_constant=constant)
     if not isinstance(v, dict):
         raise ValueError("not a JSON object")
     return v
+
+
+def lone_surrogate(v):
+    """Whether a decoded JSON value holds a string (member name or value)
+    with an unpaired surrogate: a \\ud800-\\udfff escape that is not part of a
+    pair. Such a string is not a sequence of Unicode characters (RFC 8259
+    section 8.2, RFC 7493 section 2.1); it is never replaced by U+FFFD."""
+    if isinstance(v, str):
+        return any(0xD800 <= ord(ch) <= 0xDFFF for ch in v)
+    if isinstance(v, dict):
+        return any(lone_surrogate(k) or lone_surrogate(x) for k, x in v.items())
+    if isinstance(v, list):
+        return any(lone_surrogate(x) for x in v)
+    return False
 
 
 def json_text(obj):
@@ -265,11 +282,15 @@ def sign(fmt, payload, key):
 
 
 class Element:
-    """A signed handoff: its form ("jws" or "cose") and its exact octets."""
+    """A signed handoff: its form ("jws" or "cose") and its exact octets.
+    fmt "malformed" is a chain element that is no signed handoff at all;
+    error says why. It fails step 1 of the chain check (section 5.3), which
+    runs at step 6, after the offer's own checks."""
 
-    def __init__(self, fmt, octets):
+    def __init__(self, fmt, octets, error=""):
         self.fmt = fmt
         self.octets = octets
+        self.error = error
 
     def digest(self):
         return digest_of(self.octets)
@@ -324,7 +345,12 @@ def parse_handoff(data):
     if "chain" in obj:
         if not isinstance(obj["chain"], list) or not obj["chain"]:
             raise ValueError("chain is not a non-empty array")
-        chain = [element_from(v, encoding) for v in obj["chain"]]
+        for v in obj["chain"]:
+            try:
+                chain.append(element_from(v, encoding))
+            except ValueError as e:
+                octets = v if isinstance(v, bytes) else str(v).encode("utf-8", "surrogatepass")
+                chain.append(Element("malformed", octets, str(e)))
     extra = {k: v for k, v in obj.items() if k not in ("offer", "chain")}
     return Handoff(offer, chain, encoding, extra)
 
@@ -405,28 +431,33 @@ def split_cose(octets):
     protected, unprotected, payload, sig = v
     if not isinstance(protected, bytes) or not isinstance(payload, bytes) or not isinstance(sig, bytes):
         raise Reject("bad-signature", "COSE_Sign1 member types")
-    if unprotected != {}:
-        raise Reject("bad-signature", "COSE unprotected header is not empty")
+    if not isinstance(unprotected, dict):
+        raise Reject("bad-signature", "COSE unprotected header is not a map")
     try:
         header = cbor2.loads(protected) if protected else {}
     except Exception as e:
         raise Reject("bad-signature", "COSE protected header: %s" % e)
     if not isinstance(header, dict):
         raise Reject("bad-signature", "COSE protected header is not a map")
-    return header, protected, payload, sig
+    return header, unprotected, protected, payload, sig
 
 
 def decode_payload(octets, encoding):
+    """The payload as sent. CBOR need not be in preferred or deterministic
+    encoding (the draft asks for neither; RFC 8949 section 4.1 binds only
+    encoders). Text must be UTF-8 (RFC 8259 section 8.1, RFC 8949 section
+    3.1), and JSON strings must not hold lone surrogates."""
     try:
         if encoding == "json":
-            return json_object(octets.decode("utf-8"))
+            obj = json_object(octets.decode("utf-8"))
+            if lone_surrogate(obj):
+                raise ValueError("a string with an unpaired surrogate (RFC 8259 section 8.2)")
+            return obj
         obj = cbor2.loads(octets)
     except Exception as e:
         raise Reject("bad-signature", "payload: %s" % e)
     if not isinstance(obj, dict):
         raise Reject("bad-signature", "payload is not a map")
-    if cbor_det(obj) != octets:
-        raise Reject("bad-signature", "payload CBOR is not in deterministic encoding")
     return obj
 
 
@@ -470,22 +501,68 @@ def check_members(p, kind):
             raise Reject("bad-signature", "offer is not a closed Digest")
 
 
-def candidates(trust, iss, kid):
-    return [(k_kid, alg, k) for (k_kid, alg, k) in trust.get(iss, []) if not kid or k_kid == kid]
+def names_key(kid, k_kid, k):
+    """Whether a kid names a trusted key: the kid the trust file gives it,
+    or its RFC 7638 thumbprint, as base64url text or (COSE kid, a byte
+    string) as the 32 raw octets."""
+    tp = thumbprint(k)
+    if isinstance(kid, bytes):
+        return kid in (k_kid.encode("utf-8"), tp.encode("ascii"), unb64u(tp))
+    return kid in (k_kid, tp)
+
+
+def verify_with_trust(trust, iss, kid, alg, check):
+    """Verifies with the keys the trust file binds to iss (section 3.4).
+    kid is a hint (None when absent): the keys it names are tried first,
+    then the others, each only with the one alg it is pinned to.
+    untrusted-key: iss has no key, or kid names none of its keys and none
+    verifies. bad-signature: a key kid names (or, without kid, every key)
+    fails."""
+    keys = trust.get(iss, [])
+    if not keys:
+        raise Reject("untrusted-key", "no trusted key for %r" % iss)
+    named = [k for (k_kid, _, k) in keys if kid is not None and names_key(kid, k_kid, k)]
+    others = [k for (k_kid, _, k) in keys if not (kid is not None and names_key(kid, k_kid, k))]
+    pinned = {id(k): k_alg for (_, k_alg, k) in keys}
+    for k in named + others:
+        if pinned[id(k)] == alg and check(k):
+            return
+    if named or kid is None:
+        raise Reject("bad-signature", "no trusted key of %r verifies the %s signature" % (iss, alg))
+    raise Reject("untrusted-key", "kid %r names no key of %r, and none of them verifies" % (kid, iss))
+
+
+def typ_is_handoff(typ):
+    """RFC 7515 section 4.1.9: typ is a media type, compared without
+    regard to case, and "application/" may be left out when the value has
+    no other slash."""
+    if not isinstance(typ, str):
+        return False
+    t = typ.lower()
+    if "/" not in t:
+        t = "application/" + t
+    return t == "application/" + JWS_TYP
 
 
 def open_element(e, trust, kind="offer"):
     """Step 1 of section 5.1: the signed form, v and type, and the signature
-    with a key the trust file binds to iss. Returns the payload."""
+    with a key the trust file binds to iss. Returns the payload. Header
+    parameters the draft does not forbid (jwk, x5c, x5u, jku, unknown ones)
+    are ignored, never used (section 3.4)."""
+    if e.fmt == "malformed":
+        raise Reject("bad-signature", "not a signed handoff: %s" % e.error)
     if e.fmt == "jws":
         header, payload_octets, sig, text = split_jws(e.octets)
-        if header.get("typ") != JWS_TYP:
-            raise Reject("bad-signature", "typ %r, want %r" % (header.get("typ"), JWS_TYP))
+        if lone_surrogate(header):
+            raise Reject("bad-signature", "protected header: a string with an unpaired surrogate")
+        if not typ_is_handoff(header.get("typ")):
+            raise Reject("bad-signature", "typ %r is not %r" % (header.get("typ"), JWS_TYP))
         if "crit" in header:
             raise Reject("bad-signature", "crit in the protected header")
-        for name in ("jwk", "jku", "x5c", "x5u"):
-            if name in header:
-                raise Reject("bad-signature", "%s in the protected header" % name)
+        if "b64" in header:
+            # RFC 7797 section 6: b64 is used only when listed in crit,
+            # which the draft forbids.
+            raise Reject("bad-signature", "b64 in the protected header without crit")
         alg = header.get("alg")
         if alg not in JOSE_ALGS:
             raise Reject("bad-signature", "alg %r is not an accepted asymmetric algorithm" % alg)
@@ -494,24 +571,21 @@ def open_element(e, trust, kind="offer"):
             raise Reject("bad-signature", "kid missing")
         p = decode_payload(payload_octets, "json")
         check_members(p, kind)
-        keys = candidates(trust, p["iss"], kid)
-        if not keys:
-            raise Reject("untrusted-key", "no trusted key %r for %r" % (kid, p["iss"]))
-        pinned = [k for _, k_alg, k in keys if k_alg == alg]
-        if not pinned:
-            raise Reject("bad-signature", "no trusted key of %r is pinned to %s" % (p["iss"], alg))
-        for k in pinned:
+
+        def check(k):
             token = jws.JWS()
             token.allowed_algs = [alg]
             try:
                 token.deserialize(text)
                 token.verify(k, alg=alg)
-                return p
+                return True
             except Exception:  # jwcrypto raises several classes
-                continue
-        raise Reject("bad-signature", "%s signature does not verify" % alg)
+                return False
 
-    header, protected, payload_octets, sig = split_cose(e.octets)
+        verify_with_trust(trust, p["iss"], kid, alg, check)
+        return p
+
+    header, unprotected, protected, payload_octets, sig = split_cose(e.octets)
     if header.get(H_CTY) != COSE_CONTENT_TYPE:
         raise Reject("bad-signature", "content type %r" % header.get(H_CTY))
     if H_CRIT in header:
@@ -519,29 +593,25 @@ def open_element(e, trust, kind="offer"):
     alg = COSE_ALGS.get(header.get(H_ALG)) if type(header.get(H_ALG)) is int else None
     if alg is None:
         raise Reject("bad-signature", "alg %r is not an accepted asymmetric algorithm" % header.get(H_ALG))
-    kid = header.get(H_KID, b"")
-    if not isinstance(kid, bytes):
+    # kid SHOULD be in the protected header (section 3.2); one in the
+    # unprotected header is only a hint of which trusted key to try first.
+    kid = header.get(H_KID, unprotected.get(H_KID))
+    if kid is not None and not isinstance(kid, bytes):
         raise Reject("bad-signature", "kid is not a byte string")
     p = decode_payload(payload_octets, "cbor")
     check_members(p, kind)
-    keys = candidates(trust, p["iss"], kid.decode("utf-8", "replace"))
-    if not keys:
-        raise Reject("untrusted-key", "no trusted key %r for %r" % (kid, p["iss"]))
-    pinned = [k for _, k_alg, k in keys if k_alg == alg]
-    if not pinned:
-        raise Reject("bad-signature", "no trusted key of %r is pinned to %s" % (p["iss"], alg))
     tbs = cose_sig_structure(protected, payload_octets)
-    for k in pinned:
-        if verify_raw(k, alg, sig, tbs):
-            return p
-    raise Reject("bad-signature", "%s signature does not verify" % alg)
+    verify_with_trust(trust, p["iss"], kid, alg, lambda k: verify_raw(k, alg, sig, tbs))
+    return p
 
 
 def unverified_payload(e):
+    if e.fmt == "malformed":
+        raise Reject("bad-signature", "not a signed handoff: %s" % e.error)
     if e.fmt == "jws":
         _, octets, _, _ = split_jws(e.octets)
         return decode_payload(octets, "json")
-    _, _, octets, _ = split_cose(e.octets)
+    _, _, _, octets, _ = split_cose(e.octets)
     return decode_payload(octets, "cbor")
 
 
@@ -652,19 +722,25 @@ class Receiver:
             return ("absent" if "prev" in o else "full"), o["iss"]
         if "prev" not in o:
             raise Reject("broken-chain", "a chain is carried but the offer has no prev")
+        # Check 1: every element, as in step 1. An element whose iss has no
+        # trusted key verifying it makes the chain unverifiable from there
+        # back; an element that is malformed or whose trusted key fails is
+        # a failure wherever it sits, behind an untrusted element too.
         payloads = [None] * n
         unverifiable = False
         for i in range(n - 1, -1, -1):
-            if not unverifiable:
-                try:
-                    payloads[i] = open_element(h.chain[i], self.trust)
-                    continue
-                except Reject as r:
-                    if r.reason != "untrusted-key":
-                        raise Reject(r.reason, "chain[%d]: %s" % (i, r.detail))
-                    unverifiable = True
-            payloads[i] = unverified_payload(h.chain[i])
-            check_members(payloads[i], "offer")
+            try:
+                payloads[i] = open_element(h.chain[i], self.trust)
+                continue
+            except Reject as r:
+                if r.reason != "untrusted-key":
+                    raise Reject(r.reason, "chain[%d]: %s" % (i, r.detail))
+                unverifiable = True
+            try:
+                payloads[i] = unverified_payload(h.chain[i])
+                check_members(payloads[i], "offer")
+            except Reject as r:
+                raise Reject(r.reason, "chain[%d]: %s" % (i, r.detail))
         c = payloads + [o]
         for i in range(1, n + 1):
             if not same_digest(c[i].get("prev"), h.chain[i - 1].octets):
@@ -809,11 +885,36 @@ def cmd_status(args):
     return EXIT_OK
 
 
+def load_memory(path):
+    """The (iss, hop) memory kept in --replay-db: a JSON file, absent at
+    first."""
+    if not path or not os.path.exists(path):
+        return {}
+    with open(path, "rb") as f:
+        doc = json.loads(f.read().decode("utf-8"))
+    return {(iss, hop): dig for iss, hop, dig in doc["seen"]}
+
+
+def save_memory(path, memory):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"seen": sorted([iss, hop, dig] for (iss, hop), dig in memory.items())}, f)
+    os.replace(tmp, path)
+
+
 def cmd_verify(args):
     objects = {}
     for spec in args.ref_object or []:
         loc, _, path = spec.partition("=")
         objects[loc] = (read_input(path), None)
+    for spec in args.ref_salt or []:
+        loc, _, salt = spec.partition("=")
+        if loc not in objects:
+            raise Usage("--ref-salt %r: no --ref-object for %r" % (spec, loc))
+        objects[loc] = (objects[loc][0], unb64u(salt))
+    for name in ("skew", "max_lifetime", "max_chain"):
+        if getattr(args, name) < 0:
+            raise Usage("--%s must not be negative" % name.replace("_", "-"))
     policy = args.refs or ("available" if objects else "not-checked")
     r = Receiver(
         args.self_id,
@@ -828,8 +929,12 @@ def cmd_verify(args):
         allow_reentry=args.allow_reentry or (),
         refs_policy=policy,
         ref_objects=objects,
+        memory_lost_at=args.memory_lost_at or 0,
     )
+    r.memory = load_memory(args.replay_db)
     out = r.receive(read_input(args.handoff))
+    if args.replay_db:
+        save_memory(args.replay_db, r.memory)
     print(json_text(out))
     return EXIT_OK if out["accepted"] else EXIT_NO
 
@@ -1145,6 +1250,9 @@ def parser():
     p.add_argument("--trusted-origin", action="append", help="an AgentId the chain may start from")
     p.add_argument("--allow-reentry", action="append", help="an AgentId that may appear more than once")
     p.add_argument("--ref-object", action="append", help="LOC=FILE: the object of references whose loc is LOC")
+    p.add_argument("--ref-salt", action="append", help="LOC=SALT: the base64url salt delivered with the object at LOC")
+    p.add_argument("--replay-db", help="FILE keeping the (iss, hop) memory across runs (JSON; created when missing)")
+    p.add_argument("--memory-lost-at", type=int, help="UNIX time this receiver lost its (iss, hop) memory (section 8)")
     p.add_argument("--refs", choices=("not-checked", "available", "required"),
                    help="reference policy (default: available with --ref-object, else not-checked)")
     p.add_argument("handoff")

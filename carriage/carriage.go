@@ -1,0 +1,70 @@
+// Package carriage puts a Handoff or a signed status into a host protocol's
+// JSON metadata map and takes it out again. The a2a and mcp packages name
+// the keys; this package does the work they share.
+package carriage
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/agentproto/handoff"
+)
+
+// ErrAbsent is returned when the metadata holds nothing under the key.
+var ErrAbsent = errors.New("handoff: no handoff element in metadata")
+
+// PutHandoff stores h, as the JSON Handoff object, under key.
+func PutHandoff(meta map[string]any, key string, h *handoff.Handoff) error {
+	b, err := h.Encode(handoff.JSON)
+	if err != nil {
+		return err
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	meta[key] = v
+	return nil
+}
+
+// Handoff returns the JSON Handoff object held under key, as octets to give
+// to Agent.Receive. Element octets are carried as text, so they come back
+// exactly.
+func Handoff(meta map[string]any, key string) ([]byte, error) {
+	v, ok := meta[key]
+	if !ok {
+		return nil, ErrAbsent
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, fmt.Errorf("%w: metadata %q is not a Handoff object", handoff.ErrMalformed, key)
+	}
+	return json.Marshal(v)
+}
+
+// PutStatus stores a signed status under key: a JWS as its compact text, a
+// COSE_Sign1 as base64url text (HC-19).
+func PutStatus(meta map[string]any, key string, s handoff.Signed) {
+	if s.Format == handoff.COSE {
+		meta[key] = base64.RawURLEncoding.EncodeToString(s.Octets)
+		return
+	}
+	meta[key] = string(s.Octets)
+}
+
+// Status returns the signed status octets held under key.
+func Status(meta map[string]any, key string) ([]byte, error) {
+	v, ok := meta[key]
+	if !ok {
+		return nil, ErrAbsent
+	}
+	s, ok := v.(string)
+	if !ok {
+		return nil, fmt.Errorf("%w: metadata %q is not a signed status", handoff.ErrMalformed, key)
+	}
+	if b, err := base64.RawURLEncoding.Strict().DecodeString(s); err == nil && len(b) > 0 && b[0] == 0xd2 {
+		return b, nil
+	}
+	return []byte(s), nil
+}

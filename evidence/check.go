@@ -1,0 +1,542 @@
+package evidence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentproto/handoff"
+)
+
+// Code is a stable, machine-readable finding code. Programs branch on it,
+// never on Detail.
+type Code string
+
+// The finding codes. Each finding also carries the JSON Pointer (RFC 6901)
+// of the field it concerns.
+const (
+	// CodeMissing: a required field is absent or empty.
+	CodeMissing Code = "missing-field"
+	// CodeInvalid: a field holds a value the package definition does not
+	// allow (an unknown control mode, an action both allowed and denied, a
+	// malformed artifact reference, an acknowledgement from the sender...).
+	CodeInvalid Code = "invalid-value"
+	// CodeUnbound: the package is not bound to this offer: its id is not
+	// the hop, its sender/receiver agents are not iss/aud, its time is
+	// outside [iat, exp], or the offer names no evidence package.
+	CodeUnbound Code = "not-bound"
+	// CodePackageMismatch: the offer's package reference does not match
+	// the package delivered (HC-11 "mismatch").
+	CodePackageMismatch Code = "package-mismatch"
+	// CodePackageUnverifiable: the offer's package reference could not be
+	// checked, e.g. a salted reference without its salt (HC-11).
+	CodePackageUnverifiable Code = "package-unverifiable"
+	// CodeArtifactMismatch: an artifact's object was obtained and its
+	// digest differs (HC-11 "mismatch").
+	CodeArtifactMismatch Code = "artifact-mismatch"
+	// CodeArtifactUnverifiable: an artifact's object could not be obtained
+	// or checked (HC-11 "unverifiable").
+	CodeArtifactUnverifiable Code = "artifact-unverifiable"
+	// CodeRestricted: restricted data is present: a credential-like string
+	// (see Pattern) or an item both withheld and passed (HC-62).
+	CodeRestricted Code = "restricted-data"
+	// CodeNextNotAllowed: the next action is not in "allowed".
+	CodeNextNotAllowed Code = "next-action-not-allowed"
+	// CodeNextDenied: the next action is in "denied".
+	CodeNextDenied Code = "next-action-denied"
+	// CodeMustAskNoApproval: a "must ask" action has no pending approval
+	// with an owner.
+	CodeMustAskNoApproval Code = "must-ask-without-approval"
+	// CodeNoIdempotency: a completed action with an external effect has
+	// neither an operation id nor an idempotency key.
+	CodeNoIdempotency Code = "effect-without-idempotency"
+	// CodeStaleState: a state's "as of" time is older than the bound.
+	CodeStaleState Code = "stale-state"
+	// CodePendingNoOwner: a pending approval or side effect has no owner.
+	CodePendingNoOwner Code = "pending-without-owner"
+	// CodeTimeoutNoOwner: a timeout has no owner.
+	CodeTimeoutNoOwner Code = "timeout-without-owner"
+	// CodeNoVerification: the next action has no verification step.
+	CodeNoVerification Code = "next-action-unverified"
+	// CodeUnsupported: a claim (a state, a completed action, an attempt)
+	// cites no evidence, or none that verified. It is advisory: the claim
+	// stays an untrusted claim, never a fact, and does not by itself fail
+	// the check.
+	CodeUnsupported Code = "claim-unsupported"
+)
+
+// Finding is one result of the check.
+type Finding struct {
+	Code Code `json:"code"`
+	// Path is the JSON Pointer of the field ("" for the package as a
+	// whole).
+	Path string `json:"path"`
+	// Detail is for people only.
+	Detail string `json:"detail,omitempty"`
+	// Advisory findings do not fail the check.
+	Advisory bool `json:"advisory,omitempty"`
+}
+
+// ArtifactResult is the outcome of one artifact reference (HC-11).
+type ArtifactResult struct {
+	ID      string             `json:"id"`
+	Path    string             `json:"path"`
+	Outcome handoff.RefOutcome `json:"outcome"`
+	Detail  string             `json:"detail,omitempty"`
+}
+
+// Report is the outcome of Check.
+type Report struct {
+	// unverified is the decoded package: its claims are untrusted, and it
+	// is bound to the offer only when Acceptable.
+	unverified *Package
+	// Unbound is true when the package was checked without an offer
+	// (CheckConfig.Unbound): such a report is never Acceptable.
+	Unbound bool
+	// offer is the (iss, hop) of the offer checked against.
+	offerIss handoff.AgentID
+	offerHop handoff.HopID
+	// Digest is the package digest: SHA-256 over its JCS form.
+	Digest handoff.Digest
+	// Binding is the outcome of the offer's package reference, when an
+	// offer was given and named one.
+	Binding *handoff.RefResult
+	// Artifacts is each artifact's outcome, in package order.
+	Artifacts []ArtifactResult
+	// Findings, in a stable order.
+	Findings []Finding
+}
+
+// Passed reports whether the package passed: no finding other than
+// advisory ones.
+func (r *Report) Passed() bool {
+	for _, f := range r.Findings {
+		if !f.Advisory {
+			return false
+		}
+	}
+	return true
+}
+
+// Acceptable reports whether the receiver may accept the handoff on this
+// report: the package passed and is bound to the offer it was checked
+// against.
+func (r *Report) Acceptable() bool {
+	return r.Passed() && !r.Unbound && r.Binding != nil && r.Binding.Outcome == handoff.RefVerified
+}
+
+// Package returns the package when the report is Acceptable, else nil.
+// Its claims remain claims: those without verified evidence are reported
+// "claim-unsupported".
+func (r *Report) Package() *Package {
+	if !r.Acceptable() {
+		return nil
+	}
+	return r.unverified
+}
+
+// UnverifiedPackage returns the decoded package whatever the outcome, for
+// diagnosis: it may be bound to no offer and say anything.
+func (r *Report) UnverifiedPackage() *Package { return r.unverified }
+
+// Codes returns the distinct codes of the findings that fail the check,
+// sorted.
+func (r *Report) Codes() []Code {
+	var out []Code
+	for _, f := range r.Findings {
+		if !f.Advisory && !slices.Contains(out, f.Code) {
+			out = append(out, f.Code)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Has reports whether a finding with code c at path was reported.
+func (r *Report) Has(c Code, path string) bool {
+	for _, f := range r.Findings {
+		if f.Code == c && f.Path == path {
+			return true
+		}
+	}
+	return false
+}
+
+// DefaultMaxStateAge is the default bound on a state's age.
+const DefaultMaxStateAge = 15 * time.Minute
+
+// CheckConfig is what the delegate's check may use besides the package
+// and the offer: the caller's clock and resolvers.
+type CheckConfig struct {
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// MaxStateAge bounds now - as_of of every state. Zero means
+	// DefaultMaxStateAge.
+	MaxStateAge time.Duration
+	// Artifacts provides the objects artifact references name. Nil makes
+	// every artifact unverifiable. It never fetches on this package's
+	// behalf (HC-61): the caller applies its own safeguards.
+	Artifacts handoff.RefSource
+	// Decode bounds decoding.
+	Decode DecodeOptions
+	// Unbound skips the binding checks when no offer is at hand (a
+	// package inspected on its own). The report then says nothing of the
+	// binding; never use it to accept a handoff.
+	Unbound bool
+}
+
+// Delivered is what travelled beside the offer: the package as received,
+// and for a salted reference its salt.
+type Delivered struct {
+	Package []byte
+	Salt    []byte
+}
+
+// ErrOfferNotVerified: CheckReceived was given an offer that did not pass
+// the receive checks.
+var ErrOfferNotVerified = errors.New("evidence: the offer did not pass the receive checks")
+
+// CheckReceived checks a delivered package against the offer of in, which
+// must have passed the receive checks (or be a retransmission of one that
+// did): the usual way for a delegate to call Check.
+func CheckReceived(ctx context.Context, in *handoff.Received, d Delivered, cfg CheckConfig) (*Report, error) {
+	if in == nil || in.Offer() == nil || !(in.Accepted() || in.Retransmission()) {
+		return nil, ErrOfferNotVerified
+	}
+	return Check(ctx, in.Offer(), d, cfg)
+}
+
+// Check is the delegate's check of a delivered package against the
+// verified offer it rode with (from Agent.Receive or OpenOffer: never an
+// offer whose signature was not checked). It uses nothing but the package, the offer
+// and cfg. A package that does not decode is an error (ErrMalformed,
+// ErrTooLarge); everything else is a finding.
+func Check(ctx context.Context, offer *handoff.Offer, d Delivered, cfg CheckConfig) (*Report, error) {
+	p, err := Decode(d.Package, cfg.Decode)
+	if err != nil {
+		return nil, err
+	}
+	c, err := Canonical(d.Package, cfg.Decode)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now
+	if cfg.Now != nil {
+		now = cfg.Now
+	}
+	maxAge := cfg.MaxStateAge
+	if maxAge <= 0 {
+		maxAge = DefaultMaxStateAge
+	}
+	ck := &checker{ctx: ctx, p: p, cfg: cfg, now: now(), maxAge: maxAge,
+		r: &Report{unverified: p, Unbound: offer == nil && cfg.Unbound, Digest: handoff.SHA256(c)}}
+	ck.required()
+	if offer != nil {
+		ck.r.offerIss, ck.r.offerHop = offer.Iss, offer.Hop
+		ck.binding(offer, d)
+	} else if !cfg.Unbound {
+		ck.add(CodeUnbound, "", "no offer given: the package is not shown bound to one")
+	}
+	if err := ck.restricted(d.Package); err != nil {
+		return nil, err
+	}
+	ck.authority()
+	ck.artifacts()
+	ck.claims()
+	ck.owners()
+	return ck.r, nil
+}
+
+type checker struct {
+	ctx      context.Context
+	p        *Package
+	cfg      CheckConfig
+	now      time.Time
+	maxAge   time.Duration
+	r        *Report
+	verified map[string]bool // artifact id -> verified
+}
+
+func (c *checker) add(code Code, path, format string, args ...any) {
+	c.r.Findings = append(c.r.Findings, Finding{Code: code, Path: path, Detail: fmt.Sprintf(format, args...)})
+}
+
+func (c *checker) advise(code Code, path, format string, args ...any) {
+	c.r.Findings = append(c.r.Findings, Finding{Code: code, Path: path, Detail: fmt.Sprintf(format, args...), Advisory: true})
+}
+
+func (c *checker) need(ok bool, path string) {
+	if !ok {
+		c.add(CodeMissing, path, "required")
+	}
+}
+
+// required reports the template's fields that are missing, and values the
+// definition does not allow.
+func (c *checker) required() {
+	p := c.p
+	c.need(p.Handoff.ID != "", "/handoff/id")
+	c.need(!p.Handoff.Time.IsZero(), "/handoff/time")
+	c.need(p.Sender.Role != "", "/sender/role")
+	c.need(p.Sender.Agent != "", "/sender/agent")
+	c.need(p.Receiver.Role != "", "/receiver/role")
+	c.need(p.Receiver.Agent != "", "/receiver/agent")
+	switch {
+	case p.Control == "":
+		c.add(CodeMissing, "/control", "required")
+	case !p.Control.Valid():
+		c.add(CodeInvalid, "/control", "control mode %q is neither %q nor %q", p.Control, TransferOwnership, SpecialistReturnsResult)
+	}
+	c.need(p.Outcome.Result != "", "/outcome/result")
+	c.need(p.Outcome.DoneWhen != "", "/outcome/done_when")
+	c.need(len(p.Authority.Allowed) > 0, "/authority/allowed")
+	c.need(len(p.State) > 0, "/state")
+	for i, s := range p.State {
+		c.need(s.System != "", fmt.Sprintf("/state/%d/system", i))
+		c.need(s.State != "", fmt.Sprintf("/state/%d/state", i))
+		c.need(!s.AsOf.IsZero(), fmt.Sprintf("/state/%d/as_of", i))
+	}
+	for i, a := range p.Completed {
+		c.need(a.Action != "", fmt.Sprintf("/completed/%d/action", i))
+		c.need(a.Postcondition != "", fmt.Sprintf("/completed/%d/postcondition", i))
+	}
+	for i, w := range p.Withheld {
+		c.need(w.Item != "", fmt.Sprintf("/context_withheld/%d/item", i))
+		c.need(w.Reason != "", fmt.Sprintf("/context_withheld/%d/reason", i))
+	}
+	for i, a := range p.Assumptions {
+		c.need(a.Item != "", fmt.Sprintf("/assumptions/%d/item", i))
+		c.need(a.Validation != "", fmt.Sprintf("/assumptions/%d/validation", i))
+	}
+	for i, a := range p.Attempts {
+		c.need(a.Attempt != "", fmt.Sprintf("/attempts/%d/attempt", i))
+		c.need(a.Result != "", fmt.Sprintf("/attempts/%d/result", i))
+	}
+	for i, q := range p.Pending {
+		c.need(q.Item != "", fmt.Sprintf("/pending/%d/item", i))
+		if q.Kind != PendingApproval && q.Kind != PendingSideEffect {
+			c.add(CodeInvalid, fmt.Sprintf("/pending/%d/kind", i), "kind %q is neither %q nor %q", q.Kind, PendingApproval, PendingSideEffect)
+		}
+	}
+	c.need(p.Next.Action != "", "/next_action/action")
+	if p.Verification.Check == "" {
+		c.add(CodeNoVerification, "/verification/check", "the next action has no verification step")
+	}
+	c.need(len(p.Timeouts) > 0, "/timeouts")
+	for i, t := range p.Timeouts {
+		c.need(t.Condition != "", fmt.Sprintf("/timeouts/%d/condition", i))
+	}
+	c.need(p.Rollback.Method != "", "/rollback/method")
+	if p.Ack != nil {
+		c.add(CodeInvalid, "/acknowledgement", "the sender's package carries an acknowledgement; only the receiver acknowledges")
+	}
+}
+
+// binding checks that the package rides with this offer.
+func (c *checker) binding(o *handoff.Offer, d Delivered) {
+	p := c.p
+	if p.Handoff.ID != "" && p.Handoff.ID != string(o.Hop) {
+		c.add(CodeUnbound, "/handoff/id", "id is not the offer's hop")
+	}
+	if p.Sender.Agent != "" && p.Sender.Agent != string(o.Iss) {
+		c.add(CodeUnbound, "/sender/agent", "sender agent is not the offer's iss")
+	}
+	if p.Receiver.Agent != "" && p.Receiver.Agent != string(o.Aud) {
+		c.add(CodeUnbound, "/receiver/agent", "receiver agent is not the offer's aud")
+	}
+	if t := p.Handoff.Time; !t.IsZero() {
+		if t.Before(o.Iat.Std()) || t.After(o.Exp.Std()) {
+			c.add(CodeUnbound, "/handoff/time", "time %s is outside the offer window", t.UTC().Format(time.RFC3339))
+		}
+	}
+	refs := Refs(o.Refs)
+	if len(refs) == 0 {
+		c.add(CodeUnbound, "", "the offer names no evidence package")
+		return
+	}
+	var best *handoff.RefResult
+	for _, ref := range refs {
+		res := CheckRef(ref, handoff.RefObject{Octets: d.Package, Salt: d.Salt}, c.cfg.Decode)
+		if best == nil || res.Outcome == handoff.RefVerified ||
+			(res.Outcome == handoff.RefMismatch && best.Outcome == handoff.RefUnverifiable) {
+			r := res
+			best = &r
+		}
+	}
+	c.r.Binding = best
+	switch best.Outcome {
+	case handoff.RefMismatch:
+		c.add(CodePackageMismatch, "", "the offer's package digest does not match the package delivered")
+	case handoff.RefUnverifiable:
+		c.add(CodePackageUnverifiable, "", "the offer's package reference could not be checked: %s", best.Detail)
+	}
+}
+
+// restricted reports credential-like strings, and items both withheld and
+// passed.
+func (c *checker) restricted(raw []byte) error {
+	hits, err := scanPackage(c.p, raw, nil)
+	if err != nil {
+		return err
+	}
+	for _, h := range hits {
+		c.add(CodeRestricted, h.Path, "credential-like string (%s)", h.Pattern)
+	}
+	for i, pc := range c.p.Passed {
+		for _, w := range c.p.Withheld {
+			if pc.Name != "" && pc.Name == w.Item {
+				c.add(CodeRestricted, fmt.Sprintf("/context_passed/%d", i), "item %q is declared withheld", w.Item)
+			}
+		}
+	}
+	return nil
+}
+
+// authority checks the permission boundary and the next action.
+func (c *checker) authority() {
+	a := c.p.Authority
+	for j, d := range a.Denied {
+		if slices.Contains(a.Allowed, d) || slices.Contains(a.MustAsk, d) {
+			c.add(CodeInvalid, fmt.Sprintf("/authority/denied/%d", j), "action %q is denied and also allowed or must-ask", d)
+		}
+	}
+	for j, m := range a.MustAsk {
+		if slices.Contains(a.Allowed, m) {
+			c.add(CodeInvalid, fmt.Sprintf("/authority/must_ask/%d", j), "action %q is must-ask and also allowed", m)
+		}
+		if !c.hasApproval(m) {
+			c.add(CodeMustAskNoApproval, fmt.Sprintf("/authority/must_ask/%d", j), "no pending approval with an owner for %q", m)
+		}
+	}
+	next := c.p.Next.Action
+	switch {
+	case next == "":
+	case slices.Contains(a.Denied, next):
+		c.add(CodeNextDenied, "/next_action/action", "the next action is denied")
+	case !slices.Contains(a.Allowed, next):
+		c.add(CodeNextNotAllowed, "/next_action/action", "the next action is not in allowed")
+	}
+}
+
+func (c *checker) hasApproval(action string) bool {
+	for _, q := range c.p.Pending {
+		if q.Kind == PendingApproval && q.Action == action && q.Owner != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// WireToRef converts a package reference to the root's ContextRef.
+func WireToRef(w WireRef) (handoff.ContextRef, error) {
+	d, err := handoff.ParseDigest(w.Dig.Alg + ":" + w.Dig.Val)
+	if err != nil {
+		return handoff.ContextRef{}, err
+	}
+	return handoff.ContextRef{Kind: w.Kind, Dig: d, Loc: w.Loc}, nil
+}
+
+// RefToWire converts a root ContextRef to its form in a package.
+func RefToWire(r handoff.ContextRef) WireRef {
+	return WireRef{Kind: r.Kind, Dig: WireDigest{Alg: r.Dig.Alg, Val: r.Dig.B64()}, Loc: r.Loc}
+}
+
+// artifacts checks each artifact reference through the root's reference
+// check, with the caller's resolver.
+func (c *checker) artifacts() {
+	c.verified = map[string]bool{}
+	seen := map[string]bool{}
+	for i, a := range c.p.Artifacts {
+		path := fmt.Sprintf("/artifacts/%d", i)
+		switch {
+		case a.ID == "":
+			c.add(CodeMissing, path+"/id", "required")
+		case seen[a.ID]:
+			c.add(CodeInvalid, path+"/id", "artifact id %q is used twice", a.ID)
+		}
+		seen[a.ID] = true
+		if a.Proves == "" {
+			c.add(CodeMissing, path+"/proves", "required")
+		}
+		res := ArtifactResult{ID: a.ID, Path: path + "/ref"}
+		ref, err := WireToRef(a.Ref)
+		switch {
+		case err != nil:
+			res.Outcome, res.Detail = handoff.RefUnverifiable, err.Error()
+			c.add(CodeInvalid, path+"/ref", "malformed reference")
+		case c.cfg.Artifacts == nil:
+			res.Outcome, res.Detail = handoff.RefUnverifiable, "no artifact resolver"
+		default:
+			obj, gerr := c.cfg.Artifacts(c.ctx, ref)
+			if gerr != nil {
+				res.Outcome, res.Detail = handoff.RefUnverifiable, gerr.Error()
+			} else {
+				rr := handoff.CheckRef(ref, obj)
+				res.Outcome, res.Detail = rr.Outcome, rr.Detail
+			}
+		}
+		switch res.Outcome {
+		case handoff.RefVerified:
+			c.verified[a.ID] = true
+		case handoff.RefMismatch:
+			c.add(CodeArtifactMismatch, path+"/ref", "digest differs")
+		default:
+			c.add(CodeArtifactUnverifiable, path+"/ref", "%s", res.Detail)
+		}
+		c.r.Artifacts = append(c.r.Artifacts, res)
+	}
+}
+
+// claims reports stale states, completed effects without an idempotency
+// handle, and every claim without verified evidence (advisory).
+func (c *checker) claims() {
+	for i, s := range c.p.State {
+		if !s.AsOf.IsZero() && c.now.Sub(s.AsOf) > c.maxAge {
+			c.add(CodeStaleState, fmt.Sprintf("/state/%d/as_of", i), "observed %s ago, over the bound of %s",
+				c.now.Sub(s.AsOf).Truncate(time.Second), c.maxAge)
+		}
+		c.cites(fmt.Sprintf("/state/%d", i), s.Evidence)
+	}
+	for i, a := range c.p.Completed {
+		if a.External && a.OperationID == "" && a.IdempotencyKey == "" {
+			c.add(CodeNoIdempotency, fmt.Sprintf("/completed/%d", i), "external effect without operation id or idempotency key")
+		}
+		c.cites(fmt.Sprintf("/completed/%d", i), a.Evidence)
+	}
+	for i, a := range c.p.Attempts {
+		c.cites(fmt.Sprintf("/attempts/%d", i), a.Evidence)
+	}
+}
+
+func (c *checker) cites(path string, ids []string) {
+	if len(ids) == 0 {
+		c.advise(CodeUnsupported, path, "cites no evidence: an untrusted claim")
+		return
+	}
+	var bad []string
+	for _, id := range ids {
+		if !c.verified[id] {
+			bad = append(bad, id)
+		}
+	}
+	if len(bad) > 0 {
+		c.advise(CodeUnsupported, path, "cited evidence not verified: %s", strings.Join(bad, ", "))
+	}
+}
+
+// owners reports pending items and timeouts without an owner.
+func (c *checker) owners() {
+	for i, q := range c.p.Pending {
+		if q.Owner == "" {
+			c.add(CodePendingNoOwner, fmt.Sprintf("/pending/%d/owner", i), "no owner")
+		}
+	}
+	for i, t := range c.p.Timeouts {
+		if t.Owner == "" {
+			c.add(CodeTimeoutNoOwner, fmt.Sprintf("/timeouts/%d/owner", i), "no owner")
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package evidence
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/gowebpki/jcs"
+
+	"github.com/agentproto/handoff"
+)
+
+// Reference kinds naming this package definition (HC-10: a kind other than
+// the draft's four is an absolute URI). Kind is checked as "digest" over
+// the package's JCS form, KindSalted as "salted-digest" over it (HC-64,
+// HC-09: the salt travels with the package, never in the offer).
+const (
+	Kind       = "https://github.com/agentproto/handoff/evidence/package-v1"
+	KindSalted = "https://github.com/agentproto/handoff/evidence/salted-package-v1"
+)
+
+// IsRef reports whether ref names an evidence package.
+func IsRef(ref handoff.ContextRef) bool { return ref.Kind == Kind || ref.Kind == KindSalted }
+
+// Refs returns the references among refs that name an evidence package.
+func Refs(refs []handoff.ContextRef) []handoff.ContextRef {
+	var out []handoff.ContextRef
+	for _, r := range refs {
+		if IsRef(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Canonical decodes data strictly (Decode) and returns its RFC 8785 (JCS)
+// form, computed by github.com/gowebpki/jcs. The digest of a package is
+// SHA-256 over these octets, so two encodings of one package (member order,
+// whitespace, escapes) have one digest.
+func Canonical(data []byte, opt DecodeOptions) ([]byte, error) {
+	if _, err := Decode(data, opt); err != nil {
+		return nil, err
+	}
+	out, err := jcs.Transform(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: JCS: %v", ErrMalformed, err)
+	}
+	return out, nil
+}
+
+// Canonical returns p's RFC 8785 (JCS) form.
+func (p *Package) Canonical() ([]byte, error) {
+	enc, err := p.Encode()
+	if err != nil {
+		return nil, err
+	}
+	out, err := jcs.Transform(enc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: JCS: %v", ErrMalformed, err)
+	}
+	return out, nil
+}
+
+// Digest returns the package digest of an encoded package: SHA-256 over
+// its JCS form.
+func Digest(data []byte, opt DecodeOptions) (handoff.Digest, error) {
+	c, err := Canonical(data, opt)
+	if err != nil {
+		return handoff.Digest{}, err
+	}
+	return handoff.SHA256(c), nil
+}
+
+// Ref returns the reference an offer carries for the package whose JCS
+// form is canonical, with a plain digest (kind Kind). loc is optional.
+func Ref(canonical []byte, loc string) handoff.ContextRef {
+	return handoff.ContextRef{Kind: Kind, Dig: handoff.SHA256(canonical), Loc: loc}
+}
+
+// SaltedRef returns a reference with a salted digest (kind KindSalted) and
+// the fresh salt (32 octets from r, crypto/rand when nil) to deliver with
+// the package; the salt never goes in the offer (HC-09). Use it when the
+// package is sensitive and the offer may be seen by parties who could
+// guess it (HC-64).
+func SaltedRef(r io.Reader, canonical []byte, loc string) (handoff.ContextRef, []byte, error) {
+	salt, d, err := handoff.SaltedDigest(r, canonical)
+	if err != nil {
+		return handoff.ContextRef{}, nil, err
+	}
+	return handoff.ContextRef{Kind: KindSalted, Dig: d, Loc: loc}, salt, nil
+}
+
+// CheckRef checks a package reference against the package delivered with
+// the offer (obj.Octets, any JSON encoding of it; obj.Salt for KindSalted)
+// through the root's reference check: the package's JCS form is checked as
+// a "digest" or "salted-digest" reference. The outcome is verified,
+// mismatch or unverifiable as in HC-11; a package that does not decode
+// strictly is unverifiable. The returned RefResult names ref as given.
+func CheckRef(ref handoff.ContextRef, obj handoff.RefObject, opt DecodeOptions) handoff.RefResult {
+	as := ref
+	switch ref.Kind {
+	case Kind:
+		as.Kind = handoff.KindDigest
+	case KindSalted:
+		as.Kind = handoff.KindSaltedDigest
+	default:
+		return handoff.RefResult{Ref: ref, Outcome: handoff.RefUnverifiable,
+			Detail: fmt.Sprintf("kind %q does not name an evidence package", ref.Kind)}
+	}
+	c, err := Canonical(obj.Octets, opt)
+	if err != nil {
+		return handoff.RefResult{Ref: ref, Outcome: handoff.RefUnverifiable, Detail: err.Error()}
+	}
+	res := handoff.CheckRef(as, handoff.RefObject{Octets: c, Salt: obj.Salt})
+	res.Ref = ref
+	return res
+}
+
+// Source returns a RefSource that serves the package delivered beside the
+// offer (and its salt, for KindSalted) for every package reference, and
+// reports every other reference unavailable. Combine it with the caller's
+// own source for other references.
+func Source(pkg, salt []byte) handoff.RefSource {
+	return func(_ context.Context, ref handoff.ContextRef) (handoff.RefObject, error) {
+		if !IsRef(ref) {
+			return handoff.RefObject{}, fmt.Errorf("%w: not an evidence package reference", handoff.ErrRefUnavailable)
+		}
+		return handoff.RefObject{Octets: pkg, Salt: salt}, nil
+	}
+}
+
+// RefChecker checks package references given a source of objects: verified,
+// mismatch or unverifiable (HC-11), never "not checked". Its method has the
+// shape of a pluggable reference checker, so that a receiver's reference
+// step can verify the package kinds (register it for Kind and KindSalted).
+type RefChecker struct {
+	Decode DecodeOptions
+}
+
+// CheckRef obtains the package ref names from src and checks it (see the
+// function CheckRef).
+func (c RefChecker) CheckRef(ctx context.Context, ref handoff.ContextRef, src handoff.RefSource) handoff.RefResult {
+	if src == nil {
+		return handoff.RefResult{Ref: ref, Outcome: handoff.RefUnverifiable, Detail: "no source of referenced objects"}
+	}
+	obj, err := src(ctx, ref)
+	if err != nil {
+		return handoff.RefResult{Ref: ref, Outcome: handoff.RefUnverifiable, Detail: err.Error()}
+	}
+	return CheckRef(ref, obj, c.Decode)
+}

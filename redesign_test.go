@@ -1,0 +1,484 @@
+package handoff
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// No exported path hands out the members of an offer whose signature did
+// not verify as if they were verified: every exported method of Received
+// and Link that returns an *Offer is either named Unverified or returns nil
+// for such an offer. The test walks the method sets by reflection, so a
+// method added later is covered too.
+func TestReceived_UnverifiedOnlyUnderItsName(t *testing.T) {
+	eachFormat(t, func(t *testing.T, f Format) {
+		w := newWorld(t, f, rxPlanner, rxReceiver, rxOther)
+		a := w.agent(rxReceiver, func(c *Config) { c.Trust = c.Trust.without(rxPlanner) })
+		in := receive(t, a, encodeHandoff(t, handoffOf(w.offer(rxPlanner, rxReceiver, nil)), JSON), Host{})
+		require.Equal(t, ReasonUntrustedKey, in.Reason())
+		require.NotNil(t, in.Unverified(), "decoded for diagnosis")
+
+		offerType := reflect.TypeOf((*Offer)(nil))
+		v := reflect.ValueOf(in)
+		for i := 0; i < v.NumMethod(); i++ {
+			m := v.Type().Method(i)
+			if m.Type.NumIn() != 1 || m.Type.NumOut() != 1 || m.Type.Out(0) != offerType {
+				continue
+			}
+			got := v.Method(i).Call(nil)[0].Interface().(*Offer)
+			if strings.HasPrefix(m.Name, "Unverified") {
+				continue
+			}
+			assert.Nil(t, got, "Received.%s hands out an offer whose signature failed", m.Name)
+		}
+		linkType := reflect.TypeOf(Link{})
+		for i := 0; i < linkType.NumMethod(); i++ {
+			m := linkType.Method(i)
+			if m.Type.NumOut() == 1 && m.Type.Out(0) == offerType && !strings.HasPrefix(m.Name, "Unverified") {
+				l := Link{offer: in.Unverified()} // not Verified
+				assert.Nil(t, reflect.ValueOf(l).Method(i).Call(nil)[0].Interface(), "Link.%s", m.Name)
+			}
+		}
+		// Received has no exported fields: nothing can be written into it.
+		rt := reflect.TypeOf(Received{})
+		for i := 0; i < rt.NumField(); i++ {
+			assert.False(t, rt.Field(i).IsExported(), "Received.%s is exported", rt.Field(i).Name)
+		}
+	})
+}
+
+// A Received from another agent cannot be passed on, answered or taken:
+// only Receive makes one, and it remembers who received.
+func TestOffer_FromMustBeThisAgents(t *testing.T) {
+	w := newWorld(t, JWS, rxPlanner, rxCoder, rxReceiver)
+	ctx := context.Background()
+	in := receive(t, w.agent(rxCoder), encodeHandoff(t, handoffOf(w.offer(rxPlanner, rxCoder, nil)), JSON), Host{})
+	require.True(t, in.Accepted())
+	other := w.agent(rxReceiver)
+	_, err := other.Offer(ctx, OfferParams{To: rxPlanner, From: in})
+	assert.ErrorIs(t, err, ErrArgument)
+	_, err = other.Reply(ctx, in, Accepted, ReplyOptions{})
+	assert.ErrorIs(t, err, ErrArgument)
+	assert.ErrorIs(t, other.Take(ctx, in), ErrArgument)
+	assert.ErrorIs(t, other.Take(ctx, nil), ErrArgument)
+	_, err = other.Offer(ctx, OfferParams{To: rxPlanner, From: &Received{}})
+	assert.ErrorIs(t, err, ErrArgument, "a zero Received is no received offer")
+}
+
+// Argument errors are not lifecycle refusals.
+func TestOffer_ArgumentErrors(t *testing.T) {
+	w := newWorld(t, JWS, rxPlanner, rxCoder)
+	a := w.agent(rxPlanner)
+	ctx := context.Background()
+	_, err := a.Offer(ctx, OfferParams{Dialog: "d"})
+	assert.ErrorIs(t, err, ErrArgument)
+	assert.NotErrorIs(t, err, ErrState)
+	_, err = a.Offer(ctx, OfferParams{To: rxCoder})
+	assert.ErrorIs(t, err, ErrArgument, "dialog is a required member")
+	_, err = a.Offer(ctx, OfferParams{To: rxCoder, Dialog: "d", TTL: time.Hour})
+	assert.ErrorIs(t, err, ErrArgument)
+	_, err = a.Retransmit(ctx, "AAAAAAAAAAAAAAAAAAAAAA")
+	assert.ErrorIs(t, err, ErrArgument)
+}
+
+// OnConflict may call back into the Agent: it never runs under a lock.
+// A conflicting terminal status, an equivocation and an abandoned hop each
+// call it, and the callback asks the agent for its open hops.
+func TestAgent_OnConflictMayReenter(t *testing.T) {
+	w := newWorld(t, JWS, rxPlanner, rxCoder)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var seen []ConflictKind
+	var p *Agent
+	p = w.agent(rxPlanner, func(c *Config) {
+		c.OnConflict = func(cf Conflict) {
+			_, err := p.Unresolved(ctx) // re-enters the agent
+			assert.NoError(t, err)
+			mu.Lock()
+			seen = append(seen, cf.Kind)
+			mu.Unlock()
+		}
+	})
+	coder := w.agent(rxCoder)
+	out, err := p.Offer(ctx, OfferParams{To: rxCoder, Dialog: "d"})
+	require.NoError(t, err)
+	in := receive(t, coder, encodeHandoff(t, out.Handoff, JSON), Host{})
+	done, err := coder.Reply(ctx, in, Completed, ReplyOptions{Effect: EffectFull})
+	require.NoError(t, err)
+	res, err := p.HandleStatus(ctx, done.Octets)
+	require.NoError(t, err)
+	require.NoError(t, res.Err())
+	// A conflicting terminal status, signed by the coder.
+	failed := signStatus(t, w, &Status{Hop: out.Offer.Hop, Offer: out.Digest, Iss: rxCoder, Aud: rxPlanner,
+		Iat: TimeOf(w.clock.Now()), State: Failed})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		res, err := p.HandleStatus(ctx, failed.Octets)
+		assert.NoError(t, err)
+		assert.True(t, res.Conflict())
+	}()
+	select {
+	case <-finished:
+	case <-time.After(10 * time.Second):
+		t.Fatal("HandleStatus did not return: OnConflict ran under a lock")
+	}
+	out2, err := p.Offer(ctx, OfferParams{To: rxCoder, Dialog: "d"})
+	require.NoError(t, err)
+	require.NoError(t, p.Abandon(ctx, out2.Offer.Hop))
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []ConflictKind{ConflictStatus, ConflictUnresolved}, seen)
+}
+
+// SetTrust replaces the trust configuration of a running agent and clears
+// the verified-element cache: an element verified under the old one is
+// checked again under the new.
+func TestAgent_SetTrust(t *testing.T) {
+	eachFormat(t, func(t *testing.T, f Format) {
+		w := newWorld(t, f, rxOrigin, rxPlanner, rxReceiver)
+		a := w.agent(rxReceiver)
+		first := w.path(nil, rxOrigin, rxPlanner, rxReceiver)
+		in := receive(t, a, encodeHandoff(t, handoffOf(first...), JSON), Host{})
+		require.True(t, in.Accepted(), in.Detail())
+		assert.Len(t, a.trust.Load().cache.set, 1)
+
+		require.ErrorIs(t, a.SetTrust(nil), ErrConfig)
+		require.NoError(t, a.SetTrust(w.trust.without(rxOrigin)))
+		assert.Empty(t, a.trust.Load().cache.set, "the cache starts again")
+		// The same chain element, now from an untrusted origin.
+		second := w.path(func(i int, o *Offer) {}, rxOrigin, rxPlanner, rxReceiver)
+		in = receive(t, a, encodeHandoff(t, handoffOf(second...), JSON), Host{})
+		require.True(t, in.Accepted(), in.Detail())
+		assert.Equal(t, ChainUnverifiable, in.Chain())
+	})
+}
+
+// A delegate that took the work before a restart answers for the hop
+// after it, from its store alone (ReplyHop), and a delegator whose records
+// survive answers HandleStatus for a hop it offered before.
+func TestAgent_ReplyHopAfterRestart(t *testing.T) {
+	w := newWorld(t, JWS, rxPlanner, rxCoder)
+	ctx := context.Background()
+	p := w.agent(rxPlanner)
+	coder := w.agent(rxCoder)
+	out, err := p.Offer(ctx, OfferParams{To: rxCoder, Dialog: "d", Work: "w"})
+	require.NoError(t, err)
+	in := receive(t, coder, encodeHandoff(t, out.Handoff, JSON), Host{})
+	require.NoError(t, coder.Take(ctx, in))
+
+	// A new Agent on the same stores: the process came back.
+	coder2 := w.agent(rxCoder, func(c *Config) { c.Store = coder.cfg.Store })
+	p2 := w.agent(rxPlanner, func(c *Config) { c.Offers = p.cfg.Offers })
+	_, err = coder2.ReplyHop(ctx, rxPlanner, "AAAAAAAAAAAAAAAAAAAAAA", Completed, ReplyOptions{Effect: EffectFull})
+	assert.ErrorIs(t, err, ErrState, "a hop not remembered")
+	_, err = coder2.ReplyHop(ctx, rxPlanner, out.Offer.Hop, Completed, ReplyOptions{})
+	assert.ErrorIs(t, err, ErrState, "completed needs a known effect (HC-25)")
+	done, err := coder2.ReplyHop(ctx, rxPlanner, out.Offer.Hop, Completed, ReplyOptions{Effect: EffectFull})
+	require.NoError(t, err)
+	_, err = coder2.ReplyHop(ctx, rxPlanner, out.Offer.Hop, Failed, ReplyOptions{Effect: EffectNone})
+	assert.ErrorIs(t, err, ErrState, "the outcome is reported once (HC-23)")
+
+	again, err := p2.Retransmit(ctx, out.Offer.Hop)
+	require.NoError(t, err)
+	assert.Equal(t, out.Handoff.Offer.Octets, again.Offer.Octets, "HC-52: the identical octets")
+	_, err = p2.Offer(ctx, OfferParams{To: rxCoder, Dialog: "d", Work: "w"})
+	assert.ErrorIs(t, err, ErrState, "HC-42 holds across the restart")
+	res, err := p2.HandleStatus(ctx, done.Octets)
+	require.NoError(t, err)
+	require.NoError(t, res.Err())
+	assert.Equal(t, Completed, res.State())
+	hop, ok, err := p2.Hop(ctx, out.Offer.Hop)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.True(t, hop.Resolved)
+	assert.Equal(t, done.Octets, hop.Status.Octets)
+	_, err = p2.Offer(ctx, OfferParams{To: rxCoder, Dialog: "d", Work: "w"})
+	assert.NoError(t, err, "resolved: a new offer for the work may follow")
+}
+
+// A refused status is a result, as a refused offer is; the error is for
+// the stores and the context.
+func TestHandleStatus_RejectionIsAResult(t *testing.T) {
+	w := newWorld(t, JWS, rxPlanner, rxCoder)
+	p := w.agent(rxPlanner)
+	res, err := p.HandleStatus(context.Background(), []byte("not a status"))
+	require.NoError(t, err)
+	assert.Equal(t, ReasonBadSignature, res.Reason())
+	assert.ErrorIs(t, res.Err(), ErrMalformed)
+	assert.Nil(t, res.Status())
+	var rj *Rejection
+	assert.True(t, errors.As(res.Err(), &rj))
+}
+
+// The delegate's table, driven directly: every state a hop can be in
+// against every status a delegate might send.
+func TestLifecycle_DelegateStepTable(t *testing.T) {
+	full, none := EffectFull, EffectNone
+	cases := []struct {
+		name string
+		hop  delegateHop
+		send delegateSend
+		next State
+		rec  bool
+		hc   string // "" when allowed
+	}{
+		{"accept after the checks", delegateHop{true, "", verdictAccepted}, delegateSend{State: Accepted}, Accepted, true, ""},
+		{"accept twice", delegateHop{true, Accepted, verdictAccepted}, delegateSend{State: Accepted}, "", false, "HC-23"},
+		{"owed accept on retransmission", delegateHop{true, Accepted, verdictRetransmit}, delegateSend{State: Accepted, OwesAccepted: true}, Accepted, true, ""},
+		{"accept a rejected offer", delegateHop{true, "", verdictRejected}, delegateSend{State: Accepted}, "", false, "section 5.1"},
+		{"reject after a failed check", delegateHop{true, "", verdictRejected}, delegateSend{State: Rejected, Reason: ReasonPolicy}, Rejected, true, ""},
+		{"reject before the pair is remembered", delegateHop{false, "", verdictRejected}, delegateSend{State: Rejected, Reason: ReasonStale}, "", false, ""},
+		{"reject a taken hop", delegateHop{true, Accepted, verdictRetransmit}, delegateSend{State: Rejected, Reason: ReasonPolicy}, "", false, "HC-24"},
+		{"reject without a reason", delegateHop{true, "", verdictRejected}, delegateSend{State: Rejected}, "", false, "reason"},
+		{"stale for a remembered hop", delegateHop{true, Accepted, verdictRetransmit}, delegateSend{State: Rejected, Reason: ReasonStale}, "", false, "HC-24"},
+		{"complete from accepted", delegateHop{true, Accepted, verdictRetransmit}, delegateSend{State: Completed, Effect: full}, Completed, true, ""},
+		{"complete without accepted (HC-26)", delegateHop{true, "", verdictAccepted}, delegateSend{State: Completed, Effect: full}, Completed, true, ""},
+		{"complete a canceled hop", delegateHop{true, Canceled, verdictRetransmit}, delegateSend{State: Completed, Effect: full}, Completed, true, ""},
+		{"complete twice", delegateHop{true, Completed, verdictRetransmit}, delegateSend{State: Completed, Effect: full}, "", false, "HC-23"},
+		{"complete, effect unknown", delegateHop{true, Accepted, verdictRetransmit}, delegateSend{State: Completed}, "", false, "HC-25"},
+		{"fail with no effect", delegateHop{true, Accepted, verdictRetransmit}, delegateSend{State: Failed, Effect: none}, Failed, true, ""},
+		{"fail with no effect but refs", delegateHop{true, Accepted, verdictRetransmit}, delegateSend{State: Failed, Effect: none, Refs: 1}, "", false, "HC-44"},
+		{"fail partly without refs", delegateHop{true, Accepted, verdictRetransmit}, delegateSend{State: Failed, Effect: EffectPartial}, "", false, "HC-44"},
+		{"fail partly with refs", delegateHop{true, Accepted, verdictRetransmit}, delegateSend{State: Failed, Effect: EffectPartial, Refs: 1}, Failed, true, ""},
+		{"delegate cancels", delegateHop{true, Accepted, verdictRetransmit}, delegateSend{State: Canceled}, "", false, "only the delegator"},
+		{"equivocation: reject the first", delegateHop{true, "", verdictEquivocation}, delegateSend{State: Rejected, Reason: ReasonEquivocation, Equivocation: AnswerRejectFirst}, Rejected, true, ""},
+		{"equivocation: accept", delegateHop{true, "", verdictEquivocation}, delegateSend{State: Accepted, Equivocation: AnswerRejectFirst}, "", false, "HC-54"},
+		{"equivocation: finish the first", delegateHop{true, Accepted, verdictEquivocation}, delegateSend{State: Failed, Reason: ReasonEquivocation, Effect: none, Equivocation: AnswerFinishFirst}, Failed, true, ""},
+		{"equivocation: nothing more", delegateHop{true, Completed, verdictEquivocation}, delegateSend{State: Completed, Effect: full, Equivocation: AnswerNone}, "", false, "HC-54"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			next, rec, err := delegateStep(c.hop, c.send)
+			if c.hc == "" {
+				require.NoError(t, err)
+				assert.Equal(t, c.next, next)
+				assert.Equal(t, c.rec, rec)
+				return
+			}
+			require.ErrorIs(t, err, ErrState)
+			assert.Contains(t, err.Error(), c.hc, "the rule is named")
+			assert.False(t, rec)
+		})
+	}
+}
+
+// The delegator's table, driven directly (HC-24, HC-26, HC-27, HC-41,
+// HC-56).
+func TestLifecycle_DelegatorStepTable(t *testing.T) {
+	st := func(s State, r Reason) *Status { return &Status{State: s, Reason: r} }
+	cases := []struct {
+		name              string
+		from              delegatorHop
+		status            *Status
+		want              State
+		changed, conflict bool
+		resolved          bool
+	}{
+		{"offered, accepted", delegatorHop{State: Offered}, st(Accepted, ""), Accepted, true, false, false},
+		{"offered, completed (HC-26)", delegatorHop{State: Offered}, st(Completed, ""), Completed, true, false, true},
+		{"offered, stale (HC-24)", delegatorHop{State: Offered}, st(Rejected, ReasonStale), Offered, false, false, false},
+		{"offered, replay (HC-24)", delegatorHop{State: Offered}, st(Rejected, ReasonReplay), Offered, false, false, false},
+		{"offered, rejected", delegatorHop{State: Offered}, st(Rejected, ReasonPolicy), Rejected, true, false, true},
+		{"accepted, failed", delegatorHop{State: Accepted}, st(Failed, ""), Failed, true, false, true},
+		{"accepted, rejected (HC-56)", delegatorHop{State: Accepted}, st(Rejected, ReasonPolicy), Accepted, false, true, false},
+		{"completed, failed (HC-56)", delegatorHop{State: Completed}, st(Failed, ""), Completed, false, true, true},
+		{"completed, completed again", delegatorHop{State: Completed}, st(Completed, ""), Completed, false, false, true},
+		{"completed, accepted", delegatorHop{State: Completed}, st(Accepted, ""), Completed, false, false, true},
+		{"canceled, completed still resolves", delegatorHop{State: Offered, Canceled: true}, st(Completed, ""), Completed, true, false, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			next, changed, conflict := delegatorStep(c.from, c.status)
+			assert.Equal(t, c.want, next.State)
+			assert.Equal(t, c.changed, changed)
+			assert.Equal(t, c.conflict, conflict)
+			assert.Equal(t, c.resolved, next.resolved())
+		})
+	}
+	assert.False(t, delegatorHop{State: Offered, Canceled: true}.resolved(), "HC-41: a canceled hop is unresolved")
+	assert.True(t, delegatorHop{State: Offered, Observed: true}.resolved(), "HC-41: an observation of no effect resolves")
+	assert.Equal(t, Expired, delegatorHop{State: Offered}.localState(10, 10), "HC-27")
+	assert.Equal(t, Offered, delegatorHop{State: Offered}.localState(10, 9))
+}
+
+// Checks 2 to 6 of section 5.3 as a pure function: each failure names the
+// element and the reason.
+func TestChain_StructureTable(t *testing.T) {
+	d := func(s string) Digest { return SHA256([]byte(s)) }
+	off := func(iss, aud AgentID, iat Time, prev *Digest) *Offer {
+		return &Offer{Iss: iss, Aud: aud, Iat: iat, Exp: iat + 60, Prev: prev}
+	}
+	p0, p1 := d("c0"), d("c1")
+	good := []element{{offer: off("a", "b", 100, nil), verified: true}, {offer: off("b", "c", 110, &p0), verified: true}}
+	digests := []Digest{p0, p1}
+	cur := off("c", "self", 120, &p1)
+	cases := []struct {
+		name  string
+		elems []element
+		o     *Offer
+		pol   ChainPolicy
+		state ChainState
+		index int
+		why   Reason
+	}{
+		{"full", good, cur, ChainPolicy{}, ChainFull, 0, ""},
+		{"partial", []element{{offer: off("a", "b", 100, &p1), verified: true}, good[1]}, cur, ChainPolicy{}, ChainPartial, 0, ""},
+		{"unverifiable", []element{{offer: good[0].offer, untrusted: true}, good[1]}, cur, ChainPolicy{}, ChainUnverifiable, 0, ""},
+		{"prev of the offer", good, off("c", "self", 120, &p0), ChainPolicy{}, "", 2, ReasonBrokenChain},
+		{"continuity", good, off("x", "self", 120, &p1), ChainPolicy{}, "", 2, ReasonBrokenChain},
+		{"issued before the element before", good, off("c", "self", 105, &p1), ChainPolicy{}, "", 2, ReasonBrokenChain},
+		{"issued after its exp plus skew", good, off("c", "self", 181, &p1), ChainPolicy{}, "", 2, ReasonBrokenChain},
+		{"within the skew", good, off("c", "self", 180, &p1), ChainPolicy{}, ChainFull, 0, ""},
+		{"cycle", good, off("c", "a", 120, &p1), ChainPolicy{}, ChainFull, 0, ""},
+		{"iss twice", []element{good[0], {offer: off("b", "a", 110, &p0), verified: true}}, off("a", "self", 120, &p1), ChainPolicy{}, "", 2, ReasonCycle},
+		{"re-entry allowed", []element{good[0], {offer: off("b", "a", 110, &p0), verified: true}}, off("a", "self", 120, &p1), ChainPolicy{AllowReentry: []AgentID{"a"}}, ChainFull, 0, ""},
+		{"receiver in the chain", []element{{offer: off("a", "self", 100, nil), verified: true}, {offer: off("self", "c", 110, &p0), verified: true}}, cur, ChainPolicy{}, "", 0, ReasonCycle},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			state, err := checkStructure(c.elems, digests, c.o, "self", c.pol, 10)
+			if c.why == "" {
+				require.Nil(t, err)
+				assert.Equal(t, c.state, state)
+				return
+			}
+			require.NotNil(t, err)
+			assert.Equal(t, c.why, err.Reason)
+			assert.Equal(t, c.index, err.Index)
+			assert.ErrorIs(t, err, ErrRejected)
+		})
+	}
+}
+
+// A rejection at step 6 carries a *ChainError with the failing index.
+func TestReceive_ChainErrorIndex(t *testing.T) {
+	w := newWorld(t, JWS, rxOrigin, rxPlanner, rxCoder, rxReceiver)
+	e := w.path(nil, rxOrigin, rxPlanner, rxCoder, rxReceiver)
+	tampered := append([]byte(nil), e[1].Octets...)
+	tampered[len(tampered)-3] ^= 1
+	e[1] = Signed{Format: JWS, Octets: tampered}
+	in := receive(t, w.agent(rxReceiver), encodeHandoff(t, handoffOf(e...), JSON), Host{})
+	require.Equal(t, CheckChain, in.Check())
+	var ce *ChainError
+	require.ErrorAs(t, in.Err(), &ce)
+	assert.Equal(t, 1, ce.Index)
+	assert.Equal(t, ReasonBadSignature, ce.Reason)
+	assert.ErrorIs(t, in.Err(), ErrSignature)
+}
+
+// OfferParams.Prepare binds what must name the hop before the offer is
+// signed, and may not change who, which hop or when.
+func TestOffer_Prepare(t *testing.T) {
+	w := newWorld(t, JWS, rxPlanner, rxCoder)
+	a := w.agent(rxPlanner)
+	ctx := context.Background()
+	var seen HopID
+	out, err := a.Offer(ctx, OfferParams{To: rxCoder, Dialog: "d", Prepare: func(o *Offer) error {
+		seen = o.Hop
+		o.Refs = append(o.Refs, ContextRef{Kind: KindDigest, Dig: SHA256([]byte(o.Hop))})
+		return nil
+	}})
+	require.NoError(t, err)
+	assert.Equal(t, out.Offer.Hop, seen)
+	in := receive(t, w.agent(rxCoder), encodeHandoff(t, out.Handoff, JSON), Host{})
+	require.True(t, in.Accepted())
+	assert.Equal(t, SHA256([]byte(seen)), in.Offer().Refs[0].Dig, "signed with the offer")
+	_, err = a.Offer(ctx, OfferParams{To: rxCoder, Dialog: "d", Prepare: func(o *Offer) error { o.Aud = rxPlanner; return nil }})
+	assert.ErrorIs(t, err, ErrArgument)
+	boom := errors.New("boom")
+	_, err = a.Offer(ctx, OfferParams{To: rxCoder, Dialog: "d", Prepare: func(*Offer) error { return boom }})
+	assert.ErrorIs(t, err, boom)
+}
+
+// HC-02: an AgentId is a string, compared exactly: no case folding, no
+// normalisation, no URI rules; the trust configuration decides which keys
+// speak for it.
+func TestAgentID_HC02_ComparedExactly(t *testing.T) {
+	const plain = AgentID("planner") // not a URI: the SHOULD is on whoever names agents
+	const self = AgentID("spiffe://b.example/agent/coder")
+	w := newWorld(t, JWS, plain, self)
+	a := w.agent(self)
+	ok := receive(t, a, encodeHandoff(t, handoffOf(w.offer(plain, self, nil)), JSON), Host{})
+	assert.True(t, ok.Accepted(), ok.Detail())
+	for _, aud := range []AgentID{
+		"spiffe://B.example/agent/coder",   // case
+		"spiffe://b.example/agent/coder/",  // trailing slash
+		"spiffe://b.example/agent/Coder",   // case in the path
+		"spiffe://b.example/agent/c%6Fder", // percent-encoding
+		"spiffe://b.example/agent/coder\u00a0",
+	} {
+		in := receive(t, a, encodeHandoff(t, handoffOf(w.offer(plain, aud, nil)), JSON), Host{})
+		assert.Equal(t, ReasonWrongAudience, in.Reason(), "%q is not %q", aud, self)
+	}
+	// Keys are bound to the exact string: "Planner" has none.
+	w2 := newWorld(t, JWS, "Planner", self)
+	in := receive(t, w.agent(self), encodeHandoff(t, handoffOf(w2.offer("Planner", self, nil)), JSON), Host{})
+	assert.Equal(t, ReasonUntrustedKey, in.Reason())
+}
+
+// HC-06: a Digest is the closed map {alg, val}; val is the whole hash in
+// canonical base64url without padding; sha-256 is always computed.
+func TestDigest_HC06_ClosedAndUntruncated(t *testing.T) {
+	d := SHA256([]byte("x"))
+	assert.Len(t, d.Val, 32)
+	assert.Equal(t, SHA256Alg, d.Alg)
+	back, err := ParseDigest(d.String())
+	require.NoError(t, err)
+	assert.True(t, back.Equal(d))
+	val := d.B64()
+	for name, m := range map[string]map[string]any{
+		"extra member": {"alg": SHA256Alg, "val": val, "x": 1},
+		"truncated":    {"alg": SHA256Alg, "val": val[:len(val)-2]},
+		"padded":       {"alg": SHA256Alg, "val": val + "="},
+		"std alphabet": {"alg": SHA256Alg, "val": strings.NewReplacer("-", "+", "_", "/").Replace(val) + "+"},
+		"no val":       {"alg": SHA256Alg},
+		"no alg":       {"val": val},
+		"empty alg":    {"alg": "", "val": val},
+	} {
+		_, err := digestFrom(m, "prev")
+		assert.ErrorIs(t, err, ErrMalformed, name)
+	}
+	got, err := digestFrom(map[string]any{"alg": SHA256Alg, "val": val}, "prev")
+	require.NoError(t, err)
+	assert.True(t, got.Equal(d))
+}
+
+// HC-65: a detail is sent only when the caller sets one, and a hop record
+// is kept for the retention period after its last terminal status, then
+// dropped; a hop whose outcome is unknown is kept.
+func TestRetention_HC65(t *testing.T) {
+	w := newWorld(t, JWS, rxPlanner, rxCoder)
+	ctx := context.Background()
+	p := w.agent(rxPlanner)
+	c := w.agent(rxCoder, func(cfg *Config) { cfg.Retention = new(time.Hour) })
+	out, err := p.Offer(ctx, OfferParams{To: rxCoder, Dialog: "d"})
+	require.NoError(t, err)
+	data := encodeHandoff(t, out.Handoff, JSON)
+	in := receive(t, c, data, Host{})
+	acc, err := c.Reply(ctx, in, Accepted, ReplyOptions{})
+	require.NoError(t, err)
+	st, err := OpenStatus(acc, w.trust, Limits{})
+	require.NoError(t, err)
+	assert.Empty(t, st.Detail, "no detail unless the caller sets one")
+
+	w.clock.Add(48 * time.Hour) // long past exp: an accepted hop is kept
+	again := receive(t, c, data, Host{Peer: rxPlanner})
+	require.True(t, again.Retransmission(), "an outcome still unknown is kept")
+	_, err = c.Reply(ctx, in, Completed, ReplyOptions{Effect: EffectFull})
+	require.NoError(t, err)
+	w.clock.Add(59 * time.Minute)
+	assert.True(t, receive(t, c, data, Host{Peer: rxPlanner}).Retransmission(), "within the retention period")
+	w.clock.Add(2 * time.Minute)
+	gone := receive(t, c, data, Host{Peer: rxPlanner})
+	assert.False(t, gone.Retransmission(), "dropped once the retention period ended")
+	assert.Equal(t, ReasonStale, gone.Reason())
+}
