@@ -149,11 +149,11 @@ func TestAgent_SetTrust(t *testing.T) {
 		first := w.path(nil, rxOrigin, rxPlanner, rxReceiver)
 		in := receive(t, a, encodeHandoff(t, handoffOf(first...), JSON), Host{})
 		require.True(t, in.Accepted(), in.Detail())
-		assert.Len(t, a.trust.Load().cache.set, 1)
+		assert.Equal(t, 1, a.trust.Load().cache.len())
 
 		require.ErrorIs(t, a.SetTrust(nil), ErrConfig)
 		require.NoError(t, a.SetTrust(w.trust.without(rxOrigin)))
-		assert.Empty(t, a.trust.Load().cache.set, "the cache starts again")
+		assert.Zero(t, a.trust.Load().cache.len(), "the cache starts again")
 		// The same chain element, now from an untrusted origin.
 		second := w.path(func(i int, o *Offer) {}, rxOrigin, rxPlanner, rxReceiver)
 		in = receive(t, a, encodeHandoff(t, handoffOf(second...), JSON), Host{})
