@@ -31,20 +31,24 @@ import (
 	"github.com/agentproto/handoff/replay"
 )
 
-// medians runs each fn in rounds, interleaved (fn0, fn1, ..., fn0, fn1,
-// ...), each round long enough to time (about 8 ms per fn), and returns
-// each fn's median time per call in ns. Interleaving puts every fn under
-// the same machine conditions, so their ratio is steadier than that of two
-// benchmarks run one after the other.
+// medians times fns alternately, one short batch of each in turn (fn0,
+// fn1, ..., fn0, fn1, ...), for at least rounds turns and about
+// benchBudget in all, and returns each fn's median time per call in ns.
+// Alternating puts every fn under the same machine conditions, and short
+// batches let the median discard those that a busy machine preempted, so
+// the ratios hold on a loaded machine where absolute times do not.
 func medians(rounds int, fns ...func()) []float64 {
 	iters := make([]int, len(fns))
+	var turn time.Duration
 	for i, fn := range fns {
 		fn() // warm up
 		start := time.Now()
 		fn()
-		one := max(time.Since(start), time.Microsecond)
-		iters[i] = max(1, int(8*time.Millisecond/one))
+		one := max(time.Since(start), 100*time.Nanosecond)
+		iters[i] = max(1, int(50*time.Microsecond/one))
+		turn += one * time.Duration(iters[i])
 	}
+	rounds = max(rounds, min(2000, int(benchBudget/max(turn, time.Microsecond))))
 	per := make([][]float64, len(fns))
 	for range rounds {
 		for i, fn := range fns {
@@ -63,8 +67,11 @@ func medians(rounds int, fns ...func()) []float64 {
 	return out
 }
 
-// benchRounds is the number of interleaved rounds behind each ratio.
-const benchRounds = 11
+// benchBudget is about the time medians spends on one ratio.
+const benchBudget = 400 * time.Millisecond
+
+// benchRounds is the least number of turns behind each ratio.
+const benchRounds = 15
 
 // benchIDs names n+2 distinct agents: a chain of n elements, the offer, and
 // the receiver.
