@@ -41,3 +41,15 @@ func isCompact[T string | []byte](b T) bool {
 	}
 	return dots == 2 && run > 0
 }
+
+// allB64url reports whether every octet of s is a base64url character: with
+// the length bounds of HopID.Valid, the regular expression
+// ^[A-Za-z0-9_-]{22,64}$ of a hop identifier, in one pass.
+func allB64url(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !b64url[s[i]] {
+			return false
+		}
+	}
+	return true
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 
@@ -159,6 +160,21 @@ func TestJWSCompactForm(t *testing.T) {
 		assert.Equal(t, re.MatchString(s), jwsCompact.MatchString(s), "%q", s)
 		assert.Equal(t, re.Match([]byte(s)), jwsCompact.Match([]byte(s)), "%q", s)
 	}
+}
+
+// HopID.Valid gives the answer of the regular expression of a hop
+// identifier (22 to 64 base64url characters) on every input.
+func FuzzHopIDValid(f *testing.F) {
+	re := regexp.MustCompile(`^[A-Za-z0-9_-]{22,64}$`)
+	for _, s := range []string{"", "AAAAAAAAAAAAAAAAAAAAAA", "AAAAAAAAAAAAAAAAAAAAA", strings.Repeat("a", 64), strings.Repeat("a", 65),
+		"AAAAAAAAAAAAAAAAAAAAA=", "AAAAAAAAAAAAAAAAAAAAAA\n", "AAAAAAAAAAAAAAAAAAAA\u00e9", "-_-_-_-_-_-_-_-_-_-_-_"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if re.MatchString(s) != HopID(s).Valid() {
+			t.Fatalf("%q: regexp %v, Valid %v", s, re.MatchString(s), HopID(s).Valid())
+		}
+	})
 }
 
 func FuzzJWSCompactForm(f *testing.F) {
