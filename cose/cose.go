@@ -280,8 +280,9 @@ var sigEncMode = func() cbor.EncMode {
 }()
 
 // verifier is the go-cose verifier for one trusted key pinned to one
-// algorithm. It hands the Sig_structure and the signature to ecsig.Verify,
-// the same function jws uses and the Wycheproof tests drive.
+// algorithm, which verify has passed through ecsig.CheckKey. It hands the
+// Sig_structure and the signature to ecsig.VerifyChecked, the function
+// ecsig.Verify ends in, which jws uses too and the Wycheproof tests drive.
 type verifier struct {
 	pub crypto.PublicKey
 	alg string
@@ -293,7 +294,7 @@ var _ gocose.Verifier = verifier{}
 func (v verifier) Algorithm() gocose.Algorithm { return v.id }
 
 func (v verifier) Verify(content, signature []byte) error {
-	return ecsig.Verify(v.pub, v.alg, content, signature)
+	return ecsig.VerifyChecked(v.pub, v.alg, content, signature) // verify checked the key
 }
 
 // Open checks msg as a signed handoff in COSE form, in the default profile,

@@ -353,7 +353,8 @@ func decodeSegment(seg []byte) ([]byte, error) {
 // verify verifies the signature of a token whose form and header have been
 // checked, with each key pinned to alg (HC-22), in the order given. The
 // signature is over the JWS Signing Input as sent (RFC 7515 section 5.2,
-// step 8) and is checked by ecsig.Verify, the function go-jose would call
+// step 8) and is checked by ecsig.VerifyChecked (the key passed
+// ecsig.CheckKey above), the function ecsig.Verify ends in and go-jose would call
 // through an OpaqueVerifier: go-jose's own parser is not used, because it
 // interprets jwk and x5c and fails on numbers beyond float64, which would
 // make valid messages with such parameters fail (see the package
@@ -378,7 +379,7 @@ func verify(c *compact, alg string, keys []Key) error {
 		return fmt.Errorf("%w: no trusted key is pinned to %s", ErrAlg, alg)
 	}
 	for _, k := range candidates {
-		if err := ecsig.Verify(k.Public, alg, c.signingInput, c.signature); err == nil {
+		if err := ecsig.VerifyChecked(k.Public, alg, c.signingInput, c.signature); err == nil {
 			return nil
 		}
 	}
