@@ -238,7 +238,7 @@ func (s *Signer) Sign(payload []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cose: %w", err)
 	}
-	sig, err := ecsig.Sign(s.rand, s.key, s.alg, tbs)
+	sig, err := ecsig.SignChecked(s.rand, s.key, s.alg, tbs) // NewSigner checked the key
 	if err != nil {
 		return nil, fmt.Errorf("cose: %w", err)
 	}

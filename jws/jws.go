@@ -202,7 +202,7 @@ func (s *Signer) Sign(payload []byte) ([]byte, error) {
 	n := copy(out, s.hdr)
 	out[n] = '.'
 	enc.Encode(out[n+1:], payload)
-	sig, err := ecsig.Sign(s.rand, s.key, s.alg, out)
+	sig, err := ecsig.SignChecked(s.rand, s.key, s.alg, out) // NewSigner checked the key
 	if err != nil {
 		return nil, fmt.Errorf("jws: %w", err)
 	}

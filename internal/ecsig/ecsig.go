@@ -119,6 +119,17 @@ func Sign(rand io.Reader, key crypto.Signer, alg string, msg []byte) ([]byte, er
 	if err := CheckKey(key.Public(), alg); err != nil {
 		return nil, err
 	}
+	return SignChecked(rand, key, alg, msg)
+}
+
+// SignChecked is Sign for a key whose public half already passed CheckKey
+// for alg, as the jws and cose Signers check it once when made: it does not
+// ask the key for its public half or check it again. What the key returns
+// is checked as Sign checks it.
+func SignChecked(rand io.Reader, key crypto.Signer, alg string, msg []byte) ([]byte, error) {
+	if key == nil {
+		return nil, fmt.Errorf("%w: nil signer", ErrKey)
+	}
 	if alg == EdDSA {
 		sig, err := key.Sign(rand, msg, crypto.Hash(0))
 		if err != nil {
@@ -129,7 +140,10 @@ func Sign(rand io.Reader, key crypto.Signer, alg string, msg []byte) ([]byte, er
 		}
 		return sig, nil
 	}
-	p, _ := ecParams(alg)
+	p, ok := ecParams(alg)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrAlgorithm, alg)
+	}
 	der, err := key.Sign(rand, p.sum(msg), p.hash)
 	if err != nil {
 		return nil, fmt.Errorf("ecsig: sign: %w", err)

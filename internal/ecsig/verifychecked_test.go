@@ -58,3 +58,25 @@ func TestVerifyChecked(t *testing.T) {
 	assert.ErrorIs(t, VerifyChecked(ed25519.PublicKey(edPub[:31]), EdDSA, msg, sig), ErrKey)
 	assert.ErrorIs(t, VerifyChecked(&p256.PublicKey, "HS256", msg, sig), ErrAlgorithm)
 }
+
+// SignChecked signs as Sign does for a checked key: low-S, verifying.
+func TestSignChecked(t *testing.T) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	msg := []byte("payload")
+	for range 8 {
+		sig, err := SignChecked(rand.Reader, k, ES256, msg)
+		require.NoError(t, err)
+		assert.True(t, IsLowS(ES256, sig))
+		assert.NoError(t, Verify(&k.PublicKey, ES256, msg, sig))
+	}
+	det, err := SignChecked(nil, k, ES256, msg)
+	require.NoError(t, err)
+	want, err := Sign(nil, k, ES256, msg)
+	require.NoError(t, err)
+	assert.Equal(t, want, det, "deterministic signatures agree with Sign")
+	_, err = SignChecked(rand.Reader, nil, ES256, msg)
+	assert.ErrorIs(t, err, ErrKey)
+	_, err = SignChecked(rand.Reader, k, "HS256", msg)
+	assert.ErrorIs(t, err, ErrAlgorithm)
+}
