@@ -198,7 +198,7 @@ func (a *Agent) now() time.Time { return a.cfg.Now() }
 // token returns a fresh call token for the store's check-and-record, so
 // that a retried call recognises its own record.
 func (a *Agent) token() ([]byte, error) {
-	t := make([]byte, 16)
+	t := make([]byte, replay.TokenSize)
 	if _, err := io.ReadFull(a.cfg.Rand, t); err != nil {
 		return nil, fmt.Errorf("handoff: call token: %w", err)
 	}
@@ -371,6 +371,54 @@ func (a *Agent) Take(ctx context.Context, in *Received) error {
 func takeErr(err error) error {
 	if errors.Is(err, replay.ErrNotFound) || errors.Is(err, replay.ErrConflict) {
 		return rule("", "the hop's record changed since this delivery remembered it (released, or remembered again): do not start the work")
+	}
+	return storeErr(err)
+}
+
+// UntakenHop is a hop this agent remembers but never took or answered: the
+// record of a delivery whose call may have failed after the store wrote it
+// (a lost reply, a timeout). Every later delivery of its offer is a
+// retransmission with no status owed, so it is shown to the operator.
+type UntakenHop struct {
+	Iss    AgentID
+	Hop    HopID
+	Digest Digest
+	Age    time.Duration
+}
+
+// Untaken lists the hops this agent remembers, has neither taken nor
+// answered, and remembered more than olderThan ago, oldest first. Choose
+// olderThan well above the time the application takes from Receive to
+// Take or Reply.
+func (a *Agent) Untaken(ctx context.Context, olderThan time.Duration) ([]UntakenHop, error) {
+	recs, err := a.cfg.Store.Untaken(ctx, a.now().Add(-olderThan))
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	out := make([]UntakenHop, len(recs))
+	for i, u := range recs {
+		out[i] = UntakenHop{Iss: AgentID(u.Key.Iss), Hop: HopID(u.Key.Hop), Digest: Digest{Alg: SHA256Alg, Val: u.Record.Digest}, Age: u.Age}
+	}
+	return out, nil
+}
+
+// Release forgets a hop listed by Untaken, so that the next delivery of its
+// offer is checked afresh and may be accepted. The store deletes the
+// record only if it still holds digest and the hop is still untaken, in one
+// atomic step, so a concurrent Take or Reply either comes first (Release
+// fails with ErrState) or finds the record gone and does not start the
+// work. Since work starts only after Take or Reply("accepted") recorded
+// the hop, a released hop was never worked on: it is accepted at most
+// once.
+func (a *Agent) Release(ctx context.Context, iss AgentID, hop HopID, digest Digest) error {
+	err := a.cfg.Store.Release(ctx, replay.Key{Iss: string(iss), Hop: string(hop)}, digest.Val)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, replay.ErrTaken):
+		return rule("", "hop %s of %q was taken or answered; it is no longer untaken", hop, iss)
+	case errors.Is(err, replay.ErrNotFound), errors.Is(err, replay.ErrConflict):
+		return fmt.Errorf("%w: hop %s of %q holds no untaken record of that offer", ErrArgument, hop, iss)
 	}
 	return storeErr(err)
 }

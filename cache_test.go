@@ -118,8 +118,10 @@ func (forgetful) Remember(_ context.Context, _ replay.Key, rec replay.Record) (r
 func (forgetful) Get(context.Context, replay.Key) (replay.Record, bool, error) {
 	return replay.Record{}, false, nil
 }
-func (forgetful) Update(context.Context, replay.Key, replay.Record) error { return nil }
-func (forgetful) Close() error                                            { return nil }
+func (forgetful) Update(context.Context, replay.Key, replay.Record) error      { return nil }
+func (forgetful) Close() error                                                 { return nil }
+func (forgetful) Untaken(context.Context, time.Time) ([]replay.Untaken, error) { return nil, nil }
+func (forgetful) Release(context.Context, replay.Key, []byte) error            { return replay.ErrNotFound }
 
 // BenchmarkReceiveChainCache measures an offer with an 8-element chain
 // whose elements were seen before (fan-out, or a long chain through one

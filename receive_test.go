@@ -1341,6 +1341,10 @@ func (f failingStore) Get(context.Context, replay.Key) (replay.Record, bool, err
 
 func (f failingStore) Update(context.Context, replay.Key, replay.Record) error { return f.fail() }
 func (f failingStore) Close() error                                            { return nil }
+func (f failingStore) Untaken(context.Context, time.Time) ([]replay.Untaken, error) {
+	return nil, f.fail()
+}
+func (f failingStore) Release(context.Context, replay.Key, []byte) error { return f.fail() }
 
 // forgetfulStore remembers nothing, so that a benchmark can receive one
 // offer again and again through every check.
@@ -1359,6 +1363,10 @@ func (forgetfulStore) Update(context.Context, replay.Key, replay.Record) error {
 }
 
 func (forgetfulStore) Close() error { return nil }
+
+func (forgetfulStore) Untaken(context.Context, time.Time) ([]replay.Untaken, error) { return nil, nil }
+
+func (forgetfulStore) Release(context.Context, replay.Key, []byte) error { return replay.ErrNotFound }
 
 // benchValid returns an agent that forgets every hop and a valid Handoff
 // with a chain of three elements, in the given cell.

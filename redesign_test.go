@@ -1,8 +1,11 @@
 package handoff
 
 import (
+	"fmt"
+
 	"context"
 	"errors"
+	"github.com/agentproto/handoff/replay"
 	"reflect"
 	"strings"
 	"sync"
@@ -481,4 +484,75 @@ func TestRetention_HC65(t *testing.T) {
 	gone := receive(t, c, data, Host{Peer: rxPlanner})
 	assert.False(t, gone.Retransmission(), "dropped once the retention period ended")
 	assert.Equal(t, ReasonStale, gone.Reason())
+}
+
+// lostReply is a store whose Remember writes and then reports an error, as
+// a store client does when the reply to an applied write is lost.
+type lostReply struct {
+	replay.Store
+	lose bool
+}
+
+func (s *lostReply) Remember(ctx context.Context, k replay.Key, rec replay.Record) (replay.Record, bool, error) {
+	held, inserted, err := s.Store.Remember(ctx, k, rec)
+	if s.lose && err == nil {
+		s.lose = false
+		return replay.Record{}, false, fmt.Errorf("%w: connection lost after the write", replay.ErrUnavailable)
+	}
+	return held, inserted, err
+}
+
+// A hop whose record was written by a call that then failed is not
+// stranded silently: Untaken shows it with its age, and Release lets the
+// next delivery accept it, once. A hop taken in the meantime is never
+// released.
+func TestAgent_UntakenAndRelease(t *testing.T) {
+	w := newWorld(t, JWS, rxPlanner, rxCoder)
+	ctx := context.Background()
+	store := &lostReply{Store: replay.NewMemory(replay.MemoryOptions{Now: w.clock.Now}), lose: true}
+	c := w.agent(rxCoder, func(cfg *Config) { cfg.Store = store })
+	data := encodeHandoff(t, handoffOf(w.offer(rxPlanner, rxCoder, nil)), JSON)
+
+	_, err := c.Receive(ctx, data, Host{})
+	require.ErrorIs(t, err, ErrStore, "the offer is refused: the caller never learned it was remembered")
+	again := receive(t, c, data, Host{Peer: rxPlanner})
+	require.True(t, again.Retransmission(), "the write landed: every later delivery is a retransmission")
+	assert.False(t, again.OwesAccepted())
+	_, ok := again.LastStatus()
+	assert.False(t, ok, "no status owed: the hop would be stranded")
+
+	w.clock.Add(30 * time.Second)
+	hops, err := c.Untaken(ctx, 10*time.Second)
+	require.NoError(t, err)
+	require.Len(t, hops, 1)
+	assert.Equal(t, rxPlanner, hops[0].Iss)
+	assert.Equal(t, again.Digest(), hops[0].Digest)
+	assert.GreaterOrEqual(t, hops[0].Age, 30*time.Second)
+	none, err := c.Untaken(ctx, time.Minute)
+	require.NoError(t, err)
+	assert.Empty(t, none, "younger than the age asked for")
+
+	assert.ErrorIs(t, c.Release(ctx, rxPlanner, hops[0].Hop, SHA256([]byte("other"))), ErrArgument, "another offer")
+	require.NoError(t, c.Release(ctx, rxPlanner, hops[0].Hop, hops[0].Digest))
+	in := receive(t, c, data, Host{})
+	require.True(t, in.Accepted(), "released: checked afresh and accepted, once")
+	require.NoError(t, c.Take(ctx, in))
+	assert.ErrorIs(t, c.Release(ctx, rxPlanner, hops[0].Hop, hops[0].Digest), ErrState, "a taken hop is never released")
+	assert.True(t, receive(t, c, data, Host{Peer: rxPlanner}).Retransmission())
+}
+
+// A delivery whose record was released and remembered again by another
+// delivery cannot take the hop: its write carries its own call token.
+func TestAgent_TakeAfterReleaseRefused(t *testing.T) {
+	w := newWorld(t, JWS, rxPlanner, rxCoder)
+	ctx := context.Background()
+	c := w.agent(rxCoder)
+	data := encodeHandoff(t, handoffOf(w.offer(rxPlanner, rxCoder, nil)), JSON)
+	first := receive(t, c, data, Host{})
+	require.True(t, first.Accepted())
+	require.NoError(t, c.Release(ctx, rxPlanner, first.Offer().Hop, first.Digest()))
+	second := receive(t, c, data, Host{})
+	require.True(t, second.Accepted())
+	assert.ErrorIs(t, c.Take(ctx, first), ErrState, "the first delivery's record is gone")
+	require.NoError(t, c.Take(ctx, second))
 }

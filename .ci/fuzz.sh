@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs each fuzz target for a short time: FUZZTIME each (default 20s), one
-# target at a time, as go test -fuzz requires. Six targets at 20s keep the
+# Runs each fuzz target for a short time: FUZZTIME each (default 15s), one
+# target at a time, as go test -fuzz requires. Ten targets at 15s keep the
 # whole run under about four minutes, compilation included. A failing input
 # is written by go test under <package>/testdata/fuzz/<Target>/; commit it
 # with the fix so that it runs as a regression test from then on. See
@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-fuzztime=${FUZZTIME:-20s}
+fuzztime=${FUZZTIME:-15s}
 # Minimizing each new interesting input may take 60s by default: keep it
 # short so that the time goes to fuzzing.
 minimize=${FUZZMINIMIZETIME:-5s}
@@ -20,6 +20,10 @@ targets=(
 	". FuzzReceive"
 	"./jws FuzzOpen"
 	"./cose FuzzOpen"
+	"./evidence FuzzDecode"
+	"./scitt FuzzCheckRef"
+	"./learnlog FuzzCheckRef"
+	"./replay/internal/codec FuzzDecode"
 )
 
 for t in "${targets[@]}"; do

@@ -36,7 +36,9 @@ func AttachHandoff(metadata map[string]any, extensions []string, h *handoff.Hand
 
 // Handoff returns the Handoff octets a message's metadata carries, for
 // Agent.Receive.
-func Handoff(metadata map[string]any) ([]byte, error) { return carriage.Handoff(metadata, ExtensionURI) }
+func Handoff(metadata map[string]any) ([]byte, error) {
+	return carriage.Handoff(metadata, ExtensionURI)
+}
 
 // AttachStatus puts a signed status in a reply's (or a Cancel Task
 // request's) metadata.

@@ -12,6 +12,7 @@ import (
 )
 
 var carrier = carriagetest.Carrier{
+	Key: a2a.ExtensionURI,
 	AttachHandoff: func(meta map[string]any, h *handoff.Handoff) error {
 		_, err := a2a.AttachHandoff(meta, nil, h)
 		return err

@@ -46,7 +46,10 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	handoffBin = filepath.Join(dir, "handoff")
-	if out, err := exec.Command(goTool, "build", "-o", handoffBin, "../cmd/handoff").CombinedOutput(); err != nil {
+	// cmd/handoff is a module of its own: build it from its directory.
+	build := exec.Command(goTool, "build", "-o", handoffBin, ".")
+	build.Dir = filepath.Join("..", "cmd", "handoff")
+	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "interop: building cmd/handoff: %v\n%s", err, out)
 		return 1
 	}

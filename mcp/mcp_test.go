@@ -8,6 +8,7 @@ import (
 )
 
 var carrier = carriagetest.Carrier{
+	Key:           mcp.MetaKey,
 	AttachHandoff: mcp.AttachHandoff,
 	Handoff:       mcp.Handoff,
 	AttachStatus:  mcp.AttachStatus,

@@ -1,10 +1,11 @@
 package replay
 
 import (
-	"bytes"
 	"context"
 	"hash/maphash"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,8 +54,65 @@ type Memory struct {
 
 type memoryShard struct {
 	mu sync.Mutex
-	m  map[Key]Record
+	m  map[Key]memRecord
 	_  [48]byte // keep shards on separate cache lines
+}
+
+// memRecord is a Record held inline, so that inserting one copies the
+// caller's digest and token without allocating.
+type memRecord struct {
+	digest   [32]byte
+	token    [TokenSize]byte
+	hasToken bool
+	created  time.Time
+	expires  time.Time
+	state    string
+	status   []byte // owned by the store; replaced, never written in place
+}
+
+func (m *memRecord) live(now time.Time) bool {
+	return m.expires.IsZero() || now.Before(m.expires)
+}
+
+// set copies rec into m. rec has been validated.
+func (m *memRecord) set(rec Record) {
+	copy(m.digest[:], rec.Digest)
+	m.hasToken = len(rec.Token) == TokenSize
+	if m.hasToken {
+		copy(m.token[:], rec.Token)
+	} else {
+		m.token = [TokenSize]byte{}
+	}
+	m.created = rec.Created.Round(0)
+	m.expires = rec.Expires.Round(0)
+	m.state = rec.State
+	m.status = cloneBytes(rec.Status)
+}
+
+// record returns a Record that shares nothing with m.
+func (m *memRecord) record() Record {
+	// One allocation holds the digest and the token, each capped so that
+	// appending to one cannot write over the other.
+	buf := make([]byte, 32+TokenSize)
+	copy(buf, m.digest[:])
+	r := Record{
+		Digest:  buf[:32:32],
+		Created: m.created,
+		Expires: m.expires,
+		State:   m.state,
+		Status:  cloneBytes(m.status),
+	}
+	if m.hasToken {
+		copy(buf[32:], m.token[:])
+		r.Token = buf[32 : 32+TokenSize : 32+TokenSize]
+	}
+	return r
+}
+
+// written reports whether m carries rec's token and digest.
+func (m *memRecord) written(rec Record) bool {
+	return m.hasToken && len(rec.Token) == TokenSize &&
+		[TokenSize]byte(rec.Token) == m.token && [32]byte(rec.Digest) == m.digest
 }
 
 var _ Store = (*Memory)(nil)
@@ -73,7 +131,7 @@ func NewMemory(opts MemoryOptions) *Memory {
 		s.now = time.Now
 	}
 	for i := range s.shards {
-		s.shards[i].m = make(map[Key]Record)
+		s.shards[i].m = make(map[Key]memRecord)
 	}
 	s.nextExpiry.Store(math.MaxInt64)
 	return s
@@ -88,7 +146,10 @@ func (s *Memory) shard(k Key) *memoryShard {
 	return &s.shards[h.Sum64()%memoryShards]
 }
 
-// Remember implements Store.
+// Remember implements Store. Inserting a record copies its Digest, Token
+// and Status; the record returned on insertion is rec itself, with
+// Expires and Created stripped of monotonic readings, so the call does not
+// allocate beyond the map's growth and a copy of a non-empty Status.
 func (s *Memory) Remember(ctx context.Context, k Key, rec Record) (Record, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return Record{}, false, err
@@ -99,22 +160,26 @@ func (s *Memory) Remember(ctx context.Context, k Key, rec Record) (Record, bool,
 	if err := validRecord(rec); err != nil {
 		return Record{}, false, err
 	}
-	rec = cloneRecord(rec)
+	rec.Created = rec.Created.Round(0)
+	rec.Expires = rec.Expires.Round(0)
 	sh := s.shard(k)
 	for attempt := 0; ; attempt++ {
 		sh.mu.Lock()
 		held, ok := sh.m[k]
-		if ok && held.Live(s.now()) {
+		if ok && held.live(s.now()) {
 			sh.mu.Unlock()
-			return cloneRecord(held), false, nil
+			// The same call, retried, finds its own record.
+			return held.record(), held.written(rec), nil
 		}
 		// An expired record under k is replaced in place; otherwise a
 		// slot must be reserved.
 		if ok || s.reserve() {
-			sh.m[k] = rec
+			var m memRecord
+			m.set(rec)
+			sh.m[k] = m
 			sh.mu.Unlock()
 			s.noteExpiry(rec.Expires)
-			return cloneRecord(rec), true, nil
+			return rec, true, nil
 		}
 		sh.mu.Unlock()
 		if attempt > 0 || !s.sweep() {
@@ -138,12 +203,12 @@ func (s *Memory) Get(ctx context.Context, k Key) (Record, bool, error) {
 	if !ok {
 		return Record{}, false, nil
 	}
-	if !held.Live(s.now()) {
+	if !held.live(s.now()) {
 		delete(sh.m, k)
 		s.count.Add(-1)
 		return Record{}, false, nil
 	}
-	return cloneRecord(held), true, nil
+	return held.record(), true, nil
 }
 
 // Update implements Store.
@@ -164,19 +229,78 @@ func (s *Memory) Update(ctx context.Context, k Key, rec Record) error {
 	if !ok {
 		return ErrNotFound
 	}
-	if !held.Live(s.now()) {
+	if !held.live(s.now()) {
 		delete(sh.m, k)
 		s.count.Add(-1)
 		return ErrNotFound
 	}
-	if !bytes.Equal(held.Digest, rec.Digest) {
+	if [32]byte(rec.Digest) != held.digest {
 		return ErrConflict
 	}
-	held.Expires = rec.Expires.Round(0)
-	held.State = rec.State
-	held.Status = cloneBytes(rec.Status)
+	if len(rec.Token) == TokenSize && (!held.hasToken || [TokenSize]byte(rec.Token) != held.token) {
+		return ErrConflict
+	}
+	held.expires = rec.Expires.Round(0)
+	held.state = rec.State
+	held.status = cloneBytes(rec.Status)
 	sh.m[k] = held
-	s.noteExpiry(held.Expires)
+	s.noteExpiry(held.expires)
+	return nil
+}
+
+// Untaken implements Store.
+func (s *Memory) Untaken(ctx context.Context, createdBefore time.Time) ([]Untaken, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	var out []Untaken
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for k, m := range sh.m {
+			if m.state == "" && m.live(now) && (m.created.IsZero() || m.created.Before(createdBefore)) {
+				out = append(out, Untaken{Key: k, Record: m.record(), Age: age(now, m.created)})
+			}
+		}
+		sh.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	SortUntaken(out)
+	return out, nil
+}
+
+// Release implements Store.
+func (s *Memory) Release(ctx context.Context, k Key, digest []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validKey(k); err != nil {
+		return err
+	}
+	if len(digest) != 32 {
+		return ErrInvalid
+	}
+	sh := s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	held, ok := sh.m[k]
+	switch {
+	case !ok:
+		return ErrNotFound
+	case !held.live(s.now()):
+		delete(sh.m, k)
+		s.count.Add(-1)
+		return ErrNotFound
+	case [32]byte(digest) != held.digest:
+		return ErrConflict
+	case held.state != "":
+		return ErrTaken
+	}
+	delete(sh.m, k)
+	s.count.Add(-1)
 	return nil
 }
 
@@ -238,11 +362,11 @@ func (s *Memory) sweep() bool {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for k, r := range sh.m {
-			if !r.Live(now) {
+			if !r.live(now) {
 				delete(sh.m, k)
 				s.count.Add(-1)
 			} else {
-				s.noteExpiry(r.Expires)
+				s.noteExpiry(r.expires)
 			}
 		}
 		sh.mu.Unlock()
@@ -269,17 +393,32 @@ func validKey(k Key) error {
 }
 
 func validRecord(r Record) error {
-	if len(r.Digest) != 32 {
+	if len(r.Digest) != 32 || (len(r.Token) != 0 && len(r.Token) != TokenSize) {
 		return ErrInvalid
 	}
 	return nil
 }
 
-func cloneRecord(r Record) Record {
-	r.Digest = cloneBytes(r.Digest)
-	r.Status = cloneBytes(r.Status)
-	r.Expires = r.Expires.Round(0)
-	return r
+// age is now - created, or 0 for an unknown creation time.
+func age(now, created time.Time) time.Duration {
+	if created.IsZero() {
+		return 0
+	}
+	return now.Sub(created)
+}
+
+// SortUntaken orders u oldest first: by Created (zero first), then by Key.
+// Stores use it to return Untaken in the documented order.
+func SortUntaken(u []Untaken) {
+	slices.SortFunc(u, func(a, b Untaken) int {
+		if c := a.Record.Created.Compare(b.Record.Created); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Key.Iss, b.Key.Iss); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key.Hop, b.Key.Hop)
+	})
 }
 
 func cloneBytes(b []byte) []byte {

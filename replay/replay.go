@@ -15,12 +15,26 @@
 //
 // Every Store implementation must satisfy the suite in replay/storetest:
 //
-//   - Remember is one atomic insert-if-absent: of any number of concurrent
-//     calls for one Key, exactly one reports inserted, and every call returns
-//     the record held after it.
+//   - Remember is one atomic insert-if-absent that is idempotent per call.
+//     Each call carries its own Token (TokenSize random octets chosen by
+//     the caller). Remember reports inserted exactly when the record held
+//     for the Key after the call carries the caller's Token and Digest: the
+//     call wrote it, or an earlier attempt of the same call did (a client
+//     library's retry after a lost reply, or the caller's own retry with
+//     the same Record). Of any number of concurrent calls with distinct
+//     tokens for one Key, exactly one reports inserted, and every call
+//     returns the record held after it. A call without a Token reports
+//     inserted only when this very attempt wrote, which a retry inside a
+//     client library cannot tell: callers always set Token.
 //   - A record is kept at least until its Expires time; a zero Expires means
 //     kept until updated with a non-zero one. A record past Expires is absent
-//     for Get, Remember and Update, and may be reclaimed at any time after.
+//     for every method, and may be reclaimed at any time after.
+//   - Update changes State, Status and Expires only; Digest, Token and
+//     Created stay those of the call that inserted the record. An Update
+//     that carries a Token applies only to the record that Token inserted
+//     (ErrConflict otherwise), so that a call whose record was released and
+//     remembered again by another delivery cannot take the hop too; one
+//     without a Token compares the Digest only.
 //   - A store never evicts an unexpired record to make room. A store that is
 //     full returns ErrFull from Remember; the caller must refuse the offer.
 //   - A store that cannot answer returns an error (wrapping ErrUnavailable
@@ -28,14 +42,58 @@
 //     offer, never accept it.
 //   - Every method honours its context's cancellation and deadline.
 //
+// # Records written by a call that failed
+//
+// A Remember whose write landed but whose caller saw an error (a timeout, a
+// connection lost after the server applied the write) leaves a record that
+// nobody acted on: the caller refused the offer, and every later delivery
+// of the same offer finds the record and is a retransmission with no
+// status owed. Such a hop would be stranded silently. Untaken lists the
+// live records whose State is still empty and that were created before a
+// given time, with their age, so that an operator (or a periodic task of
+// the application) can see them; Release deletes one, atomically, only if
+// it is live, holds the given digest and its State is still empty. A
+// released hop is new again: the next delivery of its offer passes the
+// (iss, hop) check and may be accepted.
+//
+// Release cannot lead to a second acceptance, because of the rule the
+// library keeps on the delegate's side: work on a hop starts only after
+// its State has been set, by Take or by Reply("accepted"), in this store,
+// with an Update that carries the Token of the Remember that inserted the
+// record. A record whose State is empty has therefore never been worked
+// on, and no status has been sent for it. Release and the write that sets
+// State are each atomic on the record and Release requires State to be
+// empty, so they are ordered: either the State write comes first, Release
+// fails with ErrTaken and the hop stays remembered; or Release comes
+// first, and the State write fails (ErrNotFound, or ErrConflict when
+// another delivery has remembered the hop again since, under its own
+// Token), the caller must not start the work, and the hop is accepted at
+// most once, by whichever delivery remembers it next. A Release of a record
+// that a live call is still about to take costs that call its acceptance
+// (its State write fails and it refuses), never a duplicate; choose the
+// age passed to Untaken well above the time a receiver takes from Remember
+// to Take.
+//
 // The in-memory store of this package is the default. Durable and
-// distributed backends live in subpackages and pass the same suite.
+// distributed backends live in nested modules (replay/boltstore,
+// replay/redisstore) and pass the same suite.
+//
+// # Offer records
+//
+// OfferStore is the delegator's side: the hops it offered, with what it
+// needs after a restart to retransmit, cancel, propagate cancels and keep
+// the rule that no new offer is made for a piece of work while an earlier
+// hop for it is unresolved (HC-42). Its contract is written on OfferStore;
+// storetest.RunOffers checks it.
 package replay
 
 import (
 	"bytes"
 	"context"
+	cryptorand "crypto/rand"
 	"errors"
+	"fmt"
+	"io"
 	"time"
 )
 
@@ -50,6 +108,15 @@ type Record struct {
 	// Digest is the handoff digest (SHA-256 value, 32 octets) of the first
 	// offer seen under the key.
 	Digest []byte
+	// Token identifies the Remember call that wrote the record: TokenSize
+	// random octets chosen by the caller for each call (see NewToken), or
+	// empty. It makes Remember idempotent per call; see the package
+	// documentation.
+	Token []byte
+	// Created is when the record was first written, as the caller's clock
+	// read it; Untaken reports ages from it. Zero means unknown: such a
+	// record is listed by Untaken whatever the time asked for, with Age 0.
+	Created time.Time
 	// Expires is the time until which the record must be kept at least:
 	// exp plus the skew for a hop only remembered, longer once the delegate
 	// has answered (the retention period). Zero means no expiry, for a hop
@@ -61,21 +128,50 @@ type Record struct {
 	State string
 	// Status is the last status octets the delegate sent for the hop, or nil.
 	Status []byte
-	// Token names the call that remembered the record (PROVISIONAL).
-	Token []byte
-	// Created is when the record was remembered (PROVISIONAL).
-	Created time.Time
 }
 
 // Equal reports whether two records hold the same values.
 func (r Record) Equal(o Record) bool {
-	return bytes.Equal(r.Digest, o.Digest) && r.Expires.Equal(o.Expires) &&
+	return bytes.Equal(r.Digest, o.Digest) && bytes.Equal(r.Token, o.Token) &&
+		r.Created.Equal(o.Created) && r.Expires.Equal(o.Expires) &&
 		r.State == o.State && bytes.Equal(r.Status, o.Status)
 }
 
 // Live reports whether the record is still to be kept at time now.
 func (r Record) Live(now time.Time) bool {
 	return r.Expires.IsZero() || now.Before(r.Expires)
+}
+
+// Written reports whether held is the record a Remember call with rec
+// wrote: both carry the same non-empty Token and the same Digest.
+func Written(held, rec Record) bool {
+	return len(rec.Token) > 0 && bytes.Equal(held.Token, rec.Token) && bytes.Equal(held.Digest, rec.Digest)
+}
+
+// TokenSize is the length of a Record's Token.
+const TokenSize = 16
+
+// NewToken returns TokenSize octets read from rand, or from crypto/rand
+// when rand is nil.
+func NewToken(rand io.Reader) ([]byte, error) {
+	if rand == nil {
+		rand = cryptorand.Reader
+	}
+	t := make([]byte, TokenSize)
+	if _, err := io.ReadFull(rand, t); err != nil {
+		return nil, fmt.Errorf("replay: token: %w", err)
+	}
+	return t, nil
+}
+
+// Untaken is a live record whose State is empty: remembered, never taken
+// or answered.
+type Untaken struct {
+	Key    Key
+	Record Record
+	// Age is the time since Record.Created by the store's clock, or 0 when
+	// Created is zero.
+	Age time.Duration
 }
 
 // Store is the memory of hops. See the package documentation for the
@@ -90,9 +186,21 @@ type Store interface {
 	Get(ctx context.Context, k Key) (rec Record, ok bool, err error)
 
 	// Update replaces the State, Status and Expires of the live record held
-	// for k, provided its Digest equals rec.Digest. It returns ErrNotFound
-	// when no live record is held and ErrConflict when the digest differs.
+	// for k, provided its Digest equals rec.Digest and, when rec.Token is
+	// not empty, its Token equals rec.Token. It returns ErrNotFound when no
+	// live record is held and ErrConflict when the digest or token differs.
 	Update(ctx context.Context, k Key, rec Record) error
+
+	// Untaken returns the live records whose State is empty and whose
+	// Created is before the given time (or zero), oldest first. A store may
+	// return them in several calls' worth of work; it reads them all.
+	Untaken(ctx context.Context, createdBefore time.Time) ([]Untaken, error)
+
+	// Release deletes the record held for k, atomically, only if it is
+	// live, its Digest equals digest and its State is empty. It returns
+	// ErrNotFound when no live record is held, ErrConflict when the digest
+	// differs and ErrTaken when State is set; the record then stays.
+	Release(ctx context.Context, k Key, digest []byte) error
 
 	// Close releases the store's resources.
 	Close() error
@@ -102,13 +210,19 @@ var (
 	// ErrFull is returned by Remember when the store holds as many live
 	// records as it may and cannot take another without evicting one.
 	ErrFull = errors.New("replay: store full")
-	// ErrNotFound is returned by Update when no live record is held.
+	// ErrNotFound is returned by Update and Release when no live record is
+	// held, and by OfferStore methods when no record is held for the hop.
 	ErrNotFound = errors.New("replay: no record for hop")
-	// ErrConflict is returned by Update when the held digest differs.
-	ErrConflict = errors.New("replay: record holds another digest")
+	// ErrConflict is returned by Update and Release when the held digest
+	// differs, and by OfferStore.Swap and Delete when the held Version
+	// differs.
+	ErrConflict = errors.New("replay: held record differs (digest or version)")
 	// ErrUnavailable marks a store that cannot answer now.
 	ErrUnavailable = errors.New("replay: store unavailable")
+	// ErrTaken is returned by Release when the record's State is set: the
+	// hop was taken or answered and must stay remembered.
+	ErrTaken = errors.New("replay: hop already taken")
 	// ErrInvalid is returned for a malformed Key or Record (empty Iss or Hop,
-	// Digest not 32 octets).
+	// Digest not 32 octets, Token neither empty nor TokenSize octets).
 	ErrInvalid = errors.New("replay: invalid key or record")
 )

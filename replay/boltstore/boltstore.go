@@ -19,12 +19,16 @@
 //	expiry   key: be64(sec ^ 1<<63) || be32(nsec) || record key   value: empty
 //	meta     "version" -> 0x01, "count" -> be64(number of records)
 //
-// A record value is, in order: the octet 0x01 (version); the 32-octet
-// digest; a flags octet, 0x01 when the record expires, else 0x00; Expires as
-// 8 octets of big-endian Unix seconds and 4 of nanoseconds (zero without an
-// expiry); the state and the status, each as a uvarint length and that many
-// octets. A value that does not decode is reported as an error, never as an
-// absent record.
+// A record value is the encoding of replay/internal/codec: the octet 0x02
+// (version); the 32-octet digest; an octet of identity flags (0x01: has a
+// token, 0x02: has a creation time); Created as 8 octets of big-endian Unix
+// seconds and 4 of nanoseconds; the 16-octet token (zeros without one); a
+// flags octet, 0x01 when the record expires, else 0x00; Expires as 8 octets
+// of big-endian Unix seconds and 4 of nanoseconds (zero without an expiry);
+// the state and the status, each as a uvarint length and that many octets.
+// Values of version 0x01 (no token, no creation time), written by earlier
+// releases, are still read. A value that does not decode is reported as an
+// error, never as an absent record.
 package boltstore
 
 import (
@@ -192,13 +196,35 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 		return replay.Record{}, false, err
 	}
 	rk := recordKey(k)
-	val := codec.Encode(rec)
+	// A retransmission finds its record in a read transaction, without
+	// the write lock and the sync of a write transaction.
 	var (
 		held     replay.Record
 		inserted bool
 		full     bool
 	)
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketRecords).Get(rk)
+		if v == nil {
+			return nil
+		}
+		old, err := codec.Decode(v)
+		if err != nil {
+			return fmt.Errorf("record for %q: %w", k, err)
+		}
+		if old.Live(s.now()) {
+			held, inserted = old, replay.Written(old, rec)
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return replay.Record{}, false, s.wrap(ctx, err)
+	case held.Digest != nil:
+		return held, inserted, nil
+	}
+	val := codec.Encode(rec)
+	err = s.db.Update(func(tx *bolt.Tx) error {
 		held, inserted, full = replay.Record{}, false, false
 		if err := ctx.Err(); err != nil {
 			return err
@@ -212,6 +238,8 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 			}
 			if old.Live(now) {
 				held = old
+				// The same call, retried, finds its own record.
+				inserted = replay.Written(old, rec)
 				return nil
 			}
 			// An expired record is replaced in place.
@@ -256,10 +284,10 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 		return replay.Record{}, false, s.wrap(ctx, err)
 	case full:
 		return replay.Record{}, false, replay.ErrFull
-	case inserted:
-		return clone(rec), true, nil
+	case held.Digest != nil:
+		return held, inserted, nil
 	}
-	return held, false, nil
+	return clone(rec), true, nil
 }
 
 // Get implements replay.Store.
@@ -320,7 +348,7 @@ func (s *Store) Update(ctx context.Context, k replay.Key, rec replay.Record) err
 		if !old.Live(s.now()) {
 			return replay.ErrNotFound
 		}
-		if !bytes.Equal(old.Digest, rec.Digest) {
+		if !bytes.Equal(old.Digest, rec.Digest) || (len(rec.Token) > 0 && !bytes.Equal(old.Token, rec.Token)) {
 			return replay.ErrConflict
 		}
 		if !old.Expires.Equal(rec.Expires) {
@@ -335,12 +363,109 @@ func (s *Store) Update(ctx context.Context, k replay.Key, rec replay.Record) err
 				}
 			}
 		}
-		return recs.Put(rk, codec.Encode(rec))
+		// Digest, Token and Created stay those of the insert.
+		old.Expires, old.State, old.Status = rec.Expires, rec.State, rec.Status
+		return recs.Put(rk, codec.Encode(old))
 	})
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, replay.ErrNotFound), errors.Is(err, replay.ErrConflict):
+		return err
+	}
+	return s.wrap(ctx, err)
+}
+
+// Untaken implements replay.Store. It reads every record in one read
+// transaction.
+func (s *Store) Untaken(ctx context.Context, createdBefore time.Time) ([]replay.Untaken, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []replay.Untaken
+	err := s.db.View(func(tx *bolt.Tx) error {
+		now := s.now()
+		c := tx.Bucket(bucketRecords).Cursor()
+		n := 0
+		for rk, v := c.First(); rk != nil; rk, v = c.Next() {
+			if n++; n%1024 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			rec, err := codec.Decode(v)
+			if err != nil {
+				return fmt.Errorf("record under %x: %w", rk, err)
+			}
+			if rec.State != "" || !rec.Live(now) || (!rec.Created.IsZero() && !rec.Created.Before(createdBefore)) {
+				continue
+			}
+			k, ok := parseRecordKey(rk)
+			if !ok {
+				return fmt.Errorf("malformed record key %x", rk)
+			}
+			u := replay.Untaken{Key: k, Record: rec}
+			if !rec.Created.IsZero() {
+				u.Age = now.Sub(rec.Created)
+			}
+			out = append(out, u)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, s.wrap(ctx, err)
+	}
+	replay.SortUntaken(out)
+	return out, nil
+}
+
+// Release implements replay.Store in one write transaction.
+func (s *Store) Release(ctx context.Context, k replay.Key, digest []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := codec.Check(k, &replay.Record{Digest: digest}); err != nil {
+		return err
+	}
+	rk := recordKey(k)
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		recs, idx, meta := buckets(tx)
+		v := recs.Get(rk)
+		if v == nil {
+			return replay.ErrNotFound
+		}
+		old, err := codec.Decode(v)
+		switch {
+		case err != nil:
+			return fmt.Errorf("record for %q: %w", k, err)
+		case !old.Live(s.now()):
+			return replay.ErrNotFound
+		case !bytes.Equal(old.Digest, digest):
+			return replay.ErrConflict
+		case old.State != "":
+			return replay.ErrTaken
+		}
+		if err := recs.Delete(rk); err != nil {
+			return err
+		}
+		if !old.Expires.IsZero() {
+			if err := idx.Delete(indexKey(old.Expires, rk)); err != nil {
+				return err
+			}
+		}
+		n, err := getCount(meta)
+		if err != nil {
+			return err
+		}
+		return putCount(meta, max(n, 1)-1)
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, replay.ErrNotFound), errors.Is(err, replay.ErrConflict), errors.Is(err, replay.ErrTaken):
 		return err
 	}
 	return s.wrap(ctx, err)
@@ -494,6 +619,15 @@ func recordKey(k replay.Key) []byte {
 	return append(b, k.Hop...)
 }
 
+// parseRecordKey is the inverse of recordKey.
+func parseRecordKey(rk []byte) (replay.Key, bool) {
+	n, w := binary.Uvarint(rk)
+	if w <= 0 || n > uint64(len(rk)-w) {
+		return replay.Key{}, false
+	}
+	return replay.Key{Iss: string(rk[w : w+int(n)]), Hop: string(rk[w+int(n):])}, true
+}
+
 // indexKey orders records by expiry: the Unix seconds with the sign bit
 // flipped so that big-endian order is time order, then the nanoseconds.
 func indexKey(exp time.Time, rk []byte) []byte {
@@ -517,6 +651,9 @@ func indexTime(ik []byte) (time.Time, bool) {
 
 func clone(r replay.Record) replay.Record {
 	r.Digest = bytes.Clone(r.Digest)
+	r.Token = bytes.Clone(r.Token)
 	r.Status = bytes.Clone(r.Status)
+	r.Created = r.Created.Round(0)
+	r.Expires = r.Expires.Round(0)
 	return r
 }

@@ -344,3 +344,94 @@ func TestCrash(t *testing.T) {
 	assert.Equal(t, uint64(recs), meta)
 	assert.LessOrEqual(t, idx, recs)
 }
+
+func TestOfferStore(t *testing.T) {
+	storetest.RunOffers(t, func(t *testing.T, now func() time.Time) replay.OfferStore {
+		s, err := OpenOffers(filepath.Join(t.TempDir(), "offers.db"), OfferOptions{Now: now})
+		require.NoError(t, err)
+		return s
+	}, storetest.OfferOptions{Reopen: func(t *testing.T, closed replay.OfferStore, now func() time.Time) replay.OfferStore {
+		s, err := OpenOffers(closed.(*OfferStore).Path(), OfferOptions{Now: now})
+		require.NoError(t, err)
+		return s
+	}})
+}
+
+// The offers kept beside a Store's records, in one file.
+func TestOfferStoreInStoreFile(t *testing.T) {
+	storetest.RunOffers(t, func(t *testing.T, now func() time.Time) replay.OfferStore {
+		st := openTemp(t, Options{Now: now})
+		t.Cleanup(func() { st.Close() })
+		o, err := st.Offers()
+		require.NoError(t, err)
+		return o
+	}, storetest.OfferOptions{})
+	// Both kinds of record live together and survive a reopen.
+	ctx := context.Background()
+	st := openTemp(t, Options{})
+	o, err := st.Offers()
+	require.NoError(t, err)
+	k := replay.Key{Iss: "iss", Hop: "hop"}
+	rec := replay.Record{Digest: digest("received")}
+	_, inserted, err := st.Remember(ctx, k, rec)
+	require.NoError(t, err)
+	require.True(t, inserted)
+	made, err := o.Create(ctx, replay.OfferRecord{Hop: "hop", To: "to", Digest: digest("offered"), Open: true, Work: "w"})
+	require.NoError(t, err)
+	require.NoError(t, o.Close())
+	require.NoError(t, st.Close())
+	st2, err := Open(st.Path(), Options{})
+	require.NoError(t, err)
+	defer st2.Close()
+	o2, err := st2.Offers()
+	require.NoError(t, err)
+	got, ok, err := st2.Get(ctx, k)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.True(t, rec.Equal(got))
+	gotOffer, ok, err := o2.Get(ctx, "hop")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.True(t, replay.EqualOffer(made, gotOffer))
+}
+
+func TestOfferReclaim(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(2e9, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s, err := OpenOffers(filepath.Join(t.TempDir(), "offers.db"), OfferOptions{Now: clock})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	for i := range 10 {
+		r := replay.OfferRecord{Hop: fmt.Sprint(i), To: "t", Digest: digest(fmt.Sprint(i))}
+		if i%2 == 0 {
+			r.Expires = now.Add(time.Second)
+		}
+		_, err := s.Create(ctx, r)
+		require.NoError(t, err)
+	}
+	n, err := s.Reclaim(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	mu.Lock()
+	now = now.Add(time.Second)
+	mu.Unlock()
+	n, err = s.Reclaim(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 5, n)
+	require.NoError(t, s.db.View(func(tx *bolt.Tx) error {
+		assert.Equal(t, 5, tx.Bucket(bucketOffers).Stats().KeyN)
+		return nil
+	}))
+}
+
+func TestOfferStoreClosed(t *testing.T) {
+	s, err := OpenOffers(filepath.Join(t.TempDir(), "offers.db"), OfferOptions{})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	_, err = s.Create(context.Background(), replay.OfferRecord{Hop: "h", To: "t", Digest: digest("x")})
+	assert.ErrorIs(t, err, replay.ErrUnavailable)
+	_, _, err = s.Get(context.Background(), "h")
+	assert.ErrorIs(t, err, replay.ErrUnavailable)
+}

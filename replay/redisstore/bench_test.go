@@ -16,3 +16,11 @@ func BenchmarkStore(b *testing.B) {
 		return New(c, Options{Prefix: testPrefix(b, c)})
 	})
 }
+
+// BenchmarkOfferStore compares the Redis OfferStore with the memory one.
+func BenchmarkOfferStore(b *testing.B) {
+	storetest.BenchOffers(b, "redis", func(b *testing.B) replay.OfferStore {
+		c := testClient(b)
+		return NewOffers(c, Options{Prefix: offerPrefix(b, c)})
+	})
+}

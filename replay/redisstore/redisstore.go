@@ -34,6 +34,14 @@
 // The client's timeouts bound every call; set ContextTimeoutEnabled in its
 // options for context deadlines to bound network waits too.
 //
+// # Idempotent check-and-record
+//
+// go-redis retries a command whose reply was lost (MaxRetries, 3 by
+// default). When Redis applied the check-and-record script but its reply
+// was lost, the retry finds the record the first attempt wrote. The record
+// carries the token of the call (replay.Record.Token), so Remember still
+// reports its own insert, as the contract of package replay requires.
+//
 // # Keys and values
 //
 // The record of the hop (iss, hop) is kept under the string key
@@ -42,10 +50,10 @@
 //
 // (unpadded base64url, so no '{', '}' or '|' from iss or hop reaches the key
 // and the braces are a Redis Cluster hash tag). Its value is the encoding of
-// package boltstore's records: the octet 0x01, the 32-octet digest, a flags
-// octet (0x01 when the record expires), Expires as 8 octets of big-endian
-// Unix seconds and 4 of nanoseconds, then the state and the status, each as
-// a uvarint length and that many octets.
+// package replay/internal/codec (the same as boltstore's values): version,
+// digest, token and creation time first, then the expiry, the state and
+// the status. Untaken scans the keys of the prefix (SCAN, on every master
+// of a cluster): its cost grows with the number of keys the server holds.
 package redisstore
 
 import (
@@ -56,6 +64,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -73,12 +82,16 @@ type Options struct {
 	// It must not contain '{' or '}'. Stores with different prefixes on
 	// one server are independent.
 	Prefix string
+	// Now returns the current time, from which Untaken reports ages; nil
+	// means time.Now. Expiry is the server's clock in any case.
+	Now func() time.Time
 }
 
 // Store is a replay.Store kept in Redis. It is safe for concurrent use.
 type Store struct {
 	client redis.UniversalClient
 	prefix string
+	now    func() time.Time
 }
 
 var _ replay.Store = (*Store)(nil)
@@ -93,7 +106,10 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
 	}
-	return &Store{client: client, prefix: opts.Prefix}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Store{client: client, prefix: opts.Prefix, now: opts.Now}
 }
 
 // rememberScript returns the value held under KEYS[1], or, when there is
@@ -112,28 +128,76 @@ end
 return false
 `)
 
-// updateScript replaces the value held under KEYS[1] with ARGV[2], expiring
-// at ARGV[3] Unix milliseconds unless ARGV[3] is empty, provided the held
-// value carries the digest ARGV[1]. It returns 0 when no value is held, 1
-// when the digest differs, 2 when it replaced the value, and -1 when the
-// held value is not a version 1 record.
+// updateScript replaces the state, status and expiry of the value held
+// under KEYS[1] with those of ARGV[2] (a version 2 encoding without token
+// or creation time), expiring at ARGV[3] Unix milliseconds unless ARGV[3]
+// is empty, provided the held value carries the digest ARGV[1]. The held
+// value's first ARGV[4] octets (its identity: version, digest, token,
+// creation time) are kept; a version 1 value, which has none, is replaced
+// by ARGV[2]. When ARGV[5] is not empty, the held value must carry it as
+// its token (octets 47 to 62, counting from 1, with bit 0 of octet 34
+// set). It returns 0 when no value is held, 1 when the digest or token
+// differs, 2 when it replaced the value, and -1 when the held value is not
+// a record of version 1 or 2.
 var updateScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if not v then
 	return 0
 end
-if #v < 33 or string.byte(v, 1) ~= 1 then
+local ver = string.byte(v, 1)
+local n = tonumber(ARGV[4])
+if #v < 33 or (ver ~= 1 and ver ~= 2) or (ver == 2 and #v < n) then
 	return -1
 end
 if string.sub(v, 2, 33) ~= ARGV[1] then
 	return 1
 end
+if ARGV[5] ~= '' and (ver ~= 2 or string.byte(v, 34) % 2 ~= 1 or string.sub(v, 47, 62) ~= ARGV[5]) then
+	return 1
+end
+local nv = ARGV[2]
+if ver == 2 then
+	nv = string.sub(v, 1, n) .. string.sub(ARGV[2], n + 1)
+end
 if ARGV[3] == '' then
-	redis.call('SET', KEYS[1], ARGV[2])
+	redis.call('SET', KEYS[1], nv)
 else
-	redis.call('SET', KEYS[1], ARGV[2], 'PXAT', ARGV[3])
+	redis.call('SET', KEYS[1], nv, 'PXAT', ARGV[3])
 end
 return 2
+`)
+
+// releaseScript deletes the value held under KEYS[1] provided it carries
+// the digest ARGV[1] and an empty state, whose length octet is at offset
+// ARGV[2] in a version 2 value and ARGV[3] in a version 1 value (counting
+// from 0). It returns 0 when no value is held, 1 when the digest differs,
+// 2 when the state is set, 3 when it deleted the value, and -1 when the
+// held value is not a record of version 1 or 2.
+var releaseScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v then
+	return 0
+end
+local ver = string.byte(v, 1)
+local off
+if ver == 2 then
+	off = tonumber(ARGV[2])
+elseif ver == 1 then
+	off = tonumber(ARGV[3])
+else
+	return -1
+end
+if #v <= off then
+	return -1
+end
+if string.sub(v, 2, 33) ~= ARGV[1] then
+	return 1
+end
+if string.byte(v, off + 1) ~= 0 then
+	return 2
+end
+redis.call('DEL', KEYS[1])
+return 3
 `)
 
 // Remember implements replay.Store in one round trip.
@@ -161,7 +225,9 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 	if err != nil {
 		return replay.Record{}, false, fmt.Errorf("redisstore: record for %q: %w", k, err)
 	}
-	return held, false, nil
+	// A retry of this call (by the client, after a lost reply) finds the
+	// record its first attempt wrote.
+	return held, replay.Written(held, rec), nil
 }
 
 // Get implements replay.Store.
@@ -194,7 +260,10 @@ func (s *Store) Update(ctx context.Context, k replay.Key, rec replay.Record) err
 	if err := codec.Check(k, &rec); err != nil {
 		return err
 	}
-	n, err := updateScript.Run(ctx, s.client, []string{s.key(k)}, rec.Digest, codec.Encode(rec), pxat(rec.Expires)).Int64()
+	tail := rec
+	tail.Token, tail.Created = nil, time.Time{}
+	n, err := updateScript.Run(ctx, s.client, []string{s.key(k)}, rec.Digest, codec.Encode(tail), pxat(rec.Expires),
+		codec.IdentitySize, rec.Token).Int64()
 	if err != nil {
 		return unavailable(err)
 	}
@@ -209,6 +278,151 @@ func (s *Store) Update(ctx context.Context, k replay.Key, rec replay.Record) err
 		return fmt.Errorf("redisstore: record for %q: %w", k, codec.ErrMalformed)
 	}
 	return fmt.Errorf("redisstore: record for %q: unexpected reply %d", k, n)
+}
+
+// Release implements replay.Store in one round trip.
+func (s *Store) Release(ctx context.Context, k replay.Key, digest []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := codec.Check(k, &replay.Record{Digest: digest}); err != nil {
+		return err
+	}
+	n, err := releaseScript.Run(ctx, s.client, []string{s.key(k)}, digest, codec.StateOffset, codec.StateOffset1).Int64()
+	if err != nil {
+		return unavailable(err)
+	}
+	switch n {
+	case 0:
+		return replay.ErrNotFound
+	case 1:
+		return replay.ErrConflict
+	case 2:
+		return replay.ErrTaken
+	case 3:
+		return nil
+	case -1:
+		return fmt.Errorf("redisstore: record for %q: %w", k, codec.ErrMalformed)
+	}
+	return fmt.Errorf("redisstore: record for %q: unexpected reply %d", k, n)
+}
+
+// Untaken implements replay.Store. It scans every key of the store's
+// prefix, on every master of a cluster, and reads each.
+func (s *Store) Untaken(ctx context.Context, createdBefore time.Time) ([]replay.Untaken, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	var (
+		mu  sync.Mutex
+		out []replay.Untaken
+	)
+	scan := func(ctx context.Context, c redis.UniversalClient) error {
+		iter := c.Scan(ctx, 0, globEscape(s.prefix)+":{*", 512).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		for len(keys) > 0 {
+			batch := keys[:min(len(keys), 512)]
+			keys = keys[len(batch):]
+			cmds := make([]*redis.StringCmd, len(batch))
+			_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for i, key := range batch {
+					cmds[i] = p.Get(ctx, key)
+				}
+				return nil
+			})
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return err
+			}
+			for i, cmd := range cmds {
+				v, err := cmd.Bytes()
+				if errors.Is(err, redis.Nil) {
+					continue // expired or released meanwhile
+				}
+				if err != nil {
+					return err
+				}
+				k, ok := s.parseKey(batch[i])
+				if !ok {
+					continue // not a record of this store
+				}
+				rec, err := codec.Decode(v)
+				if err != nil {
+					return fmt.Errorf("record for %q: %w", k, err)
+				}
+				if rec.State != "" || (!rec.Created.IsZero() && !rec.Created.Before(createdBefore)) {
+					continue
+				}
+				u := replay.Untaken{Key: k, Record: rec}
+				if !rec.Created.IsZero() {
+					u.Age = now.Sub(rec.Created)
+				}
+				mu.Lock()
+				out = append(out, u)
+				mu.Unlock()
+			}
+		}
+		return nil
+	}
+	var err error
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, s.client)
+	}
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, fmt.Errorf("redisstore: %w: %w", ctxErr, err)
+		}
+		if errors.Is(err, codec.ErrMalformed) {
+			return nil, fmt.Errorf("redisstore: %w", err)
+		}
+		return nil, unavailable(err)
+	}
+	replay.SortUntaken(out)
+	return out, nil
+}
+
+// parseKey is the inverse of key.
+func (s *Store) parseKey(key string) (replay.Key, bool) {
+	rest, ok := strings.CutPrefix(key, s.prefix+":{")
+	if !ok {
+		return replay.Key{}, false
+	}
+	rest, ok = strings.CutSuffix(rest, "}")
+	if !ok {
+		return replay.Key{}, false
+	}
+	iss, hop, ok := strings.Cut(rest, "|")
+	if !ok {
+		return replay.Key{}, false
+	}
+	enc := base64.RawURLEncoding
+	i, err1 := enc.DecodeString(iss)
+	h, err2 := enc.DecodeString(hop)
+	if err1 != nil || err2 != nil {
+		return replay.Key{}, false
+	}
+	return replay.Key{Iss: string(i), Hop: string(h)}, true
+}
+
+// globEscape escapes the characters special to Redis's glob-style MATCH.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // Close implements replay.Store. It does not close the client.
@@ -252,6 +466,11 @@ func unavailable(err error) error {
 
 func clone(r replay.Record) replay.Record {
 	r.Digest = append([]byte(nil), r.Digest...)
+	if r.Token != nil {
+		r.Token = append([]byte(nil), r.Token...)
+	}
+	r.Created = r.Created.Round(0)
+	r.Expires = r.Expires.Round(0)
 	if r.Status != nil {
 		r.Status = append([]byte{}, r.Status...)
 	}

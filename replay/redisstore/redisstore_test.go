@@ -418,3 +418,118 @@ func TestServerFull(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, ok)
 }
+
+// offerPrefix returns a prefix no other test uses, and deletes the keys of
+// its OfferStore when the test ends.
+func offerPrefix(t testing.TB, c redis.UniversalClient) string {
+	var b [8]byte
+	rand.Read(b[:])
+	prefix := "handofftest-" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		iter := c.Scan(ctx, 0, "{"+prefix+"}:*", 1000).Iterator()
+		for iter.Next(ctx) {
+			c.Del(ctx, iter.Val())
+		}
+	})
+	return prefix
+}
+
+func TestOfferStore(t *testing.T) {
+	c := testClient(t)
+	prefixes := map[replay.OfferStore]string{}
+	var mu sync.Mutex
+	storetest.RunOffers(t, func(t *testing.T, now func() time.Time) replay.OfferStore {
+		p := offerPrefix(t, c)
+		s := NewOffers(c, Options{Prefix: p})
+		mu.Lock()
+		prefixes[s] = p
+		mu.Unlock()
+		return s
+	}, storetest.OfferOptions{
+		RealTime: true,
+		Reopen: func(t *testing.T, closed replay.OfferStore, now func() time.Time) replay.OfferStore {
+			// A new store over the same server and prefix, as another
+			// process would open it: nothing is kept in the client.
+			mu.Lock()
+			defer mu.Unlock()
+			s := NewOffers(c, Options{Prefix: prefixes[closed]})
+			prefixes[s] = prefixes[closed]
+			return s
+		},
+	})
+}
+
+func TestOfferStoreOutage(t *testing.T) {
+	opts := clientOptions(closedAddr(t))
+	opts.MaxRetries, opts.DialerRetries = -1, 1
+	c := redis.NewClient(opts)
+	defer c.Close()
+	s := NewOffers(c, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rec := replay.OfferRecord{Hop: "h", To: "t", Digest: digest("offer"), Open: true, Work: "w", Version: 1}
+	_, err := s.Create(ctx, rec)
+	assert.ErrorIs(t, err, replay.ErrUnavailable, "Create")
+	_, ok, err := s.Get(ctx, "h")
+	assert.ErrorIs(t, err, replay.ErrUnavailable, "Get")
+	assert.False(t, ok)
+	_, err = s.Swap(ctx, rec, rec)
+	assert.ErrorIs(t, err, replay.ErrUnavailable, "Swap")
+	assert.ErrorIs(t, s.Delete(ctx, "h", 1), replay.ErrUnavailable, "Delete")
+	_, err = s.List(ctx, replay.OfferQuery{})
+	assert.ErrorIs(t, err, replay.ErrUnavailable, "List")
+}
+
+// The keys of one OfferStore share one Redis Cluster hash tag, whatever
+// the hop or work.
+func TestOfferKeys(t *testing.T) {
+	s := NewOffers(nil, Options{Prefix: "p"})
+	for _, k := range []string{s.recKey("a}{b"), s.workKey("{w}"), s.allKey(), s.seqKey()} {
+		assert.True(t, strings.HasPrefix(k, "{p}:"), k)
+		assert.Equal(t, 1, strings.Count(k, "{"), k)
+		assert.Equal(t, 1, strings.Count(k, "}"), k)
+	}
+	assert.Panics(t, func() { NewOffers(nil, Options{Prefix: "a{"}) })
+}
+
+// TestOfferStoreServerRestart kills a server with an append-only file
+// synced on every write: the store fails closed meanwhile, and after the
+// restart every acknowledged record, the work it holds (HC-42) and the
+// Version sequence are as before.
+func TestOfferStoreServerRestart(t *testing.T) {
+	srv := startServer(t, "--appendonly", "yes", "--appendfsync", "always")
+	opts := clientOptions(srv.addr)
+	opts.MaxRetries, opts.DialerRetries = -1, 1
+	c := redis.NewClient(opts)
+	defer c.Close()
+	s := NewOffers(c, Options{})
+	ctx := context.Background()
+	open, err := s.Create(ctx, replay.OfferRecord{Hop: "a", To: "t", Digest: digest("a"), Open: true, Work: "job",
+		Handoff: []byte("sent"), Created: time.Now()})
+	require.NoError(t, err)
+	done, err := s.Create(ctx, replay.OfferRecord{Hop: "b", To: "t", Digest: digest("b"), State: "completed"})
+	require.NoError(t, err)
+
+	srv.kill()
+	_, err = s.Create(ctx, replay.OfferRecord{Hop: "c", To: "t", Digest: digest("c")})
+	require.ErrorIs(t, err, replay.ErrUnavailable)
+	_, _, err = s.Get(ctx, "a")
+	require.ErrorIs(t, err, replay.ErrUnavailable)
+
+	srv.start()
+	got, ok, err := s.Get(ctx, "a")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.True(t, replay.EqualOffer(open, got))
+	got, ok, err = s.Get(ctx, "b")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.True(t, replay.EqualOffer(done, got))
+	_, err = s.Create(ctx, replay.OfferRecord{Hop: "a2", To: "t", Digest: digest("a2"), Open: true, Work: "job"})
+	require.ErrorIs(t, err, replay.ErrBusy)
+	c2, err := s.Create(ctx, replay.OfferRecord{Hop: "c", To: "t", Digest: digest("c")})
+	require.NoError(t, err)
+	assert.Greater(t, c2.Version, done.Version, "the Version sequence survives the restart")
+}

@@ -97,6 +97,13 @@ func Run(t *testing.T, open OpenFunc, opts Options) {
 		{"Context", s.testContext},
 		{"Bounded", s.testBounded},
 		{"Restart", s.testRestart},
+		{"TokenIdempotent", s.testToken},
+		{"ConcurrentTokens", s.testConcurrentTokens},
+		{"UpdateKeepsTokenAndCreated", s.testUpdateKeepsIdentity},
+		{"Untaken", s.testUntaken},
+		{"Release", s.testRelease},
+		{"ReleaseRacesUpdate", s.testReleaseRace},
+		{"ReleaseThenStaleTake", s.testReleaseThenStaleTake},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, tt.fn)
@@ -222,7 +229,8 @@ func show(r replay.Record) string {
 	if !r.Expires.IsZero() {
 		exp = r.Expires.UTC().Format(time.RFC3339Nano)
 	}
-	return fmt.Sprintf("{Digest:%x Expires:%s State:%q Status:%q}", r.Digest, exp, r.State, r.Status)
+	return fmt.Sprintf("{Digest:%x Token:%x Created:%s Expires:%s State:%q Status:%q}", r.Digest, r.Token,
+		r.Created.UTC().Format(time.RFC3339Nano), exp, r.State, r.Status)
 }
 
 func mustRemember(t *testing.T, st replay.Store, k replay.Key, rec replay.Record) {
@@ -274,6 +282,17 @@ func (s *suite) testInvalid(t *testing.T) {
 		assert.ErrorIs(t, err, replay.ErrInvalid, "Remember with a %d-octet digest", n)
 		assert.False(t, inserted)
 		assert.ErrorIs(t, st.Update(ctx, k, bad), replay.ErrInvalid, "Update with a %d-octet digest", n)
+		assert.ErrorIs(t, st.Release(ctx, k, bad.Digest), replay.ErrInvalid, "Release with a %d-octet digest", n)
+	}
+	for _, n := range []int{1, 15, 17, 32} {
+		bad := good
+		bad.Token = make([]byte, n)
+		_, inserted, err := st.Remember(ctx, k, bad)
+		assert.ErrorIs(t, err, replay.ErrInvalid, "Remember with a %d-octet token", n)
+		assert.False(t, inserted)
+	}
+	for _, k := range keys {
+		assert.ErrorIs(t, st.Release(ctx, k, good.Digest), replay.ErrInvalid, "Release %+v", k)
 	}
 	mustBeAbsent(t, st, k)
 	// A valid record is still accepted afterwards, and an invalid Update
@@ -545,6 +564,9 @@ func (s *suite) testRoundTrip(t *testing.T) {
 		{Digest: digest("5"), Expires: exp, State: "canceled"},
 		{Digest: make([]byte, 32), Expires: exp, State: "state \x00 with\xffodd octets"},
 		{Digest: []byte(strings.Repeat("\xff", 32)), Expires: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)},
+		{Digest: digest("6"), Token: token("6"), Created: exp.Add(-time.Hour + 7*time.Nanosecond), Expires: exp},
+		{Digest: digest("7"), Token: []byte(strings.Repeat("\x00", 16)), Created: time.Date(1969, 7, 20, 20, 17, 40, 1, time.UTC),
+			State: "accepted", Status: []byte("s")},
 	}
 	for i, r := range recs {
 		k := key(fmt.Sprint("h", i))
@@ -558,7 +580,7 @@ func (s *suite) testRoundTrip(t *testing.T) {
 	// The same values written by Update.
 	for i, r := range recs {
 		k := key(fmt.Sprint("u", i))
-		mustRemember(t, st, k, replay.Record{Digest: r.Digest, Expires: exp})
+		mustRemember(t, st, k, replay.Record{Digest: r.Digest, Token: r.Token, Created: r.Created, Expires: exp})
 		require.NoError(t, st.Update(ctx, k, r))
 		mustGet(t, st, k, r)
 	}
@@ -745,4 +767,298 @@ func (s *suite) testRestart(t *testing.T) {
 	mustBeAbsent(t, st, key("short"))
 	mustGet(t, st, key("remembered"), remembered1)
 	mustGet(t, st, key("new"), remembered("new", time.Time{}))
+}
+
+// token returns a TokenSize-octet token derived from s.
+func token(s string) []byte {
+	d := sha256.Sum256([]byte("token " + s))
+	return d[:replay.TokenSize]
+}
+
+// fresh is a record as a receiver writes it: with its own token and the
+// time it was created.
+func fresh(d string, created, exp time.Time) replay.Record {
+	return replay.Record{Digest: digest(d), Token: token(d), Created: created, Expires: exp}
+}
+
+func (s *suite) testToken(t *testing.T) {
+	st, c := s.start(t)
+	ctx := context.Background()
+	k := key("h1")
+	rec := fresh("offer", c.Now(), c.Now().Add(c.long()))
+	mustRemember(t, st, k, rec)
+
+	// The same call again (a client's retry after a lost reply, or the
+	// caller's): still its own insert.
+	held, inserted, err := st.Remember(ctx, k, rec)
+	require.NoError(t, err)
+	assert.True(t, inserted, "a retried call must report its own insert")
+	equal(t, rec, held, "Remember retried: held record")
+
+	// Another call for the same offer, with its own token, finds a
+	// retransmission.
+	other := rec
+	other.Token = token("another delivery")
+	held, inserted, err = st.Remember(ctx, k, other)
+	require.NoError(t, err)
+	assert.False(t, inserted, "another call's token must not count as an insert")
+	equal(t, rec, held, "Remember with another token: held record")
+
+	// Another digest under the same token is not the same call.
+	eq := rec
+	eq.Digest = digest("equivocating offer")
+	_, inserted, err = st.Remember(ctx, k, eq)
+	require.NoError(t, err)
+	assert.False(t, inserted, "the same token with another digest must not count as an insert")
+
+	// Without a token, only the attempt that writes reports inserted.
+	k2 := key("h2")
+	bare := remembered("bare", c.Now().Add(c.long()))
+	mustRemember(t, st, k2, bare)
+	_, inserted, err = st.Remember(ctx, k2, bare)
+	require.NoError(t, err)
+	assert.False(t, inserted, "a call without a token cannot be recognised")
+
+	// Once updated, the record still carries its token: a late retry of
+	// the inserting call is still recognised.
+	upd := rec
+	upd.State, upd.Status = "accepted", []byte("status")
+	require.NoError(t, st.Update(ctx, k, upd))
+	held, inserted, err = st.Remember(ctx, k, rec)
+	require.NoError(t, err)
+	assert.True(t, inserted)
+	equal(t, upd, held, "Remember retried after Update: held record")
+}
+
+func (s *suite) testConcurrentTokens(t *testing.T) {
+	st, c := s.start(t)
+	const goroutines = 32
+	exp := c.Now().Add(c.long())
+	for round := range 4 {
+		k := key(fmt.Sprint("h", round))
+		recs := make([]replay.Record, goroutines)
+		for i := range recs {
+			// One offer delivered many times: one digest, a token per call.
+			recs[i] = replay.Record{Digest: digest(fmt.Sprint("offer ", round)), Token: token(fmt.Sprint(round, " ", i)),
+				Created: c.Now(), Expires: exp}
+		}
+		inserted := make([]bool, goroutines)
+		errs := make([]error, goroutines)
+		var wg sync.WaitGroup
+		gate := make(chan struct{})
+		for i := range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-gate
+				// Each call is made twice, as a client retrying it would.
+				_, _, errs[i] = st.Remember(context.Background(), k, recs[i])
+				if errs[i] == nil {
+					_, inserted[i], errs[i] = st.Remember(context.Background(), k, recs[i])
+				}
+			}()
+		}
+		close(gate)
+		wg.Wait()
+		winners := 0
+		for i := range goroutines {
+			require.NoError(t, errs[i])
+			if inserted[i] {
+				winners++
+				mustGet(t, st, k, recs[i])
+			}
+		}
+		assert.Equal(t, 1, winners, "exactly one call's retry reports its insert")
+	}
+}
+
+func (s *suite) testUpdateKeepsIdentity(t *testing.T) {
+	st, c := s.start(t)
+	ctx := context.Background()
+	k := key("h1")
+	rec := fresh("offer", c.Now().Add(-123456789*time.Nanosecond), c.Now().Add(c.long()))
+	mustRemember(t, st, k, rec)
+	upd := replay.Record{Digest: rec.Digest, Token: rec.Token, Created: c.Now().Add(time.Hour),
+		Expires: rec.Expires.Add(time.Hour), State: "completed", Status: []byte("done")}
+	require.NoError(t, st.Update(ctx, k, upd))
+	want := rec
+	want.Expires, want.State, want.Status = upd.Expires, upd.State, upd.Status
+	mustGet(t, st, k, want)
+	// Update without a token keeps the token too.
+	upd.Token = nil
+	upd.State = "canceled"
+	require.NoError(t, st.Update(ctx, k, upd))
+	want.State = "canceled"
+	mustGet(t, st, k, want)
+	// Update with another call's token is refused.
+	upd.Token = token("another")
+	upd.State = "failed"
+	assert.ErrorIs(t, st.Update(ctx, k, upd), replay.ErrConflict)
+	mustGet(t, st, k, want)
+	// So is a token on a record remembered without one.
+	k2 := key("h2")
+	bare := remembered("bare", c.Now().Add(c.long()))
+	mustRemember(t, st, k2, bare)
+	withToken := bare
+	withToken.Token, withToken.State = token("bare"), "accepted"
+	assert.ErrorIs(t, st.Update(ctx, k2, withToken), replay.ErrConflict)
+	mustGet(t, st, k2, bare)
+}
+
+// testReleaseThenStaleTake: a call remembers a hop and is slow to take it;
+// meanwhile the record is released and another delivery remembers the hop
+// again. The slow call's take, which carries its token, must fail: only
+// the second call may take the hop.
+func (s *suite) testReleaseThenStaleTake(t *testing.T) {
+	st, c := s.start(t)
+	ctx := context.Background()
+	k := key("h1")
+	first := fresh("offer", c.Now(), c.Now().Add(c.long()))
+	mustRemember(t, st, k, first)
+	require.NoError(t, st.Release(ctx, k, first.Digest))
+	second := first
+	second.Token = token("second delivery")
+	mustRemember(t, st, k, second)
+
+	late := first
+	late.State = "accepted"
+	assert.ErrorIs(t, st.Update(ctx, k, late), replay.ErrConflict, "the released call's take")
+	mustGet(t, st, k, second)
+	take := second
+	take.State = "accepted"
+	require.NoError(t, st.Update(ctx, k, take), "the second call's take")
+	mustGet(t, st, k, take)
+}
+
+func (s *suite) testUntaken(t *testing.T) {
+	st, c := s.start(t)
+	ctx := context.Background()
+	t0 := c.Now()
+	exp := t0.Add(c.long())
+	old := fresh("old", t0.Add(-2*time.Hour), exp)
+	older := fresh("older", t0.Add(-3*time.Hour), exp)
+	unknown := remembered("unknown age", exp) // Created zero
+	taken := fresh("taken", t0.Add(-3*time.Hour), exp)
+	recent := fresh("recent", t0.Add(-time.Minute), exp)
+	gone := fresh("gone", t0.Add(-3*time.Hour), t0.Add(c.ttl()))
+	for name, r := range map[string]replay.Record{"old": old, "older": older, "unknown": unknown,
+		"taken": taken, "recent": recent, "gone": gone} {
+		mustRemember(t, st, key(name), r)
+	}
+	taken.State = "accepted"
+	require.NoError(t, st.Update(ctx, key("taken"), taken))
+	c.at(gone.Expires)
+
+	got, err := st.Untaken(ctx, t0.Add(-time.Hour))
+	require.NoError(t, err)
+	var hops []string
+	for _, u := range got {
+		hops = append(hops, u.Key.Hop)
+		switch u.Key.Hop {
+		case "unknown":
+			assert.Zero(t, u.Age, "age of a record without Created")
+			equal(t, unknown, u.Record, "untaken record")
+		case "older":
+			equal(t, older, u.Record, "untaken record")
+			assertAge(t, c, u.Age, c.Now().Sub(older.Created))
+		case "old":
+			equal(t, old, u.Record, "untaken record")
+			assertAge(t, c, u.Age, c.Now().Sub(old.Created))
+		}
+	}
+	assert.Equal(t, []string{"unknown", "older", "old"}, hops,
+		"live records with State empty created before the time, oldest first (zero Created first)")
+
+	got, err = st.Untaken(ctx, t0.Add(-4*time.Hour))
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, "unknown", got[0].Key.Hop)
+}
+
+func assertAge(t *testing.T, c *clock, got, want time.Duration) {
+	t.Helper()
+	if c.real {
+		assert.InDelta(t, want.Seconds(), got.Seconds(), 5, "age")
+		return
+	}
+	assert.Equal(t, want, got, "age")
+}
+
+func (s *suite) testRelease(t *testing.T) {
+	st, c := s.start(t)
+	ctx := context.Background()
+	exp := c.Now().Add(c.long())
+	k := key("stranded")
+	rec := fresh("offer", c.Now(), exp)
+	assert.ErrorIs(t, st.Release(ctx, k, rec.Digest), replay.ErrNotFound, "Release of an absent record")
+	mustRemember(t, st, k, rec)
+	assert.ErrorIs(t, st.Release(ctx, k, digest("another offer")), replay.ErrConflict, "Release with another digest")
+	mustGet(t, st, k, rec)
+	require.NoError(t, st.Release(ctx, k, rec.Digest))
+	mustBeAbsent(t, st, k)
+	assert.ErrorIs(t, st.Release(ctx, k, rec.Digest), replay.ErrNotFound, "Release twice")
+	upd := rec
+	upd.State = "accepted"
+	assert.ErrorIs(t, st.Update(ctx, k, upd), replay.ErrNotFound, "Update of a released record")
+
+	// A released hop is new again, for any call.
+	again := rec
+	again.Token = token("the next delivery")
+	mustRemember(t, st, k, again)
+
+	// A record whose State is set stays.
+	kt := key("taken")
+	taken := fresh("taken", c.Now(), exp)
+	mustRemember(t, st, kt, taken)
+	taken.State, taken.Status = "rejected", []byte("status")
+	require.NoError(t, st.Update(ctx, kt, taken))
+	assert.ErrorIs(t, st.Release(ctx, kt, taken.Digest), replay.ErrTaken)
+	mustGet(t, st, kt, taken)
+
+	// An expired record is not found.
+	ke := key("expired")
+	short := fresh("short", c.Now(), c.Now().Add(c.ttl()))
+	mustRemember(t, st, ke, short)
+	c.at(short.Expires)
+	assert.ErrorIs(t, st.Release(ctx, ke, short.Digest), replay.ErrNotFound)
+
+	// Context.
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	assert.ErrorIs(t, st.Release(canceled, k, again.Digest), context.Canceled)
+	mustGet(t, st, k, again)
+	_, err := st.Untaken(canceled, c.Now())
+	assert.ErrorIs(t, err, context.Canceled)
+}
+
+// testReleaseRace races Release with the Update that takes the hop: either
+// the Update wins and the record stays, taken, or the Release wins and the
+// Update finds nothing. Never both, never neither.
+func (s *suite) testReleaseRace(t *testing.T) {
+	st, c := s.start(t)
+	ctx := context.Background()
+	exp := c.Now().Add(c.long())
+	for i := range 32 {
+		k := key(fmt.Sprint("race ", i))
+		rec := fresh(fmt.Sprint("offer ", i), c.Now(), exp)
+		mustRemember(t, st, k, rec)
+		var relErr, updErr error
+		var wg sync.WaitGroup
+		gate := make(chan struct{})
+		wg.Add(2)
+		go func() { defer wg.Done(); <-gate; relErr = st.Release(ctx, k, rec.Digest) }()
+		upd := rec
+		upd.State = "accepted"
+		go func() { defer wg.Done(); <-gate; updErr = st.Update(ctx, k, upd) }()
+		close(gate)
+		wg.Wait()
+		if updErr == nil {
+			require.ErrorIs(t, relErr, replay.ErrTaken, "round %d: Update won, Release must fail", i)
+			mustGet(t, st, k, upd)
+		} else {
+			require.ErrorIs(t, updErr, replay.ErrNotFound, "round %d", i)
+			require.NoError(t, relErr, "round %d: Update lost, Release must have won", i)
+			mustBeAbsent(t, st, k)
+		}
+	}
 }

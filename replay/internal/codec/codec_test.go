@@ -20,6 +20,8 @@ func sample() []replay.Record {
 		{Digest: d[:], Expires: time.Unix(1893456000, 123456789), State: "accepted", Status: []byte{0, 1, 0xff}},
 		{Digest: d[:], Expires: time.Unix(-1, 0), State: "completed"},
 		{Digest: d[:], Expires: time.Date(9999, 1, 1, 0, 0, 0, 1, time.UTC), Status: bytes.Repeat([]byte{7}, 300)},
+		{Digest: d[:], Token: bytes.Repeat([]byte{9}, 16), Created: time.Unix(1893456000, 5), State: "accepted"},
+		{Digest: d[:], Token: make([]byte, 16), Created: time.Unix(-3, 999999999)},
 	}
 }
 
@@ -37,9 +39,32 @@ func TestRoundTrip(t *testing.T) {
 func TestKnownEncoding(t *testing.T) {
 	d := bytes.Repeat([]byte{0xdd}, 32)
 	b := Encode(replay.Record{Digest: d, Expires: time.Unix(0x0102030405, 6), State: "ok", Status: []byte{0xaa}})
-	want := append([]byte{1}, d...)
+	want := append([]byte{2}, d...)
+	want = append(want, 0)
+	want = append(want, make([]byte, 12+16)...)
 	want = append(want, 1, 0, 0, 0, 1, 2, 3, 4, 5, 0, 0, 0, 6, 2, 'o', 'k', 1, 0xaa)
 	assert.Equal(t, want, b)
+	assert.Equal(t, byte(2), b[StateOffset])
+
+	tok := bytes.Repeat([]byte{0x77}, 16)
+	b = Encode(replay.Record{Digest: d, Token: tok, Created: time.Unix(0x0a0b, 0x0c)})
+	want = append([]byte{2}, d...)
+	want = append(want, 3, 0, 0, 0, 0, 0, 0, 0x0a, 0x0b, 0, 0, 0, 0x0c)
+	want = append(want, tok...)
+	want = append(want, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+	assert.Equal(t, want, b)
+}
+
+// A record written before tokens still decodes, with no token and no
+// creation time.
+func TestVersion1(t *testing.T) {
+	d := bytes.Repeat([]byte{0xdd}, 32)
+	v1 := append([]byte{1}, d...)
+	v1 = append(v1, 1, 0, 0, 0, 1, 2, 3, 4, 5, 0, 0, 0, 6, 2, 'o', 'k', 1, 0xaa)
+	got, err := Decode(v1)
+	require.NoError(t, err)
+	assert.True(t, replay.Record{Digest: d, Expires: time.Unix(0x0102030405, 6), State: "ok", Status: []byte{0xaa}}.Equal(got))
+	assert.Equal(t, byte(2), v1[StateOffset1])
 }
 
 func TestMalformed(t *testing.T) {
@@ -47,14 +72,17 @@ func TestMalformed(t *testing.T) {
 	mutate := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
 	zeroExpiry := Encode(sample()[0])
 	for name, b := range map[string][]byte{
-		"empty":        nil,
-		"short header": good[:headerSize-1],
-		"version":      mutate(func(b []byte) []byte { b[0] = 2; return b }),
-		"flags":        mutate(func(b []byte) []byte { b[1+DigestSize] = 3; return b }),
-		"nanos":        mutate(func(b []byte) []byte { b[10+DigestSize] = 0xff; return b }),
+		"empty":                nil,
+		"short header":         good[:headerSize-1],
+		"version":              mutate(func(b []byte) []byte { b[0] = 3; return b }),
+		"flags":                mutate(func(b []byte) []byte { b[IdentitySize] = 3; return b }),
+		"idflags":              mutate(func(b []byte) []byte { b[1+DigestSize] = 4; return b }),
+		"nanos":                mutate(func(b []byte) []byte { b[IdentitySize+9] = 0xff; return b }),
+		"token without flag":   mutate(func(b []byte) []byte { b[IdentitySize-1] = 1; return b }),
+		"created without flag": mutate(func(b []byte) []byte { b[2+DigestSize] = 1; return b }),
 		"time without flag": func() []byte {
 			b := bytes.Clone(zeroExpiry)
-			b[9+DigestSize] = 1
+			b[IdentitySize+8] = 1
 			return b
 		}(),
 		"no state length":  good[:headerSize],
@@ -77,6 +105,7 @@ func TestCheck(t *testing.T) {
 	assert.ErrorIs(t, Check(replay.Key{Hop: "h"}, nil), replay.ErrInvalid)
 	assert.ErrorIs(t, Check(replay.Key{Iss: "i"}, nil), replay.ErrInvalid)
 	assert.ErrorIs(t, Check(replay.Key{Iss: "i", Hop: "h"}, &replay.Record{Digest: d[:31]}), replay.ErrInvalid)
+	assert.ErrorIs(t, Check(replay.Key{Iss: "i", Hop: "h"}, &replay.Record{Digest: d, Token: d[:15]}), replay.ErrInvalid)
 }
 
 func FuzzDecode(f *testing.F) {
@@ -96,9 +125,45 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		// Decoding is strict: a value that decodes is the only encoding of
-		// its record.
-		if again := Encode(rec); !bytes.Equal(again, b) {
+		// its record, in its version.
+		again := Encode(rec)
+		if b[0] == Version1 {
+			// Re-encoded as version 2: the same record, and the same
+			// octets from the flags on.
+			back, err := Decode(again)
+			if err != nil || !back.Equal(rec) || !bytes.Equal(again[IdentitySize:], b[1+DigestSize:]) {
+				t.Fatalf("version 1 %x re-encoded as %x (%v)", b, again, err)
+			}
+			return
+		}
+		if !bytes.Equal(again, b) {
 			t.Fatalf("decode/encode changed %x to %x", b, again)
 		}
 	})
+}
+
+func TestOfferRoundTrip(t *testing.T) {
+	d := sha256.Sum256([]byte("offer"))
+	for _, rec := range []replay.OfferRecord{
+		{Hop: "h", To: "t", Digest: d[:]},
+		{Hop: "h\x00é", To: "t", Digest: d[:], Prev: d[:], Work: "w", Open: true, Handoff: []byte{0, 1},
+			State: "accepted", Reason: "r", Status: []byte{0xff}, Canceled: true, Observed: true,
+			Created: time.Unix(-5, 999999999), Version: 1 << 60},
+		{Hop: "h", To: "t", Digest: d[:], Expires: time.Date(9999, 1, 1, 0, 0, 0, 1, time.UTC)},
+	} {
+		got, err := DecodeOffer(EncodeOffer(rec))
+		require.NoError(t, err)
+		assert.True(t, replay.EqualOffer(rec, got), "%+v != %+v", rec, got)
+	}
+	for name, b := range map[string][]byte{
+		"empty":     nil,
+		"not a map": {0x01},
+		"no digest": EncodeOffer(replay.OfferRecord{Hop: "h", To: "t"}),
+		"format":    {0xa1, 0x00, 0x02},
+		"unknown":   {0xa1, 0x18, 0x63, 0x01},
+		"trailing":  append(EncodeOffer(replay.OfferRecord{Hop: "h", To: "t", Digest: d[:]}), 0),
+	} {
+		_, err := DecodeOffer(b)
+		assert.ErrorIs(t, err, ErrMalformed, name)
+	}
 }

@@ -1,4 +1,4 @@
-// Package carrytest is the round trip every carriage package (a2a, mcp)
+// Package carriagetest is the round trip every carriage package (a2a, mcp)
 // runs in its tests: an offer and its statuses put into a host message's
 // metadata, sent through JSON, taken out and verified on the other side.
 package carriagetest
@@ -16,10 +16,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/handofftest"
 )
 
 // Carrier is what a carriage package offers, over one metadata map.
 type Carrier struct {
+	// Key is the metadata key under which the Handoff object travels.
+	Key           string
 	AttachHandoff func(meta map[string]any, h *handoff.Handoff) error
 	Handoff       func(meta map[string]any) ([]byte, error)
 	AttachStatus  func(meta map[string]any, s handoff.Signed)
@@ -112,4 +115,41 @@ func Absent(t *testing.T, c Carrier, key string, errAbsent error) {
 	assert.ErrorIs(t, err, handoff.ErrMalformed)
 	_, err = c.Status(map[string]any{key: 7})
 	assert.ErrorIs(t, err, handoff.ErrMalformed)
+}
+
+// BadInputs carries every bad input of the handofftest kit, as a JSON
+// Handoff object under c.Key in a metadata map sent through JSON (so COSE
+// elements travel as base64url text), takes it out with c.Handoff, and
+// checks that the delegate refuses it exactly as the kit says: the carriage
+// changes nothing that a check of section 5.1 sees (HC-66, HC-67).
+func BadInputs(t *testing.T, c Carrier) {
+	const planner, coder = handoff.AgentID("spiffe://a/planner"), handoff.AgentID("spiffe://b/coder")
+	through := func(data []byte) ([]byte, error) {
+		var h map[string]any
+		if err := json.Unmarshal(data, &h); err != nil {
+			return nil, err // the host's JSON parser refuses it first
+		}
+		return c.Handoff(overJSON(t, map[string]any{c.Key: h}))
+	}
+	w := handofftest.NewWorld(t, planner, coder).Encoded(handoff.JSON)
+	for _, bad := range w.BadInputs(coder) {
+		t.Run(bad.Name, func(t *testing.T) {
+			w := w.With(t)
+			a := w.Agent(coder, bad.Configure)
+			for _, p := range bad.Prior {
+				data, err := through(p)
+				require.NoError(t, err)
+				handofftest.RequireAccepted(t, w.Receive(a, data))
+			}
+			data, err := through(bad.Data)
+			if bad.Attack == handofftest.AttackMalformedJSON {
+				require.Error(t, err, "malformed JSON carried in a JSON message")
+				return
+			}
+			require.NoError(t, err)
+			in, err := a.Receive(context.Background(), data, bad.Host)
+			require.NoError(t, err)
+			handofftest.AssertBad(t, in, bad)
+		})
+	}
 }

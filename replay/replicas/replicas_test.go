@@ -1,4 +1,4 @@
-package handoff_test
+package replicas_test
 
 import (
 	"context"

@@ -1,0 +1,19 @@
+module github.com/agentproto/handoff/replay/boltstore
+
+go 1.26.0
+
+require (
+	github.com/agentproto/handoff v0.0.0
+	github.com/stretchr/testify v1.12.1
+	go.etcd.io/bbolt v1.5.0
+)
+
+require (
+	github.com/fxamacker/cbor/v2 v2.10.0 // indirect
+	github.com/x448/float16 v0.8.4 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)
+
+replace github.com/agentproto/handoff => ../..

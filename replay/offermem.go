@@ -1,0 +1,186 @@
+package replay
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+func slicesSortOffers(recs []OfferRecord) {
+	slices.SortFunc(recs, func(a, b OfferRecord) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Hop, b.Hop)
+	})
+}
+
+// MemoryOffers is an OfferStore kept in the memory of one process. It is
+// safe for concurrent use. Its records are lost when the process ends: a
+// delegator that must retransmit, cancel or keep HC-42 across a restart
+// needs a durable store (replay/boltstore, replay/redisstore).
+type MemoryOffers struct {
+	now func() time.Time
+
+	mu      sync.Mutex
+	recs    map[string]OfferRecord
+	work    map[string]string // Work -> Hop of the Open record holding it
+	version uint64
+}
+
+var _ OfferStore = (*MemoryOffers)(nil)
+
+// NewMemoryOffers returns an empty MemoryOffers that reads the time from
+// now, or from time.Now when now is nil.
+func NewMemoryOffers(now func() time.Time) *MemoryOffers {
+	if now == nil {
+		now = time.Now
+	}
+	return &MemoryOffers{now: now, recs: map[string]OfferRecord{}, work: map[string]string{}}
+}
+
+// live returns the live record held for hop, dropping an expired one.
+// s.mu is held.
+func (s *MemoryOffers) live(hop string) (OfferRecord, bool) {
+	r, ok := s.recs[hop]
+	if !ok {
+		return OfferRecord{}, false
+	}
+	if !r.Live(s.now()) {
+		s.drop(r)
+		return OfferRecord{}, false
+	}
+	return r, true
+}
+
+// drop removes r and frees its Work. s.mu is held.
+func (s *MemoryOffers) drop(r OfferRecord) {
+	delete(s.recs, r.Hop)
+	if r.Open && r.Work != "" && s.work[r.Work] == r.Hop {
+		delete(s.work, r.Work)
+	}
+}
+
+// Create implements OfferStore.
+func (s *MemoryOffers) Create(ctx context.Context, rec OfferRecord) (OfferRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return OfferRecord{}, err
+	}
+	if err := CheckOffer(rec); err != nil {
+		return OfferRecord{}, err
+	}
+	rec = CloneOffer(rec)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.live(rec.Hop); ok {
+		return OfferRecord{}, ErrExists
+	}
+	if rec.Open && rec.Work != "" {
+		if h, ok := s.work[rec.Work]; ok {
+			return OfferRecord{}, &BusyError{Work: rec.Work, Hop: h}
+		}
+		s.work[rec.Work] = rec.Hop
+	}
+	s.version++
+	rec.Version = s.version
+	s.recs[rec.Hop] = rec
+	return CloneOffer(rec), nil
+}
+
+// Get implements OfferStore.
+func (s *MemoryOffers) Get(ctx context.Context, hop string) (OfferRecord, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return OfferRecord{}, false, err
+	}
+	if hop == "" {
+		return OfferRecord{}, false, ErrInvalid
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.live(hop)
+	if !ok {
+		return OfferRecord{}, false, nil
+	}
+	return CloneOffer(r), true, nil
+}
+
+// Swap implements OfferStore.
+func (s *MemoryOffers) Swap(ctx context.Context, old, new OfferRecord) (OfferRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return OfferRecord{}, err
+	}
+	if err := CheckSwap(old, new); err != nil {
+		return OfferRecord{}, err
+	}
+	new = CloneOffer(new)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held, ok := s.live(old.Hop)
+	if !ok {
+		return OfferRecord{}, ErrNotFound
+	}
+	if held.Version != old.Version {
+		return OfferRecord{}, ErrConflict
+	}
+	if held.Open && !new.Open && held.Work != "" && s.work[held.Work] == held.Hop {
+		delete(s.work, held.Work)
+	}
+	s.version++
+	new.Version = s.version
+	s.recs[new.Hop] = new
+	return CloneOffer(new), nil
+}
+
+// Delete implements OfferStore.
+func (s *MemoryOffers) Delete(ctx context.Context, hop string, version uint64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if hop == "" {
+		return ErrInvalid
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held, ok := s.live(hop)
+	if !ok {
+		return ErrNotFound
+	}
+	if held.Version != version {
+		return ErrConflict
+	}
+	s.drop(held)
+	return nil
+}
+
+// List implements OfferStore.
+func (s *MemoryOffers) List(ctx context.Context, q OfferQuery) ([]OfferRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	var out []OfferRecord
+	for _, r := range s.recs {
+		if !r.Live(now) {
+			s.drop(r)
+			continue
+		}
+		if q.Match(r) {
+			out = append(out, CloneOffer(r))
+		}
+	}
+	SortOffers(out)
+	return out, nil
+}
+
+// Close implements OfferStore. It drops every record.
+func (s *MemoryOffers) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.recs)
+	clear(s.work)
+	return nil
+}

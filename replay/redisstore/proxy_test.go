@@ -1,0 +1,180 @@
+package redisstore
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentproto/handoff/replay"
+)
+
+// dropProxy forwards TCP connections to a Redis server and, once, closes
+// the connection instead of forwarding the reply to a command that carries
+// the octets trigger: the server applied the command, the client never
+// learns it.
+type dropProxy struct {
+	l       net.Listener
+	target  string
+	trigger []byte
+	dropped atomic.Int32 // replies dropped
+	seen    atomic.Int32 // commands carrying trigger
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	conns   []net.Conn
+}
+
+func newDropProxy(t *testing.T, target string, trigger []byte) *dropProxy {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &dropProxy{l: l, target: target, trigger: trigger}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *dropProxy) addr() string { return p.l.Addr().String() }
+
+func (p *dropProxy) track(c net.Conn) {
+	p.mu.Lock()
+	p.conns = append(p.conns, c)
+	p.mu.Unlock()
+}
+
+func (p *dropProxy) close() {
+	p.l.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+func (p *dropProxy) accept() {
+	defer p.wg.Done()
+	for {
+		client, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", p.target)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		p.track(client)
+		p.track(server)
+		var dropNext atomic.Bool
+		p.wg.Add(2)
+		// Client to server. go-redis waits for the reply of one command
+		// before it writes the next on a connection, so the next reply on
+		// this connection after a command carrying trigger is its reply.
+		go func() {
+			defer p.wg.Done()
+			defer server.Close()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := client.Read(buf)
+				if n > 0 {
+					if bytes.Contains(buf[:n], p.trigger) {
+						p.seen.Add(1)
+						if p.dropped.Load() == 0 {
+							dropNext.Store(true)
+						}
+					}
+					if _, werr := server.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		// Server to client.
+		go func() {
+			defer p.wg.Done()
+			defer client.Close()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := server.Read(buf)
+				if n > 0 {
+					if dropNext.Load() && p.dropped.CompareAndSwap(0, 1) {
+						// The reply is lost with the connection.
+						client.Close()
+						server.Close()
+						return
+					}
+					if _, werr := client.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// TestRememberReplyLost: Redis applies the check-and-record script but its
+// reply is lost; go-redis, with its default options (3 retries), runs the
+// script again, which finds the record the first attempt wrote. Remember
+// must still report its own insert: a receiver that saw "not inserted"
+// would answer "retransmission" for an offer no replica accepted, and the
+// hop would be stranded (HC-33, HC-35).
+func TestRememberReplyLost(t *testing.T) {
+	direct := testClient(t)
+	addr := os.Getenv("HANDOFF_REDIS_ADDR")
+	if addr == "" {
+		addr = defaultAddr
+	}
+	ctx := context.Background()
+	// The script is loaded first, so that the first EVALSHA is applied by
+	// the server (and not answered NOSCRIPT).
+	require.NoError(t, rememberScript.Load(ctx, direct).Err())
+	prefix := testPrefix(t, direct)
+
+	for _, tc := range []struct {
+		name         string
+		token        []byte
+		wantInserted bool
+	}{
+		{"with a token", bytes.Repeat([]byte{0x5a}, replay.TokenSize), true},
+		// Without a token the retry cannot tell its own record from
+		// another call's: the failure the token is there to prevent.
+		{"without a token", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			proxy := newDropProxy(t, addr, []byte(rememberScript.Hash()))
+			c := redis.NewClient(&redis.Options{Addr: proxy.addr()}) // default retries
+			defer c.Close()
+			s := New(c, Options{Prefix: prefix})
+			k := replay.Key{Iss: "https://delegator.example", Hop: "hop " + tc.name}
+			rec := replay.Record{Digest: digest("offer"), Token: tc.token, Created: time.Now(), Expires: time.Now().Add(time.Hour)}
+
+			held, inserted, err := s.Remember(ctx, k, rec)
+			require.NoError(t, err, "the client retries after the lost reply")
+			assert.Equal(t, int32(1), proxy.dropped.Load(), "one reply was dropped")
+			assert.Equal(t, int32(2), proxy.seen.Load(), "the script ran twice: the call and the client's retry")
+			assert.Equal(t, tc.wantInserted, inserted)
+			assert.True(t, rec.Equal(held), "held %+v, want %+v", held, rec)
+
+			// The first attempt's write landed: the record is the call's.
+			got, ok, err := New(direct, Options{Prefix: prefix}).Get(ctx, k)
+			require.NoError(t, err)
+			require.True(t, ok)
+			assert.Equal(t, tc.token, got.Token)
+		})
+	}
+}
