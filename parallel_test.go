@@ -1,7 +1,9 @@
 package handoff
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -238,4 +240,21 @@ func TestChain_HC46_SignatureBeforeLink(t *testing.T) {
 			assert.Equal(t, tc.want, got, "bad %v, broken link %d, workers %d", tc.bad, tc.broken, workers)
 		}
 	}
+}
+
+// decodeB64u accepts exactly the strings that decode and encode back to
+// themselves, as its earlier form checked by encoding again.
+func FuzzDecodeB64u(f *testing.F) {
+	for _, s := range []string{"", "A", "AA", "AB", "AAA", "AAB", "AAAA", "AQ", "AR", "AA==", "A\nA", "AA\r", "+/", "-_",
+		"AAAA\n", "\nAAAA", "aGVsbG8", "aGVsbG9", "aGVsbG8=", "a b", "\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := decodeB64u(s)
+		want, werr := base64.RawURLEncoding.Strict().DecodeString(s)
+		ok := s != "" && werr == nil && base64.RawURLEncoding.EncodeToString(want) == s
+		if (err == nil) != ok || (ok && !bytes.Equal(got, want)) {
+			t.Fatalf("%q: decodeB64u %x, %v; reference %x, canonical %v", s, got, err, want, ok)
+		}
+	})
 }

@@ -343,11 +343,10 @@ func decodeSegment(seg []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b = b[:n]
-	if base64.RawURLEncoding.EncodeToString(b) != string(seg) {
-		return nil, errors.New("not canonical base64url")
-	}
-	return b, nil
+	// Only alphabet characters, and Strict refuses non-zero unused bits in
+	// the last character and a length of 1 mod 4: the decoded octets encode
+	// back to exactly seg (FuzzDecodeSegment holds this to the re-encoding).
+	return b[:n], nil
 }
 
 // verify verifies the signature of a token whose form and header have been
