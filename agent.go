@@ -306,7 +306,7 @@ func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target Digest
 	if remembered && !(Digest{Alg: SHA256Alg, Val: rec.Digest}).Equal(target) {
 		return Signed{}, rule("", "the hop holds another offer")
 	}
-	h := delegateHop{Remembered: remembered, State: State(rec.State), Verdict: v}
+	h := delegateHop{Remembered: remembered, State: State(rec.State), Sent: rec.Status != nil, Verdict: v}
 	next, records, err := delegateStep(h, send)
 	if err != nil {
 		return Signed{}, err

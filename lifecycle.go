@@ -89,6 +89,8 @@ type delegateHop struct {
 	Remembered bool
 	// State is the hop's recorded state: "" while only remembered.
 	State State
+	// Sent: a status was sent for the hop (its last status is recorded).
+	Sent bool
 	// Verdict is how the checks of section 5.1 judged the offer being
 	// answered.
 	Verdict verdict
@@ -147,7 +149,9 @@ func delegateStep(h delegateHop, s delegateSend) (next State, records bool, err 
 	case Accepted:
 		switch {
 		case h.Verdict == verdictAccepted && h.State == "":
-		case h.Verdict == verdictRetransmit && s.OwesAccepted && h.State == Accepted:
+		case h.State == Accepted && !h.Sent && (h.Verdict == verdictAccepted || h.Verdict == verdictRetransmit):
+			// Taken (Take) and no status sent yet: "accepted" is owed
+			// (HC-39), once.
 		case h.Verdict != verdictAccepted && h.Verdict != verdictRetransmit:
 			return "", false, rule("", "the offer did not pass the checks of section 5.1")
 		default:

@@ -234,29 +234,31 @@ func TestLifecycle_DelegateStepTable(t *testing.T) {
 		rec  bool
 		hc   string // "" when allowed
 	}{
-		{"accept after the checks", delegateHop{true, "", verdictAccepted}, delegateSend{State: Accepted}, Accepted, true, ""},
-		{"accept twice", delegateHop{true, Accepted, verdictAccepted}, delegateSend{State: Accepted}, "", false, "HC-23"},
-		{"owed accept on retransmission", delegateHop{true, Accepted, verdictRetransmit}, delegateSend{State: Accepted, OwesAccepted: true}, Accepted, true, ""},
-		{"accept a rejected offer", delegateHop{true, "", verdictRejected}, delegateSend{State: Accepted}, "", false, "section 5.1"},
-		{"reject after a failed check", delegateHop{true, "", verdictRejected}, delegateSend{State: Rejected, Reason: ReasonPolicy}, Rejected, true, ""},
-		{"reject before the pair is remembered", delegateHop{false, "", verdictRejected}, delegateSend{State: Rejected, Reason: ReasonStale}, "", false, ""},
-		{"reject a taken hop", delegateHop{true, Accepted, verdictRetransmit}, delegateSend{State: Rejected, Reason: ReasonPolicy}, "", false, "HC-24"},
-		{"reject without a reason", delegateHop{true, "", verdictRejected}, delegateSend{State: Rejected}, "", false, "reason"},
-		{"stale for a remembered hop", delegateHop{true, Accepted, verdictRetransmit}, delegateSend{State: Rejected, Reason: ReasonStale}, "", false, "HC-24"},
-		{"complete from accepted", delegateHop{true, Accepted, verdictRetransmit}, delegateSend{State: Completed, Effect: full}, Completed, true, ""},
-		{"complete without accepted (HC-26)", delegateHop{true, "", verdictAccepted}, delegateSend{State: Completed, Effect: full}, Completed, true, ""},
-		{"complete a canceled hop", delegateHop{true, Canceled, verdictRetransmit}, delegateSend{State: Completed, Effect: full}, Completed, true, ""},
-		{"complete twice", delegateHop{true, Completed, verdictRetransmit}, delegateSend{State: Completed, Effect: full}, "", false, "HC-23"},
-		{"complete, effect unknown", delegateHop{true, Accepted, verdictRetransmit}, delegateSend{State: Completed}, "", false, "HC-25"},
-		{"fail with no effect", delegateHop{true, Accepted, verdictRetransmit}, delegateSend{State: Failed, Effect: none}, Failed, true, ""},
-		{"fail with no effect but refs", delegateHop{true, Accepted, verdictRetransmit}, delegateSend{State: Failed, Effect: none, Refs: 1}, "", false, "HC-44"},
-		{"fail partly without refs", delegateHop{true, Accepted, verdictRetransmit}, delegateSend{State: Failed, Effect: EffectPartial}, "", false, "HC-44"},
-		{"fail partly with refs", delegateHop{true, Accepted, verdictRetransmit}, delegateSend{State: Failed, Effect: EffectPartial, Refs: 1}, Failed, true, ""},
-		{"delegate cancels", delegateHop{true, Accepted, verdictRetransmit}, delegateSend{State: Canceled}, "", false, "only the delegator"},
-		{"equivocation: reject the first", delegateHop{true, "", verdictEquivocation}, delegateSend{State: Rejected, Reason: ReasonEquivocation, Equivocation: AnswerRejectFirst}, Rejected, true, ""},
-		{"equivocation: accept", delegateHop{true, "", verdictEquivocation}, delegateSend{State: Accepted, Equivocation: AnswerRejectFirst}, "", false, "HC-54"},
-		{"equivocation: finish the first", delegateHop{true, Accepted, verdictEquivocation}, delegateSend{State: Failed, Reason: ReasonEquivocation, Effect: none, Equivocation: AnswerFinishFirst}, Failed, true, ""},
-		{"equivocation: nothing more", delegateHop{true, Completed, verdictEquivocation}, delegateSend{State: Completed, Effect: full, Equivocation: AnswerNone}, "", false, "HC-54"},
+		{"accept after the checks", delegateHop{true, "", false, verdictAccepted}, delegateSend{State: Accepted}, Accepted, true, ""},
+		{"accept twice", delegateHop{true, Accepted, true, verdictAccepted}, delegateSend{State: Accepted}, "", false, "HC-23"},
+		{"accept after Take, none sent (HC-39)", delegateHop{true, Accepted, false, verdictAccepted}, delegateSend{State: Accepted}, Accepted, true, ""},
+		{"owed accept on retransmission", delegateHop{true, Accepted, false, verdictRetransmit}, delegateSend{State: Accepted, OwesAccepted: true}, Accepted, true, ""},
+		{"accept on retransmission after one was sent", delegateHop{true, Accepted, true, verdictRetransmit}, delegateSend{State: Accepted}, "", false, "HC-23"},
+		{"accept a rejected offer", delegateHop{true, "", false, verdictRejected}, delegateSend{State: Accepted}, "", false, "section 5.1"},
+		{"reject after a failed check", delegateHop{true, "", false, verdictRejected}, delegateSend{State: Rejected, Reason: ReasonPolicy}, Rejected, true, ""},
+		{"reject before the pair is remembered", delegateHop{false, "", false, verdictRejected}, delegateSend{State: Rejected, Reason: ReasonStale}, "", false, ""},
+		{"reject a taken hop", delegateHop{true, Accepted, false, verdictRetransmit}, delegateSend{State: Rejected, Reason: ReasonPolicy}, "", false, "HC-24"},
+		{"reject without a reason", delegateHop{true, "", false, verdictRejected}, delegateSend{State: Rejected}, "", false, "reason"},
+		{"stale for a remembered hop", delegateHop{true, Accepted, false, verdictRetransmit}, delegateSend{State: Rejected, Reason: ReasonStale}, "", false, "HC-24"},
+		{"complete from accepted", delegateHop{true, Accepted, false, verdictRetransmit}, delegateSend{State: Completed, Effect: full}, Completed, true, ""},
+		{"complete without accepted (HC-26)", delegateHop{true, "", false, verdictAccepted}, delegateSend{State: Completed, Effect: full}, Completed, true, ""},
+		{"complete a canceled hop", delegateHop{true, Canceled, false, verdictRetransmit}, delegateSend{State: Completed, Effect: full}, Completed, true, ""},
+		{"complete twice", delegateHop{true, Completed, true, verdictRetransmit}, delegateSend{State: Completed, Effect: full}, "", false, "HC-23"},
+		{"complete, effect unknown", delegateHop{true, Accepted, false, verdictRetransmit}, delegateSend{State: Completed}, "", false, "HC-25"},
+		{"fail with no effect", delegateHop{true, Accepted, false, verdictRetransmit}, delegateSend{State: Failed, Effect: none}, Failed, true, ""},
+		{"fail with no effect but refs", delegateHop{true, Accepted, false, verdictRetransmit}, delegateSend{State: Failed, Effect: none, Refs: 1}, "", false, "HC-44"},
+		{"fail partly without refs", delegateHop{true, Accepted, false, verdictRetransmit}, delegateSend{State: Failed, Effect: EffectPartial}, "", false, "HC-44"},
+		{"fail partly with refs", delegateHop{true, Accepted, false, verdictRetransmit}, delegateSend{State: Failed, Effect: EffectPartial, Refs: 1}, Failed, true, ""},
+		{"delegate cancels", delegateHop{true, Accepted, false, verdictRetransmit}, delegateSend{State: Canceled}, "", false, "only the delegator"},
+		{"equivocation: reject the first", delegateHop{true, "", false, verdictEquivocation}, delegateSend{State: Rejected, Reason: ReasonEquivocation, Equivocation: AnswerRejectFirst}, Rejected, true, ""},
+		{"equivocation: accept", delegateHop{true, "", false, verdictEquivocation}, delegateSend{State: Accepted, Equivocation: AnswerRejectFirst}, "", false, "HC-54"},
+		{"equivocation: finish the first", delegateHop{true, Accepted, false, verdictEquivocation}, delegateSend{State: Failed, Reason: ReasonEquivocation, Effect: none, Equivocation: AnswerFinishFirst}, Failed, true, ""},
+		{"equivocation: nothing more", delegateHop{true, Completed, true, verdictEquivocation}, delegateSend{State: Completed, Effect: full, Equivocation: AnswerNone}, "", false, "HC-54"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -555,4 +557,24 @@ func TestAgent_TakeAfterReleaseRefused(t *testing.T) {
 	require.True(t, second.Accepted())
 	assert.ErrorIs(t, c.Take(ctx, first), ErrState, "the first delivery's record is gone")
 	require.NoError(t, c.Take(ctx, second))
+}
+
+// HC-39: a delegate that took the work and sent no status owes "accepted";
+// it may send it once, in answer to the delivery or to a retransmission.
+func TestAgent_AcceptedAfterTake_HC39(t *testing.T) {
+	w := newWorld(t, JWS, rxPlanner, rxCoder)
+	ctx := context.Background()
+	c := w.agent(rxCoder)
+	data := encodeHandoff(t, handoffOf(w.offer(rxPlanner, rxCoder, nil)), JSON)
+	in := receive(t, c, data, Host{})
+	require.NoError(t, c.Take(ctx, in))
+	again := receive(t, c, data, Host{Peer: rxPlanner})
+	assert.True(t, again.OwesAccepted())
+	acc, err := c.Reply(ctx, in, Accepted, ReplyOptions{})
+	require.NoError(t, err, "owed after Take")
+	_, err = c.Reply(ctx, again, Accepted, ReplyOptions{})
+	assert.ErrorIs(t, err, ErrState, "sent once")
+	last, ok := receive(t, c, data, Host{Peer: rxPlanner}).LastStatus()
+	require.True(t, ok)
+	assert.Equal(t, acc.Octets, last.Octets)
 }

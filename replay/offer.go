@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -79,7 +81,10 @@ func (q OfferQuery) Match(r OfferRecord) bool {
 // satisfy the suite storetest.RunOffers:
 //
 //   - Create inserts a record under its Hop when no live record is held for
-//     it, else returns ErrExists. When the new record is Open and names a
+//     it, else returns ErrExists, except when the held record equals the
+//     one given in every field but Version: then Create returns it, so that
+//     a Create retried after a lost reply (a client library's retry)
+//     reports its own insert. When the new record is Open and names a
 //     Work, and a live Open record with the same Work is held, Create
 //     returns a *BusyError naming that record's hop (HC-42); the check and
 //     the insert are one atomic step across every process sharing the
@@ -93,6 +98,9 @@ func (q OfferQuery) Match(r OfferRecord) bool {
 //     false frees the Work for a new Create.
 //   - Delete removes the record held for hop iff its Version equals
 //     version; else ErrConflict, or ErrNotFound.
+//   - Swap and Delete are not idempotent: one retried by a client library
+//     after its reply was lost reports ErrConflict (or ErrNotFound) for a
+//     write that landed. After an error, Get tells the caller what is held.
 //   - Every write gives the record a new Version, never given before by
 //     the store (across deletes, and across restarts for a durable store),
 //     and returns the record as stored.
@@ -188,10 +196,9 @@ func CheckSwap(old, new OfferRecord) error {
 	return nil
 }
 
-// CloneOffer returns a copy of r that shares no memory with it, with times
-// stripped of monotonic clock readings. Empty byte slices become nil,
-// except Prev, whose presence is meaningful only when 32 octets long.
-func CloneOffer(r OfferRecord) OfferRecord {
+// Clone returns a copy of r that shares no memory with it, with times
+// stripped of monotonic clock readings. Empty byte slices become nil.
+func (r OfferRecord) Clone() OfferRecord {
 	r.Digest = cloneOrNil(r.Digest)
 	r.Prev = cloneOrNil(r.Prev)
 	r.Handoff = cloneOrNil(r.Handoff)
@@ -208,17 +215,22 @@ func cloneOrNil(b []byte) []byte {
 	return append([]byte(nil), b...)
 }
 
-// EqualOffer reports whether two records hold the same values, Version
+// Equal reports whether two records hold the same values, Version
 // included. Nil and empty byte slices are equal.
-func EqualOffer(a, b OfferRecord) bool {
-	return a.Hop == b.Hop && a.To == b.To && string(a.Digest) == string(b.Digest) &&
-		string(a.Prev) == string(b.Prev) && a.Work == b.Work && a.Open == b.Open &&
-		string(a.Handoff) == string(b.Handoff) && a.State == b.State && a.Reason == b.Reason &&
-		string(a.Status) == string(b.Status) && a.Canceled == b.Canceled && a.Observed == b.Observed &&
-		a.Created.Equal(b.Created) && a.Expires.Equal(b.Expires) && a.Version == b.Version
+func (r OfferRecord) Equal(o OfferRecord) bool {
+	return r.Hop == o.Hop && r.To == o.To && string(r.Digest) == string(o.Digest) &&
+		string(r.Prev) == string(o.Prev) && r.Work == o.Work && r.Open == o.Open &&
+		string(r.Handoff) == string(o.Handoff) && r.State == o.State && r.Reason == o.Reason &&
+		string(r.Status) == string(o.Status) && r.Canceled == o.Canceled && r.Observed == o.Observed &&
+		r.Created.Equal(o.Created) && r.Expires.Equal(o.Expires) && r.Version == o.Version
 }
 
 // SortOffers orders records by Created, then Hop, as List returns them.
 func SortOffers(recs []OfferRecord) {
-	slicesSortOffers(recs)
+	slices.SortFunc(recs, func(a, b OfferRecord) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Hop, b.Hop)
+	})
 }

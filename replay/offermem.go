@@ -2,20 +2,9 @@ package replay
 
 import (
 	"context"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 )
-
-func slicesSortOffers(recs []OfferRecord) {
-	slices.SortFunc(recs, func(a, b OfferRecord) int {
-		if c := a.Created.Compare(b.Created); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Hop, b.Hop)
-	})
-}
 
 // MemoryOffers is an OfferStore kept in the memory of one process. It is
 // safe for concurrent use. Its records are lost when the process ends: a
@@ -71,10 +60,13 @@ func (s *MemoryOffers) Create(ctx context.Context, rec OfferRecord) (OfferRecord
 	if err := CheckOffer(rec); err != nil {
 		return OfferRecord{}, err
 	}
-	rec = CloneOffer(rec)
+	rec = rec.Clone()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.live(rec.Hop); ok {
+	if held, ok := s.live(rec.Hop); ok {
+		if rec.Version = held.Version; held.Equal(rec) {
+			return held.Clone(), nil // the same Create again
+		}
 		return OfferRecord{}, ErrExists
 	}
 	if rec.Open && rec.Work != "" {
@@ -86,7 +78,7 @@ func (s *MemoryOffers) Create(ctx context.Context, rec OfferRecord) (OfferRecord
 	s.version++
 	rec.Version = s.version
 	s.recs[rec.Hop] = rec
-	return CloneOffer(rec), nil
+	return rec.Clone(), nil
 }
 
 // Get implements OfferStore.
@@ -103,7 +95,7 @@ func (s *MemoryOffers) Get(ctx context.Context, hop string) (OfferRecord, bool, 
 	if !ok {
 		return OfferRecord{}, false, nil
 	}
-	return CloneOffer(r), true, nil
+	return r.Clone(), true, nil
 }
 
 // Swap implements OfferStore.
@@ -114,7 +106,7 @@ func (s *MemoryOffers) Swap(ctx context.Context, old, new OfferRecord) (OfferRec
 	if err := CheckSwap(old, new); err != nil {
 		return OfferRecord{}, err
 	}
-	new = CloneOffer(new)
+	new = new.Clone()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	held, ok := s.live(old.Hop)
@@ -130,7 +122,7 @@ func (s *MemoryOffers) Swap(ctx context.Context, old, new OfferRecord) (OfferRec
 	s.version++
 	new.Version = s.version
 	s.recs[new.Hop] = new
-	return CloneOffer(new), nil
+	return new.Clone(), nil
 }
 
 // Delete implements OfferStore.
@@ -169,7 +161,7 @@ func (s *MemoryOffers) List(ctx context.Context, q OfferQuery) ([]OfferRecord, e
 			continue
 		}
 		if q.Match(r) {
-			out = append(out, CloneOffer(r))
+			out = append(out, r.Clone())
 		}
 	}
 	SortOffers(out)

@@ -199,7 +199,10 @@ type Store interface {
 	// Release deletes the record held for k, atomically, only if it is
 	// live, its Digest equals digest and its State is empty. It returns
 	// ErrNotFound when no live record is held, ErrConflict when the digest
-	// differs and ErrTaken when State is set; the record then stays.
+	// differs and ErrTaken when State is set; the record then stays. A
+	// Release retried by a client library after a lost reply reports
+	// ErrNotFound for the delete its first attempt made: either way the
+	// record is gone.
 	Release(ctx context.Context, k Key, digest []byte) error
 
 	// Close releases the store's resources.

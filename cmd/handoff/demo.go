@@ -72,6 +72,10 @@ chain, reference checked), answers "accepted" then "completed", and the
 statuses verify back up the chain. Then a replayed offer is caught as a
 retransmission and a tampered one is rejected as bad-signature.
 
+The same over A2A and MCP, with five agents as separate processes and one
+of them crashed and restarted mid-hop: from the repository, run
+go run ./integrations/cmd/handoff-demo
+
 Exit status: 0 when every step went as the draft says, 1 otherwise.`, `  handoff demo
   handoff demo --format cose --encoding cbor
   handoff demo --save demo-out && handoff inspect demo-out/planner-to-coder.json`)

@@ -13,17 +13,20 @@ func TestMCPRoundTrip(t *testing.T) {
 	}
 	got := out.String()
 	for _, want := range []string{
-		`planner: verified status "accepted" signed by spiffe://b.example/agent/coder`,
 		"coder: hop ",
+		`planner: verified status "completed" signed by spiffe://b.example/agent/coder`,
+		"is completed, resolved: true",
 		"is a retransmission, not processed again",
 		"planner: the retransmission got back the identical status octets",
-		`planner: verified status "completed"`,
-		"is completed, resolved: true",
 		"coder: rejected: bad-signature",
 		"planner: the tool refused it: rejected: bad-signature",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}
+	}
+	// The tool ran once: the retransmission and the forgery never reached it.
+	if n := strings.Count(got, `: writing "`); n != 1 {
+		t.Errorf("the tool ran %d times:\n%s", n, got)
 	}
 }

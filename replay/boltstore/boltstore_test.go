@@ -392,7 +392,7 @@ func TestOfferStoreInStoreFile(t *testing.T) {
 	gotOffer, ok, err := o2.Get(ctx, "hop")
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.True(t, replay.EqualOffer(made, gotOffer))
+	assert.True(t, made.Equal(gotOffer))
 }
 
 func TestOfferReclaim(t *testing.T) {

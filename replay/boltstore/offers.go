@@ -188,12 +188,16 @@ func (s *OfferStore) Create(ctx context.Context, rec replay.OfferRecord) (replay
 	if err := replay.CheckOffer(rec); err != nil {
 		return replay.OfferRecord{}, err
 	}
-	rec = replay.CloneOffer(rec)
+	rec = rec.Clone()
 	var out replay.OfferRecord
 	err := s.update(ctx, func(tx *bolt.Tx) error {
-		if _, ok, err := s.held(tx, rec.Hop); err != nil {
+		if held, ok, err := s.held(tx, rec.Hop); err != nil {
 			return err
 		} else if ok {
+			if rec.Version = held.Version; held.Equal(rec) {
+				out = held // the same Create again
+				return nil
+			}
 			return replay.ErrExists
 		}
 		if rec.Open && rec.Work != "" {
@@ -243,7 +247,7 @@ func (s *OfferStore) Swap(ctx context.Context, old, new replay.OfferRecord) (rep
 	if err := replay.CheckSwap(old, new); err != nil {
 		return replay.OfferRecord{}, err
 	}
-	new = replay.CloneOffer(new)
+	new = new.Clone()
 	var out replay.OfferRecord
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		held, ok, err := s.held(tx, old.Hop)

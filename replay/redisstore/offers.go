@@ -65,10 +65,14 @@ func (s *OfferStore) allKey() string { return s.tag + ":all" }
 func (s *OfferStore) seqKey() string { return s.tag + ":seq" }
 
 // createScript: KEYS record, work, all, seq; ARGV value, hop, work, open,
-// pxat. Returns {1} when the hop is held, {2, hop} when an Open record
-// holds the work, {0, version} when it inserted.
+// pxat. Returns {1} when the hop is held with another value, {2, hop} when
+// an Open record holds the work, {0, version} when it inserted the record
+// or holds it already with this very value (a retried Create).
 var createScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 then
+	if redis.call('HGET', KEYS[1], 'b') == ARGV[1] then
+		return {0, redis.call('HGET', KEYS[1], 'v')}
+	end
 	return {1}
 end
 local lock = ARGV[4] == '1' and ARGV[3] ~= ''
@@ -156,7 +160,7 @@ func (s *OfferStore) Create(ctx context.Context, rec replay.OfferRecord) (replay
 	if err := replay.CheckOffer(rec); err != nil {
 		return replay.OfferRecord{}, err
 	}
-	rec = replay.CloneOffer(rec)
+	rec = rec.Clone()
 	res, err := createScript.Run(ctx, s.client,
 		[]string{s.recKey(rec.Hop), s.workKey(rec.Work), s.allKey(), s.seqKey()},
 		value(rec), rec.Hop, rec.Work, flag(rec.Open), pxat(rec.Expires)).Slice()
@@ -231,7 +235,7 @@ func (s *OfferStore) Swap(ctx context.Context, old, new replay.OfferRecord) (rep
 	if err := replay.CheckSwap(old, new); err != nil {
 		return replay.OfferRecord{}, err
 	}
-	new = replay.CloneOffer(new)
+	new = new.Clone()
 	// Work never changes, and a Version is never given twice: when the
 	// held Version is old's, the held Work is old's.
 	res, err := swapScript.Run(ctx, s.client,

@@ -178,3 +178,31 @@ func TestRememberReplyLost(t *testing.T) {
 		})
 	}
 }
+
+// TestOfferCreateReplyLost: the reply of the Create script is lost and
+// go-redis, with its default options, runs it again. Create must report
+// the record it inserted, not ErrExists.
+func TestOfferCreateReplyLost(t *testing.T) {
+	direct := testClient(t)
+	addr := os.Getenv("HANDOFF_REDIS_ADDR")
+	if addr == "" {
+		addr = defaultAddr
+	}
+	ctx := context.Background()
+	require.NoError(t, createScript.Load(ctx, direct).Err())
+	prefix := offerPrefix(t, direct)
+	proxy := newDropProxy(t, addr, []byte(createScript.Hash()))
+	c := redis.NewClient(&redis.Options{Addr: proxy.addr()}) // default retries
+	defer c.Close()
+	s := NewOffers(c, Options{Prefix: prefix})
+	rec := replay.OfferRecord{Hop: "h", To: "t", Digest: digest("offer"), Open: true, Work: "job",
+		Handoff: []byte("sent"), Created: time.Now()}
+	got, err := s.Create(ctx, rec)
+	require.NoError(t, err, "a retried Create reports its own insert")
+	assert.Equal(t, int32(1), proxy.dropped.Load(), "one reply was dropped")
+	assert.Equal(t, int32(2), proxy.seen.Load(), "the script ran twice")
+	held, ok, err := NewOffers(direct, Options{Prefix: prefix}).Get(ctx, "h")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.True(t, held.Equal(got))
+}

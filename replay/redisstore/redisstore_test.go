@@ -522,14 +522,64 @@ func TestOfferStoreServerRestart(t *testing.T) {
 	got, ok, err := s.Get(ctx, "a")
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.True(t, replay.EqualOffer(open, got))
+	assert.True(t, open.Equal(got))
 	got, ok, err = s.Get(ctx, "b")
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.True(t, replay.EqualOffer(done, got))
+	assert.True(t, done.Equal(got))
 	_, err = s.Create(ctx, replay.OfferRecord{Hop: "a2", To: "t", Digest: digest("a2"), Open: true, Work: "job"})
 	require.ErrorIs(t, err, replay.ErrBusy)
 	c2, err := s.Create(ctx, replay.OfferRecord{Hop: "c", To: "t", Digest: digest("c")})
 	require.NoError(t, err)
 	assert.Greater(t, c2.Version, done.Version, "the Version sequence survives the restart")
+}
+
+// A server that accepts connections and never answers: every OfferStore
+// call returns within its context's deadline, failing closed.
+func TestOfferStoreDeadline(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	opts := clientOptions(l.Addr().String())
+	opts.ReadTimeout = time.Minute // only the context bounds the wait
+	c := redis.NewClient(opts)
+	defer c.Close()
+	s := NewOffers(c, Options{})
+	rec := replay.OfferRecord{Hop: "h", To: "t", Digest: digest("offer"), Version: 1}
+	for name, call := range map[string]func(ctx context.Context) error{
+		"Create": func(ctx context.Context) error { _, err := s.Create(ctx, rec); return err },
+		"Get":    func(ctx context.Context) error { _, _, err := s.Get(ctx, "h"); return err },
+		"Swap":   func(ctx context.Context) error { _, err := s.Swap(ctx, rec, rec); return err },
+		"Delete": func(ctx context.Context) error { return s.Delete(ctx, "h", 1) },
+		"List":   func(ctx context.Context) error { _, err := s.List(ctx, replay.OfferQuery{}); return err },
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		start := time.Now()
+		err := call(ctx)
+		cancel()
+		assert.ErrorIs(t, err, context.DeadlineExceeded, name)
+		assert.Less(t, time.Since(start), 5*time.Second, name)
+	}
 }

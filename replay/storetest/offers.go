@@ -105,7 +105,7 @@ func showOffer(r replay.OfferRecord) string {
 
 func equalOffer(t *testing.T, want, got replay.OfferRecord, msg string) {
 	t.Helper()
-	if !replay.EqualOffer(want, got) {
+	if !want.Equal(got) {
 		t.Errorf("%s:\n got  %s\n want %s", msg, showOffer(got), showOffer(want))
 	}
 }
@@ -205,12 +205,26 @@ func (s *offerSuite) testCreateGet(t *testing.T) {
 
 func (s *offerSuite) testExists(t *testing.T) {
 	st, c := s.start(t)
-	first := mustCreate(t, st, offerRec("h1", "", c.Now()))
+	orig := offerRec("h1", "", c.Now())
+	first := mustCreate(t, st, orig)
 	other := offerRec("h1", "", c.Now().Add(time.Second))
 	other.Digest = digest("another offer")
 	_, err := st.Create(context.Background(), other)
 	assert.ErrorIs(t, err, replay.ErrExists)
 	mustGetOffer(t, st, first)
+
+	// The same Create again (a retry after a lost reply) reports the
+	// record it inserted.
+	again, err := st.Create(context.Background(), orig)
+	require.NoError(t, err, "the same Create again")
+	equalOffer(t, first, again, "the same Create again")
+	// Not once the record has changed.
+	next := first
+	next.State = "accepted"
+	_, err = st.Swap(context.Background(), first, next)
+	require.NoError(t, err)
+	_, err = st.Create(context.Background(), orig)
+	assert.ErrorIs(t, err, replay.ErrExists, "Create of the original after a Swap")
 }
 
 func (s *offerSuite) testSwap(t *testing.T) {
@@ -552,7 +566,7 @@ func (s *offerSuite) testNoAliasing(t *testing.T) {
 	ctx := context.Background()
 	in := offerRec("h1", "", c.Now())
 	in.Prev, in.Status = digest("p"), []byte("status")
-	want := replay.CloneOffer(in)
+	want := in.Clone()
 	got, err := st.Create(ctx, in)
 	require.NoError(t, err)
 	want.Version = got.Version
@@ -562,7 +576,7 @@ func (s *offerSuite) testNoAliasing(t *testing.T) {
 	mustGetOffer(t, st, want)
 	g, _, err := st.Get(ctx, "h1")
 	require.NoError(t, err)
-	next := replay.CloneOffer(g)
+	next := g.Clone()
 	next.Status = []byte("later")
 	swapped, err := st.Swap(ctx, g, next)
 	require.NoError(t, err)

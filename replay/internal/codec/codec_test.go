@@ -153,7 +153,7 @@ func TestOfferRoundTrip(t *testing.T) {
 	} {
 		got, err := DecodeOffer(EncodeOffer(rec))
 		require.NoError(t, err)
-		assert.True(t, replay.EqualOffer(rec, got), "%+v != %+v", rec, got)
+		assert.True(t, rec.Equal(got), "%+v != %+v", rec, got)
 	}
 	for name, b := range map[string][]byte{
 		"empty":     nil,

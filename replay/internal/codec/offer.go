@@ -114,11 +114,11 @@ func DecodeOffer(b []byte) (replay.OfferRecord, error) {
 	if err != nil {
 		return replay.OfferRecord{}, err
 	}
-	rec := replay.CloneOffer(replay.OfferRecord{
+	rec := replay.OfferRecord{
 		Hop: string(w.Hop), To: string(w.To), Digest: w.Digest, Prev: w.Prev, Work: string(w.Work), Open: w.Open,
 		Handoff: w.Handoff, State: string(w.State), Reason: string(w.Reason), Status: w.Status, Canceled: w.Canceled, Observed: w.Observed,
 		Created: created, Expires: expires, Version: w.Version,
-	})
+	}.Clone()
 	if err := replay.CheckOffer(rec); err != nil {
 		return replay.OfferRecord{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary play an agent when the demo starts it as
+// one (envRole set), as the demo's own binary does.
+func TestMain(m *testing.M) {
+	if role := os.Getenv(envRole); role != "" {
+		os.Exit(child(role, os.Getenv(envDir)))
+	}
+	os.Exit(m.Run())
+}
+
+func TestDemo_SeparateProcesses(t *testing.T) {
+	out := runDemo(t, false)
+	checkAccount(t, out)
+	if !strings.Contains(out, "started as process") {
+		t.Error("no agent process was started")
+	}
+}
+
+func TestDemo_InProcess(t *testing.T) {
+	checkAccount(t, runDemo(t, true))
+}
+
+func runDemo(t *testing.T, inProcess bool) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	var buf bytes.Buffer
+	if err := run(ctx, &buf, options{InProcess: inProcess, Exe: exe}); err != nil {
+		t.Fatalf("demo: %v\n%s", err, buf.String())
+	}
+	t.Log("\n" + buf.String())
+	return buf.String()
+}
+
+// checkAccount checks the account the demo prints, hop by hop.
+func checkAccount(t *testing.T, out string) {
+	t.Helper()
+	count := func(s string) int { return strings.Count(out, s) }
+	for _, want := range []string{
+		// Every hop accepted with its full, mixed chain.
+		"planner   | hop ", "chain full: assistant -jws-> planner\n",
+		"chain full: assistant -jws-> planner -cose-> coder\n",
+		"chain full: assistant -jws-> planner -cose-> coder -jws-> tester-1",
+		"chain full: assistant -jws-> planner -cose-> coder -jws-> tester-2",
+		// The crash and the hop that survived it.
+		"killing tester-2 (SIGKILL)",
+		"was taken before the crash (the store still knows it)",
+		`tester-2: retransmission answered: status "completed"`,
+		// The assistant's hop, its retransmission and the forgery.
+		`assistant | status "completed"`,
+		"answered with the identical",
+		"REFUSED: bad-signature at the signature check; the executor does not run",
+		"refused (task rejected), with no status",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the account lacks %q", want)
+		}
+	}
+	// The tests ran once per tester: tester-2's were never started again
+	// after the restart, only finished by the restarted agent.
+	if n := count("tester-1  | working on hop"); n != 1 {
+		t.Errorf("tester-1 worked %d times", n)
+	}
+	if n := count("tester-2  | working on hop"); n != 1 {
+		t.Errorf("tester-2's tool ran %d times", n)
+	}
+	if n := count("RETRANSMISSION, not processed again; the tool does not run"); n < 1 {
+		t.Error("no retransmission reached the restarted tester-2")
+	}
+	if n := count("from assistant (jws): ACCEPTED"); n != 1 {
+		t.Errorf("the planner accepted %d offers from the assistant, want 1", n)
+	}
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentproto/handoff"
+)
+
+// The agents of the demo, in the order they are started.
+const (
+	roleAssistant = "assistant"
+	rolePlanner   = "planner"
+	roleCoder     = "coder"
+	roleTester1   = "tester-1"
+	roleTester2   = "tester-2"
+)
+
+func agentID(role string) handoff.AgentID {
+	return handoff.AgentID("spiffe://demo.example/agent/" + role)
+}
+
+// shortName is an AgentID as the account prints it.
+func shortName(id handoff.AgentID) string {
+	return strings.TrimPrefix(string(id), "spiffe://demo.example/agent/")
+}
+
+// nodeConfig is what the driver writes for each agent in its directory.
+type nodeConfig struct {
+	Role   string          `json:"role"`
+	ID     handoff.AgentID `json:"id"`
+	Format string          `json:"format"` // "JWS" or "COSE"
+	Listen string          `json:"listen"` // host:port, empty for the assistant
+	// Token is what this agent presents when it calls another; Tokens maps
+	// every token to its agent. They stand in for mutual TLS or OAuth.
+	Token  string                     `json:"token"`
+	Tokens map[string]handoff.AgentID `json:"tokens"`
+	// Peers maps the roles this agent calls to their endpoints.
+	Peers map[string]string `json:"peers"`
+	// Work is how long the agent's own work takes.
+	Work time.Duration `json:"work"`
+}
+
+var plan = []struct {
+	role   string
+	format handoff.Format
+	peers  []string
+	work   time.Duration
+}{
+	{roleTester1, handoff.COSE, nil, 300 * time.Millisecond},
+	// tester-2 is killed 200 ms into its work, long before it could end.
+	{roleTester2, handoff.JWS, nil, 20 * time.Second},
+	{roleCoder, handoff.JWS, []string{roleTester1, roleTester2}, 0},
+	{rolePlanner, handoff.COSE, []string{roleCoder}, 0},
+	{roleAssistant, handoff.JWS, []string{rolePlanner}, 0},
+}
+
+// setup writes under dir one directory per agent with its private key and
+// config, and the trust document every agent reads (public keys only).
+func setup(dir string) (map[string]*nodeConfig, error) {
+	trust := map[string]any{}
+	tokens := map[string]handoff.AgentID{}
+	cfgs := map[string]*nodeConfig{}
+	for _, p := range plan {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		d := filepath.Join(dir, p.role)
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+		der, err := x509.MarshalPKCS8PrivateKey(key)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(d, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+			return nil, err
+		}
+		sg, err := handoff.NewSigner(key, p.format, nil)
+		if err != nil {
+			return nil, err
+		}
+		jwk, err := sg.Key().PublicJWK()
+		if err != nil {
+			return nil, err
+		}
+		trust[string(agentID(p.role))] = map[string]any{"keys": []json.RawMessage{jwk}}
+		tok := make([]byte, 16)
+		if _, err := rand.Read(tok); err != nil {
+			return nil, err
+		}
+		c := &nodeConfig{Role: p.role, ID: agentID(p.role), Format: p.format.String(), Token: hex.EncodeToString(tok),
+			Tokens: tokens, Peers: map[string]string{}, Work: p.work}
+		tokens[c.Token] = c.ID
+		if p.role != roleAssistant {
+			if c.Listen, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
+		for _, peer := range p.peers {
+			c.Peers[peer] = "http://" + cfgs[peer].Listen
+		}
+		cfgs[p.role] = c
+	}
+	doc, err := json.MarshalIndent(trust, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "trust.json"), doc, 0o644); err != nil {
+		return nil, err
+	}
+	for _, c := range cfgs {
+		b, err := json.MarshalIndent(c, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, c.Role, "config.json"), b, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return cfgs, nil
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// node is one agent's process state.
+type node struct {
+	cfg    *nodeConfig
+	dir    string
+	agent  *handoff.Agent
+	stores *stores
+	signer *handoff.Signer
+}
+
+// openNode reads an agent's config, key and trust, and opens its stores.
+func openNode(dir, role string) (*node, error) {
+	d := filepath.Join(dir, role)
+	b, err := os.ReadFile(filepath.Join(d, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	var cfg nodeConfig
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return nil, err
+	}
+	pemBytes, err := os.ReadFile(filepath.Join(d, "key.pem"))
+	if err != nil {
+		return nil, err
+	}
+	blk, _ := pem.Decode(pemBytes)
+	if blk == nil {
+		return nil, fmt.Errorf("%s: no PEM key", role)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	format := handoff.JWS
+	if cfg.Format == handoff.COSE.String() {
+		format = handoff.COSE
+	}
+	sg, err := handoff.NewSigner(k.(*ecdsa.PrivateKey), format, nil)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := os.ReadFile(filepath.Join(dir, "trust.json"))
+	if err != nil {
+		return nil, err
+	}
+	trust, err := handoff.ParseTrust(doc)
+	if err != nil {
+		return nil, err
+	}
+	st, err := openStores(d)
+	if err != nil {
+		return nil, err
+	}
+	a, err := handoff.NewAgent(handoff.Config{ID: cfg.ID, Signer: sg, Trust: trust, Store: st.Store, Offers: st.Offers})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &node{cfg: &cfg, dir: d, agent: a, stores: st, signer: sg}, nil
+}
+
+func (n *node) Close() error { return n.stores.Close() }

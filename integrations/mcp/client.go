@@ -1,0 +1,501 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentproto/handoff"
+	carry "github.com/agentproto/handoff/mcp"
+
+	"github.com/agentproto/handoff/integrations/observe"
+)
+
+// ClientConfig configures the delegator's side.
+type ClientConfig struct {
+	// Agent is the delegator. Required.
+	Agent *handoff.Agent
+	// Attempts is how many times Call asks again when a call times out
+	// (handoff.Backoff). Zero means 3; negative means never.
+	Attempts int
+	// Now is the clock of the retransmission schedule; nil means time.Now.
+	Now func() time.Time
+	// Observe records spans and counters; nil records nothing.
+	Observe *observe.Recorder
+}
+
+// Client is the delegator's side of the middleware. It is safe for
+// concurrent use.
+type Client struct {
+	cfg ClientConfig
+
+	mu       sync.Mutex
+	inflight map[handoff.HopID]context.CancelFunc // calls in flight, by hop
+	ids      map[handoff.HopID]hopCall            // last request of each hop
+	hops     map[string]handoff.HopID             // scope and request id -> hop
+	pending  map[handoff.HopID]*pendingCancel     // "canceled" to put in notifications/cancelled
+}
+
+type hopCall struct {
+	id jsonrpc.ID
+	// write sends a message on the connection of the call; nil over
+	// streamable HTTP, where only a call in flight can be canceled.
+	write func(context.Context, jsonrpc.Message) error
+}
+
+type pendingCancel struct {
+	status handoff.Signed
+	done   chan struct{} // closed once written
+	once   sync.Once
+}
+
+// NewClient returns the delegator's side for cfg.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if cfg.Agent == nil {
+		return nil, fmt.Errorf("%w: ClientConfig.Agent is required", handoff.ErrConfig)
+	}
+	if cfg.Attempts == 0 {
+		cfg.Attempts = 3
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Client{cfg: cfg, inflight: map[handoff.HopID]context.CancelFunc{},
+		ids: map[handoff.HopID]hopCall{}, hops: map[string]handoff.HopID{}, pending: map[handoff.HopID]*pendingCancel{}}, nil
+}
+
+type carried struct {
+	h   *handoff.Handoff
+	hop handoff.HopID
+	got *[]*handoff.StatusResult
+}
+
+// WithHandoff returns a context whose tools/call carries h in
+// params._meta (HC-67). The statuses of the result are handed to
+// Agent.HandleStatus.
+func WithHandoff(ctx context.Context, h *handoff.Handoff) context.Context {
+	c := &carried{h: h, got: new([]*handoff.StatusResult)}
+	if o, _, err := handoff.InspectUnverified(h.Offer, handoff.Limits{}); err == nil && o != nil {
+		c.hop = o.Hop // our own offer: only used to index the call
+	}
+	return context.WithValue(ctx, keyHandoff, c)
+}
+
+// Statuses returns the results of the statuses handled for calls made with
+// a context from WithHandoff, oldest first.
+func Statuses(ctx context.Context) []*handoff.StatusResult {
+	if c, ok := ctx.Value(keyHandoff).(*carried); ok {
+		return *c.got
+	}
+	return nil
+}
+
+// Middleware is the sending middleware, for mcp.Client.AddSendingMiddleware.
+func (c *Client) Middleware() mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			cr, ok := ctx.Value(keyHandoff).(*carried)
+			p, isCall := req.GetParams().(*mcp.CallToolParams)
+			if method != methodCallTool || !ok || !isCall {
+				return next(ctx, method, req)
+			}
+			meta := mcp.Meta{}
+			for k, v := range p.Meta {
+				meta[k] = v
+			}
+			if err := carry.AttachHandoff(meta, cr.h); err != nil {
+				return nil, err
+			}
+			p.Meta = meta
+			cctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			if cr.hop != "" {
+				c.mu.Lock()
+				c.inflight[cr.hop] = cancel
+				c.mu.Unlock()
+				defer func() {
+					c.mu.Lock()
+					delete(c.inflight, cr.hop)
+					c.mu.Unlock()
+				}()
+			}
+			res, err := next(cctx, method, req)
+			if ctr, ok := res.(*mcp.CallToolResult); ok && err == nil {
+				if sr := c.handle(ctx, ctr.Meta); sr != nil {
+					*cr.got = append(*cr.got, sr)
+				}
+			}
+			return res, err
+		}
+	}
+}
+
+func (c *Client) handle(ctx context.Context, meta mcp.Meta) *handoff.StatusResult {
+	octets, err := carry.Status(meta)
+	if err != nil {
+		return nil
+	}
+	sr, err := c.cfg.Agent.HandleStatus(ctx, octets)
+	c.cfg.Observe.StatusReceived(ctx, Transport, sr, err)
+	if err != nil {
+		return nil
+	}
+	return sr
+}
+
+// Delivery is the outcome of Call.
+type Delivery struct {
+	Hop      handoff.HopID
+	Offer    *handoff.Outgoing
+	Result   *mcp.CallToolResult
+	Statuses []*handoff.StatusResult
+	// Attempts is the number of times the Handoff was sent.
+	Attempts int
+}
+
+// Call makes an offer with p, calls the tool with it in params._meta, and
+// hands the result's status to Agent.HandleStatus. A call that has not
+// answered by the next instant of handoff.Backoff is abandoned and the
+// identical Handoff is sent again (HC-37, HC-52); after the last attempt
+// the hop stays unresolved and the context error is returned (HC-40: silence
+// is never "failed").
+//
+// MCP ends an abandoned call: the SDK sends notifications/cancelled and the
+// tool's context ends. A tool whose work may outlast the first instant of
+// the backoff (half the offer's lifetime) should answer at once, with
+// Report EffectUnknown so the result carries "accepted", finish the work
+// in the background and record the outcome with Agent.ReplyHop: the
+// delegator learns it with Retransmit.
+func (c *Client) Call(ctx context.Context, s *mcp.ClientSession, params *mcp.CallToolParams, p handoff.OfferParams) (*Delivery, error) {
+	out, err := c.cfg.Agent.Offer(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	d := &Delivery{Hop: out.Offer.Hop, Offer: out}
+	err = c.retry(ctx, out.Offer, func(actx context.Context) error {
+		h := out.Handoff
+		if d.Attempts > 0 {
+			if h, err = c.cfg.Agent.Retransmit(ctx, out.Offer.Hop); err != nil {
+				return err
+			}
+		}
+		d.Attempts++
+		actx = WithHandoff(actx, h)
+		pp := *params
+		res, err := s.CallTool(actx, &pp)
+		d.Statuses = append(d.Statuses, Statuses(actx)...)
+		d.Result = res
+		return err
+	})
+	return d, err
+}
+
+// Retransmit sends the identical Handoff of an offered hop again in a new
+// call, to learn its last status (a tool call gets one reply, so a delegator
+// over MCP learns later statuses by asking again).
+func (c *Client) Retransmit(ctx context.Context, s *mcp.ClientSession, params *mcp.CallToolParams, hop handoff.HopID) (*mcp.CallToolResult, []*handoff.StatusResult, error) {
+	h, err := c.cfg.Agent.Retransmit(ctx, hop)
+	if err != nil {
+		return nil, nil, err
+	}
+	actx := WithHandoff(ctx, h)
+	pp := *params
+	res, err := s.CallTool(actx, &pp)
+	return res, Statuses(actx), err
+}
+
+// retry runs send at the offer's iat and at each instant of Backoff, each
+// attempt bounded by the next instant.
+func (c *Client) retry(ctx context.Context, o *handoff.Offer, send func(context.Context) error) error {
+	n := c.cfg.Attempts
+	if n < 0 {
+		n = 0
+	}
+	iat := o.Iat.Std()
+	sched := handoff.Backoff(iat, o.Exp.Std().Sub(iat), n)
+	for i := 0; ; i++ {
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if i < len(sched) {
+			actx, cancel = context.WithDeadline(ctx, sched[i])
+		}
+		err := send(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || i >= len(sched) || !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		// Wait for the instant of the next attempt.
+		if wait := sched[i].Sub(c.cfg.Now()); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// Cancel signs a "canceled" for hop (Agent.Cancel) and sends it in the _meta
+// of notifications/cancelled (HC-28, HC-67): the cancellation of the call in
+// flight for hop, or, when none is, a notification naming the hop's last
+// request. It needs the session's transport wrapped by Client.Transport.
+// MCP asks the receiver not to answer a cancellation: the hop stays
+// unresolved until a retransmission learns its status (HC-41).
+func (c *Client) Cancel(ctx context.Context, hop handoff.HopID) (handoff.Notice, error) {
+	n, err := c.cfg.Agent.Cancel(ctx, hop)
+	if err != nil {
+		return n, err
+	}
+	pc := &pendingCancel{status: n.Status, done: make(chan struct{})}
+	c.mu.Lock()
+	cancel, inflight := c.inflight[hop]
+	last, known := c.ids[hop]
+	known = known && last.write != nil
+	if inflight || known {
+		c.pending[hop] = pc
+	}
+	c.mu.Unlock()
+	switch {
+	case inflight:
+		// The SDK sends notifications/cancelled; the transport adds _meta.
+		cancel()
+	case known:
+		msg, err := CancelledNotification(last.id, n.Status)
+		if err != nil {
+			return n, err
+		}
+		if err := last.write(ctx, msg); err != nil {
+			return n, err
+		}
+		pc.written()
+	default:
+		return n, fmt.Errorf("%w: hop %s has no call in flight, nor a connection of this client's Transport to send a cancellation on", handoff.ErrArgument, hop)
+	}
+	select {
+	case <-pc.done:
+		return n, nil
+	case <-ctx.Done():
+		return n, ctx.Err()
+	}
+}
+
+func (p *pendingCancel) written() { p.once.Do(func() { close(p.done) }) }
+
+// CancelledNotification returns a notifications/cancelled for the request
+// id with a signed "canceled" in its params._meta (HC-67), for a program
+// that writes JSON-RPC messages itself.
+func CancelledNotification(id jsonrpc.ID, canceled handoff.Signed) (*jsonrpc.Request, error) {
+	meta := map[string]any{}
+	carry.AttachStatus(meta, canceled)
+	params, err := json.Marshal(map[string]any{"requestId": id.Raw(), "_meta": meta})
+	if err != nil {
+		return nil, err
+	}
+	return &jsonrpc.Request{Method: methodCancelled, Params: params}, nil
+}
+
+// AttachCancel puts a signed "canceled" in the params._meta of a
+// notifications/cancelled message, keeping its other members. It fails for
+// any other message.
+func AttachCancel(msg *jsonrpc.Request, canceled handoff.Signed) error {
+	if msg == nil || msg.Method != methodCancelled || msg.ID.IsValid() {
+		return fmt.Errorf("%w: not a notifications/cancelled", handoff.ErrArgument)
+	}
+	params := map[string]json.RawMessage{}
+	if len(msg.Params) > 0 {
+		if err := json.Unmarshal(msg.Params, &params); err != nil {
+			return fmt.Errorf("%w: notifications/cancelled params: %v", handoff.ErrMalformed, err)
+		}
+	}
+	meta := map[string]any{}
+	if raw, ok := params["_meta"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &meta); err != nil {
+			return fmt.Errorf("%w: notifications/cancelled _meta: %v", handoff.ErrMalformed, err)
+		}
+	}
+	carry.AttachStatus(meta, canceled)
+	raw, err := json.Marshal(meta)
+	if err != nil {
+		return err
+	}
+	params["_meta"] = raw
+	if msg.Params, err = json.Marshal(params); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Transport returns t prepared so that the calls carrying a Handoff are
+// indexed by hop and the notifications/cancelled of a hop Cancel signed for
+// carry the "canceled" in params._meta (HC-67), which the SDK sends without
+// _meta. A *mcp.StreamableClientTransport is returned as a copy whose HTTP
+// client does this on the request bodies, so that the SDK's own connection
+// is not wrapped; any other transport's connection is wrapped.
+func (c *Client) Transport(t mcp.Transport) mcp.Transport {
+	if st, ok := t.(*mcp.StreamableClientTransport); ok {
+		cp := *st
+		base := http.DefaultClient
+		if st.HTTPClient != nil {
+			base = st.HTTPClient
+		}
+		hc := *base
+		rt := base.Transport
+		if rt == nil {
+			rt = http.DefaultTransport
+		}
+		hc.Transport = &roundTripper{c: c, next: rt}
+		cp.HTTPClient = &hc
+		return &cp
+	}
+	return &transport{c: c, t: t}
+}
+
+// outgoing looks at a message about to be sent in scope (one connection or
+// one HTTP session): it indexes a tools/call carrying a Handoff, and returns
+// a copy of a notifications/cancelled with the pending "canceled" of its
+// hop, with that pending cancel to mark written once sent.
+func (c *Client) outgoing(scope string, msg jsonrpc.Message, w func(context.Context, jsonrpc.Message) error) (jsonrpc.Message, *pendingCancel) {
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok {
+		return msg, nil
+	}
+	switch {
+	case req.Method == methodCallTool && req.ID.IsValid():
+		c.index(scope, req, w)
+	case req.Method == methodCancelled && !req.ID.IsValid():
+		if pc := c.pendingFor(scope, req); pc != nil {
+			cp := *req
+			if AttachCancel(&cp, pc.status) == nil {
+				return &cp, pc
+			}
+		}
+	}
+	return msg, nil
+}
+
+func idKey(scope string, id any) string {
+	b, _ := json.Marshal(id)
+	return scope + "|" + string(b)
+}
+
+func (c *Client) index(scope string, req *jsonrpc.Request, w func(context.Context, jsonrpc.Message) error) {
+	var p struct {
+		Meta map[string]any `json:"_meta"`
+	}
+	if json.Unmarshal(req.Params, &p) != nil {
+		return
+	}
+	octets, err := carry.Handoff(p.Meta)
+	if err != nil {
+		return
+	}
+	h, _, err := handoff.ParseHandoff(octets, handoff.Limits{})
+	if err != nil {
+		return
+	}
+	o, _, err := handoff.InspectUnverified(h.Offer, handoff.Limits{})
+	if err != nil || o == nil {
+		return // our own offer: decoded only to index the call
+	}
+	c.mu.Lock()
+	c.hops[idKey(scope, req.ID.Raw())] = o.Hop
+	c.ids[o.Hop] = hopCall{id: req.ID, write: w}
+	c.mu.Unlock()
+}
+
+func (c *Client) pendingFor(scope string, req *jsonrpc.Request) *pendingCancel {
+	var p struct {
+		RequestID any `json:"requestId"`
+	}
+	if json.Unmarshal(req.Params, &p) != nil {
+		return nil
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	hop, ok := c.hops[idKey(scope, id.Raw())]
+	if !ok {
+		return nil
+	}
+	pc := c.pending[hop]
+	delete(c.pending, hop)
+	return pc
+}
+
+type transport struct {
+	c *Client
+	t mcp.Transport
+}
+
+func (t *transport) Connect(ctx context.Context) (mcp.Connection, error) {
+	cn, err := t.t.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &conn{Connection: cn, c: t.c}, nil
+}
+
+type conn struct {
+	mcp.Connection
+	c *Client
+}
+
+func (cn *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	out, pc := cn.c.outgoing(fmt.Sprintf("conn:%p", cn), msg, cn.Connection.Write)
+	err := cn.Connection.Write(ctx, out)
+	if pc != nil {
+		pc.written()
+	}
+	return err
+}
+
+// roundTripper does for the streamable HTTP transport what conn does for
+// the others, on the JSON-RPC message in each POST body.
+type roundTripper struct {
+	c    *Client
+	next http.RoundTripper
+}
+
+func (rt *roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method != http.MethodPost || r.Body == nil {
+		return rt.next.RoundTrip(r)
+	}
+	body, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	msg, derr := jsonrpc.DecodeMessage(body)
+	var pc *pendingCancel
+	if derr == nil {
+		var out jsonrpc.Message
+		out, pc = rt.c.outgoing("http:"+r.URL.String()+"|"+r.Header.Get("Mcp-Session-Id"), msg, nil)
+		if pc != nil {
+			if b, err := jsonrpc.EncodeMessage(out); err == nil {
+				body = b
+			}
+		}
+	}
+	r = r.Clone(r.Context())
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	resp, err := rt.next.RoundTrip(r)
+	if pc != nil {
+		pc.written()
+	}
+	return resp, err
+}

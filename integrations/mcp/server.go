@@ -1,0 +1,415 @@
+// Package mcp makes every MCP tools/call a signed, checked hop of the draft
+// "Signed Handoff Context for Agentic Dialogs" (section 6, HC-67), for
+// servers and clients of the MCP Go SDK
+// (github.com/modelcontextprotocol/go-sdk/mcp).
+//
+// Import it under another name than the SDK's, for example hmcp.
+//
+// # Delegate (server)
+//
+// Server returns a receiving middleware. For each tools/call it reads the
+// Handoff from params._meta under MetaKey and runs Agent.Receive before the
+// tool handler is called:
+//
+//   - an offer that fails a check never reaches the handler: the result is
+//     an error result carrying the "rejected" status when the draft asks for
+//     one (HC-30);
+//   - a retransmission never reaches the handler: it is answered with the
+//     identical octets of the hop's last status, or "accepted" when the work
+//     was taken and nothing was sent yet (HC-38, HC-39);
+//   - an equivocating offer never reaches the handler: the second offer gets
+//     no status (HC-53); what HC-54 allows for the first is attached, and a
+//     call of the first that still runs is stopped (ErrEquivocated);
+//   - an accepted offer is answered "accepted" (which records the hop as
+//     taken) and the handler runs with the Received in its context
+//     (FromContext). Its result carries "completed", or the outcome the
+//     handler reported with Report, or "accepted" when the outcome is not
+//     known (HC-25, HC-45).
+//
+// A notifications/cancelled whose _meta carries the delegator's signed
+// "canceled" is handed to Agent.HandleStatus (HC-28); the cancels it signs
+// for the hops passed on go to ServerConfig.OnNotices.
+//
+// # Delegator (client)
+//
+// A Client adds a sending middleware (Client.Middleware) that attaches the
+// Handoff that WithHandoff put in the call's context and hands the status of
+// every result to Agent.HandleStatus; Client.Call does all of it, with
+// retransmissions per handoff.Backoff. Client.Transport prepares the
+// client's transport so that Client.Cancel can put the signed "canceled" in
+// the _meta of notifications/cancelled, which the SDK sends without _meta.
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentproto/handoff"
+	carry "github.com/agentproto/handoff/mcp"
+
+	"github.com/agentproto/handoff/integrations/observe"
+)
+
+// MetaKey is the _meta key of the draft.
+const MetaKey = carry.MetaKey
+
+// Transport is the name recorded in spans and metrics.
+const Transport = "mcp"
+
+// Method names the middlewares act on.
+const (
+	methodCallTool  = "tools/call"
+	methodCancelled = "notifications/cancelled"
+)
+
+// ServerConfig configures the delegate's middleware.
+type ServerConfig struct {
+	// Agent is the delegate. Required.
+	Agent *handoff.Agent
+	// Tools names the tools the middleware guards; empty means every tool.
+	Tools []string
+	// Optional lets a call without a Handoff reach its tool, with no offer
+	// in the context. By default such a call is refused with an error
+	// result and the tool is not run.
+	Optional bool
+	// Dialog returns the dialog identifier of a call, checked against the
+	// offer's dialog (step 5 of section 5.1). MCP defines none: nil skips
+	// the check.
+	Dialog func(*mcp.CallToolRequest) string
+	// Peer returns the AgentID the transport authenticated the caller as.
+	// The last status of a retransmitted hop goes back only to its
+	// delegator (HC-39). Nil means the bearer token's UserID, when the
+	// transport verified one.
+	Peer func(*mcp.CallToolRequest) handoff.AgentID
+	// OnNotices receives the "canceled" statuses the agent signed for the
+	// hops it passed on when a hop it received was canceled (HC-28). It is
+	// called after the cancellation was applied, outside any lock.
+	OnNotices func(context.Context, []handoff.Notice)
+	// OnCancel, when set, is called with the outcome of every "canceled"
+	// that arrived in a notifications/cancelled, verified or refused.
+	OnCancel func(context.Context, *handoff.StatusResult)
+	// OnReceive, when set, is called with the outcome of every Receive,
+	// before the offer is answered: for logs and audit.
+	OnReceive func(context.Context, *handoff.Received)
+	// Observe records spans and counters; nil records nothing.
+	Observe *observe.Recorder
+}
+
+type ctxKey int
+
+const (
+	keyReceived ctxKey = iota
+	keyOutcome
+	keyHandoff
+)
+
+// FromContext returns the verified, accepted offer of the call a tool
+// handler serves.
+func FromContext(ctx context.Context) (*handoff.Received, bool) {
+	in, ok := ctx.Value(keyReceived).(*handoff.Received)
+	return in, ok
+}
+
+// Outcome is what a tool handler knows of its work's effect
+// ("Knowing the Outcome" in the draft).
+type Outcome struct {
+	// Effect decides the status: EffectFull "completed"; EffectNone and
+	// EffectPartial "failed"; EffectUnknown no terminal status, the hop
+	// stays "accepted" (HC-25, HC-45).
+	Effect handoff.Effect
+	Reason handoff.Reason
+	// Refs: for "completed" the result; for "failed" every part of the work
+	// that took effect (HC-44).
+	Refs []handoff.ContextRef
+}
+
+type outcomeBox struct {
+	mu          sync.Mutex
+	o           *Outcome
+	equivocated bool
+}
+
+// ErrEquivocated is the cause of a tool handler's context when its
+// delegator signed another offer under the same hop (HC-54): the handler
+// should stop if it can and Report its outcome; "failed" then carries the
+// reason "equivocation".
+var ErrEquivocated = errors.New("handoff: the delegator signed another offer under this hop")
+
+// Report tells the middleware what the work of the current call achieved.
+// Without it, a result that is not an error counts as EffectFull and an
+// error result as EffectUnknown. It reports false outside a guarded call.
+func Report(ctx context.Context, o Outcome) bool {
+	b, ok := ctx.Value(keyOutcome).(*outcomeBox)
+	if ok {
+		b.mu.Lock()
+		b.o = &o
+		b.mu.Unlock()
+	}
+	return ok
+}
+
+// Server returns the receiving middleware of a delegate, for
+// mcp.Server.AddReceivingMiddleware.
+func Server(cfg ServerConfig) (mcp.Middleware, error) {
+	if cfg.Agent == nil {
+		return nil, fmt.Errorf("%w: ServerConfig.Agent is required", handoff.ErrConfig)
+	}
+	s := &server{cfg: cfg, tools: map[string]bool{}, running: map[hopKey]*execution{}}
+	for _, t := range cfg.Tools {
+		s.tools[t] = true
+	}
+	return s.middleware, nil
+}
+
+type server struct {
+	cfg   ServerConfig
+	tools map[string]bool
+
+	mu      sync.Mutex
+	running map[hopKey]*execution // accepted hops whose tool runs
+}
+
+type hopKey struct {
+	iss handoff.AgentID
+	hop handoff.HopID
+}
+
+type execution struct {
+	cancel context.CancelCauseFunc
+	box    *outcomeBox
+}
+
+// stop cancels the tool call of a hop, if one runs, with ErrEquivocated.
+func (s *server) stop(k hopKey) {
+	s.mu.Lock()
+	x := s.running[k]
+	s.mu.Unlock()
+	if x == nil {
+		return
+	}
+	x.box.mu.Lock()
+	x.box.equivocated = true
+	x.box.mu.Unlock()
+	x.cancel(ErrEquivocated)
+}
+
+func (s *server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case methodCallTool:
+			if r, ok := req.(*mcp.CallToolRequest); ok && (len(s.tools) == 0 || s.tools[r.Params.Name]) {
+				return s.callTool(ctx, r, next)
+			}
+		case methodCancelled:
+			if p, ok := req.GetParams().(*mcp.CancelledParams); ok {
+				s.cancelled(ctx, p)
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+func (s *server) peer(r *mcp.CallToolRequest) handoff.AgentID {
+	if s.cfg.Peer != nil {
+		return s.cfg.Peer(r)
+	}
+	if r.Extra != nil && r.Extra.TokenInfo != nil {
+		return handoff.AgentID(r.Extra.TokenInfo.UserID)
+	}
+	return ""
+}
+
+func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.MethodHandler) (mcp.Result, error) {
+	octets, err := carry.Handoff(r.Params.Meta)
+	if err != nil {
+		if errors.Is(err, carry.ErrAbsent) && s.cfg.Optional {
+			return next(ctx, methodCallTool, r)
+		}
+		_, end := s.cfg.Observe.StartReceive(ctx, Transport)
+		end(nil, nil)
+		return errorResult("handoff required: "+err.Error(), nil), nil
+	}
+	host := handoff.Host{Peer: s.peer(r)}
+	if s.cfg.Dialog != nil {
+		host.Dialog = s.cfg.Dialog(r)
+	}
+	rctx, end := s.cfg.Observe.StartReceive(ctx, Transport)
+	in, err := s.cfg.Agent.Receive(rctx, octets, host)
+	end(in, err)
+	if err == nil && s.cfg.OnReceive != nil {
+		s.cfg.OnReceive(ctx, in)
+	}
+	if err != nil {
+		// The store could not answer: refuse, never accept (fail closed).
+		return nil, fmt.Errorf("handoff: offer refused: %w", err)
+	}
+	hop := handoff.HopID("")
+	if o := in.Offer(); o != nil {
+		hop = o.Hop
+	}
+
+	switch {
+	case in.Retransmission():
+		// Never processed again (HC-38): answer with what was sent before.
+		if last, ok := in.LastStatus(); ok {
+			s.sent(ctx, hop, last)
+			return statusResult(last, "retransmission: last status resent", false), nil
+		}
+		if in.OwesAccepted() {
+			st, err := s.cfg.Agent.Reply(ctx, in, handoff.Accepted, handoff.ReplyOptions{})
+			if err != nil {
+				return nil, err
+			}
+			s.sent(ctx, hop, st)
+			return statusResult(st, "retransmission: work taken", false), nil
+		}
+		return textResult("retransmission: not decided yet", false), nil
+
+	case in.Equivocation() != "":
+		// The second offer gets no status (HC-53); the first may (HC-54).
+		res := errorResult("rejected: equivocation", nil)
+		if in.Equivocation() == handoff.AnswerFinishFirst {
+			s.stop(hopKey{in.Offer().Iss, hop}) // stop the first offer's work if it runs
+		}
+		if in.Equivocation() == handoff.AnswerRejectFirst {
+			st, err := s.cfg.Agent.Reply(ctx, in, handoff.Rejected, handoff.ReplyOptions{Reason: handoff.ReasonEquivocation})
+			if err != nil {
+				return nil, err
+			}
+			s.sent(ctx, hop, st)
+			carry.AttachStatus(res.Meta, st)
+		}
+		return res, nil
+
+	case !in.Accepted():
+		// A failed check: the reason code goes back, the detail stays here
+		// (HC-05, HC-65).
+		var st *handoff.Signed
+		if in.StatusDue() {
+			signed, err := s.cfg.Agent.Reply(ctx, in, handoff.Rejected, handoff.ReplyOptions{Reason: in.Reason()})
+			if err != nil {
+				return nil, err
+			}
+			s.sent(ctx, hop, signed)
+			st = &signed
+		}
+		return errorResult("rejected: "+string(in.Reason()), st), nil
+	}
+
+	// Accepted: answer "accepted" first, which records the hop as taken, so
+	// that a retransmission while the tool runs is told so (HC-39); then run
+	// the tool.
+	accepted, err := s.cfg.Agent.Reply(ctx, in, handoff.Accepted, handoff.ReplyOptions{})
+	if err != nil {
+		return nil, err
+	}
+	s.sent(ctx, hop, accepted)
+	box := &outcomeBox{}
+	hctx, cancel := context.WithCancelCause(context.WithValue(context.WithValue(ctx, keyReceived, in), keyOutcome, box))
+	k := hopKey{in.Offer().Iss, hop}
+	s.mu.Lock()
+	s.running[k] = &execution{cancel: cancel, box: box}
+	s.mu.Unlock()
+	res, herr := next(hctx, methodCallTool, r)
+	s.mu.Lock()
+	delete(s.running, k)
+	s.mu.Unlock()
+	cancel(nil)
+	if herr != nil {
+		// A protocol error: the outcome is unknown, the hop stays
+		// "accepted" and a retransmission is told so (HC-39).
+		return res, herr
+	}
+	ctr, _ := res.(*mcp.CallToolResult)
+	o := Outcome{Effect: handoff.EffectFull}
+	if ctr != nil && ctr.IsError {
+		o.Effect = handoff.EffectUnknown
+	}
+	box.mu.Lock()
+	if box.o != nil {
+		o = *box.o
+	}
+	equivocated := box.equivocated
+	box.mu.Unlock()
+	st := accepted // outcome unknown: the hop stays "accepted" (HC-45)
+	var state handoff.State
+	switch o.Effect {
+	case handoff.EffectFull:
+		state = handoff.Completed
+	case handoff.EffectNone, handoff.EffectPartial:
+		state = handoff.Failed
+		if equivocated && o.Reason == "" {
+			o.Reason = handoff.ReasonEquivocation // HC-54
+		}
+	}
+	if state != "" {
+		if st, err = s.cfg.Agent.Reply(ctx, in, state, handoff.ReplyOptions{Effect: o.Effect, Reason: o.Reason, Refs: o.Refs}); err != nil {
+			return nil, err
+		}
+		s.sent(ctx, hop, st)
+	}
+	if ctr == nil {
+		ctr = &mcp.CallToolResult{}
+	}
+	if ctr.Meta == nil {
+		ctr.Meta = mcp.Meta{}
+	}
+	carry.AttachStatus(ctr.Meta, st)
+	return ctr, nil
+}
+
+// cancelled hands a "canceled" carried by notifications/cancelled to the
+// agent (HC-28, HC-67).
+func (s *server) cancelled(ctx context.Context, p *mcp.CancelledParams) {
+	octets, err := carry.Status(p.Meta)
+	if err != nil {
+		return
+	}
+	res, err := s.cfg.Agent.HandleStatus(ctx, octets)
+	s.cfg.Observe.StatusReceived(ctx, Transport, res, err)
+	if err != nil {
+		return
+	}
+	if s.cfg.OnCancel != nil {
+		s.cfg.OnCancel(ctx, res)
+	}
+	if res.Err() != nil {
+		return
+	}
+	if n := res.Notices(); len(n) > 0 && s.cfg.OnNotices != nil {
+		s.cfg.OnNotices(ctx, n)
+	}
+}
+
+func (s *server) sent(ctx context.Context, hop handoff.HopID, st handoff.Signed) {
+	if s.cfg.Observe == nil {
+		return
+	}
+	state, reason := handoff.State(""), handoff.Reason("")
+	if _, sts, err := handoff.InspectUnverified(st, handoff.Limits{}); err == nil && sts != nil {
+		state, reason = sts.State, sts.Reason
+	}
+	s.cfg.Observe.StatusSent(ctx, Transport, hop, state, reason)
+}
+
+func textResult(text string, isErr bool) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Meta: mcp.Meta{}, IsError: isErr, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+func statusResult(st handoff.Signed, text string, isErr bool) *mcp.CallToolResult {
+	res := textResult(text, isErr)
+	carry.AttachStatus(res.Meta, st)
+	return res
+}
+
+func errorResult(text string, st *handoff.Signed) *mcp.CallToolResult {
+	res := textResult(text, true)
+	if st != nil {
+		carry.AttachStatus(res.Meta, *st)
+	}
+	return res
+}
