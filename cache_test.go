@@ -24,7 +24,7 @@ func TestVerifiedCache_Bounded(t *testing.T) {
 	for _, s := range []string{"b", "c", "d"} {
 		assert.NotNil(t, c.get(SHA256([]byte(s))), s)
 	}
-	assert.Len(t, c.set, 3)
+	assert.Equal(t, 3, c.len())
 	var off *verifiedCache = newVerifiedCache(-1)
 	off.add(SHA256([]byte("x")), o)
 	assert.Nil(t, off.get(SHA256([]byte("x"))))
@@ -85,7 +85,7 @@ func TestReceive_VerifiedCacheSameOutcome(t *testing.T) {
 			}
 		}
 		if size == 0 {
-			assert.Len(t, a.trust.Load().cache.set, 4, "each chain element verified once")
+			assert.Equal(t, 4, a.trust.Load().cache.len(), "each chain element verified once")
 		} else {
 			assert.Nil(t, a.trust.Load().cache)
 		}

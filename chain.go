@@ -3,6 +3,8 @@ package handoff
 import (
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -46,6 +48,13 @@ type ChainPolicy struct {
 	// the original requester (HC-49). Naming the receiver itself admits it
 	// as iss or aud of earlier elements.
 	AllowReentry []AgentID
+	// Workers, when above 1, verifies the signatures of a chain's elements
+	// (check 1) on up to that many goroutines, for the latency of one
+	// receive. The outcome and its reason are those of the sequential
+	// order. Zero or 1 verifies them one after the other on the calling
+	// goroutine, which uses the cores as well when many offers are
+	// received at once.
+	Workers int
 }
 
 // Link is one element of a checked chain, oldest first.
@@ -119,32 +128,95 @@ type element struct {
 // whose iss is trusted is verified wherever it sits, so that a forged
 // element cannot hide behind an untrusted one. Elements in cache verified
 // before under the same trust and are not verified again.
-func verifyElements(chain []Signed, digests []Digest, ts *trustState, lim Limits) ([]element, *ChainError) {
+//
+// The elements are taken newest first and the first failure in that order
+// is the one reported: the failing element with the highest index. With
+// workers > 1 the elements not in cache are verified on up to that many
+// goroutines, still taken newest first; the failure reported is the same,
+// because every element above the highest failing one is checked before
+// the result is read, and only elements below it, which the sequential
+// order never reaches, may be skipped.
+func verifyElements(chain []Signed, digests []Digest, ts *trustState, lim Limits, workers int) ([]element, *ChainError) {
 	out := make([]element, len(chain))
+	var todo []int // indices not in cache, newest first
 	for i := len(chain) - 1; i >= 0; i-- {
 		if o := ts.cache.get(digests[i]); o != nil {
 			out[i] = element{offer: o, verified: true}
 			continue
 		}
-		o, err := OpenOffer(chain[i], ts.trust, lim)
-		if err == nil {
-			out[i] = element{offer: o, verified: true}
-			ts.cache.add(digests[i], o)
+		if workers <= 1 {
+			// Sequential: verify now, in order, and stop at the first
+			// failure.
+			if cerr := verifyElement(chain, digests, i, ts, lim, out); cerr != nil {
+				return nil, cerr
+			}
 			continue
 		}
-		if ReasonOf(err) != ReasonUntrustedKey {
-			r := asRejection(err)
-			return nil, &ChainError{Index: i, Reason: r.Reason, Detail: r.Detail, err: r.Err}
+		todo = append(todo, i)
+	}
+	switch len(todo) {
+	case 0:
+		return out, nil
+	case 1:
+		if cerr := verifyElement(chain, digests, todo[0], ts, lim, out); cerr != nil {
+			return nil, cerr
 		}
-		u, _, err := InspectUnverified(chain[i], lim)
-		if err != nil || u == nil {
-			// Unreachable in practice: the lookup decoded the payload as
-			// an offer before it found no key.
-			return nil, chainErr(i, ReasonBadSignature, "not a well-formed offer: %v", err)
+		return out, nil
+	}
+	errs := make([]*ChainError, len(chain))
+	var next atomic.Int64
+	var failAt atomic.Int64 // the highest failing index found, or -1
+	failAt.Store(-1)
+	work := func() {
+		for {
+			p := int(next.Add(1) - 1)
+			if p >= len(todo) {
+				return
+			}
+			i := todo[p]
+			if int64(i) < failAt.Load() {
+				return // every index still to take is lower
+			}
+			if cerr := verifyElement(chain, digests, i, ts, lim, out); cerr != nil {
+				errs[i] = cerr
+				for f := failAt.Load(); int64(i) > f && !failAt.CompareAndSwap(f, int64(i)); f = failAt.Load() {
+				}
+			}
 		}
-		out[i] = element{offer: u, untrusted: true}
+	}
+	var wg sync.WaitGroup
+	for range min(workers, len(todo)) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	if f := failAt.Load(); f >= 0 {
+		return nil, errs[f]
 	}
 	return out, nil
+}
+
+// verifyElement is check 1 on element i, which is not in cache. On success
+// it sets out[i], and caches the element when its signature verified.
+func verifyElement(chain []Signed, digests []Digest, i int, ts *trustState, lim Limits, out []element) *ChainError {
+	o, err := OpenOffer(chain[i], ts.trust, lim)
+	if err == nil {
+		out[i] = element{offer: o, verified: true}
+		ts.cache.add(digests[i], o)
+		return nil
+	}
+	if ReasonOf(err) != ReasonUntrustedKey {
+		r := asRejection(err)
+		return &ChainError{Index: i, Reason: r.Reason, Detail: r.Detail, err: r.Err}
+	}
+	u, _, err := InspectUnverified(chain[i], lim)
+	if err != nil || u == nil {
+		// Unreachable in practice: the lookup decoded the payload as an
+		// offer before it found no key.
+		return chainErr(i, ReasonBadSignature, "not a well-formed offer: %v", err)
+	}
+	out[i] = element{offer: u, untrusted: true}
+	return nil
 }
 
 // checkStructure is checks 2 to 6 of section 5.3 on the decoded elements
@@ -223,7 +295,7 @@ func checkChain(h *Handoff, o *Offer, self AgentID, ts *trustState, pol ChainPol
 	for i, e := range h.Chain {
 		digests[i] = e.Digest()
 	}
-	elems, cerr := verifyElements(h.Chain, digests, ts, lim)
+	elems, cerr := verifyElements(h.Chain, digests, ts, lim, pol.Workers)
 	if cerr != nil {
 		return "", nil, cerr
 	}

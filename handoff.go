@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
-	"regexp"
 )
 
 // Section 2.1 of the draft: the signed forms of a handoff, and the Handoff
@@ -45,8 +44,6 @@ func (s Signed) Digest() Digest { return SHA256(s.Octets) }
 
 // IsZero reports whether s holds no octets.
 func (s Signed) IsZero() bool { return len(s.Octets) == 0 }
-
-var jwsCompact = regexp.MustCompile(`^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$`)
 
 // ParseSigned identifies a signed handoff held on its own (a status, or an
 // element read from a file): the JWS compact form, or a tagged COSE_Sign1

@@ -12,7 +12,6 @@ import (
 	"io"
 	"math"
 	"net/url"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -31,10 +30,8 @@ type AgentID string
 // 128 random bits (HC-12). It is the nonce of replay detection.
 type HopID string
 
-var hopPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{22,64}$`)
-
 // Valid reports whether h matches the draft's HopId pattern.
-func (h HopID) Valid() bool { return hopPattern.MatchString(string(h)) }
+func (h HopID) Valid() bool { return len(h) >= 22 && len(h) <= 64 && allB64url(string(h)) }
 
 // NewHopID returns a fresh hop identifier: 16 octets (128 bits) from r, or
 // from crypto/rand when r is nil, in base64url without padding (HC-12).

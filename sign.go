@@ -18,6 +18,11 @@ type Signer struct {
 	kid    string
 	format Format
 	rand   io.Reader
+	// env signs payloads in the Signer's format: a jws.Signer or a
+	// cose.Signer, which write the constant protected header once.
+	env interface {
+		Sign(payload []byte) ([]byte, error)
+	}
 }
 
 // NewSigner returns a Signer for key in the given format. The algorithm
@@ -42,7 +47,16 @@ func NewSigner(key crypto.Signer, format Format, rnd io.Reader) (*Signer, error)
 	if rnd == nil {
 		rnd = rand.Reader
 	}
-	return &Signer{key: key, alg: alg, kid: kid, format: format, rand: rnd}, nil
+	s := &Signer{key: key, alg: alg, kid: kid, format: format, rand: rnd}
+	if format == JWS {
+		s.env, err = jws.NewSigner(key, alg, kid, rnd)
+	} else {
+		s.env, err = cose.NewSigner(key, alg, kid, rnd)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Format returns the signed form s produces.
@@ -55,44 +69,44 @@ func (s *Signer) Key() TrustedKey {
 }
 
 // SignOffer signs o: the JSON payload in a JWS, or the CBOR payload in a
-// COSE_Sign1. The offer is checked against the CDDL first, so that nothing
-// is signed that a receiver must refuse.
+// COSE_Sign1. The payload is checked against the CDDL first, decoded as a
+// receiver decodes it, so that nothing is signed that a receiver must
+// refuse.
 func (s *Signer) SignOffer(o *Offer) (Signed, error) {
-	if err := o.validate(); err != nil {
+	p, err := o.encode(s.encoding())
+	if err != nil {
 		return Signed{}, err
 	}
-	return s.sign(o.encode)
+	if _, err := decodeOffer(p, s.encoding(), Limits{}); err != nil {
+		return Signed{}, err
+	}
+	return s.sign(p)
 }
 
 // SignStatus signs st as SignOffer signs an offer.
 func (s *Signer) SignStatus(st *Status) (Signed, error) {
-	if err := st.validate(); err != nil {
+	p, err := st.encode(s.encoding())
+	if err != nil {
 		return Signed{}, err
 	}
-	return s.sign(st.encode)
+	if _, err := decodeStatus(p, s.encoding(), Limits{}); err != nil {
+		return Signed{}, err
+	}
+	return s.sign(p)
 }
 
-func (s *Signer) sign(encode func(Encoding) ([]byte, error)) (Signed, error) {
-	switch s.format {
-	case JWS:
-		p, err := encode(JSON)
-		if err != nil {
-			return Signed{}, err
-		}
-		b, err := jws.Sign(p, s.key, s.alg, s.kid, s.rand)
-		if err != nil {
-			return Signed{}, err
-		}
-		return Signed{Format: JWS, Octets: b}, nil
-	default:
-		p, err := encode(CBOR)
-		if err != nil {
-			return Signed{}, err
-		}
-		b, err := cose.Sign(p, s.key, s.alg, s.kid, s.rand)
-		if err != nil {
-			return Signed{}, err
-		}
-		return Signed{Format: COSE, Octets: b}, nil
+// encoding is the payload encoding of s's format.
+func (s *Signer) encoding() Encoding {
+	if s.format == JWS {
+		return JSON
 	}
+	return CBOR
+}
+
+func (s *Signer) sign(payload []byte) (Signed, error) {
+	b, err := s.env.Sign(payload)
+	if err != nil {
+		return Signed{}, err
+	}
+	return Signed{Format: s.format, Octets: b}, nil
 }

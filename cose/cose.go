@@ -139,6 +139,11 @@ func algName(id int64) (string, bool) {
 // key.Sign: for an *ecdsa.PrivateKey, nil gives deterministic (RFC 6979)
 // signatures.
 func Sign(payload []byte, key crypto.Signer, alg, kid string, rand io.Reader) ([]byte, error) {
+	return signWith(payload, key, alg, kid, rand, nil)
+}
+
+// signWith is Sign; raw, when not nil, stands in for the signature.
+func signWith(payload []byte, key crypto.Signer, alg, kid string, rand io.Reader, raw func([]byte) ([]byte, error)) ([]byte, error) {
 	if len(payload) == 0 {
 		return nil, errors.New("cose: empty payload")
 	}
@@ -166,10 +171,78 @@ func Sign(payload []byte, key crypto.Signer, alg, kid string, rand io.Reader) ([
 		},
 		Payload: payload,
 	}
-	if err := msg.Sign(rand, nil, &signer{key: key, alg: alg, id: id}); err != nil {
+	if err := msg.Sign(rand, nil, &signer{key: key, alg: alg, id: id, raw: raw}); err != nil {
 		return nil, fmt.Errorf("cose: %w", err)
 	}
 	out, err := msg.MarshalCBOR()
+	if err != nil {
+		return nil, fmt.Errorf("cose: %w", err)
+	}
+	return out, nil
+}
+
+// Signer signs payloads as [Sign] does, with one key, algorithm and kid,
+// for callers that sign many messages with one key. The protected header
+// is the same for every message, so go-cose writes it once, in NewSigner;
+// each Sign then encodes the Sig_structure and the message around it with
+// fxamacker/cbor in core deterministic encoding, as go-cose does. Its
+// output is octet for octet what [Sign] returns for the same signature.
+// A Signer is safe for concurrent use when its key and rand are.
+type Signer struct {
+	key       crypto.Signer
+	alg       string
+	rand      io.Reader
+	protected []byte // the protected header's encoded map, as go-cose wrote it
+}
+
+// NewSigner checks its arguments as [Sign] does and returns a Signer.
+func NewSigner(key crypto.Signer, alg, kid string, rand io.Reader) (*Signer, error) {
+	// go-cose builds the message around a placeholder signature: only the
+	// protected header of its output is kept.
+	out, err := signWith([]byte{0}, key, alg, kid, nil, func([]byte) ([]byte, error) { return []byte{0}, nil })
+	if err != nil {
+		return nil, err
+	}
+	var m signedMessage
+	if err := cbor.Unmarshal(out[1:], &m); err != nil || out[0] != 0xd2 {
+		return nil, fmt.Errorf("cose: go-cose wrote no COSE_Sign1: %v", err)
+	}
+	return &Signer{key: key, alg: alg, rand: rand, protected: m.Protected}, nil
+}
+
+// signedMessage is the array of a COSE_Sign1 message (RFC 9052 section 4.2), as
+// Signer writes it.
+type signedMessage struct {
+	_           struct{} `cbor:",toarray"`
+	Protected   []byte
+	Unprotected map[any]any
+	Payload     []byte
+	Signature   []byte
+}
+
+// sigStructure is the Sig_structure of a COSE_Sign1 (RFC 9052 section 4.4).
+type sigStructure struct {
+	_           struct{} `cbor:",toarray"`
+	Context     string
+	Protected   []byte
+	ExternalAAD []byte
+	Payload     []byte
+}
+
+// Sign signs payload as [Sign] does with the Signer's key, alg and kid.
+func (s *Signer) Sign(payload []byte) ([]byte, error) {
+	if len(payload) == 0 {
+		return nil, errors.New("cose: empty payload")
+	}
+	tbs, err := sigEncMode.Marshal(sigStructure{Context: "Signature1", Protected: s.protected, ExternalAAD: []byte{}, Payload: payload})
+	if err != nil {
+		return nil, fmt.Errorf("cose: %w", err)
+	}
+	sig, err := ecsig.SignChecked(s.rand, s.key, s.alg, tbs) // NewSigner checked the key
+	if err != nil {
+		return nil, fmt.Errorf("cose: %w", err)
+	}
+	out, err := sigEncMode.Marshal(cbor.Tag{Number: Tag, Content: signedMessage{Protected: s.protected, Unprotected: map[any]any{}, Payload: payload, Signature: sig}})
 	if err != nil {
 		return nil, fmt.Errorf("cose: %w", err)
 	}
@@ -182,6 +255,7 @@ type signer struct {
 	key crypto.Signer
 	alg string
 	id  gocose.Algorithm
+	raw func([]byte) ([]byte, error) // when not nil, in place of ecsig
 }
 
 var _ gocose.Signer = (*signer)(nil)
@@ -189,6 +263,9 @@ var _ gocose.Signer = (*signer)(nil)
 func (s *signer) Algorithm() gocose.Algorithm { return s.id }
 
 func (s *signer) Sign(rand io.Reader, content []byte) ([]byte, error) {
+	if s.raw != nil {
+		return s.raw(content)
+	}
 	return ecsig.Sign(rand, s.key, s.alg, content)
 }
 
@@ -203,8 +280,9 @@ var sigEncMode = func() cbor.EncMode {
 }()
 
 // verifier is the go-cose verifier for one trusted key pinned to one
-// algorithm. It hands the Sig_structure and the signature to ecsig.Verify,
-// the same function jws uses and the Wycheproof tests drive.
+// algorithm, which verify has passed through ecsig.CheckKey. It hands the
+// Sig_structure and the signature to ecsig.VerifyChecked, the function
+// ecsig.Verify ends in, which jws uses too and the Wycheproof tests drive.
 type verifier struct {
 	pub crypto.PublicKey
 	alg string
@@ -216,7 +294,7 @@ var _ gocose.Verifier = verifier{}
 func (v verifier) Algorithm() gocose.Algorithm { return v.id }
 
 func (v verifier) Verify(content, signature []byte) error {
-	return ecsig.Verify(v.pub, v.alg, content, signature)
+	return ecsig.VerifyChecked(v.pub, v.alg, content, signature) // verify checked the key
 }
 
 // Open checks msg as a signed handoff in COSE form, in the default profile,

@@ -2,11 +2,12 @@ package jws
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // registered lists the header parameter names whose case variants the
@@ -26,7 +27,7 @@ var embeddedKey = []string{"jwk", "jku", "x5c", "x5u", "x5t", "x5t#S256"}
 
 // protected is a protected header as parsed by parseHeader.
 type protected struct {
-	members map[string]json.RawMessage
+	members map[string]struct{} // the names present
 	alg     string
 	kid     string
 	typ     string
@@ -50,39 +51,77 @@ func parseHeader(b []byte, strict bool) (*protected, error) {
 	if loneSurrogate(b) {
 		return nil, malformed("protected header has an escaped lone surrogate (RFC 7493 section 2.1)")
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, malformed("protected header: %v", err)
-	}
-	if tok != json.Delim('{') {
+	// jsontext checks the grammar and refuses duplicate names at any depth
+	// (compared unescaped) in the one pass that reads the members.
+	dec := jsontext.NewDecoder(bytes.NewBuffer(b))
+	switch dec.PeekKind() {
+	case '{':
+	case 0:
+		_, err := dec.ReadToken()
+		return nil, headerErr(err)
+	default:
 		return nil, malformed("protected header is not a JSON object")
 	}
-	if err := walkObject(dec, strict); err != nil {
-		return nil, err
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, headerErr(err)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, malformed("protected header: data after the JSON object")
-	}
-
-	p := &protected{}
-	if err := json.Unmarshal(b, &p.members); err != nil {
-		return nil, malformed("protected header: %v", err)
-	}
-	for name, dst := range map[string]*string{"alg": &p.alg, "kid": &p.kid, "typ": &p.typ} {
-		raw, ok := p.members[name]
-		if !ok {
+	p := &protected{members: make(map[string]struct{}, 4)}
+	var nonString []string // alg, kid or typ with a value that is no string
+	for dec.PeekKind() == '"' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil, headerErr(err)
+		}
+		name := tok.String()
+		if strict {
+			for _, r := range registered {
+				if name != r && strings.EqualFold(name, r) {
+					return nil, malformed("protected header: member %q differs from %q only in case (strict profile)", name, r)
+				}
+			}
+		}
+		p.members[name] = struct{}{}
+		var dst *string
+		switch name {
+		case "alg":
+			dst = &p.alg
+		case "kid":
+			dst = &p.kid
+		case "typ":
+			dst = &p.typ
+		}
+		if dst == nil || dec.PeekKind() != '"' {
+			if err := dec.SkipValue(); err != nil {
+				return nil, headerErr(err)
+			}
+			if dst != nil {
+				nonString = append(nonString, name)
+			}
 			continue
 		}
-		if len(raw) == 0 || raw[0] != '"' {
-			return nil, malformed("protected header: %s is not a string", name)
+		v, err := dec.ReadToken()
+		if err != nil {
+			return nil, headerErr(err)
 		}
-		if err := json.Unmarshal(raw, dst); err != nil {
-			return nil, malformed("protected header: %s: %v", name, err)
-		}
+		*dst = v.String()
+	}
+	if _, err := dec.ReadToken(); err != nil { // '}'
+		return nil, headerErr(err)
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, malformed("protected header: data after the JSON object")
+	}
+	if len(nonString) > 0 {
+		return nil, malformed("protected header: %s is not a string", nonString[0])
 	}
 	return p, nil
+}
+
+func headerErr(err error) error {
+	if err == nil || err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return malformed("protected header: %v", err)
 }
 
 // loneSurrogate reports whether the JSON text b, already known to be valid
@@ -150,62 +189,6 @@ func hex4(b []byte, i int) (rune, bool) {
 		}
 	}
 	return r, true
-}
-
-// walkObject reads the members of an object whose '{' has been read, up to
-// and including its '}', refusing duplicate names. With caseVariants, it
-// refuses a name that differs from a registered one only in case.
-func walkObject(dec *json.Decoder, caseVariants bool) error {
-	seen := make(map[string]bool)
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return malformed("protected header: %v", err)
-		}
-		name, ok := tok.(string)
-		if !ok {
-			return malformed("protected header: member name is not a string")
-		}
-		if seen[name] {
-			return malformed("protected header: duplicate member %q", name)
-		}
-		seen[name] = true
-		if caseVariants {
-			for _, r := range registered {
-				if name != r && strings.EqualFold(name, r) {
-					return malformed("protected header: member %q differs from %q only in case (strict profile)", name, r)
-				}
-			}
-		}
-		if err := walkValue(dec); err != nil {
-			return err
-		}
-	}
-	if _, err := dec.Token(); err != nil { // '}'
-		return malformed("protected header: %v", err)
-	}
-	return nil
-}
-
-func walkValue(dec *json.Decoder) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return malformed("protected header: %v", err)
-	}
-	switch tok {
-	case json.Delim('{'):
-		return walkObject(dec, false)
-	case json.Delim('['):
-		for dec.More() {
-			if err := walkValue(dec); err != nil {
-				return err
-			}
-		}
-		if _, err := dec.Token(); err != nil { // ']'
-			return malformed("protected header: %v", err)
-		}
-	}
-	return nil
 }
 
 // typeMatches reports whether typ names the media type of a signed handoff

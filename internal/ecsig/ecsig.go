@@ -119,6 +119,17 @@ func Sign(rand io.Reader, key crypto.Signer, alg string, msg []byte) ([]byte, er
 	if err := CheckKey(key.Public(), alg); err != nil {
 		return nil, err
 	}
+	return SignChecked(rand, key, alg, msg)
+}
+
+// SignChecked is Sign for a key whose public half already passed CheckKey
+// for alg, as the jws and cose Signers check it once when made: it does not
+// ask the key for its public half or check it again. What the key returns
+// is checked as Sign checks it.
+func SignChecked(rand io.Reader, key crypto.Signer, alg string, msg []byte) ([]byte, error) {
+	if key == nil {
+		return nil, fmt.Errorf("%w: nil signer", ErrKey)
+	}
 	if alg == EdDSA {
 		sig, err := key.Sign(rand, msg, crypto.Hash(0))
 		if err != nil {
@@ -129,7 +140,10 @@ func Sign(rand io.Reader, key crypto.Signer, alg string, msg []byte) ([]byte, er
 		}
 		return sig, nil
 	}
-	p, _ := ecParams(alg)
+	p, ok := ecParams(alg)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrAlgorithm, alg)
+	}
 	der, err := key.Sign(rand, p.sum(msg), p.hash)
 	if err != nil {
 		return nil, fmt.Errorf("ecsig: sign: %w", err)
@@ -156,24 +170,44 @@ func Sign(rand io.Reader, key crypto.Signer, alg string, msg []byte) ([]byte, er
 // ECDSA, sig must be exactly r||s at the fixed width of the curve; msg is
 // hashed with SHA-256 (ES256) or SHA-384 (ES384) and checked with
 // crypto/ecdsa.Verify, which refuses r or s outside [1, n-1]. Both s and n-s
-// verify. For EdDSA, crypto/ed25519.Verify decides.
+// verify. For EdDSA, crypto/ed25519.Verify decides. It is CheckKey, then
+// VerifyChecked.
 func Verify(pub crypto.PublicKey, alg string, msg, sig []byte) error {
 	if err := CheckKey(pub, alg); err != nil {
 		return err
 	}
+	return VerifyChecked(pub, alg, msg, sig)
+}
+
+// VerifyChecked is Verify for a key that already passed CheckKey for alg,
+// as the jws and cose packages check each trusted key before trying it: it
+// does not check the key again (which costs a point validation), only its
+// type.
+func VerifyChecked(pub crypto.PublicKey, alg string, msg, sig []byte) error {
 	if alg == EdDSA {
-		if !ed25519.Verify(pub.(ed25519.PublicKey), msg, sig) {
+		k, ok := pub.(ed25519.PublicKey)
+		if !ok || len(k) != ed25519.PublicKeySize {
+			return fmt.Errorf("%w: EdDSA needs an Ed25519 public key, have %T", ErrKey, pub)
+		}
+		if !ed25519.Verify(k, msg, sig) {
 			return ErrVerification
 		}
 		return nil
 	}
-	p, _ := ecParams(alg)
+	p, ok := ecParams(alg)
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrAlgorithm, alg)
+	}
+	k, ok := pub.(*ecdsa.PublicKey)
+	if !ok || k == nil || k.Curve != p.curve {
+		return fmt.Errorf("%w: %s needs an ECDSA public key on %s", ErrKey, alg, p.curve.Params().Name)
+	}
 	if len(sig) != 2*p.size {
 		return fmt.Errorf("%w: %d octets, want %d (raw r||s)", ErrVerification, len(sig), 2*p.size)
 	}
 	r := new(big.Int).SetBytes(sig[:p.size])
 	s := new(big.Int).SetBytes(sig[p.size:])
-	if !ecdsa.Verify(pub.(*ecdsa.PublicKey), p.sum(msg), r, s) {
+	if !ecdsa.Verify(k, p.sum(msg), r, s) {
 		return ErrVerification
 	}
 	return nil

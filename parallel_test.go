@@ -1,0 +1,260 @@
+package handoff
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// outcome is what a receive reports: the check, the reason, and for a
+// chain failure the element and detail.
+type outcome struct {
+	Check  Check
+	Reason Reason
+	Index  int
+	Detail string
+	State  ChainState
+}
+
+func outcomeOf(in *Received) outcome {
+	o := outcome{Check: in.Check(), Reason: in.Reason(), Index: -2, State: in.Chain()}
+	var ce *ChainError
+	if errors.As(in.Err(), &ce) {
+		o.Index, o.Detail = ce.Index, ce.Detail
+	}
+	return o
+}
+
+// HC-46, HC-47: verifying a chain's signatures on several goroutines
+// (ChainPolicy.Workers) reports exactly what the sequential order reports,
+// with the cache off, cold or warm: when bad signatures, untrusted keys
+// and broken links are mixed, the failure is that of the newest failing
+// element in check 1, else the first broken link.
+func TestChain_HC46_ParallelSameOutcome(t *testing.T) {
+	const n = 16
+	rng := rand.New(rand.NewPCG(16, 46))
+	ids := benchIDs(n)
+	for _, f := range []Format{JWS, COSE} {
+		w := newWorld(t, f, ids...)
+		for trial := range 24 {
+			bogus := SHA256([]byte("not the element before"))
+			pick := func(p float64) map[int]bool {
+				m := map[int]bool{}
+				for i := range n {
+					if rng.Float64() < p {
+						m[i] = true
+					}
+				}
+				return m
+			}
+			bad, untrusted, broken := pick(0.12), pick(0.12), pick(0.1)
+			if trial%4 == 0 { // untrusted keys only: an unverifiable chain, accepted
+				bad, broken = nil, nil
+			}
+			elems := w.path(func(i int, o *Offer) {
+				if broken[i] && i > 0 {
+					o.Prev = &bogus
+				}
+			}, ids...)
+			for i := range bad {
+				elems[i] = tamperSignature(t, elems[i])
+			}
+			var trusted []AgentID
+			for i, id := range ids {
+				if !untrusted[i] || i >= n {
+					trusted = append(trusted, id)
+				}
+			}
+			data := encodeHandoff(t, handoffOf(elems...), JSON)
+			tr := w.trustOnly(trusted...)
+			recv := func(workers, cache int, warm []byte) outcome {
+				a := w.agent(ids[n+1], func(c *Config) {
+					c.Store, c.Trust, c.VerifiedCache, c.Chain.Workers = forgetful{}, tr, cache, workers
+				})
+				if warm != nil {
+					receive(t, a, warm, Host{})
+				}
+				return outcomeOf(receive(t, a, data, Host{}))
+			}
+			want := recv(1, -1, nil)
+			name := fmt.Sprintf("%s/%d bad=%v untrusted=%v broken=%v", f, trial, keys(bad), keys(untrusted), keys(broken))
+			for _, workers := range []int{2, 4, 32} {
+				assert.Equal(t, want, recv(workers, -1, nil), "%s workers=%d", name, workers)
+				assert.Equal(t, want, recv(workers, 0, data), "%s workers=%d, the same chain seen before", name, workers)
+			}
+			// A cache warmed by the intact chain: the elements not
+			// altered are cached, the others verified.
+			intact := encodeHandoff(t, handoffOf(w.path(nil, ids...)...), JSON)
+			assert.Equal(t, want, recv(4, 0, intact), "%s workers=4, unrelated chain seen before", name)
+		}
+	}
+}
+
+func keys(m map[int]bool) []int {
+	var out []int
+	for i := range 64 {
+		if m[i] {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Parallel receives on one Agent share its verified-element cache; the
+// race detector watches the shards and the parallel chain check.
+func TestReceive_ParallelSharedCache(t *testing.T) {
+	w, self, msgs := chainFixture(t, COSE, 6, 8)
+	a := w.agent(self, func(c *Config) { c.Store = forgetful{}; c.Chain.Workers = 3; c.VerifiedCache = 300 })
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for k := range 4 {
+				in, err := a.Receive(context.Background(), msgs[(g+k)%len(msgs)], Host{})
+				if assert.NoError(t, err) {
+					assert.True(t, in.Accepted(), in.Detail())
+					assert.Len(t, in.Links(), 6)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, 6, a.trust.Load().cache.len())
+}
+
+// A cache of 256 entries or more is sharded: it never holds more than its
+// bound, evicts the oldest of a shard first, and keeps the newest.
+func TestVerifiedCache_ShardedBound(t *testing.T) {
+	const bound = 300
+	c := newVerifiedCache(bound)
+	require.Len(t, c.shards, cacheShards)
+	o := &Offer{Hop: "AAAAAAAAAAAAAAAAAAAAAA"}
+	key := func(i int) Digest { return SHA256([]byte(fmt.Sprint(i))) }
+	for i := range 3 * bound {
+		c.add(key(i), o)
+		require.LessOrEqual(t, c.len(), bound)
+	}
+	assert.Equal(t, bound, c.len())
+	// The newest entry of each shard is held; the oldest entries are gone.
+	assert.NotNil(t, c.get(key(3*bound-1)))
+	for i := range bound {
+		assert.Nil(t, c.get(key(i)), "entry %d of the first round", i)
+	}
+}
+
+// jwsCompact gives the answer of the CDDL's JwsCompact regular expression
+// (anchored at both ends) on every input.
+func TestJWSCompactForm(t *testing.T) {
+	re := regexp.MustCompile(`^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$`)
+	for _, s := range []string{
+		"", ".", "..", "a.b.c", "a.b.c.", ".a.b", "a..b", "a.b", "a.b.c.d", "aZ09-_.b.c", "a.b.c\n", "\na.b.c",
+		"a.b.c ", "a.b.=", "a+b.c.d", "a/b.c.d", "a.b.c\x00", "é.b.c", "a.b.\xff", "A.B.C", "abc", "a.b.cc",
+	} {
+		assert.Equal(t, re.MatchString(s), jwsCompact.MatchString(s), "%q", s)
+		assert.Equal(t, re.Match([]byte(s)), jwsCompact.Match([]byte(s)), "%q", s)
+	}
+}
+
+// HopID.Valid gives the answer of the regular expression of a hop
+// identifier (22 to 64 base64url characters) on every input.
+func FuzzHopIDValid(f *testing.F) {
+	re := regexp.MustCompile(`^[A-Za-z0-9_-]{22,64}$`)
+	for _, s := range []string{"", "AAAAAAAAAAAAAAAAAAAAAA", "AAAAAAAAAAAAAAAAAAAAA", strings.Repeat("a", 64), strings.Repeat("a", 65),
+		"AAAAAAAAAAAAAAAAAAAAA=", "AAAAAAAAAAAAAAAAAAAAAA\n", "AAAAAAAAAAAAAAAAAAAA\u00e9", "-_-_-_-_-_-_-_-_-_-_-_"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if re.MatchString(s) != HopID(s).Valid() {
+			t.Fatalf("%q: regexp %v, Valid %v", s, re.MatchString(s), HopID(s).Valid())
+		}
+	})
+}
+
+func FuzzJWSCompactForm(f *testing.F) {
+	re := regexp.MustCompile(`^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$`)
+	for _, s := range []string{"a.b.c", "a..c", "a.b.c.d", "a.b.c\n", "-_.x.y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if re.MatchString(s) != jwsCompact.MatchString(s) || re.Match([]byte(s)) != jwsCompact.Match([]byte(s)) {
+			t.Fatalf("%q: regexp %v, jwsCompact %v", s, re.MatchString(s), jwsCompact.MatchString(s))
+		}
+	})
+}
+
+func BenchmarkJWSCompactForm(b *testing.B) {
+	w := newWorld(b, JWS, rxPlanner, rxCoder)
+	s := string(w.offer(rxPlanner, rxCoder, nil).Octets)
+	re := regexp.MustCompile(`^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$`)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		if !jwsCompact.MatchString(s) {
+			b.Fatal("no match")
+		}
+	}
+	b.StopTimer()
+	m := medians(benchRounds, func() { jwsCompact.MatchString(s) }, func() { re.MatchString(s) })
+	b.ReportMetric(m[0]/m[1], "x-regexp")
+}
+
+// Section 5.3: check 1 (every element's signature) comes before checks 2
+// to 4, so a chain with both a bad signature and a broken link is refused
+// for the signature, wherever each sits, sequentially or in parallel. The
+// newest failing element is the one reported.
+func TestChain_HC46_SignatureBeforeLink(t *testing.T) {
+	ids := benchIDs(4)
+	w := newWorld(t, JWS, ids...)
+	bogus := SHA256([]byte("not the element before"))
+	for _, tc := range []struct {
+		bad    []int
+		broken int
+		want   outcome
+	}{
+		{bad: []int{1}, broken: 3, want: outcome{Check: CheckChain, Reason: ReasonBadSignature, Index: 1}},
+		{bad: []int{3}, broken: 1, want: outcome{Check: CheckChain, Reason: ReasonBadSignature, Index: 3}},
+		{bad: []int{0, 2}, broken: 4, want: outcome{Check: CheckChain, Reason: ReasonBadSignature, Index: 2}},
+		{broken: 2, want: outcome{Check: CheckChain, Reason: ReasonBrokenChain, Index: 2}},
+	} {
+		elems := w.path(func(i int, o *Offer) {
+			if i == tc.broken {
+				o.Prev = &bogus
+			}
+		}, ids...)
+		for _, i := range tc.bad {
+			elems[i] = tamperSignature(t, elems[i])
+		}
+		data := encodeHandoff(t, handoffOf(elems...), JSON)
+		for _, workers := range []int{0, 1, 2, 8} {
+			a := w.agent(ids[len(ids)-1], func(c *Config) { c.Chain.Workers = workers })
+			got := outcomeOf(receive(t, a, data, Host{}))
+			got.Detail, got.State = "", ""
+			assert.Equal(t, tc.want, got, "bad %v, broken link %d, workers %d", tc.bad, tc.broken, workers)
+		}
+	}
+}
+
+// decodeB64u accepts exactly the strings that decode and encode back to
+// themselves, as its earlier form checked by encoding again.
+func FuzzDecodeB64u(f *testing.F) {
+	for _, s := range []string{"", "A", "AA", "AB", "AAA", "AAB", "AAAA", "AQ", "AR", "AA==", "A\nA", "AA\r", "+/", "-_",
+		"AAAA\n", "\nAAAA", "aGVsbG8", "aGVsbG9", "aGVsbG8=", "a b", "\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := decodeB64u(s)
+		want, werr := base64.RawURLEncoding.Strict().DecodeString(s)
+		ok := s != "" && werr == nil && base64.RawURLEncoding.EncodeToString(want) == s
+		if (err == nil) != ok || (ok && !bytes.Equal(got, want)) {
+			t.Fatalf("%q: decodeB64u %x, %v; reference %x, canonical %v", s, got, err, want, ok)
+		}
+	})
+}
