@@ -9,6 +9,7 @@
 // The package reads like the draft, one file per section:
 //
 //	handoff.go    2.1   Signed, Handoff, ParseHandoff, Handoff.Encode
+//	compact.go    2.1   the JwsCompact form, tested in one pass
 //	offer.go      2     Offer and its members (AgentID, HopID, Time, Principal,
 //	                    ContextRef); the CDDL checks; unknown members kept
 //	status.go     2, 4  Status, State, Reason; VerifyStatus (5.4, HC-55)
