@@ -593,24 +593,41 @@ func typeName(v any) string {
 }
 
 func encodeJSONMembers(ms []member) ([]byte, error) {
+	// One buffer and two encoders for all members: names as json.Marshal
+	// writes them, values without HTML escaping (marshalJSON). Each Encode
+	// ends with a newline, which is cut.
 	var b bytes.Buffer
+	b.Grow(64 * len(ms))
+	keys, values := json.NewEncoder(&b), json.NewEncoder(&b)
+	values.SetEscapeHTML(false)
+	put := func(e *json.Encoder, v any) error {
+		if err := e.Encode(v); err != nil {
+			return err
+		}
+		b.Truncate(b.Len() - 1)
+		return nil
+	}
 	b.WriteByte('{')
 	for i, m := range ms {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		k, _ := json.Marshal(m.name)
-		v, err := toJSONValue(m.value)
-		if err != nil {
-			return nil, err
-		}
-		vb, err := marshalJSON(v)
-		if err != nil {
+		if err := put(keys, m.name); err != nil {
 			return nil, fmt.Errorf("%w: member %q: %v", ErrMalformed, m.name, err)
 		}
-		b.Write(k)
 		b.WriteByte(':')
-		b.Write(vb)
+		v := m.value
+		switch v.(type) {
+		case string, uint64: // leaves toJSONValue leaves as they are
+		default:
+			var err error
+			if v, err = toJSONValue(v); err != nil {
+				return nil, err
+			}
+		}
+		if err := put(values, v); err != nil {
+			return nil, fmt.Errorf("%w: member %q: %v", ErrMalformed, m.name, err)
+		}
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
@@ -631,9 +648,14 @@ func marshalJSON(v any) ([]byte, error) {
 func encodeCBORMembers(ms []member) ([]byte, error) {
 	m := make(map[string]any, len(ms))
 	for _, e := range ms {
-		v, err := toCBORValue(e.value)
-		if err != nil {
-			return nil, err
+		v := e.value
+		switch v.(type) {
+		case string, uint64: // leaves toCBORValue leaves as they are
+		default:
+			var err error
+			if v, err = toCBORValue(v); err != nil {
+				return nil, err
+			}
 		}
 		m[e.name] = v
 	}
