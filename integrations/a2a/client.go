@@ -2,8 +2,8 @@ package a2a
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"github.com/agentproto/handoff/integrations/internal/asking"
 	"slices"
 	"sync"
 	"time"
@@ -291,29 +291,7 @@ func (c *Client) Cancel(ctx context.Context, cl *a2aclient.Client, hop handoff.H
 }
 
 func (c *Client) retry(ctx context.Context, o *handoff.Offer, send func(context.Context) error) error {
-	n := max(c.cfg.Attempts, 0)
-	iat := o.Iat.Std()
-	sched := handoff.Backoff(iat, o.Exp.Std().Sub(iat), n)
-	for i := 0; ; i++ {
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if i < len(sched) {
-			actx, cancel = context.WithDeadline(ctx, sched[i])
-		}
-		err := send(actx)
-		cancel()
-		if err == nil || ctx.Err() != nil || i >= len(sched) || !errors.Is(err, context.DeadlineExceeded) {
-			return err
-		}
-		if wait := sched[i].Sub(c.cfg.Now()); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C:
-			}
-		}
-	}
+	return asking.Retransmit(ctx, o, c.cfg.Attempts, c.cfg.Now, send)
 }
 
 func clone(m map[string]any) map[string]any {

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"github.com/agentproto/handoff/integrations/internal/asking"
 	"io"
 	"net/http"
 	"sync"
@@ -216,33 +216,7 @@ func (c *Client) Retransmit(ctx context.Context, s *mcp.ClientSession, params *m
 // retry runs send at the offer's iat and at each instant of Backoff, each
 // attempt bounded by the next instant.
 func (c *Client) retry(ctx context.Context, o *handoff.Offer, send func(context.Context) error) error {
-	n := c.cfg.Attempts
-	if n < 0 {
-		n = 0
-	}
-	iat := o.Iat.Std()
-	sched := handoff.Backoff(iat, o.Exp.Std().Sub(iat), n)
-	for i := 0; ; i++ {
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if i < len(sched) {
-			actx, cancel = context.WithDeadline(ctx, sched[i])
-		}
-		err := send(actx)
-		cancel()
-		if err == nil || ctx.Err() != nil || i >= len(sched) || !errors.Is(err, context.DeadlineExceeded) {
-			return err
-		}
-		// Wait for the instant of the next attempt.
-		if wait := sched[i].Sub(c.cfg.Now()); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C:
-			}
-		}
-	}
+	return asking.Retransmit(ctx, o, c.cfg.Attempts, c.cfg.Now, send)
 }
 
 // Cancel signs a "canceled" for hop (Agent.Cancel) and sends it in the _meta
