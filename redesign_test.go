@@ -579,3 +579,19 @@ func TestAgent_AcceptedAfterTake_HC39(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, acc.Octets, last.Octets)
 }
+
+// A bare signed offer handed to Receive, instead of a Handoff object, is
+// refused with a message that says what was expected and what was given.
+func TestReceive_BareSignedOfferSaysWhatWasExpected(t *testing.T) {
+	eachFormat(t, func(t *testing.T, f Format) {
+		w := newWorld(t, f, rxPlanner, rxCoder)
+		s := w.offer(rxPlanner, rxCoder, nil)
+		in := receive(t, w.agent(rxCoder), s.Octets, Host{})
+		assert.Equal(t, ReasonBadSignature, in.Reason())
+		assert.ErrorIs(t, in.Err(), ErrMalformed)
+		assert.Contains(t, in.Detail(), "on its own; a Handoff object {offer, chain} was expected")
+		assert.NotContains(t, in.Detail(), "trailing data")
+		_, err := ParseSigned(encodeHandoff(t, handoffOf(s), JSON), Limits{})
+		assert.ErrorContains(t, err, "perhaps a Handoff object")
+	})
+}
