@@ -3,9 +3,6 @@ package learnlog_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"os"
@@ -19,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/handofftest"
 	"github.com/agentproto/handoff/learnlog"
 )
 
@@ -229,24 +227,11 @@ const (
 
 func agents(t *testing.T, f handoff.Format, pol handoff.RefPolicy, cs handoff.RefCheckers) (*handoff.Agent, *handoff.Agent) {
 	t.Helper()
-	now := func() time.Time { return time.Unix(1793000000, 0) }
-	signers := map[handoff.AgentID]*handoff.Signer{}
-	keys := map[handoff.AgentID][]handoff.TrustedKey{}
-	for _, id := range []handoff.AgentID{delegator, delegate} {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		require.NoError(t, err)
-		signers[id], err = handoff.NewSigner(k, f, nil)
-		require.NoError(t, err)
-		keys[id] = []handoff.TrustedKey{signers[id].Key()}
-	}
-	trust, err := handoff.NewTrust(keys)
-	require.NoError(t, err)
-	from, err := handoff.NewAgent(handoff.Config{ID: delegator, Signer: signers[delegator], Trust: trust, Now: now})
-	require.NoError(t, err)
-	to, err := handoff.NewAgent(handoff.Config{ID: delegate, Signer: signers[delegate], Trust: trust, Now: now,
-		Refs: pol, RefCheckers: cs})
-	require.NoError(t, err)
-	return from, to
+	w := handofftest.NewWorld(t, delegator, delegate).In(f)
+	w.Clock().Set(time.Unix(1793000000, 0))
+	return w.Agent(delegator), w.Agent(delegate, func(c *handoff.Config) {
+		c.Refs, c.RefCheckers = pol, cs
+	})
 }
 
 // Step 7 with a learnlog-head reference, in both signed forms and both
