@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"math"
@@ -765,4 +766,122 @@ func TestParseHandoff_HC01_CBORUnusualExtraKept(t *testing.T) {
 	assertSameValue(t, h, h2)
 	_, err = h.Encode(JSON)
 	assert.ErrorIs(t, err, ErrMalformed)
+}
+
+// fullOffer decodes an offer payload on the full path alone: the generic
+// decoder, then the CDDL checks. The fast path must agree with it.
+func fullOffer(payload []byte, enc Encoding, lim Limits) (*Offer, error) {
+	m, err := decodePayload(payload, enc, lim)
+	if err != nil {
+		return nil, err
+	}
+	return offerFrom(m, lim.Strict)
+}
+
+// The fast CBOR path decides nothing: for every input it either steps
+// aside or returns the offer the full path returns. Each case below is one
+// the full path refuses or one whose CBOR form the typed decoder could
+// misread (null read as absent, a tag stripped, a name folded, a key that
+// is not text), and the fast path must step aside for each; the offers at
+// the top, with every member the CDDL names, must take it.
+func TestOfferCBORFast_StepsAsideOrAgrees(t *testing.T) {
+	base := func() map[any]any {
+		return map[any]any{"v": 1, "type": "offer", "hop": "q3Zl0v8bVfQmJm2c4bq1Ww", "dialog": "ctx-7c1e",
+			"iss": "spiffe://a.example/agent/planner", "aud": "spiffe://b.example/agent/coder",
+			"iat": 1793000000, "exp": 1793000120}
+	}
+	digest := map[any]any{"alg": "sha-256", "val": base64.RawURLEncoding.EncodeToString(make([]byte, 32))}
+	with := func(k any, v any) []byte {
+		m := base()
+		m[k] = v
+		b, err := cbor.Marshal(m)
+		require.NoError(t, err)
+		return b
+	}
+	without := func(k string) []byte {
+		m := base()
+		delete(m, k)
+		b, err := cbor.Marshal(m)
+		require.NoError(t, err)
+		return b
+	}
+	plain, err := cbor.Marshal(base())
+	require.NoError(t, err)
+	full, err := cbor.Marshal(func() map[any]any {
+		m := base()
+		m["task"] = "t"
+		m["obo"] = map[any]any{"sub": "user:alice", "iss": "https://idp.example", "x": []any{1.5, -2, map[any]any{1: true}}}
+		m["grant"] = digest
+		m["prev"] = digest
+		m["refs"] = []any{map[any]any{"kind": "digest", "dig": digest, "loc": "https://x.example/", "proof": h2b("00ff")}}
+		return m
+	}())
+	require.NoError(t, err)
+
+	takes := map[string][]byte{
+		"required members only": plain,
+		"every member":          full,
+		"empty dialog":          with("dialog", ""),
+		"empty task":            with("task", ""),
+		"iat zero":              with("iat", 0),
+	}
+	stepsAside := map[string][]byte{
+		"unknown member":             with("x-priority", 3),
+		"name in another case":       with("AUD", "spiffe://c.example/agent"),
+		"integer key":                with(1, "x"),
+		"dialog missing":             without("dialog"),
+		"iat missing":                without("iat"),
+		"task null":                  with("task", nil),
+		"prev null":                  with("prev", nil),
+		"obo null":                   with("obo", nil),
+		"refs null":                  with("refs", nil),
+		"dialog null":                with("dialog", nil),
+		"task undefined":             with("task", cbor.SimpleValue(23)),
+		"iss as bytes":               with("iss", []byte("spiffe://a.example/agent/planner")),
+		"tagged dialog":              with("dialog", cbor.Tag{Number: 32, Content: "ctx-7c1e"}),
+		"bignum iat":                 with("iat", cbor.Tag{Number: 2, Content: []byte{1}}),
+		"v as a float":               with("v", 1.0),
+		"v 2":                        with("v", 2),
+		"negative exp":               with("exp", -1),
+		"type status":                with("type", "status"),
+		"prev with an extra member":  with("prev", map[any]any{"alg": "sha-256", "val": base64.RawURLEncoding.EncodeToString(make([]byte, 32)), "x": 1}),
+		"prev without val":           with("prev", map[any]any{"alg": "sha-256"}),
+		"prev truncated":             with("prev", map[any]any{"alg": "sha-256", "val": base64.RawURLEncoding.EncodeToString(make([]byte, 16))}),
+		"refs empty":                 with("refs", []any{}),
+		"obo without sub":            with("obo", map[any]any{"iss": "x"}),
+		"iat 2^64-1 (the sentinel)":  with("iat", uint64(math.MaxUint64)),
+		"trailing octets":            append(bytes.Clone(plain), 0x00),
+		"a duplicate name":           h2b("a3" + "6176" + "01" + "6176" + "01" + "6474797065" + "656f66666572"),
+		"an array, not a map":        h2b("83010203"),
+		"indefinite map with a null": append(append([]byte{0xbf}, plain[1:]...), 0x65, 't', 'a', 's', 'k', '1', 0xf6, 0xff),
+	}
+	for name, p := range takes {
+		got, ok := offerFromCBORFast(p, Limits{})
+		require.True(t, ok, "%s: the fast path should take %x", name, p)
+		want, err := fullOffer(p, CBOR, Limits{})
+		require.NoError(t, err, name)
+		assertSameValue(t, want, got)
+	}
+	for name, p := range stepsAside {
+		_, ok := offerFromCBORFast(p, Limits{})
+		assert.False(t, ok, "%s: the fast path should step aside for %x", name, p)
+		o, err := decodeOffer(p, CBOR, Limits{})
+		want, werr := fullOffer(p, CBOR, Limits{})
+		assert.Equal(t, werr == nil, err == nil, name)
+		if werr == nil {
+			assertSameValue(t, want, o)
+		}
+	}
+	// The strict profile and bounds other than the defaults always take the
+	// full path.
+	_, ok := offerFromCBORFast(plain, Limits{MaxMembers: 8})
+	assert.False(t, ok)
+}
+
+func h2b(s string) []byte {
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

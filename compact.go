@@ -1,5 +1,10 @@
 package handoff
 
+import (
+	"bytes"
+	"strings"
+)
+
 // jwsCompact tells a JWS Compact Serialization by its form: three
 // non-empty runs of base64url characters separated by two periods, the
 // JwsCompact rule of the CDDL (text .regexp
@@ -14,10 +19,12 @@ var jwsCompact compactForm
 type compactForm struct{}
 
 // Match reports whether b has the JwsCompact form.
-func (compactForm) Match(b []byte) bool { return isCompact(b) }
+func (compactForm) Match(b []byte) bool { return bytes.IndexByte(b, '.') > 0 && isCompact(b) }
 
-// MatchString reports whether s has the JwsCompact form.
-func (compactForm) MatchString(s string) bool { return isCompact(s) }
+// MatchString reports whether s has the JwsCompact form. A text without a
+// period (a COSE element in base64url) is told apart at the speed of
+// IndexByte, before the scan.
+func (compactForm) MatchString(s string) bool { return strings.IndexByte(s, '.') > 0 && isCompact(s) }
 
 // b64url marks the 64 characters of base64url.
 var b64url = func() (t [256]bool) {

@@ -374,6 +374,16 @@ func FuzzDecodeOffer(f *testing.F) {
 	f.Fuzz(func(t *testing.T, payload []byte, isCBOR bool) {
 		enc := fzEncoding(isCBOR)
 		o, err := decodeOffer(payload, enc, Limits{})
+		// The fast CBOR path decides nothing: it steps aside or returns
+		// what the full path returns.
+		want, werr := fullOffer(payload, enc, Limits{})
+		require.Equal(t, werr == nil, err == nil, "fast path %v, full path %v", err, werr)
+		if enc == CBOR {
+			if fast, ok := offerFromCBORFast(payload, Limits{}); ok {
+				require.NoError(t, werr, "the fast path took %x", payload)
+				assertSameValue(t, want, fast)
+			}
+		}
 		if err != nil {
 			require.Nil(t, o)
 			requireTyped(t, err)

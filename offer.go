@@ -1,20 +1,20 @@
 package handoff
 
 import (
-	"math/big"
-
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/fxamacker/cbor/v2"
 	"io"
 	"math"
+	"math/big"
 	"net/url"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/fxamacker/cbor/v2"
 )
 
 // Section 2 of the draft: the offer and the members it shares with the
@@ -144,13 +144,134 @@ var (
 // decodeOffer decodes an offer payload strictly (section 2): required
 // members present and of the right type, v 1, type "offer", HopId pattern,
 // Time an unsigned integer, Digest closed; unknown members kept in Extra
-// (HC-01). It verifies nothing.
+// (HC-01). It verifies nothing. A CBOR offer in the exact profile is
+// first tried on the typed fast path (offerFromCBORFast), which steps
+// aside for anything it cannot read as the full path would, so an input
+// costs at most one pass more than on the full path.
 func decodeOffer(payload []byte, enc Encoding, lim Limits) (*Offer, error) {
+	if enc == CBOR && !lim.Strict {
+		if o, ok := offerFromCBORFast(payload, lim); ok {
+			return o, nil
+		}
+	}
 	m, err := decodePayload(payload, enc, lim)
 	if err != nil {
 		return nil, err
 	}
 	return offerFrom(m, lim.Strict)
+}
+
+// offerCBOR is a CBOR offer payload as the fast path reads it: the
+// members of the CDDL, typed, in one pass of the CBOR library with no
+// generic values between. Dialog, Iat and Exp start at sentinels that a
+// decoded value can never equal (text that is not UTF-8) or that the fast
+// path never accepts (2^64-1), so that a required member left unset is
+// seen as missing.
+type offerCBOR struct {
+	V      uint64      `cbor:"v"`
+	Type   string      `cbor:"type"`
+	Hop    string      `cbor:"hop"`
+	Dialog string      `cbor:"dialog"`
+	Task   string      `cbor:"task"`
+	Iss    string      `cbor:"iss"`
+	Aud    string      `cbor:"aud"`
+	Iat    uint64      `cbor:"iat"`
+	Exp    uint64      `cbor:"exp"`
+	Obo    any         `cbor:"obo"`
+	Grant  *digestCBOR `cbor:"grant"`
+	Prev   *digestCBOR `cbor:"prev"`
+	Refs   any         `cbor:"refs"`
+}
+
+type digestCBOR struct {
+	Alg string `cbor:"alg"`
+	Val string `cbor:"val"`
+}
+
+const textUnset = "\xff" // not UTF-8: no decoded text equals it
+
+// cborFastMode is the exact profile's decoder (cborDecOptions) narrowed
+// to what the fast path can read without losing a distinction the CDDL
+// makes: no tags, no null or undefined (a member present as null would
+// read as absent), member names matched exactly, and any member outside
+// offerCBOR an error. Whatever it refuses goes to the full decoder.
+var cborFastMode = func() cbor.DecMode {
+	def := Limits{}.withDefaults()
+	o := cborDecOptions(def, ProfileExact)
+	o.TagsMd = cbor.TagsForbidden
+	o.ExtraReturnErrors = cbor.ExtraDecErrorUnknownField
+	o.FieldNameMatching = cbor.FieldNameMatchingCaseSensitive
+	simple, err := cbor.NewSimpleValueRegistryFromDefaults(
+		cbor.WithRejectedSimpleValue(cbor.SimpleValue(22)), // null
+		cbor.WithRejectedSimpleValue(cbor.SimpleValue(23)), // undefined
+	)
+	if err != nil {
+		panic(err) // constant options: a programmer error
+	}
+	o.SimpleValues = simple
+	dm, err := o.DecMode()
+	if err != nil {
+		panic(err)
+	}
+	return dm
+}()
+
+// offerFromCBORFast decodes the common CBOR offer, one with only the
+// members the CDDL names, in one typed pass. It reports ok only for an
+// input the full path (decodePayload, then offerFrom) accepts, and then
+// returns the same Offer; anything else, valid or not, is left to the full
+// path, which alone reports errors. FuzzOfferCBORFast holds the two paths
+// to that.
+func offerFromCBORFast(payload []byte, lim Limits) (*Offer, bool) {
+	lim = lim.withDefaults()
+	def := Limits{}.withDefaults()
+	if lim.MaxDepth != def.MaxDepth || lim.MaxMembers != def.MaxMembers || len(payload) > lim.MaxElementSize ||
+		len(payload) == 0 || payload[0]>>5 != 5 {
+		return nil, false
+	}
+	w := offerCBOR{Dialog: textUnset, Iat: math.MaxUint64, Exp: math.MaxUint64}
+	if rest, err := cborFastMode.UnmarshalFirst(payload, &w); err != nil || len(rest) != 0 {
+		return nil, false
+	}
+	if w.V != 1 || w.Type != "offer" || !HopID(w.Hop).Valid() || w.Dialog == textUnset ||
+		w.Iss == "" || w.Aud == "" || w.Iat == math.MaxUint64 || w.Exp == math.MaxUint64 {
+		return nil, false
+	}
+	o := &Offer{Hop: HopID(w.Hop), Dialog: w.Dialog, Task: w.Task, Iss: AgentID(w.Iss), Aud: AgentID(w.Aud),
+		Iat: Time(w.Iat), Exp: Time(w.Exp)}
+	for _, d := range []struct {
+		from *digestCBOR
+		to   **Digest
+	}{{w.Grant, &o.Grant}, {w.Prev, &o.Prev}} {
+		if d.from == nil {
+			continue
+		}
+		dg, err := newDigest(d.from.Alg, d.from.Val)
+		if err != nil {
+			return nil, false
+		}
+		*d.to = &dg
+	}
+	c := cborConv{lim: lim, p: ProfileExact}
+	if w.Obo != nil {
+		v, err := c.value(w.Obo, 1)
+		if err != nil {
+			return nil, false
+		}
+		if o.Obo, err = principalFrom(v, "obo", false); err != nil {
+			return nil, false
+		}
+	}
+	if w.Refs != nil {
+		v, err := c.value(w.Refs, 1)
+		if err != nil {
+			return nil, false
+		}
+		if o.Refs, err = (fields{m: map[string]any{"refs": v}}).refs(); err != nil {
+			return nil, false
+		}
+	}
+	return o, true
 }
 
 func decodePayload(payload []byte, enc Encoding, lim Limits) (map[string]any, error) {

@@ -1,7 +1,10 @@
 package handoff
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"fmt"
+	"math/big"
 
 	"context"
 	"errors"
@@ -594,4 +597,24 @@ func TestReceive_BareSignedOfferSaysWhatWasExpected(t *testing.T) {
 		_, err := ParseSigned(encodeHandoff(t, handoffOf(s), JSON), Limits{})
 		assert.ErrorContains(t, err, "perhaps a Handoff object")
 	})
+}
+
+// HC-15, HC-22: a trust configuration holds only keys that can verify
+// under their alg. A key without coordinates, off its curve, or a typed nil
+// is refused with ErrMalformed when the configuration is built, never a
+// panic then or when an offer arrives.
+func TestNewTrust_RefusesUnusableKeys(t *testing.T) {
+	good, err := ecdsa.GenerateKey(elliptic.P256(), nil)
+	require.NoError(t, err)
+	for name, pub := range map[string]any{
+		"typed nil":      (*ecdsa.PublicKey)(nil),
+		"no coordinates": &ecdsa.PublicKey{Curve: elliptic.P256()},
+		"off the curve":  &ecdsa.PublicKey{Curve: elliptic.P256(), X: good.X, Y: new(big.Int).Add(good.Y, big.NewInt(1))},
+		"P-384 as ES256": &ecdsa.PublicKey{Curve: elliptic.P384(), X: good.X, Y: good.Y},
+	} {
+		_, err := NewTrust(map[AgentID][]TrustedKey{"a": {{Public: pub, Alg: ES256}}})
+		assert.ErrorIs(t, err, ErrMalformed, name)
+	}
+	_, err = NewTrust(map[AgentID][]TrustedKey{"a": {{Public: &good.PublicKey, Alg: ES256}}})
+	assert.NoError(t, err)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 
+	"github.com/agentproto/handoff/internal/ecsig"
 	"github.com/agentproto/handoff/jws"
 )
 
@@ -201,24 +202,15 @@ func (k TrustedKey) PublicJWK() ([]byte, error) {
 	return jose.JSONWebKey{Key: k.Public, Algorithm: k.Alg, KeyID: kid, Use: "sig"}.MarshalJSON()
 }
 
-// checkKeyAlg verifies that pub is a key of the kind alg needs.
+// checkKeyAlg verifies that pub is a usable key of the kind alg needs
+// (HC-15, HC-22): the type and curve alg names, and for ECDSA a point on
+// the curve, so that no key the trust configuration holds fails later.
 func checkKeyAlg(pub crypto.PublicKey, alg string) error {
-	switch alg {
-	case ES256, ES384:
-		pk, ok := pub.(*ecdsa.PublicKey)
-		want := elliptic.P256()
-		if alg == ES384 {
-			want = elliptic.P384()
-		}
-		if !ok || pk.Curve != want {
-			return fmt.Errorf("%w: key is not a %s key", ErrMalformed, alg)
-		}
-	case EdDSA:
-		if _, ok := pub.(ed25519.PublicKey); !ok {
-			return fmt.Errorf("%w: key is not an Ed25519 key", ErrMalformed)
-		}
-	default:
+	if !ecsig.Supported(alg) {
 		return fmt.Errorf("%w: unsupported alg %q (asymmetric ES256, ES384 or EdDSA only, HC-15)", ErrMalformed, alg)
+	}
+	if err := ecsig.CheckKey(pub, alg); err != nil {
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/fxamacker/cbor/v2"
 	gocose "github.com/veraison/go-cose"
@@ -280,9 +281,9 @@ var sigEncMode = func() cbor.EncMode {
 }()
 
 // verifier is the go-cose verifier for one trusted key pinned to one
-// algorithm, which verify has passed through ecsig.CheckKey. It hands the
-// Sig_structure and the signature to ecsig.VerifyChecked, the function
-// ecsig.Verify ends in, which jws uses too and the Wycheproof tests drive.
+// algorithm. It hands the Sig_structure and the signature to
+// ecsig.VerifyChecked, the function ecsig.Verify ends in, which jws uses
+// too and the Wycheproof tests drive.
 type verifier struct {
 	pub crypto.PublicKey
 	alg string
@@ -294,7 +295,7 @@ var _ gocose.Verifier = verifier{}
 func (v verifier) Algorithm() gocose.Algorithm { return v.id }
 
 func (v verifier) Verify(content, signature []byte) error {
-	return ecsig.VerifyChecked(v.pub, v.alg, content, signature) // verify checked the key
+	return ecsig.VerifyChecked(v.pub, v.alg, content, signature)
 }
 
 // Open checks msg as a signed handoff in COSE form, in the default profile,
@@ -348,24 +349,11 @@ func UnsafePayload(msg []byte, maxSize int) ([]byte, error) {
 
 // verify verifies the signature of a message whose structure and protected
 // header have been checked, with each key pinned to alg (HC-22), through
-// go-cose.
+// go-cose. A key is validated (ecsig.CheckKey) only when none verified, to
+// say why: an invalid key never verifies (see ecsig.VerifyChecked), so
+// checking it first would change no outcome.
 func verify(s *sign1, alg string, keys []Key) error {
-	var candidates []Key
-	var keyErr error
-	for _, k := range keys {
-		if k.Alg != alg {
-			continue
-		}
-		if err := ecsig.CheckKey(k.Public, k.Alg); err != nil {
-			keyErr = err
-			continue
-		}
-		candidates = append(candidates, k)
-	}
-	if len(candidates) == 0 {
-		if keyErr != nil {
-			return fmt.Errorf("%w: trusted key pinned to %s: %w", ErrAlg, alg, keyErr)
-		}
+	if !slices.ContainsFunc(keys, func(k Key) bool { return k.Alg == alg }) {
 		return fmt.Errorf("%w: no trusted key is pinned to %s", ErrAlg, alg)
 	}
 	id := algIDs[alg]
@@ -384,10 +372,25 @@ func verify(s *sign1, alg string, keys []Key) error {
 		Payload:   s.payload,
 		Signature: s.signature,
 	}
-	for _, k := range candidates {
-		if err := m.Verify(nil, verifier{pub: k.Public, alg: alg, id: id}); err == nil {
+	for _, k := range keys {
+		if k.Alg == alg && m.Verify(nil, verifier{pub: k.Public, alg: alg, id: id}) == nil {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: none of %d key(s) pinned to %s verifies", ErrSignature, len(candidates), alg)
+	usable := 0
+	var keyErr error
+	for _, k := range keys {
+		if k.Alg != alg {
+			continue
+		}
+		if err := ecsig.CheckKey(k.Public, k.Alg); err != nil {
+			keyErr = err
+			continue
+		}
+		usable++
+	}
+	if usable == 0 {
+		return fmt.Errorf("%w: trusted key pinned to %s: %w", ErrAlg, alg, keyErr)
+	}
+	return fmt.Errorf("%w: none of %d key(s) pinned to %s verifies", ErrSignature, usable, alg)
 }

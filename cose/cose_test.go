@@ -66,7 +66,7 @@ func pin(pub crypto.PublicKey, alg string) cose.Lookup {
 	}
 }
 
-func newKey(t *testing.T, alg string) crypto.Signer {
+func newKey(t testing.TB, alg string) crypto.Signer {
 	t.Helper()
 	var k crypto.Signer
 	var err error
@@ -511,6 +511,27 @@ func TestOpen_HC22_CandidateSelection(t *testing.T) {
 
 	_, _, err = cose.Open(msg, func(cose.Header, []byte) ([]cose.Key, error) { return keys[:2], nil }, 0)
 	assert.ErrorIs(t, err, cose.ErrSignature)
+
+	// Keys that cannot verify are checked only once none verified; they
+	// never verify, and say why when they are all there is.
+	pub := key.Public().(*ecdsa.PublicKey)
+	offCurve := cose.Key{Public: &ecdsa.PublicKey{Curve: pub.Curve, X: pub.X, Y: new(big.Int).Add(pub.Y, big.NewInt(1))}, Alg: cose.ES256}
+	noPoint := cose.Key{Public: &ecdsa.PublicKey{Curve: pub.Curve}, Alg: cose.ES256}
+	for name, tc := range map[string]struct {
+		keys []cose.Key
+		want error
+	}{
+		"invalid keys before the one": {[]cose.Key{offCurve, noPoint, keys[2]}, nil},
+		"only invalid keys":           {[]cose.Key{offCurve, noPoint}, cose.ErrAlg},
+		"invalid and a wrong key":     {[]cose.Key{noPoint, keys[1], offCurve}, cose.ErrSignature},
+	} {
+		_, _, err := cose.Open(msg, func(cose.Header, []byte) ([]cose.Key, error) { return tc.keys, nil }, 0)
+		if tc.want == nil {
+			assert.NoError(t, err, name)
+			continue
+		}
+		assert.ErrorIs(t, err, tc.want, name)
+	}
 }
 
 func TestOpen_DefaultMaxSize(t *testing.T) {

@@ -1,7 +1,6 @@
 package cose
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 
@@ -133,10 +132,21 @@ func decodeHeader(dm cbor.DecMode, raw []byte, bucket string) (headerMap, error)
 	if len(raw) == 0 || major(raw) != majorMap {
 		return nil, malformed("%s header is not a map", bucket)
 	}
-	var m map[any]any
-	if err := dm.Unmarshal(raw, &m); err != nil {
+	// Into any, not a typed map: the decoder then builds the map directly,
+	// without reflection.
+	var v any
+	if err := dm.Unmarshal(raw, &v); err != nil {
 		return nil, malformed("%s header: %v", bucket, err)
 	}
+	m, ok := v.(map[any]any)
+	if !ok {
+		return nil, malformed("%s header is not a map", bucket)
+	}
+	return headerFrom(m, bucket)
+}
+
+// headerFrom labels the members of a decoded header map.
+func headerFrom(m map[any]any, bucket string) (headerMap, error) {
 	out := make(headerMap, len(m))
 	for k, v := range m {
 		var l label
@@ -186,32 +196,34 @@ func parse(msg []byte, maxSize int, strict bool) (*sign1, error) {
 	if len(tag.Content) == 0 || major(tag.Content) != majorArray {
 		return nil, malformed("COSE_Sign1 content is not an array")
 	}
-	var elems []cbor.RawMessage
+	// The four elements in one pass, as the decoder's generic values: byte
+	// strings as []byte (a tag on one makes it another type), the
+	// unprotected header as a map.
+	var elems []any
 	if err := dec.inner.Unmarshal(tag.Content, &elems); err != nil {
 		return nil, malformed("COSE_Sign1 content: %v", err)
 	}
 	if len(elems) != 4 {
 		return nil, malformed("COSE_Sign1 array of %d elements, want 4", len(elems))
 	}
+	if elems[2] == nil {
+		return nil, malformed("detached payload (nil) is not allowed")
+	}
 	s := &sign1{}
 	for _, f := range []struct {
 		name string
-		raw  []byte
+		v    any
 		dst  *[]byte
 	}{
 		{"protected header", elems[0], &s.protected},
 		{"payload", elems[2], &s.payload},
 		{"signature", elems[3], &s.signature},
 	} {
-		if f.name == "payload" && bytes.Equal(f.raw, []byte{0xf6}) {
-			return nil, malformed("detached payload (nil) is not allowed")
-		}
-		if major(f.raw) != majorBytes {
+		b, ok := f.v.([]byte)
+		if !ok {
 			return nil, malformed("%s is not a byte string", f.name)
 		}
-		if err := dec.inner.Unmarshal(f.raw, f.dst); err != nil {
-			return nil, malformed("%s: %v", f.name, err)
-		}
+		*f.dst = b
 	}
 	if len(s.payload) == 0 {
 		return nil, malformed("empty payload")
@@ -220,8 +232,12 @@ func parse(msg []byte, maxSize int, strict bool) (*sign1, error) {
 		return nil, malformed("empty signature")
 	}
 
+	unpro, ok := elems[1].(map[any]any)
+	if !ok {
+		return nil, malformed("unprotected header is not a map")
+	}
 	var err error
-	if s.unpro, err = decodeHeader(dec.inner, elems[1], "unprotected"); err != nil {
+	if s.unpro, err = headerFrom(unpro, "unprotected"); err != nil {
 		return nil, err
 	}
 	if len(s.protected) == 0 {

@@ -352,14 +352,32 @@ func decodeSegment(seg []byte) ([]byte, error) {
 // verify verifies the signature of a token whose form and header have been
 // checked, with each key pinned to alg (HC-22), in the order given. The
 // signature is over the JWS Signing Input as sent (RFC 7515 section 5.2,
-// step 8) and is checked by ecsig.VerifyChecked (the key passed
-// ecsig.CheckKey above), the function ecsig.Verify ends in and go-jose would call
-// through an OpaqueVerifier: go-jose's own parser is not used, because it
-// interprets jwk and x5c and fails on numbers beyond float64, which would
-// make valid messages with such parameters fail (see the package
-// documentation).
+// step 8) and is checked by ecsig.VerifyChecked, the function ecsig.Verify
+// ends in and go-jose would call through an OpaqueVerifier: go-jose's own
+// parser is not used, because it interprets jwk and x5c and fails on
+// numbers beyond float64, which would make valid messages with such
+// parameters fail (see the package documentation). A key is validated
+// (ecsig.CheckKey) only when none verified, to say why: an invalid key
+// never verifies, so checking it first would change no outcome.
 func verify(c *compact, alg string, keys []Key) error {
-	var candidates []Key
+	pinned := 0
+	for _, k := range keys {
+		if k.Alg != alg {
+			continue
+		}
+		pinned++
+		if ecsig.VerifyChecked(k.Public, alg, c.signingInput, c.signature) == nil {
+			return nil
+		}
+	}
+	return noKeyVerifies(alg, keys, pinned)
+}
+
+// noKeyVerifies is the error when none of the keys pinned to alg
+// verified: ErrAlg when none of them can verify under alg, ErrSignature
+// otherwise.
+func noKeyVerifies(alg string, keys []Key, pinned int) error {
+	usable := 0
 	var keyErr error
 	for _, k := range keys {
 		if k.Alg != alg {
@@ -369,20 +387,15 @@ func verify(c *compact, alg string, keys []Key) error {
 			keyErr = err
 			continue
 		}
-		candidates = append(candidates, k)
+		usable++
 	}
-	if len(candidates) == 0 {
-		if keyErr != nil {
-			return fmt.Errorf("%w: trusted key pinned to %s: %w", ErrAlg, alg, keyErr)
-		}
+	switch {
+	case pinned == 0:
 		return fmt.Errorf("%w: no trusted key is pinned to %s", ErrAlg, alg)
+	case usable == 0:
+		return fmt.Errorf("%w: trusted key pinned to %s: %w", ErrAlg, alg, keyErr)
 	}
-	for _, k := range candidates {
-		if err := ecsig.VerifyChecked(k.Public, alg, c.signingInput, c.signature); err == nil {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: none of %d key(s) pinned to %s verifies", ErrSignature, len(candidates), alg)
+	return fmt.Errorf("%w: none of %d key(s) pinned to %s verifies", ErrSignature, usable, alg)
 }
 
 // Thumbprint returns the RFC 7638 JWK thumbprint of pub with SHA-256, in

@@ -454,6 +454,27 @@ func TestOpen_HC22_CandidateSelection(t *testing.T) {
 
 	_, _, err = jws.Open(token, func(jws.Header, []byte) ([]jws.Key, error) { return keys[:2], nil }, 0)
 	assert.ErrorIs(t, err, jws.ErrSignature)
+
+	// Keys that cannot verify are checked only once none verified; they
+	// never verify, and say why when they are all there is.
+	pub := key.Public().(*ecdsa.PublicKey)
+	offCurve := jws.Key{Public: &ecdsa.PublicKey{Curve: pub.Curve, X: pub.X, Y: new(big.Int).Add(pub.Y, big.NewInt(1))}, Alg: jws.ES256}
+	noPoint := jws.Key{Public: &ecdsa.PublicKey{Curve: pub.Curve}, Alg: jws.ES256}
+	for name, tc := range map[string]struct {
+		keys []jws.Key
+		want error
+	}{
+		"invalid keys before the one": {[]jws.Key{offCurve, noPoint, keys[2]}, nil},
+		"only invalid keys":           {[]jws.Key{offCurve, noPoint}, jws.ErrAlg},
+		"invalid and a wrong key":     {[]jws.Key{noPoint, keys[1], offCurve}, jws.ErrSignature},
+	} {
+		_, _, err := jws.Open(token, func(jws.Header, []byte) ([]jws.Key, error) { return tc.keys, nil }, 0)
+		if tc.want == nil {
+			assert.NoError(t, err, name)
+			continue
+		}
+		assert.ErrorIs(t, err, tc.want, name)
+	}
 }
 
 func TestOpen_DefaultMaxSize(t *testing.T) {

@@ -86,6 +86,9 @@ func CheckKey(pub crypto.PublicKey, alg string) error {
 		if k.Curve != p.curve {
 			return fmt.Errorf("%w: %s needs curve %s", ErrKey, alg, p.curve.Params().Name)
 		}
+		if k.X == nil || k.Y == nil { // crypto/ecdsa would dereference them
+			return fmt.Errorf("%w: %s public key without coordinates", ErrKey, alg)
+		}
 		if _, err := k.Bytes(); err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrKey, alg, err)
 		}
@@ -179,10 +182,11 @@ func Verify(pub crypto.PublicKey, alg string, msg, sig []byte) error {
 	return VerifyChecked(pub, alg, msg, sig)
 }
 
-// VerifyChecked is Verify for a key that already passed CheckKey for alg,
-// as the jws and cose packages check each trusted key before trying it: it
-// does not check the key again (which costs a point validation), only its
-// type.
+// VerifyChecked is Verify without CheckKey's point validation up front,
+// for callers that try several keys and check a key only to explain why
+// none verified (the jws and cose packages): it checks the key's type,
+// curve and coordinates, and crypto/ecdsa validates the point as it
+// verifies, so a key CheckKey refuses never verifies here either.
 func VerifyChecked(pub crypto.PublicKey, alg string, msg, sig []byte) error {
 	if alg == EdDSA {
 		k, ok := pub.(ed25519.PublicKey)
@@ -199,7 +203,7 @@ func VerifyChecked(pub crypto.PublicKey, alg string, msg, sig []byte) error {
 		return fmt.Errorf("%w: %q", ErrAlgorithm, alg)
 	}
 	k, ok := pub.(*ecdsa.PublicKey)
-	if !ok || k == nil || k.Curve != p.curve {
+	if !ok || k == nil || k.Curve != p.curve || k.X == nil || k.Y == nil {
 		return fmt.Errorf("%w: %s needs an ECDSA public key on %s", ErrKey, alg, p.curve.Params().Name)
 	}
 	if len(sig) != 2*p.size {

@@ -106,6 +106,9 @@ func TestCheckKey_HC22_KeyAlgMismatch(t *testing.T) {
 	assert.NoError(t, CheckKey(&p256.PublicKey, ES256))
 	assert.NoError(t, CheckKey(&p384.PublicKey, ES384))
 	assert.NoError(t, CheckKey(edPub, EdDSA))
+	sig, err := Sign(rand.Reader, p256, ES256, []byte("m"))
+	require.NoError(t, err)
+	require.NoError(t, VerifyChecked(&p256.PublicKey, ES256, []byte("m"), sig))
 
 	for name, tc := range map[string]struct {
 		pub crypto.PublicKey
@@ -118,8 +121,14 @@ func TestCheckKey_HC22_KeyAlgMismatch(t *testing.T) {
 		"short Ed25519":     {edPub[:31], EdDSA},
 		"nil ECDSA":         {(*ecdsa.PublicKey)(nil), ES256},
 		"private as public": {p256, ES256},
+		"no coordinates":    {&ecdsa.PublicKey{Curve: elliptic.P256()}, ES256},
+		"no Y":              {&ecdsa.PublicKey{Curve: elliptic.P256(), X: p256.X}, ES256},
+		"off the curve":     {&ecdsa.PublicKey{Curve: elliptic.P256(), X: p256.X, Y: new(big.Int).Add(p256.Y, big.NewInt(1))}, ES256},
 	} {
 		assert.ErrorIs(t, CheckKey(tc.pub, tc.alg), ErrKey, name)
+		// A key CheckKey refuses never verifies (VerifyChecked's contract):
+		// its error is a key error or a failed verification, never a panic.
+		assert.Error(t, VerifyChecked(tc.pub, tc.alg, []byte("m"), sig), name)
 	}
 	assert.ErrorIs(t, CheckKey(&p256.PublicKey, "ES512"), ErrAlgorithm)
 	assert.ErrorIs(t, CheckKey(&p256.PublicKey, "HS256"), ErrAlgorithm)
