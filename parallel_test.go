@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -257,4 +258,106 @@ func FuzzDecodeB64u(f *testing.F) {
 			t.Fatalf("%q: decodeB64u %x, %v; reference %x, canonical %v", s, got, err, want, ok)
 		}
 	})
+}
+
+// ChainPolicy.StructureFirst: the structure (checks 2 to 6 of section 5.3)
+// is checked on the decoded elements before any element's signature, so a
+// chain with both a bad signature and a broken link or a cycle is refused
+// for the structure (where the draft's order gives bad-signature); a chain
+// with a bad signature and a sound structure is refused for the signature
+// as in the draft's order; an element that does not decode fails check 1
+// first in both orders; an intact chain is accepted with every link
+// verified, cached or not, on one goroutine or several.
+func TestChain_StructureFirst(t *testing.T) {
+	ids := benchIDs(4)
+	a, b, c, d, rx := ids[0], ids[1], ids[2], ids[3], ids[5]
+	straight := []AgentID{a, b, c, d, ids[4], rx}
+	cycle := []AgentID{a, b, a, c, d, rx} // a is iss of elements 0 and 2
+	type want struct {
+		reason Reason
+		index  int
+	}
+	for _, f := range []Format{JWS, COSE} {
+		w := newWorld(t, f, ids...)
+		for _, tc := range []struct {
+			name          string
+			path          []AgentID
+			bad           []int // elements whose signature is altered; later elements link to the altered octets
+			broken        int   // the element whose prev names something else; -1: none
+			garbage       int   // an element replaced by octets that do not decode; -1: none
+			draft, sfirst want
+		}{
+			{"bad 1, broken 3", straight, []int{1}, 3, -1, want{ReasonBadSignature, 1}, want{ReasonBrokenChain, 3}},
+			{"bad 3, broken 1", straight, []int{3}, 1, -1, want{ReasonBadSignature, 3}, want{ReasonBrokenChain, 1}},
+			{"all bad, the offer's link broken", straight, []int{0, 1, 2, 3}, 4, -1, want{ReasonBadSignature, 3}, want{ReasonBrokenChain, 4}},
+			{"all bad, a cycle", cycle, []int{0, 1, 2, 3}, -1, -1, want{ReasonBadSignature, 3}, want{ReasonCycle, 2}},
+			{"bad 2, sound structure", straight, []int{2}, -1, -1, want{ReasonBadSignature, 2}, want{ReasonBadSignature, 2}},
+			{"not decodable 0, bad 1, broken 3", straight, []int{1}, 3, 0, want{ReasonBadSignature, 1}, want{ReasonBadSignature, 0}},
+			{"intact", straight, nil, -1, -1, want{"", -2}, want{"", -2}},
+		} {
+			var elems []Signed
+			for i := 0; i+1 < len(tc.path); i++ {
+				o := w.draftOffer(tc.path[i], tc.path[i+1])
+				if i > 0 {
+					dg := elems[i-1].Digest()
+					o.Prev = &dg
+				}
+				if i == tc.broken {
+					bogus := SHA256([]byte("not the element before"))
+					o.Prev = &bogus
+				}
+				s := w.signAs(o.Iss, o)
+				if slices.Contains(tc.bad, i) {
+					s = tamperSignature(t, s)
+				}
+				if i == tc.garbage {
+					s = Signed{Format: f, Octets: garbageElement(f)}
+				}
+				elems = append(elems, s)
+			}
+			data := encodeHandoff(t, handoffOf(elems...), JSON)
+			for _, sf := range []bool{false, true} {
+				exp := tc.draft
+				if sf {
+					exp = tc.sfirst
+				}
+				for _, workers := range []int{0, 2} {
+					for _, cache := range []int{-1, 0} {
+						// A store that forgets, so that the second round runs
+						// every check again and finds the verified elements
+						// in cache.
+						ag := w.agent(rx, func(c *Config) {
+							c.Chain.StructureFirst, c.Chain.Workers, c.VerifiedCache = sf, workers, cache
+							c.Store = forgetful{}
+						})
+						for round := range 2 {
+							msg := fmt.Sprintf("%s: %s, structure first %v, workers %d, cache %d, round %d", f, tc.name, sf, workers, cache, round)
+							in := receive(t, ag, data, Host{})
+							got := outcomeOf(in)
+							if exp.reason == "" {
+								require.True(t, in.Accepted(), "%s: %s", msg, in.Detail())
+								assert.Equal(t, ChainFull, in.Chain(), msg)
+								require.Len(t, in.Links(), len(elems)-1, msg)
+								for _, l := range in.Links() {
+									assert.True(t, l.Verified, msg)
+								}
+								continue
+							}
+							assert.Equal(t, outcome{Check: CheckChain, Reason: exp.reason, Index: exp.index},
+								outcome{Check: got.Check, Reason: got.Reason, Index: got.Index}, msg)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// garbageElement is a chain element of form f whose octets are not a
+// signed handoff.
+func garbageElement(f Format) []byte {
+	if f == COSE {
+		return []byte{0xd2, 0x84, 0x40, 0xa0, 0x40, 0x40} // tag 18, four empty members
+	}
+	return []byte("eyJhbGciOiJFUzI1NiJ9.e30.AAAA")
 }

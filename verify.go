@@ -157,21 +157,9 @@ func errClass(err error) error {
 // offer and status is non-nil.
 func InspectUnverified(s Signed, lim Limits) (*Offer, *Status, error) {
 	lim = lim.withDefaults()
-	var p []byte
-	var enc Encoding
-	var err error
-	switch s.Format {
-	case JWS:
-		p, err = jws.UnsafePayload(s.Octets, lim.MaxElementSize)
-		enc = JSON
-	case COSE:
-		p, err = cose.UnsafePayload(s.Octets, lim.MaxElementSize)
-		enc = CBOR
-	default:
-		return nil, nil, malformed("unknown signed form %d", s.Format)
-	}
+	p, enc, err := unsafePayload(s, lim)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+		return nil, nil, err
 	}
 	m, err := decodePayload(p, enc, lim)
 	if err != nil {
@@ -189,4 +177,47 @@ func InspectUnverified(s Signed, lim Limits) (*Offer, *Status, error) {
 		return nil, nil, err
 	}
 	return o, nil, nil
+}
+
+// inspectOffer decodes a signed offer's payload without verifying it, as
+// InspectUnverified does, for the rules that look at an element before its
+// signature (ChainPolicy.StructureFirst) and at an element whose iss has no
+// trusted key. Nothing it returns counts as verified.
+func inspectOffer(s Signed, lim Limits) (*Offer, error) {
+	lim = lim.withDefaults()
+	p, enc, err := unsafePayload(s, lim)
+	if err != nil {
+		return nil, err
+	}
+	return decodeOffer(p, enc, lim)
+}
+
+// unsafePayload returns the payload of a signed handoff, unverified, with
+// the encoding its form implies.
+func unsafePayload(s Signed, lim Limits) ([]byte, Encoding, error) {
+	var p []byte
+	var enc Encoding
+	var err error
+	switch s.Format {
+	case JWS:
+		p, err = jws.UnsafePayload(s.Octets, lim.MaxElementSize)
+		enc = JSON
+	case COSE:
+		p, err = cose.UnsafePayload(s.Octets, lim.MaxElementSize)
+		enc = CBOR
+	default:
+		return nil, 0, malformed("unknown signed form %d", s.Format)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	return p, enc, nil
+}
+
+// openDecoded is OpenOffer for an element whose payload was decoded before
+// from the same octets (inspectOffer): the form and signature are checked
+// as OpenOffer checks them, the keys chosen by o's iss, and the payload is
+// not decoded again. o is the element's offer once this returns nil.
+func openDecoded(s Signed, trust *Trust, lim Limits, o *Offer) error {
+	return open(s, trust, lim, func([]byte, Encoding) (AgentID, error) { return o.Iss, nil })
 }

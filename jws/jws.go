@@ -333,15 +333,20 @@ func decodeSegment(seg []byte) ([]byte, error) {
 	if len(seg) == 0 {
 		return nil, errors.New("empty")
 	}
-	for _, c := range seg {
-		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return nil, fmt.Errorf("character %q is not base64url without padding", c)
-		}
+	// The decoder refuses every character outside the alphabet but CR and
+	// LF, which it skips: refusing those two first leaves exactly the
+	// alphabet, found at the speed of IndexByte rather than by a loop over
+	// the characters.
+	if i := bytes.IndexByte(seg, '\r'); i >= 0 {
+		return nil, fmt.Errorf("character %q is not base64url without padding", seg[i])
+	}
+	if i := bytes.IndexByte(seg, '\n'); i >= 0 {
+		return nil, fmt.Errorf("character %q is not base64url without padding", seg[i])
 	}
 	b := make([]byte, base64.RawURLEncoding.DecodedLen(len(seg)))
 	n, err := base64.RawURLEncoding.Strict().Decode(b, seg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("not base64url without padding: %w", err)
 	}
 	// Only alphabet characters, and Strict refuses non-zero unused bits in
 	// the last character and a length of 1 mod 4: the decoded octets encode

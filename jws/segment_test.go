@@ -10,7 +10,7 @@ import (
 // decode and encode back to themselves, as its earlier form checked by
 // encoding again.
 func FuzzDecodeSegment(f *testing.F) {
-	for _, s := range []string{"", "A", "AA", "AB", "AAA", "AAB", "AAAA", "AQ", "AR", "AA==", "A\nA", "+/", "-_", "eyJhIjoxfQ"} {
+	for _, s := range []string{"", "A", "AA", "AB", "AAA", "AAB", "AAAA", "AQ", "AR", "AA==", "A\nA", "AA\r", "\nAAAA", "+/", "-_", "eyJhIjoxfQ"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, seg []byte) {
