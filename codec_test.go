@@ -885,3 +885,67 @@ func h2b(s string) []byte {
 	}
 	return b
 }
+
+// As TestOfferCBORFast_StepsAsideOrAgrees, for the JSON fast path: every
+// spelling the full path reads differently from the plain one (a null,
+// another number form, an escaped name, an unknown member) sends the
+// offer to the full path.
+func TestOfferJSONFast_StepsAsideOrAgrees(t *testing.T) {
+	const head = `{"v":1,"type":"offer","hop":"q3Zl0v8bVfQmJm2c4bq1Ww","iss":"spiffe://a.example/agent/planner",` +
+		`"aud":"spiffe://b.example/agent/coder","iat":1793000000,"exp":1793000120`
+	dg := `{"alg":"sha-256","val":"` + base64.RawURLEncoding.EncodeToString(make([]byte, 32)) + `"}`
+	takes := map[string]string{
+		"required members only": head + `,"dialog":"ctx"}`,
+		"every member": head + `,"dialog":"ctx","task":"t","obo":{"sub":"user:alice","iss":"https://idp.example","x":[1.5,-2,{"a":null}]},` +
+			`"grant":` + dg + `,"prev":` + dg + `,"refs":[{"kind":"digest","dig":` + dg + `,"loc":"https://x.example/","proof":{"p":[1]}}]}`,
+		"empty dialog":           head + `,"dialog":""}`,
+		"escaped text":           head + `,"dialog":"c\u0074x\n"}`,
+		"whitespace":             " \n" + head + `,"dialog" : "ctx" }` + "\t",
+		"iat 0, exp 2^64-1":      strings.Replace(strings.Replace(head, "1793000000", "0", 1), "1793000120", "18446744073709551615", 1) + `,"dialog":"ctx"}`,
+		"an escaped member name": head + `,"di\u0061log":"ctx"}`,
+	}
+	stepsAside := map[string]string{
+		"unknown member":              head + `,"dialog":"ctx","x-priority":3}`,
+		"name in another case":        head + `,"dialog":"ctx","AUD":"x"}`,
+		"dialog missing":              head + `}`,
+		"dialog null":                 head + `,"dialog":null}`,
+		"task null":                   head + `,"dialog":"ctx","task":null}`,
+		"prev null":                   head + `,"dialog":"ctx","prev":null}`,
+		"refs null":                   head + `,"dialog":"ctx","refs":null}`,
+		"obo as text":                 head + `,"dialog":"ctx","obo":"user:alice"}`,
+		"v 1.0":                       strings.Replace(head, `"v":1`, `"v":1.0`, 1) + `,"dialog":"ctx"}`,
+		"v 1e0":                       strings.Replace(head, `"v":1`, `"v":1e0`, 1) + `,"dialog":"ctx"}`,
+		"v as text":                   strings.Replace(head, `"v":1`, `"v":"1"`, 1) + `,"dialog":"ctx"}`,
+		"iat -0":                      strings.Replace(head, "1793000000", "-0", 1) + `,"dialog":"ctx"}`,
+		"iat 2^64":                    strings.Replace(head, "1793000000", "18446744073709551616", 1) + `,"dialog":"ctx"}`,
+		"duplicate through an escape": head + `,"dialog":"ctx","\u0064ialog":"ctx"}`,
+		"lone surrogate":              head + `,"dialog":"\udc00"}`,
+		"invalid UTF-8":               head + `,"dialog":"` + "\xff" + `"}`,
+		"trailing data":               head + `,"dialog":"ctx"} {}`,
+		"unterminated":                head + `,"dialog":"ctx"`,
+		"empty refs":                  head + `,"dialog":"ctx","refs":[]}`,
+		"prev truncated":              head + `,"dialog":"ctx","prev":{"alg":"sha-256","val":"AAAA"}}`,
+		"an array":                    `[` + head + `}]`,
+		"type status":                 strings.Replace(head, `"offer"`, `"status"`, 1) + `,"dialog":"ctx"}`,
+		"hop too short":               strings.Replace(head, "q3Zl0v8bVfQmJm2c4bq1Ww", "short", 1) + `,"dialog":"ctx"}`,
+	}
+	for name, p := range takes {
+		got, ok := offerFromJSONFast([]byte(p), Limits{})
+		require.True(t, ok, "%s: the fast path should take %s", name, p)
+		want, err := fullOffer([]byte(p), JSON, Limits{})
+		require.NoError(t, err, name)
+		assertSameValue(t, want, got)
+	}
+	for name, p := range stepsAside {
+		_, ok := offerFromJSONFast([]byte(p), Limits{})
+		assert.False(t, ok, "%s: the fast path should step aside for %s", name, p)
+		o, err := decodeOffer([]byte(p), JSON, Limits{})
+		want, werr := fullOffer([]byte(p), JSON, Limits{})
+		assert.Equal(t, werr == nil, err == nil, name)
+		if werr == nil {
+			assertSameValue(t, want, o)
+		}
+	}
+	_, ok := offerFromJSONFast([]byte(head+`,"dialog":"ctx"}`), Limits{MaxDepth: 4})
+	assert.False(t, ok, "bounds other than the defaults take the full path")
+}

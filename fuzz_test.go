@@ -374,15 +374,20 @@ func FuzzDecodeOffer(f *testing.F) {
 	f.Fuzz(func(t *testing.T, payload []byte, isCBOR bool) {
 		enc := fzEncoding(isCBOR)
 		o, err := decodeOffer(payload, enc, Limits{})
-		// The fast CBOR path decides nothing: it steps aside or returns
-		// what the full path returns.
+		// The fast paths decide nothing: each steps aside or returns what
+		// the full path returns.
 		want, werr := fullOffer(payload, enc, Limits{})
-		require.Equal(t, werr == nil, err == nil, "fast path %v, full path %v", err, werr)
-		if enc == CBOR {
-			if fast, ok := offerFromCBORFast(payload, Limits{}); ok {
-				require.NoError(t, werr, "the fast path took %x", payload)
-				assertSameValue(t, want, fast)
-			}
+		require.Equal(t, werr == nil, err == nil, "decodeOffer %v, full path %v", err, werr)
+		fast := offerFromCBORFast
+		if enc == JSON {
+			fast = offerFromJSONFast
+		}
+		if got, ok := fast(payload, Limits{}); ok {
+			require.NoError(t, werr, "the fast path took %q", payload)
+			assertSameValue(t, want, got)
+		}
+		if err == nil {
+			assertSameValue(t, want, o)
 		}
 		if err != nil {
 			require.Nil(t, o)

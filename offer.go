@@ -10,11 +10,13 @@ import (
 	"math"
 	"math/big"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Section 2 of the draft: the offer and the members it shares with the
@@ -149,8 +151,12 @@ var (
 // aside for anything it cannot read as the full path would, so an input
 // costs at most one pass more than on the full path.
 func decodeOffer(payload []byte, enc Encoding, lim Limits) (*Offer, error) {
-	if enc == CBOR && !lim.Strict {
-		if o, ok := offerFromCBORFast(payload, lim); ok {
+	if !lim.Strict {
+		fast := offerFromCBORFast
+		if enc == JSON {
+			fast = offerFromJSONFast
+		}
+		if o, ok := fast(payload, lim); ok {
 			return o, nil
 		}
 	}
@@ -216,6 +222,156 @@ var cborFastMode = func() cbor.DecMode {
 	return dm
 }()
 
+// fastLimits reports whether lim are the default bounds, the only ones
+// the fast paths serve.
+func fastLimits(lim Limits) bool {
+	def := Limits{}.withDefaults()
+	return lim.MaxDepth == def.MaxDepth && lim.MaxMembers == def.MaxMembers
+}
+
+// offerFromJSONFast decodes the common JSON offer, one with only the
+// members the CDDL names, straight from the tokens into an Offer, with no
+// generic values between but for obo, grant, prev and refs. It reports ok
+// only for an input the full path (decodePayload, then offerFrom) accepts,
+// and then returns the same Offer; anything else, valid or not, is left
+// to the full path, which alone reports errors. The same jsontext decoder
+// checks the grammar, UTF-8, surrogates and duplicate names as on the full
+// path. FuzzDecodeOffer holds the two paths to that.
+func offerFromJSONFast(payload []byte, lim Limits) (*Offer, bool) {
+	lim = lim.withDefaults()
+	if !fastLimits(lim) || len(payload) > lim.MaxElementSize {
+		return nil, false
+	}
+	d := jsonDecoders.Get().(*jsontext.Decoder)
+	defer func() {
+		d.Reset(bytes.NewBuffer(nil)) // keep no reference to payload
+		jsonDecoders.Put(d)
+	}()
+	d.Reset(bytes.NewBuffer(payload))
+	if d.PeekKind() != '{' {
+		return nil, false
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return nil, false
+	}
+	var o Offer
+	var seen uint16 // one bit per member, in the order of offerMembers
+	text := func() (string, bool) {
+		if d.PeekKind() != '"' {
+			return "", false
+		}
+		raw, err := d.ReadValue()
+		if err != nil {
+			return "", false
+		}
+		t, err := jsonText(raw, false)
+		return t, err == nil
+	}
+	unsigned := func() (uint64, bool) {
+		if d.PeekKind() != '0' {
+			return 0, false
+		}
+		raw, err := d.ReadValue()
+		if err != nil {
+			return 0, false
+		}
+		u, ok := jsonNumber(raw).(uint64)
+		return u, ok
+	}
+	value := func() (any, bool) { // a member the generic model reads
+		if k := d.PeekKind(); k != '{' && k != '[' {
+			return nil, false
+		}
+		v, err := jsonValue(d, lim, 1)
+		return v, err == nil
+	}
+	for d.PeekKind() == '"' {
+		raw, err := d.ReadValue()
+		if err != nil {
+			return nil, false
+		}
+		name, err := jsonText(raw, true)
+		if err != nil {
+			return nil, false
+		}
+		bit := slices.Index(offerMembers, name)
+		if bit < 0 {
+			return nil, false // an unknown member: the generic model keeps it
+		}
+		seen |= 1 << bit
+		ok := true
+		var t string
+		var u uint64
+		var v any
+		switch name {
+		case "v":
+			u, ok = unsigned()
+			ok = ok && u == 1
+		case "type":
+			t, ok = text()
+			ok = ok && t == "offer"
+		case "hop":
+			t, ok = text()
+			o.Hop = HopID(t)
+			ok = ok && o.Hop.Valid()
+		case "dialog":
+			o.Dialog, ok = text()
+		case "task":
+			o.Task, ok = text()
+		case "iss":
+			t, ok = text()
+			o.Iss = AgentID(t)
+			ok = ok && t != ""
+		case "aud":
+			t, ok = text()
+			o.Aud = AgentID(t)
+			ok = ok && t != ""
+		case "iat":
+			u, ok = unsigned()
+			o.Iat = Time(u)
+		case "exp":
+			u, ok = unsigned()
+			o.Exp = Time(u)
+		case "obo":
+			if v, ok = value(); ok {
+				var err error
+				o.Obo, err = principalFrom(v, "obo", false)
+				ok = err == nil
+			}
+		case "grant", "prev":
+			if v, ok = value(); ok {
+				dg, err := digestFrom(v, name)
+				ok = err == nil
+				if name == "grant" {
+					o.Grant = &dg
+				} else {
+					o.Prev = &dg
+				}
+			}
+		case "refs":
+			if v, ok = value(); ok {
+				var err error
+				o.Refs, err = (fields{m: map[string]any{"refs": v}}).refs()
+				ok = err == nil
+			}
+		}
+		if !ok {
+			return nil, false
+		}
+	}
+	if _, err := d.ReadToken(); err != nil { // '}', or a token the full path refuses
+		return nil, false
+	}
+	if _, err := d.ReadToken(); err != io.EOF {
+		return nil, false
+	}
+	const required = 1<<0 | 1<<1 | 1<<2 | 1<<3 | 1<<5 | 1<<6 | 1<<7 | 1<<8 // v type hop dialog iss aud iat exp
+	if seen&required != required {
+		return nil, false
+	}
+	return &o, true
+}
+
 // offerFromCBORFast decodes the common CBOR offer, one with only the
 // members the CDDL names, in one typed pass. It reports ok only for an
 // input the full path (decodePayload, then offerFrom) accepts, and then
@@ -224,9 +380,7 @@ var cborFastMode = func() cbor.DecMode {
 // to that.
 func offerFromCBORFast(payload []byte, lim Limits) (*Offer, bool) {
 	lim = lim.withDefaults()
-	def := Limits{}.withDefaults()
-	if lim.MaxDepth != def.MaxDepth || lim.MaxMembers != def.MaxMembers || len(payload) > lim.MaxElementSize ||
-		len(payload) == 0 || payload[0]>>5 != 5 {
+	if !fastLimits(lim) || len(payload) > lim.MaxElementSize || len(payload) == 0 || payload[0]>>5 != 5 {
 		return nil, false
 	}
 	w := offerCBOR{Dialog: textUnset, Iat: math.MaxUint64, Exp: math.MaxUint64}
