@@ -80,6 +80,8 @@ func runVerify(e *env, args []string) int {
 	var origins, reentry listFlag
 	fset.Var(&origins, "trusted-origin", "require a full chain that starts at `ID` (repeatable; HC-58)")
 	fset.Var(&reentry, "allow-reentry", "`ID` may appear more than once in a chain without a cycle (repeatable; HC-49)")
+	structureFirst := fset.Bool("structure-first", false, "check a chain's links, continuity, timing and cycles before any element's signature: "+
+		"a broken chain costs no signature work, and is reported as broken where the draft's order reports a bad signature too (opt-in profile)")
 	lostAt := &unixFlag{}
 	fset.Var(lostAt, "memory-lost-at", "the receiver lost its (iss, hop) memory at `UNIX` seconds: older offers are replays until they cannot be fresh (HC-59)")
 	replayDB := fset.String("replay-db", "", "bbolt `FILE` keeping the (iss, hop) memory across runs; created when missing "+
@@ -99,7 +101,7 @@ func runVerify(e *env, args []string) int {
 		return usageText(fset, `Usage: handoff verify --self AGENTID --trust TRUST.json [--now UNIX] [--dialog ID]
                       [--skew 60] [--max-lifetime 300] [--max-chain 16]
                       [--require-chain] [--trusted-origin ID]... [--allow-reentry ID]...
-                      [--memory-lost-at UNIX] [--replay-db FILE]
+                      [--structure-first] [--memory-lost-at UNIX] [--replay-db FILE]
                       [--refs POLICY] [--ref-object LOC=FILE]... [--ref-salt LOC=SALT]...
                       [--scitt-key FILE]... [--learnlog-key FILE]... HANDOFF_FILE|-
 
@@ -224,7 +226,8 @@ not that it is true; a verified head does not show the record is complete.`, `  
 	agent, err := handoff.NewAgent(handoff.Config{
 		ID: handoff.AgentID(*self), Signer: signer, Trust: trust, Store: store, Now: clock,
 		Skew: new(skew.d), MaxLifetime: new(maxLife.d), Limits: lim,
-		Chain:        handoff.ChainPolicy{RequireFull: *requireChain, TrustedOrigins: agentIDs(origins), AllowReentry: agentIDs(reentry)},
+		Chain: handoff.ChainPolicy{RequireFull: *requireChain, TrustedOrigins: agentIDs(origins), AllowReentry: agentIDs(reentry),
+			StructureFirst: *structureFirst},
 		MemoryLostAt: lostAt.time(),
 		Refs:         refPol,
 		RefSource:    handoff.RefsByLoc(objects),

@@ -237,6 +237,37 @@ func TestVerifyThreeHopChain(t *testing.T) {
 	assert.Empty(t, r.stdout)
 }
 
+// --structure-first: a chain whose first element's signature was altered
+// (which breaks the next link too) is refused as bad-signature in the
+// draft's order and as broken-chain in the profile, which checks the links
+// before any element's signature.
+func TestVerifyStructureFirst(t *testing.T) {
+	w := newWorld(t)
+	h1 := offerFile(t, w.path("h1.json"), "--key", w.a.key, "--iss", w.a.id, "--aud", w.b.id, "--dialog", "d")
+	h2 := offerFile(t, w.path("h2.json"), "--key", w.b.key, "--iss", w.b.id, "--aud", w.c.id, "--from", h1)
+	h3 := offerFile(t, w.path("h3.json"), "--key", w.c.key, "--iss", w.c.id, "--aud", w.d.id, "--from", h2)
+	raw, err := os.ReadFile(h3)
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	first := doc["chain"].([]any)[0].(string)
+	flip := map[byte]byte{'A': 'B'}[first[len(first)-3]]
+	if flip == 0 {
+		flip = 'A'
+	}
+	doc["chain"].([]any)[0] = first[:len(first)-3] + string(flip) + first[len(first)-2:]
+	raw, err = json.Marshal(doc)
+	require.NoError(t, err)
+	tampered := writeFile(t, w.path("h3-tampered.json"), raw)
+
+	m := verifyOut(t, 1, nil, "--self", w.d.id, "--trust", w.trust, tampered)
+	assert.Equal(t, "bad-signature", m["reason"])
+	m = verifyOut(t, 1, nil, "--self", w.d.id, "--trust", w.trust, "--structure-first", tampered)
+	assert.Equal(t, "broken-chain", m["reason"])
+	m = verifyOut(t, 0, nil, "--self", w.d.id, "--trust", w.trust, "--structure-first", "--require-chain", h3)
+	assert.Equal(t, "full", m["chain"])
+}
+
 func TestVerifyCycle(t *testing.T) {
 	w := newWorld(t)
 	h1 := offerFile(t, w.path("h1.json"), "--key", w.a.key, "--iss", w.a.id, "--aud", w.b.id, "--dialog", "d")
