@@ -63,8 +63,13 @@ func Status(meta map[string]any, key string) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: metadata %q is not a signed status", handoff.ErrMalformed, key)
 	}
-	if b, err := base64.RawURLEncoding.Strict().DecodeString(s); err == nil && len(b) > 0 && b[0] == 0xd2 {
-		return b, nil
+	// A COSE status travels as base64url text, with a tag 18 head of any
+	// length (RFC 8949); a JWS is its compact text, which holds periods and
+	// so never decodes as base64url.
+	if b, err := base64.RawURLEncoding.Strict().DecodeString(s); err == nil {
+		if sg, err := handoff.ParseSigned(b, handoff.Limits{MaxElementSize: max(len(b), 1)}); err == nil && sg.Format == handoff.COSE {
+			return b, nil
+		}
 	}
 	return []byte(s), nil
 }

@@ -16,21 +16,26 @@ type input struct {
 	single  handoff.Signed   // the element, when handoff is nil
 }
 
-// trimText removes white space around a text input (a JWS compact
-// serialization written with a trailing newline, say). Binary COSE input,
-// which starts with the tag octet 0xd2, is never altered: its digest is
-// over its octets exactly.
-func trimText(b []byte) []byte {
-	if len(b) > 0 && b[0] == 0xd2 {
-		return b
+// parseSigned reads data as one signed element. A COSE_Sign1, binary,
+// is taken exactly as it is, whatever the length of its tag's head: its
+// digest is over its octets. A JWS compact serialization, text, is taken
+// without the white space around it (written with a trailing newline,
+// say); trimming never makes a COSE element out of other octets.
+func parseSigned(data []byte) (handoff.Signed, error) {
+	s, err := handoff.ParseSigned(data, handoff.Limits{})
+	if err == nil {
+		return s, nil
 	}
-	return bytes.TrimSpace(b)
+	if t, terr := handoff.ParseSigned(bytes.TrimSpace(data), handoff.Limits{}); terr == nil && t.Format == handoff.JWS {
+		return t, nil
+	}
+	return handoff.Signed{}, err
 }
 
 // parseInput reads data as a single signed element (JWS compact or tagged
 // COSE_Sign1) or else as a Handoff object (JSON or CBOR).
 func parseInput(data []byte) (*input, error) {
-	if s, err := handoff.ParseSigned(trimText(data), handoff.Limits{}); err == nil {
+	if s, err := parseSigned(data); err == nil {
 		return &input{single: s}, nil
 	}
 	h, enc, err := handoff.ParseHandoff(data, handoff.Limits{})

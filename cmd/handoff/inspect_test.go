@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentproto/handoff"
 )
 
 func TestInspectDraft00(t *testing.T) {
@@ -148,6 +152,31 @@ func TestDigestDraft00(t *testing.T) {
 	r = cli(t, nil, "digest", "--raw", draftDir+"/ref-object.json")
 	mustCode(t, r, 0)
 	assert.Equal(t, "V_WPM8F9ztg6WxBxj1ZIGnzRbM1Xyp5GVdpEYmwbvuQ\n", r.stdout)
+}
+
+// A COSE element on its own is taken exactly as it is, whatever the length
+// of its tag's head (RFC 8949 allows 0xd8 0x12 for 0xd2): never trimmed,
+// even when its last octet is white space, and its digest is over all its
+// octets. (Such an element then fails its signature check, as its octets
+// are not a COSE_Sign1 alone.)
+func TestDigestCOSEElementAsIs(t *testing.T) {
+	w := newWorld(t)
+	h := offerFile(t, w.path("h.json"), "--key", w.a.key, "--iss", w.a.id, "--aud", w.b.id, "--dialog", "d",
+		"--format", "cose")
+	b64 := offerElement(t, h)
+	elem, err := base64.RawURLEncoding.DecodeString(b64)
+	require.NoError(t, err)
+	require.Equal(t, byte(0xd2), elem[0])
+	long := append([]byte{0xd8, 0x12}, elem[1:]...)
+	for name, octets := range map[string][]byte{
+		"short tag head":                  elem,
+		"long tag head":                   long,
+		"a trailing octet of white space": append(bytes.Clone(long), '\n'), // kept: the digest covers it
+	} {
+		r := cli(t, octets, "digest", "-")
+		mustCode(t, r, 0)
+		assert.Equal(t, handoff.SHA256(octets).B64()+"\n", r.stdout, name)
+	}
 }
 
 func TestDigestErrors(t *testing.T) {

@@ -115,7 +115,7 @@ func checkStatus(data []byte, elem handoff.Signed, offer *handoff.Offer, trust *
 		out.Valid, out.Reason, out.Detail = false, string(r), fmt.Sprintf(format, args...)
 		return out
 	}
-	signed, err := handoff.ParseSigned(trimText(data), handoff.Limits{})
+	signed, err := parseSigned(data)
 	if err != nil {
 		return fail(handoff.ReasonBadSignature, "%v", err)
 	}
