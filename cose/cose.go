@@ -377,20 +377,9 @@ func verify(s *sign1, alg string, keys []Key) error {
 			return nil
 		}
 	}
-	usable := 0
-	var keyErr error
-	for _, k := range keys {
-		if k.Alg != alg {
-			continue
-		}
-		if err := ecsig.CheckKey(k.Public, k.Alg); err != nil {
-			keyErr = err
-			continue
-		}
-		usable++
-	}
+	_, usable, refusal := ecsig.Tally(keys, alg, func(k Key) (crypto.PublicKey, string) { return k.Public, k.Alg })
 	if usable == 0 {
-		return fmt.Errorf("%w: trusted key pinned to %s: %w", ErrAlg, alg, keyErr)
+		return fmt.Errorf("%w: trusted key pinned to %s: %w", ErrAlg, alg, refusal)
 	}
 	return fmt.Errorf("%w: none of %d key(s) pinned to %s verifies", ErrSignature, usable, alg)
 }

@@ -365,40 +365,17 @@ func decodeSegment(seg []byte) ([]byte, error) {
 // (ecsig.CheckKey) only when none verified, to say why: an invalid key
 // never verifies, so checking it first would change no outcome.
 func verify(c *compact, alg string, keys []Key) error {
-	pinned := 0
 	for _, k := range keys {
-		if k.Alg != alg {
-			continue
-		}
-		pinned++
-		if ecsig.VerifyChecked(k.Public, alg, c.signingInput, c.signature) == nil {
+		if k.Alg == alg && ecsig.VerifyChecked(k.Public, alg, c.signingInput, c.signature) == nil {
 			return nil
 		}
 	}
-	return noKeyVerifies(alg, keys, pinned)
-}
-
-// noKeyVerifies is the error when none of the keys pinned to alg
-// verified: ErrAlg when none of them can verify under alg, ErrSignature
-// otherwise.
-func noKeyVerifies(alg string, keys []Key, pinned int) error {
-	usable := 0
-	var keyErr error
-	for _, k := range keys {
-		if k.Alg != alg {
-			continue
-		}
-		if err := ecsig.CheckKey(k.Public, k.Alg); err != nil {
-			keyErr = err
-			continue
-		}
-		usable++
-	}
+	pinned, usable, refusal := ecsig.Tally(keys, alg, func(k Key) (crypto.PublicKey, string) { return k.Public, k.Alg })
 	switch {
 	case pinned == 0:
 		return fmt.Errorf("%w: no trusted key is pinned to %s", ErrAlg, alg)
 	case usable == 0:
-		return fmt.Errorf("%w: trusted key pinned to %s: %w", ErrAlg, alg, keyErr)
+		return fmt.Errorf("%w: trusted key pinned to %s: %w", ErrAlg, alg, refusal)
 	}
 	return fmt.Errorf("%w: none of %d key(s) pinned to %s verifies", ErrSignature, usable, alg)
 }

@@ -182,6 +182,26 @@ func Verify(pub crypto.PublicKey, alg string, msg, sig []byte) error {
 	return VerifyChecked(pub, alg, msg, sig)
 }
 
+// Tally explains why none of keys verified under alg, for the jws and cose
+// packages, which try the keys first and validate them only then: pinned
+// is how many keys are pinned to alg, usable how many of those CheckKey
+// accepts, and refusal the last refusal.
+func Tally[K any](keys []K, alg string, of func(K) (pub crypto.PublicKey, alg string)) (pinned, usable int, refusal error) {
+	for _, k := range keys {
+		pub, a := of(k)
+		if a != alg {
+			continue
+		}
+		pinned++
+		if err := CheckKey(pub, a); err != nil {
+			refusal = err
+			continue
+		}
+		usable++
+	}
+	return pinned, usable, refusal
+}
+
 // VerifyChecked is Verify without CheckKey's point validation up front,
 // for callers that try several keys and check a key only to explain why
 // none verified (the jws and cose packages): it checks the key's type,

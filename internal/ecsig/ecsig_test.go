@@ -303,3 +303,28 @@ func TestVerify_WycheproofDERRefused(t *testing.T) {
 	assert.Equal(t, 174, counts["valid"])
 	assert.Equal(t, 310, counts["invalid"])
 }
+
+// Tally counts the keys pinned to an alg and those of them CheckKey
+// accepts, and keeps the last refusal.
+func TestTally(t *testing.T) {
+	p256, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	type key struct {
+		pub crypto.PublicKey
+		alg string
+	}
+	of := func(k key) (crypto.PublicKey, string) { return k.pub, k.alg }
+	bad := &ecdsa.PublicKey{Curve: elliptic.P256()}
+	keys := []key{{&p256.PublicKey, ES256}, {bad, ES256}, {&p256.PublicKey, ES384}}
+	pinned, usable, refusal := Tally(keys, ES256, of)
+	assert.Equal(t, 2, pinned)
+	assert.Equal(t, 1, usable)
+	assert.ErrorIs(t, refusal, ErrKey)
+	pinned, usable, refusal = Tally(keys, EdDSA, of)
+	assert.Zero(t, pinned)
+	assert.Zero(t, usable)
+	assert.NoError(t, refusal)
+	_, usable, refusal = Tally(keys, ES384, of)
+	assert.Zero(t, usable, "a P-256 key pinned to ES384 cannot verify")
+	assert.ErrorIs(t, refusal, ErrKey)
+}
