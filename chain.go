@@ -308,15 +308,22 @@ func checkStructure(elems []element, digests []Digest, o *Offer, self AgentID, p
 			return "", chainErr(i, ReasonCycle, "the receiver %q already appears in element %d", self, i)
 		}
 	}
+	return chainState(elems), nil
+}
+
+// chainState is the state of a chain whose structure passed: unverifiable
+// when some element's iss has no trusted key (HC-46), partial when its
+// first element has a prev (check 5, HC-48), full otherwise.
+func chainState(elems []element) ChainState {
 	for _, e := range elems {
 		if e.untrusted {
-			return ChainUnverifiable, nil
+			return ChainUnverifiable
 		}
 	}
-	if n > 0 && elems[0].offer.Prev != nil { // check 5
-		return ChainPartial, nil
+	if len(elems) > 0 && elems[0].offer.Prev != nil {
+		return ChainPartial
 	}
-	return ChainFull, nil
+	return ChainFull
 }
 
 // checkChain is step 6 of section 5.1 for an offer that passed steps 1 to
@@ -358,8 +365,12 @@ func checkChain(h *Handoff, o *Offer, self AgentID, ts *trustState, pol ChainPol
 	if cerr != nil {
 		return "", nil, cerr
 	}
-	state, cerr := checkStructure(elems, digests, o, self, pol, seconds(skew))
-	if cerr != nil {
+	var state ChainState
+	if pre != nil {
+		// The structure passed on the same octets, decoded once: only the
+		// state, which needs to know which keys were trusted, is left.
+		state = chainState(elems)
+	} else if state, cerr = checkStructure(elems, digests, o, self, pol, seconds(skew)); cerr != nil {
 		return "", nil, cerr
 	}
 	links := make([]Link, n)

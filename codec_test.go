@@ -779,7 +779,9 @@ func fullOffer(payload []byte, enc Encoding, lim Limits) (*Offer, error) {
 }
 
 // The fast CBOR path decides nothing: for every input it either steps
-// aside or returns the offer the full path returns. Each case below is one
+// aside or returns the offer the full path returns, so that unknown
+// members are still kept (HC-01), a Digest is still closed and untruncated
+// (HC-06, HC-07), and a Time is still any uint. Each case below is one
 // the full path refuses or one whose CBOR form the typed decoder could
 // misread (null read as absent, a tag stripped, a name folded, a key that
 // is not text), and the fast path must step aside for each; the offers at

@@ -268,7 +268,7 @@ func FuzzDecodeB64u(f *testing.F) {
 // as in the draft's order; an element that does not decode fails check 1
 // first in both orders; an intact chain is accepted with every link
 // verified, cached or not, on one goroutine or several.
-func TestChain_StructureFirst(t *testing.T) {
+func TestChain_HC46_StructureFirst(t *testing.T) {
 	ids := benchIDs(4)
 	a, b, c, d, rx := ids[0], ids[1], ids[2], ids[3], ids[5]
 	straight := []AgentID{a, b, c, d, ids[4], rx}
