@@ -439,8 +439,9 @@ type OfferParams struct {
 	TTL time.Duration
 	// From is the received offer whose work this offer passes on: prev is
 	// its digest and the chain is its chain plus its offer (section 2.1).
-	// It must be an offer this agent received and accepted. Nil starts a
-	// chain.
+	// It must be an offer this agent received and accepted, not a
+	// retransmission of one (whose chain was not checked, HC-38). Nil
+	// starts a chain.
 	From *Received
 	// OmitChain leaves the chain out, keeping prev (HC-63): the next hop
 	// then sees an absent chain.
@@ -506,8 +507,16 @@ func (a *Agent) Offer(ctx context.Context, p OfferParams) (*Outgoing, error) {
 	h := &Handoff{}
 	var prev []byte
 	if in := p.From; in != nil {
-		if !a.received(in) || !(in.Accepted() || in.Retransmission()) {
-			return nil, fmt.Errorf("%w: From must be an offer this agent received and accepted", ErrArgument)
+		switch {
+		case !a.received(in):
+			return nil, fmt.Errorf("%w: OfferParams.From must be a Received that this agent's Receive returned", ErrArgument)
+		case in.Retransmission():
+			// A retransmission is not processed again (HC-38): checks 5
+			// to 7 did not run on it, so its chain was never checked and
+			// may not be passed on. Pass on the Received that was accepted.
+			return nil, fmt.Errorf("%w: OfferParams.From is a retransmission, whose chain was not checked (HC-38); pass on the Received of the delivery that was accepted", ErrArgument)
+		case !in.Accepted():
+			return nil, fmt.Errorf("%w: OfferParams.From must be an offer this agent accepted; this one was refused (%s)", ErrArgument, in.Reason())
 		}
 		o.Prev = &Digest{Alg: SHA256Alg, Val: in.digest.Val}
 		prev = in.digest.Val
