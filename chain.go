@@ -400,17 +400,15 @@ func applyChainPolicy(state ChainState, links []Link, o *Offer, pol ChainPolicy)
 	return nil
 }
 
-// clone returns a copy of o that shares nothing mutable with it, except
-// the decoded values of unknown members.
+// clone returns a deep copy of o: it shares nothing mutable with o, the
+// decoded values of unknown members included, so that a caller who
+// changes a returned offer changes nothing that a later receive reports.
 func (o *Offer) clone() *Offer {
 	if o == nil {
 		return nil
 	}
 	c := *o
-	if o.Obo != nil {
-		p := *o.Obo
-		c.Obo = &p
-	}
+	c.Obo = o.Obo.clone()
 	if o.Grant != nil {
 		g := o.Grant.clone()
 		c.Grant = &g
@@ -419,7 +417,54 @@ func (o *Offer) clone() *Offer {
 		p := o.Prev.clone()
 		c.Prev = &p
 	}
-	c.Refs = slices.Clone(o.Refs)
+	c.Refs = cloneRefs(o.Refs)
+	c.Extra = cloneMembers(o.Extra)
+	return &c
+}
+
+func (p *Principal) clone() *Principal {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	c.Extra = cloneMembers(p.Extra)
+	return &c
+}
+
+func (r ContextRef) clone() ContextRef {
+	r.Dig = r.Dig.clone()
+	r.Proof = cloneValue(r.Proof)
+	r.Extra = cloneMembers(r.Extra)
+	return r
+}
+
+func cloneRefs(refs []ContextRef) []ContextRef {
+	if refs == nil {
+		return nil
+	}
+	c := make([]ContextRef, len(refs))
+	for i, r := range refs {
+		c[i] = r.clone()
+	}
+	return c
+}
+
+func (s Signed) clone() Signed { return Signed{Format: s.Format, Octets: slices.Clone(s.Octets)} }
+
+// clone returns a deep copy of h.
+func (h *Handoff) clone() *Handoff {
+	if h == nil {
+		return nil
+	}
+	c := *h
+	c.Offer = h.Offer.clone()
+	if h.Chain != nil {
+		c.Chain = make([]Signed, len(h.Chain))
+		for i, e := range h.Chain {
+			c.Chain[i] = e.clone()
+		}
+	}
+	c.Extra = cloneMembers(h.Extra)
 	return &c
 }
 

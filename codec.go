@@ -91,6 +91,53 @@ const (
 // is written back with a definite length. Signed octets are never
 // re-encoded (HC-20), so none of this touches a digest.
 
+// cloneMembers returns a deep copy of a map of members in the value model.
+func cloneMembers(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	c := make(map[string]any, len(m))
+	for k, v := range m {
+		c[k] = cloneValue(v)
+	}
+	return c
+}
+
+// cloneValue returns a deep copy of a value of the model: maps, arrays,
+// byte strings, bignums and tags are copied; the other kinds are
+// immutable values. Tags' contents are copied too.
+func cloneValue(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		return cloneMembers(t)
+	case map[any]any:
+		c := make(map[any]any, len(t))
+		for k, e := range t {
+			c[k] = cloneValue(e) // keys are comparable, hence immutable values
+		}
+		return c
+	case []any:
+		if t == nil {
+			return t
+		}
+		c := make([]any, len(t))
+		for i, e := range t {
+			c[i] = cloneValue(e)
+		}
+		return c
+	case []byte:
+		return bytes.Clone(t)
+	case *big.Int:
+		if t == nil {
+			return t
+		}
+		return new(big.Int).Set(t)
+	case cbor.Tag:
+		return cbor.Tag{Number: t.Number, Content: cloneValue(t.Content)}
+	}
+	return v
+}
+
 // decodeJSON parses one JSON object strictly (RFC 8259 and RFC 7493): the
 // text must be valid UTF-8 and every string valid Unicode, so a lone
 // surrogate escape such as "\udc00" is refused instead of read as U+FFFD

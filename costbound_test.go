@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"context"
+	"slices"
 
 	"testing"
 
@@ -60,4 +61,71 @@ func TestOffer_HC38_FromRetransmissionRefused(t *testing.T) {
 	out, err := coder.Offer(ctx, OfferParams{To: rxTester, From: first})
 	require.NoError(t, err)
 	assert.Len(t, out.Handoff.Chain, 1)
+}
+
+// Point 5: every value returned as a copy is deep. Each returned value is
+// changed through every mutable part it has, and neither the Received, nor
+// the verified-element cache, nor a later receive of a Handoff that shares
+// the chain element, nor the offer passed on, sees the change.
+func TestCopies_AreDeep(t *testing.T) {
+	eachFormatEncoding(t, func(t *testing.T, fe formatEncoding) {
+		w := newWorld(t, fe.Format, rxOrigin, rxPlanner, rxCoder, rxTester)
+		ctx := context.Background()
+		val := SHA256([]byte("context")).Val
+		decorate := func(_ int, o *Offer) {
+			o.Extra = map[string]any{"https://example.com/x": map[string]any{"n": []any{uint64(1), "a"}}}
+			o.Obo = &Principal{Sub: "alice", Extra: map[string]any{"k": []any{"v"}}}
+			o.Refs = []ContextRef{{Kind: KindDigest, Dig: Digest{Alg: SHA256Alg, Val: slices.Clone(val)}, Proof: []any{"p"}, Extra: map[string]any{"e": []any{"f"}}}}
+		}
+		elems := w.path(decorate, rxOrigin, rxPlanner, rxCoder)
+		coder := w.agent(rxCoder)
+		data := encodeHandoff(t, handoffOf(elems...), fe.Encoding)
+		in := receive(t, coder, data, Host{})
+		require.True(t, in.Accepted(), "%s: %s", in.Reason(), in.Detail())
+		want := in.Offer()
+		wantLink := in.Links()[0].Offer()
+
+		mutate := func(o *Offer) {
+			o.Extra["https://example.com/x"].(map[string]any)["n"].([]any)[1] = "changed"
+			o.Obo.Extra["k"].([]any)[0] = "changed"
+			o.Refs[0].Dig.Val[0] ^= 0xff
+			o.Refs[0].Proof.([]any)[0] = "changed"
+			o.Refs[0].Extra["e"].([]any)[0] = "changed"
+		}
+		mutate(in.Offer())
+		mutate(in.Unverified())
+		mutate(in.Links()[0].Offer())
+		mutate(in.Links()[0].Unverified())
+		in.Links()[0].Signed.Octets[0] ^= 0xff
+		in.Links()[0].Digest.Val[0] ^= 0xff
+		h := in.Handoff()
+		h.Chain[0].Octets[0] ^= 0xff
+		h.Offer.Octets[0] ^= 0xff
+		in.Refs()[0].Ref.Dig.Val[0] ^= 0xff
+
+		assert.Equal(t, want, in.Offer())
+		assert.Equal(t, wantLink, in.Links()[0].Offer())
+		assert.Equal(t, elems[0], in.Links()[0].Signed)
+		assert.Equal(t, elems[0].Digest(), in.Links()[0].Digest)
+		assert.Equal(t, elems[0], in.Handoff().Chain[0])
+		assert.Equal(t, val, in.Refs()[0].Ref.Dig.Val)
+
+		// A later receive whose chain shares the first element reads it
+		// from the verified-element cache: unchanged.
+		other := w.path(decorate, rxOrigin, rxPlanner, rxCoder)
+		other[0] = elems[0]
+		d := elems[0].Digest()
+		o := w.draftOffer(rxPlanner, rxCoder)
+		decorate(1, o)
+		o.Prev = &d
+		other[1] = w.signAs(rxPlanner, o)
+		in2 := receive(t, coder, encodeHandoff(t, handoffOf(other...), fe.Encoding), Host{})
+		require.True(t, in2.Accepted(), "%s: %s", in2.Reason(), in2.Detail())
+		assert.Equal(t, wantLink, in2.Links()[0].Offer())
+
+		// The offer passed on carries the octets as received.
+		out, err := coder.Offer(ctx, OfferParams{To: rxTester, From: in})
+		require.NoError(t, err)
+		assert.Equal(t, elems, out.Handoff.Chain)
+	})
 }

@@ -142,10 +142,10 @@ func (r *Received) Offer() *Offer {
 // check 1 says what anyone could have written.
 func (r *Received) Unverified() *Offer { return r.offer.clone() }
 
-// Handoff returns the Handoff object as carried (nil when it did not parse).
-// Its elements are signed octets; their claims are verified only as Offer
-// and Links say.
-func (r *Received) Handoff() *Handoff { return r.handoff }
+// Handoff returns a copy of the Handoff object as carried (nil when it did
+// not parse). Its elements are signed octets; their claims are verified
+// only as Offer and Links say.
+func (r *Received) Handoff() *Handoff { return r.handoff.clone() }
 
 // Digest returns the offer's handoff digest (HC-20), or the zero Digest
 // when the Handoff did not parse.
@@ -154,12 +154,33 @@ func (r *Received) Digest() Digest { return r.digest }
 // Chain returns the chain's state, when step 6 ran.
 func (r *Received) Chain() ChainState { return r.chain }
 
-// Links returns the chain's elements, oldest first, when step 6 passed.
-func (r *Received) Links() []Link { return r.links }
+// Links returns a copy of the chain's elements, oldest first, when step 6
+// passed.
+func (r *Received) Links() []Link {
+	if r.links == nil {
+		return nil
+	}
+	c := make([]Link, len(r.links))
+	for i, l := range r.links {
+		l.Signed, l.Digest = l.Signed.clone(), l.Digest.clone()
+		c[i] = l // l.offer is reached only through Offer and Unverified, which copy
+	}
+	return c
+}
 
 // Refs returns each reference's outcome (HC-11): checked when step 7 ran,
-// "not checked" otherwise.
-func (r *Received) Refs() []RefResult { return r.refs }
+// "not checked" otherwise. The results are copies.
+func (r *Received) Refs() []RefResult {
+	if r.refs == nil {
+		return nil
+	}
+	c := make([]RefResult, len(r.refs))
+	for i, rr := range r.refs {
+		rr.Ref = rr.Ref.clone()
+		c[i] = rr
+	}
+	return c
+}
 
 // Retransmission reports that the offer is the exact octets of one already
 // remembered (HC-35, HC-38): it is not processed again.
