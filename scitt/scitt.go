@@ -194,6 +194,9 @@ func parseReceipt(b []byte) (*receipt, error) {
 			return nil, fmt.Errorf("%w: protected header: %v", ErrReceipt, err)
 		}
 	}
+	if err := checkCritical(prot); err != nil {
+		return nil, err
+	}
 	var vds int64
 	raw, ok := prot[HeaderLabelVDS]
 	if !ok {
@@ -243,6 +246,46 @@ func parseReceipt(b []byte) (*receipt, error) {
 		r.proofs = append(r.proofs, p)
 	}
 	return r, nil
+}
+
+// understood are the protected header parameters a receipt's verifier
+// processes: alg, content type, kid and vds. Only these may be critical.
+var understood = map[int64]bool{
+	int64(cose.HeaderLabelAlgorithm):   true,
+	int64(cose.HeaderLabelContentType): true,
+	int64(cose.HeaderLabelKeyID):       true,
+	HeaderLabelVDS:                     true,
+}
+
+// checkCritical applies RFC 9052 section 3.1 to crit (label 2): a
+// non-empty array of labels, each present in the protected header, and a
+// receipt that marks as critical a parameter its verifier does not
+// understand is refused.
+func checkCritical(prot map[any]cbor.RawMessage) error {
+	raw, ok := prot[int64(cose.HeaderLabelCritical)]
+	if !ok {
+		return nil
+	}
+	var crit []any
+	if err := cborDec.Unmarshal(raw, &crit); err != nil || len(crit) == 0 {
+		return fmt.Errorf("%w: crit (label 2) is not a non-empty array of labels (RFC 9052 section 3.1)", ErrReceipt)
+	}
+	for _, l := range crit {
+		switch l := l.(type) {
+		case int64:
+			if _, ok := prot[l]; !ok {
+				return fmt.Errorf("%w: crit names label %d, which the protected header lacks (RFC 9052 section 3.1)", ErrReceipt, l)
+			}
+			if !understood[l] {
+				return fmt.Errorf("%w: crit names label %d, a parameter this verifier does not understand (RFC 9052 section 3.1)", ErrReceipt, l)
+			}
+		case string:
+			return fmt.Errorf("%w: crit names label %q, a parameter this verifier does not understand (RFC 9052 section 3.1)", ErrReceipt, l)
+		default:
+			return fmt.Errorf("%w: crit holds %T, not a label (RFC 9052 section 3.1)", ErrReceipt, l)
+		}
+	}
+	return nil
 }
 
 // VerifyReceipt verifies receipt for statement: every inclusion proof must

@@ -176,6 +176,10 @@ type receiptParts struct {
 	vds    int64
 	root   []byte
 	proof  inclusion
+	// crit, when set, is the crit parameter (label 2) of the protected
+	// header, and extra further protected parameters.
+	crit  []any
+	extra map[any]any
 }
 
 func (p receiptParts) encode() []byte {
@@ -183,6 +187,12 @@ func (p receiptParts) encode() []byte {
 	m.Headers.Protected.SetAlgorithm(cose.AlgorithmES256)
 	m.Headers.Protected[cose.HeaderLabelKeyID] = p.kid
 	m.Headers.Protected[scitt.HeaderLabelVDS] = p.vds
+	for k, v := range p.extra {
+		m.Headers.Protected[k] = v
+	}
+	if p.crit != nil {
+		m.Headers.Protected[cose.HeaderLabelCritical] = p.crit
+	}
 	enc, err := cbor.Marshal(p.proof)
 	if err != nil {
 		panic(err)
@@ -331,6 +341,13 @@ func scittVectors() (map[string]Vector, error) {
 			tweak(func(p *receiptParts) { p.proof.Path = flipped }), plainBytes, "unverifiable", "ErrInclusion"),
 		"path-truncated": vec("the inclusion path lacks its last sibling", okDig,
 			tweak(func(p *receiptParts) { p.proof.Path = p.proof.Path[:len(p.proof.Path)-1] }), plainBytes, "unverifiable", "ErrInclusion"),
+		"unknown-critical-parameter": vec("the receipt's protected header marks a parameter this implementation does not understand as critical "+
+			"(crit, label 2): RFC 9052 section 3.1 requires the receipt to be refused", okDig,
+			tweak(func(p *receiptParts) { p.crit, p.extra = []any{int64(-70001)}, map[any]any{int64(-70001): "must be understood"} }),
+			plainBytes, "unverifiable", "ErrReceipt"),
+		"known-critical-parameter": vec("the receipt's protected header marks vds (label 395), which the verifier processes, as critical: "+
+			"RFC 9052 section 3.1 lets it be verified", okDig,
+			tweak(func(p *receiptParts) { p.crit = []any{scitt.HeaderLabelVDS} }), plainBytes, "verified", ""),
 		"receipt-for-another-statement": vec("a valid receipt of another statement", okDig,
 			otherParts.encode(), plainBytes, "unverifiable", "ErrInclusion"),
 	}
