@@ -343,7 +343,9 @@ func scittVectors() (map[string]Vector, error) {
 			tweak(func(p *receiptParts) { p.proof.Path = p.proof.Path[:len(p.proof.Path)-1] }), plainBytes, "unverifiable", "ErrInclusion"),
 		"unknown-critical-parameter": vec("the receipt's protected header marks a parameter this implementation does not understand as critical "+
 			"(crit, label 2): RFC 9052 section 3.1 requires the receipt to be refused", okDig,
-			tweak(func(p *receiptParts) { p.crit, p.extra = []any{int64(-70001)}, map[any]any{int64(-70001): "must be understood"} }),
+			tweak(func(p *receiptParts) {
+				p.crit, p.extra = []any{int64(-70001)}, map[any]any{int64(-70001): "must be understood"}
+			}),
 			plainBytes, "unverifiable", "ErrReceipt"),
 		"known-critical-parameter": vec("the receipt's protected header marks vds (label 395), which the verifier processes, as critical: "+
 			"RFC 9052 section 3.1 lets it be verified", okDig,
