@@ -127,6 +127,10 @@ func cloneValue(v any) any {
 		return c
 	case []byte:
 		return bytes.Clone(t)
+	case json.RawMessage:
+		return bytes.Clone(t)
+	case cbor.RawMessage:
+		return bytes.Clone(t)
 	case *big.Int:
 		if t == nil {
 			return t
@@ -136,6 +140,49 @@ func cloneValue(v any) any {
 		return cbor.Tag{Number: t.Number, Content: cloneValue(t.Content)}
 	}
 	return v
+}
+
+// decodeJSONItem decodes one JSON value that was kept undecoded (a
+// json.RawMessage) into the value model, checked as a payload's members
+// are, with the bounds of the default Limits.
+func decodeJSONItem(raw []byte) (any, error) {
+	d := jsonDecoders.Get().(*jsontext.Decoder)
+	defer func() {
+		d.Reset(bytes.NewBuffer(nil))
+		jsonDecoders.Put(d)
+	}()
+	d.Reset(bytes.NewBuffer(raw))
+	v, err := jsonValue(d, Limits{}.withDefaults(), 1)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.ReadToken(); err != io.EOF {
+		return nil, malformed("trailing data after JSON value")
+	}
+	return v, nil
+}
+
+// decodeCBORItem decodes one CBOR data item that was kept undecoded (a
+// cbor.RawMessage) into the value model, checked for validity as a
+// payload's members are (ProfileExact), with the bounds of the default
+// Limits.
+func decodeCBORItem(raw []byte) (any, error) {
+	if len(raw) == 0 {
+		return nil, malformed("CBOR: empty input")
+	}
+	lim := Limits{}.withDefaults()
+	dm, err := cborDecMode(lim, ProfileExact)
+	if err != nil {
+		return nil, fmt.Errorf("handoff: CBOR options: %w", err)
+	}
+	c := cborConv{lim: lim, p: ProfileExact}
+	var v any
+	if err := dm.Unmarshal(raw, &v); err == nil {
+		if v, err = c.value(v, 1); !errors.Is(err, errTimeTag) {
+			return v, err
+		}
+	}
+	return c.item(dm, raw, 1)
 }
 
 // decodeJSON parses one JSON object strictly (RFC 8259 and RFC 7493): the
@@ -404,9 +451,9 @@ func cborDecOptions(lim Limits, p Profile) cbor.DecOptions {
 	o := cbor.DecOptions{
 		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
 		UTF8:             cbor.UTF8RejectInvalid,
-		MaxNestedLevels:  max(lim.MaxDepth, 4),
-		MaxArrayElements: max(lim.MaxMembers, 16),
-		MaxMapPairs:      max(lim.MaxMembers, 16),
+		MaxNestedLevels:  min(max(lim.MaxDepth, 4), maxNesting),
+		MaxArrayElements: min(max(lim.MaxMembers, 16), maxItems),
+		MaxMapPairs:      min(max(lim.MaxMembers, 16), maxItems),
 		IntDec:           cbor.IntDecConvertNone,
 		BigIntDec:        cbor.BigIntDecodePointer,
 		IndefLength:      cbor.IndefLengthAllowed,
@@ -427,28 +474,22 @@ type cborModeKey struct {
 	p              Profile
 }
 
-// cborDecModes holds the decoder modes for the bounds in common use,
-// built once: building a mode costs more than decoding a payload. It is
-// never written after initialisation.
+// cborDecModes holds the decoder modes for the default bounds, built
+// once: building a mode costs more than decoding a payload. It is never
+// written after initialisation.
 var cborDecModes = func() map[cborModeKey]cbor.DecMode {
 	m := map[cborModeKey]cbor.DecMode{}
 	def := Limits{}.withDefaults()
 	for _, p := range []Profile{ProfileExact, ProfileStrict} {
-		for _, members := range []int{def.MaxMembers, handoffArrayBound(def)} {
-			k := cborModeKey{def.MaxDepth, members, p}
-			dm, err := cborDecOptions(Limits{MaxDepth: k.depth, MaxMembers: members}, p).DecMode()
-			if err != nil {
-				panic(err) // constant options: a programmer error
-			}
-			m[k] = dm
+		k := cborModeKey{def.MaxDepth, def.MaxMembers, p}
+		dm, err := cborDecOptions(def, p).DecMode()
+		if err != nil {
+			panic(err) // constant options: a programmer error
 		}
+		m[k] = dm
 	}
 	return m
 }()
-
-// handoffArrayBound is the array bound ParseHandoff uses: a chain may hold
-// more elements than a map may hold members, so it follows the size bound.
-func handoffArrayBound(lim Limits) int { return max(lim.MaxMembers, lim.MaxHandoffSize/8) }
 
 func cborDecMode(lim Limits, p Profile) (cbor.DecMode, error) {
 	if dm, ok := cborDecModes[cborModeKey{lim.MaxDepth, lim.MaxMembers, p}]; ok {
@@ -750,9 +791,17 @@ func (c cborConv) item(dm cbor.DecMode, data []byte, depth int) (any, error) {
 // 6.2 suggests: an integer literal a bignum, any other number a float.
 func toCBORValue(v any) (any, error) {
 	return mapLeaves(v, func(leaf any) (any, error) {
+		if raw, ok := leaf.(json.RawMessage); ok {
+			// A member kept undecoded from JSON: converted now.
+			v, err := decodeJSONItem(raw)
+			if err != nil {
+				return nil, err
+			}
+			return toCBORValue(v)
+		}
 		n, ok := leaf.(json.Number)
 		if !ok {
-			return leaf, nil
+			return leaf, nil // a cbor.RawMessage is written as it is
 		}
 		// A json.Number given by a caller may hold an integer in range.
 		if u, err := strconv.ParseUint(string(n), 10, 64); err == nil {
@@ -781,6 +830,13 @@ func toJSONValue(v any) (any, error) {
 		switch t := leaf.(type) {
 		case []byte:
 			return base64.RawURLEncoding.EncodeToString(t), nil
+		case cbor.RawMessage:
+			// A member kept undecoded from CBOR: converted now.
+			v, err := decodeCBORItem(t)
+			if err != nil {
+				return nil, err
+			}
+			return toJSONValue(v)
 		case float64:
 			if math.IsNaN(t) || math.IsInf(t, 0) {
 				return nil, fmt.Errorf("%w: CBOR float %v has no JSON form", ErrMalformed, t)

@@ -85,7 +85,6 @@ func BenchmarkDecodeJSON_Handoff16(b *testing.B) {
 	h, payloads := benchHandoff16(b)
 	lim := Limits{}.withDefaults()
 	plim := lim
-	plim.MaxMembers = handoffArrayBound(lim)
 	run := func(dec func([]byte, Limits) (map[string]any, error)) func() error {
 		return func() error {
 			if _, err := dec(h, plim); err != nil {
@@ -346,7 +345,6 @@ func legacyValue(dec *json.Decoder, lim Limits, depth int) (any, error) {
 func TestLegacyDecodeJSON_SameValues(t *testing.T) {
 	h, payloads := benchHandoff16(t)
 	lim := Limits{}.withDefaults()
-	lim.MaxMembers = handoffArrayBound(lim)
 	for _, in := range append(payloads, h) {
 		a, err := decodeJSON(in, lim)
 		require.NoError(t, err)

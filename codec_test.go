@@ -128,8 +128,6 @@ func TestDecodeOffer_JSONHostile(t *testing.T) {
 		"refs empty":           strings.Replace(validOfferJSON, `"v":1`, `"v":1,"refs":[]`, 1),
 		"ref kind HC-10":       strings.Replace(validOfferJSON, `"v":1`, `"v":1,"refs":[{"kind":"blob","dig":{"alg":"sha-256","val":"M-OyKnHLAGKpiZKw7sNqAsNKmtfRQ7DUFhtKAL3Slmg"}}]`, 1),
 		"obo without sub":      strings.Replace(validOfferJSON, `"v":1`, `"v":1,"obo":{"iss":"x"}`, 1),
-		"deep nesting":         strings.Replace(validOfferJSON, `"v":1`, `"v":1,"x":`+strings.Repeat(`[`, 40)+strings.Repeat(`]`, 40), 1),
-		"many members":         strings.Replace(validOfferJSON, `"v":1`, `"v":1`+manyMembers(300), 1),
 		"bare string":          `"offer"`,
 		"NaN":                  replaceMember("iat", `NaN`),
 		"single quotes":        strings.ReplaceAll(validOfferJSON, `"`, `'`),
@@ -183,7 +181,29 @@ func TestDecodeOffer_HC01_CaseVariantsIgnored(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, offer, string(h.Offer.Octets))
 	assert.Empty(t, h.Chain)
-	assert.Equal(t, map[string]any{"Offer": "x", "Chain": uint64(1)}, h.Extra)
+	assert.Equal(t, map[string]any{"Offer": "x", "Chain": uint64(1)}, decodedExtra(t, h))
+}
+
+// decodedExtra decodes the members a Handoff object keeps undecoded.
+func decodedExtra(t testing.TB, h *Handoff) map[string]any {
+	t.Helper()
+	if h.Extra == nil {
+		return nil
+	}
+	m := map[string]any{}
+	for k, v := range h.Extra {
+		var err error
+		switch raw := v.(type) {
+		case json.RawMessage:
+			m[k], err = decodeJSONItem(raw)
+		case cbor.RawMessage:
+			m[k], err = decodeCBORItem(raw)
+		default:
+			t.Fatalf("Extra[%q] is %T, not kept undecoded", k, v)
+		}
+		require.NoError(t, err, k)
+	}
+	return m
 }
 
 // HC-01: extension members are names like any other: two that differ only
@@ -282,7 +302,6 @@ func TestDecodeOffer_CBORHostile(t *testing.T) {
 		"invalid UTF-8":           mustHex("a16176" + "62ff00"),
 		"invalid UTF-8 nested":    withMemberRaw(t, valid, "x", mustHex("81a16178"+"62c328")),
 		"invalid UTF-8 indef":     withMemberRaw(t, valid, "x", mustHex("7f61c361a8ff")),
-		"deep nesting":            withMember("x", deep(40)),
 		"huge array header":       mustHex("a1617a9bffffffffffffffff"),
 		"reserved simple 24 < 32": withMemberRaw(t, valid, "x", mustHex("f810")),
 		"reserved ai 28":          withMemberRaw(t, valid, "x", mustHex("1c")),
@@ -521,7 +540,7 @@ func TestDecodeJSON_DuplicateNames(t *testing.T) {
 // The JSON value model: integers that parse exactly are uint64 or int64,
 // every other number is kept as written; bounds hold.
 func TestDecodeJSON_ValueModel(t *testing.T) {
-	lim := Limits{}.withDefaults()
+	lim := Limits{MaxDepth: 16, MaxMembers: 256}.withDefaults() // the opt-in bounds
 	m, err := decodeJSON([]byte(` {"u":18446744073709551615,"i":-9223372036854775808,"f":1.50,"e":1E2,`+
 		`"z":-0,"o":-9223372036854775809,"b":true,"n":null,"s":"\u00e9\n","a":[],"m":{}} `), lim)
 	require.NoError(t, err)
@@ -665,7 +684,9 @@ func TestHandoff_HC19_MixedChainRoundTrip(t *testing.T) {
 		back, got, err := ParseHandoff(b, Limits{})
 		require.NoError(t, err, enc)
 		assert.Equal(t, enc, got)
-		assert.Equal(t, mixed, back, enc)
+		assert.Equal(t, mixed.Extra, decodedExtra(t, back), enc)
+		assert.Equal(t, mixed.Chain, back.Chain, enc)
+		assert.Equal(t, mixed.Offer, back.Offer, enc)
 		again, err := back.Encode(enc)
 		require.NoError(t, err)
 		assert.Equal(t, b, again)
@@ -756,9 +777,11 @@ func TestParseHandoff_HC01_CBORUnusualExtraKept(t *testing.T) {
 	h, enc, err := ParseHandoff(in, Limits{})
 	require.NoError(t, err)
 	assert.Equal(t, CBOR, enc)
-	assert.True(t, math.IsNaN(h.Extra["x"].(float64)))
-	assert.Equal(t, cbor.Tag{Number: 32, Content: []any{map[any]any{uint64(1): uint64(2)}}}, h.Extra["y"])
-	assert.IsType(t, &big.Int{}, h.Extra["z"])
+	x := decodedExtra(t, h)
+	assert.True(t, math.IsNaN(x["x"].(float64)))
+	assert.Equal(t, cbor.Tag{Number: 32, Content: []any{map[any]any{uint64(1): uint64(2)}}}, x["y"])
+	assert.IsType(t, &big.Int{}, x["z"])
+	assert.Equal(t, cbor.RawMessage(extra[2:5]), h.Extra["x"], "kept as the octets received")
 	again, err := h.Encode(CBOR)
 	require.NoError(t, err)
 	h2, _, err := ParseHandoff(again, Limits{})

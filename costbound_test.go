@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"testing"
@@ -128,4 +129,43 @@ func TestCopies_AreDeep(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, elems, out.Handoff.Chain)
 	})
+}
+
+// Point 8: the draft bounds element size (HC-61) and makes a receiver
+// ignore members it does not understand (HC-01), so by default no bound on
+// shape refuses a value that fits the size bound: an unknown member of 300
+// integers in a 1 KiB element, 300 unknown members, or nesting 200 deep
+// are accepted, signed and received, in every form. The bounds on shape
+// are an opt-in hardening that refuses them.
+func TestReceive_HC61_ShapeBoundedBySizeAlone(t *testing.T) {
+	ints := make([]any, 300)
+	for i := range ints {
+		ints[i] = uint64(i % 10)
+	}
+	many := map[string]any{}
+	for i := range 300 {
+		many[fmt.Sprintf("m%d", i)] = uint64(0)
+	}
+	for name, extra := range map[string]map[string]any{
+		"array of 300": {"https://example.com/x": ints},
+		"300 members":  many,
+		"nesting 200":  {"https://example.com/x": nestedArray(200)},
+	} {
+		eachFormatEncoding(t, func(t *testing.T, fe formatEncoding) {
+			w := newWorld(t, fe.Format, rxPlanner, rxCoder)
+			s := w.offer(rxPlanner, rxCoder, func(o *Offer) { o.Extra = extra })
+			if name == "array of 300" && fe.Format == COSE {
+				require.Less(t, len(s.Octets), 1<<10, "within a 1 KiB element")
+			}
+			data := encodeHandoff(t, handoffOf(s), fe.Encoding)
+			in := receive(t, w.agent(rxCoder), data, Host{})
+			require.True(t, in.Accepted(), "%s: %s: %s", name, in.Reason(), in.Detail())
+			assert.Len(t, in.Offer().Extra, len(extra), name)
+
+			bounded := w.agent(rxCoder, func(c *Config) { c.Limits = Limits{MaxDepth: 16, MaxMembers: 256} })
+			in = receive(t, bounded, data, Host{})
+			assert.Equal(t, ReasonBadSignature, in.Reason(), "%s under the opt-in bounds", name)
+			assert.ErrorIs(t, in.Err(), ErrMalformed, name)
+		})
+	}
 }

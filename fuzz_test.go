@@ -528,14 +528,14 @@ func FuzzParseHandoff(f *testing.F) {
 		again, err := h.Encode(enc)
 		require.NoError(t, err)
 		if enc == CBOR {
-			plim := Limits{}.withDefaults()
-			plim.MaxMembers = handoffArrayBound(plim)
-			fzCheckCBOR(t, data, again, plim)
+			fzCheckCBOR(t, data, again, Limits{}.withDefaults())
 		}
 		h2, enc2, err := ParseHandoff(again, Limits{})
 		require.NoError(t, err, "re-encoded %q", again)
 		require.Equal(t, enc, enc2)
-		assertSameValue(t, h, h2)
+		require.Equal(t, h.Offer, h2.Offer)
+		require.Equal(t, h.Chain, h2.Chain)
+		assertSameValue(t, decodedExtra(t, h), decodedExtra(t, h2))
 	})
 }
 

@@ -3,7 +3,13 @@ package handoff
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"io"
+	"math"
+
+	"github.com/fxamacker/cbor/v2"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Section 2.1 of the draft: the signed forms of a handoff, and the Handoff
@@ -73,7 +79,11 @@ type Handoff struct {
 	Offer Signed
 	Chain []Signed
 	// Extra holds members of the Handoff object this version does not
-	// define, as decoded (HC-01).
+	// define (HC-01). ParseHandoff keeps each exactly as received, never
+	// decoded: a json.RawMessage from JSON, a cbor.RawMessage from CBOR.
+	// Encode writes such a value as it is in its own encoding, and
+	// converts it to the other; any other value of the model is encoded
+	// as a payload member is.
 	Extra map[string]any
 
 	// chainErr records why the chain member, or one of its elements, is
@@ -84,12 +94,22 @@ type Handoff struct {
 }
 
 // ParseHandoff decodes a Handoff object in JSON or CBOR, telling them apart
-// by the first octet ('{' or white space for JSON). Decoding is strict, as
-// for payloads, and bounded: the size is checked before parsing, and each
-// element against Limits.MaxElementSize. In JSON a JWS element is its
-// compact text and a COSE element base64url text; in CBOR a JWS is a text
-// string and a COSE element a byte string (HC-19). Element octets are kept
-// exactly.
+// by the first octet ('{' or white space for JSON). It runs before any
+// signature is checked, so it decodes only what the checks need: the
+// offer, and the chain as a list of elements. Members it does not define
+// are checked for well-formedness and kept exactly as received, never
+// decoded (HC-01; see SECURITY.md, "What input costs"): in Extra, as a
+// json.RawMessage for JSON and a cbor.RawMessage for CBOR.
+//
+// Decoding is strict and bounded: the size is checked before parsing, and
+// each element against Limits.MaxElementSize. JSON is checked as the
+// payload decoder checks it (RFC 8259, RFC 7493: valid UTF-8 and Unicode,
+// unique names), members it keeps included; CBOR must be well formed
+// (RFC 8949), with text keys, valid UTF-8 and unique keys in the object
+// itself; a member kept undecoded is checked for validity when it is
+// decoded. In JSON a JWS element is its compact text and a COSE element
+// base64url text; in CBOR a JWS is a text string and a COSE element a byte
+// string (HC-19). Element octets are kept exactly.
 //
 // ParseHandoff fails only when the object or its offer is unusable. A chain
 // member that is not an array of signed handoffs, or an element that is not
@@ -115,21 +135,17 @@ func ParseHandoff(data []byte, lim Limits) (*Handoff, Encoding, error) {
 	if jwsCompact.Match(data) {
 		return nil, 0, malformed("this is a signed handoff (a JWS compact serialization) on its own; a Handoff object {offer, chain} was expected")
 	}
-	// A chain may hold more elements than a map may hold members: allow
-	// the array bound to follow the size bound instead.
-	plim := lim
-	plim.MaxMembers = max(lim.MaxMembers, lim.MaxHandoffSize/8)
-	var m map[string]any
+	var w handoffWire
 	var err error
 	if enc == JSON {
-		m, err = decodeJSON(data, plim)
+		err = w.readJSON(data)
 	} else {
-		m, err = decodeCBOR(data, plim, ProfileExact)
+		err = w.readCBOR(data, lim)
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w (input taken as a Handoff object in %s)", err, enc)
 	}
-	h, err := handoffFrom(m, enc, lim)
+	h, err := w.handoff(enc, lim)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -145,35 +161,278 @@ func (h *Handoff) ChainErr() error {
 	return h.chainErr
 }
 
-func handoffFrom(m map[string]any, enc Encoding, lim Limits) (*Handoff, error) {
-	v, ok := m["offer"]
-	if !ok {
+// handoffWire is a Handoff object as read from the wire, before its
+// elements are checked: each element is a string, a byte string, or the
+// name of the kind of value found in its place.
+type handoffWire struct {
+	offer    wireElement
+	hasOffer bool
+	chain    []wireElement
+	hasChain bool
+	// chainKind names what the chain member held when it was not an array.
+	chainKind string
+	extra     map[string]any
+}
+
+// wireElement is one element as read: text, octets, or neither (kind then
+// names what was there instead).
+type wireElement struct {
+	text    string
+	octets  []byte
+	isText  bool
+	isBytes bool
+	kind    string
+}
+
+func (w *handoffWire) keep(name string, raw any) {
+	if w.extra == nil {
+		w.extra = map[string]any{}
+	}
+	w.extra[name] = raw
+}
+
+// readJSON reads a Handoff object in JSON. jsontext checks the grammar,
+// UTF-8, surrogates and unique names of every value, the ones kept
+// undecoded included, in one pass that builds nothing but the elements.
+func (w *handoffWire) readJSON(data []byte) error {
+	d := jsonDecoders.Get().(*jsontext.Decoder)
+	defer func() {
+		d.Reset(bytes.NewBuffer(nil)) // keep no reference to data
+		jsonDecoders.Put(d)
+	}()
+	d.Reset(bytes.NewBuffer(data))
+	switch d.PeekKind() {
+	case '{':
+	case 0:
+		_, err := d.ReadToken()
+		return jsonErr(err)
+	default:
+		return malformed("JSON value is not an object")
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return jsonErr(err)
+	}
+	for d.PeekKind() != '}' {
+		if d.PeekKind() != '"' {
+			_, err := d.ReadToken()
+			return jsonErr(err)
+		}
+		raw, err := d.ReadValue() // the name; jsontext refuses a duplicate
+		if err != nil {
+			return jsonErr(err)
+		}
+		name, err := jsonText(raw, true)
+		if err != nil {
+			return err
+		}
+		switch name {
+		case "offer":
+			w.hasOffer = true
+			if w.offer, err = jsonElement(d); err != nil {
+				return err
+			}
+		case "chain":
+			w.hasChain = true
+			if d.PeekKind() != '[' {
+				if w.chainKind, err = jsonSkip(d); err != nil {
+					return err
+				}
+				continue
+			}
+			if _, err := d.ReadToken(); err != nil {
+				return jsonErr(err)
+			}
+			w.chain = []wireElement{}
+			for d.PeekKind() != ']' {
+				e, err := jsonElement(d)
+				if err != nil {
+					return err
+				}
+				w.chain = append(w.chain, e)
+			}
+			if _, err := d.ReadToken(); err != nil {
+				return jsonErr(err)
+			}
+		default:
+			v, err := d.ReadValue()
+			if err != nil {
+				return jsonErr(err)
+			}
+			w.keep(name, json.RawMessage(bytes.Clone(v)))
+		}
+	}
+	if _, err := d.ReadToken(); err != nil { // '}'
+		return jsonErr(err)
+	}
+	if _, err := d.ReadToken(); err != io.EOF {
+		return malformed("trailing data after JSON value")
+	}
+	return nil
+}
+
+// jsonElement reads one element: a string, or any other value, which is
+// checked and skipped and whose kind is kept.
+func jsonElement(d *jsontext.Decoder) (wireElement, error) {
+	if d.PeekKind() != '"' {
+		kind, err := jsonSkip(d)
+		return wireElement{kind: kind}, err
+	}
+	raw, err := d.ReadValue()
+	if err != nil {
+		return wireElement{}, jsonErr(err)
+	}
+	s, err := jsonText(raw, false)
+	return wireElement{text: s, isText: true}, err
+}
+
+// jsonSkip checks and skips one value, and names its kind as typeName
+// names the decoded value.
+func jsonSkip(d *jsontext.Decoder) (string, error) {
+	kind := map[jsontext.Kind]string{'{': "map", '[': "array", '0': "number", 't': "bool", 'f': "bool", 'n': "null"}[d.PeekKind()]
+	if _, err := d.ReadValue(); err != nil {
+		return "", jsonErr(err)
+	}
+	return kind, nil
+}
+
+// handoffCBORMode reads the Handoff object's own map: the members' values
+// stay undecoded (cbor.RawMessage), so the only bounds are the size bound
+// and the library's: a data item can hold no more items than it has
+// octets, and nesting is bounded by the library's largest bound.
+var handoffCBORMode = func() cbor.DecMode {
+	dm, err := cbor.DecOptions{
+		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
+		UTF8:             cbor.UTF8RejectInvalid,
+		IndefLength:      cbor.IndefLengthAllowed,
+		TagsMd:           cbor.TagsAllowed,
+		MaxNestedLevels:  65535,
+		MaxArrayElements: math.MaxInt32,
+		MaxMapPairs:      math.MaxInt32,
+	}.DecMode()
+	if err != nil {
+		panic(err) // constant options: a programmer error
+	}
+	return dm
+}()
+
+// readCBOR reads a Handoff object in CBOR: a map with text keys, each
+// value well formed (RFC 8949), the elements decoded and every other member
+// kept as its octets.
+func (w *handoffWire) readCBOR(data []byte, lim Limits) error {
+	if data[0]>>5 != 5 { // major type 5: the CDDL's root is a map, untagged
+		return malformed("CBOR value is not a map")
+	}
+	var m map[string]cbor.RawMessage
+	rest, err := handoffCBORMode.UnmarshalFirst(data, &m)
+	switch {
+	case err != nil:
+		return malformed("CBOR: %v", err)
+	case len(rest) != 0:
+		return malformed("trailing data after CBOR value")
+	}
+	for name, raw := range m {
+		switch name {
+		case "offer":
+			w.hasOffer = true
+			if w.offer, err = cborElement(raw); err != nil {
+				return err
+			}
+		case "chain":
+			w.hasChain = true
+			if raw[0]>>5 != 4 {
+				w.chainKind = cborKind(raw)
+				continue
+			}
+			var a []cbor.RawMessage
+			if err := handoffCBORMode.Unmarshal(raw, &a); err != nil {
+				return malformed("CBOR: chain: %v", err)
+			}
+			w.chain = make([]wireElement, len(a))
+			for i, e := range a {
+				if w.chain[i], err = cborElement(e); err != nil {
+					return err
+				}
+			}
+		default:
+			w.keep(name, raw)
+		}
+	}
+	return nil
+}
+
+// cborElement reads one element: a text or byte string, or the kind of the
+// item found instead.
+func cborElement(raw cbor.RawMessage) (wireElement, error) {
+	switch raw[0] >> 5 {
+	case 3:
+		var s string
+		if err := handoffCBORMode.Unmarshal(raw, &s); err != nil {
+			return wireElement{}, malformed("CBOR: %v", err)
+		}
+		return wireElement{text: s, isText: true}, nil
+	case 2:
+		var b []byte
+		if err := handoffCBORMode.Unmarshal(raw, &b); err != nil {
+			return wireElement{}, malformed("CBOR: %v", err)
+		}
+		return wireElement{octets: b, isBytes: true}, nil
+	}
+	return wireElement{kind: cborKind(raw)}, nil
+}
+
+// cborKind names the kind of a well-formed item from its initial octet, as
+// typeName names the decoded value.
+func cborKind(raw []byte) string {
+	switch raw[0] >> 5 {
+	case 0:
+		return "unsigned integer"
+	case 1:
+		return "negative integer"
+	case 4:
+		return "array"
+	case 5:
+		return "map"
+	case 6:
+		return "tag"
+	}
+	switch raw[0] {
+	case 0xf4, 0xf5:
+		return "bool"
+	case 0xf6, 0xf7:
+		return "null"
+	case 0xf9, 0xfa, 0xfb:
+		return "float"
+	}
+	return "simple value"
+}
+
+// handoff checks what was read against the CDDL of section 2.1.
+func (w *handoffWire) handoff(enc Encoding, lim Limits) (*Handoff, error) {
+	if !w.hasOffer {
 		return nil, malformed("offer: required member missing")
 	}
-	offer, err := elementFrom(v, enc, lim, "offer")
+	offer, err := elementFrom(w.offer, enc, lim, "offer")
 	if err != nil {
 		return nil, err
 	}
-	extra, err := extraMembers(fields{m: m, strict: lim.Strict}, handoffMembers)
-	if err != nil {
-		return nil, err
+	if lim.Strict {
+		if k, kn, found := caseVariant(w.extra, handoffMembers); found {
+			return nil, malformed("%s: differs only in case from the member %q (strict profile)", k, kn)
+		}
 	}
-	h := &Handoff{Offer: offer, Extra: extra}
-	c, ok := m["chain"]
-	if !ok {
-		return h, nil
-	}
-	a, ok := c.([]any)
+	h := &Handoff{Offer: offer, Extra: w.extra}
 	switch {
-	case !ok:
-		h.chainErr = &ChainError{Index: -1, Reason: ReasonBadSignature, Detail: "chain: want an array of signed handoffs, got " + typeName(c), err: ErrMalformed}
+	case !w.hasChain:
 		return h, nil
-	case len(a) == 0:
+	case w.chain == nil:
+		h.chainErr = &ChainError{Index: -1, Reason: ReasonBadSignature, Detail: "chain: want an array of signed handoffs, got " + w.chainKind, err: ErrMalformed}
+		return h, nil
+	case len(w.chain) == 0:
 		h.chainErr = &ChainError{Index: -1, Reason: ReasonBadSignature, Detail: "chain: empty array ([+ SignedHandoff])", err: ErrMalformed}
 		return h, nil
 	}
-	h.Chain = make([]Signed, len(a))
-	for i, e := range a {
+	h.Chain = make([]Signed, len(w.chain))
+	for i, e := range w.chain {
 		s, err := elementFrom(e, enc, lim, fmt.Sprintf("chain[%d]", i))
 		if err != nil && h.chainErr == nil {
 			h.chainErr = &ChainError{Index: i, Reason: ReasonBadSignature, Detail: err.Error(), err: errClass(err)}
@@ -186,10 +445,11 @@ func handoffFrom(m map[string]any, enc Encoding, lim Limits) (*Handoff, error) {
 // elementFrom reads one signed handoff of a Handoff object. On error the
 // returned Signed still holds what octets there were, so that the element
 // keeps its place (and its digest) in the chain.
-func elementFrom(v any, enc Encoding, lim Limits, path string) (Signed, error) {
+func elementFrom(e wireElement, enc Encoding, lim Limits, path string) (Signed, error) {
 	var s Signed
-	switch t := v.(type) {
-	case string:
+	switch {
+	case e.isText:
+		t := e.text
 		switch {
 		case jwsCompact.MatchString(t):
 			s = Signed{Format: JWS, Octets: []byte(t)}
@@ -202,13 +462,13 @@ func elementFrom(v any, enc Encoding, lim Limits, path string) (Signed, error) {
 		default:
 			return Signed{Octets: []byte(t)}, malformed("%s: text that is not a JWS compact serialization", path)
 		}
-	case []byte:
+	case e.isBytes:
 		if enc != CBOR {
-			return Signed{Octets: t}, malformed("%s: byte string outside CBOR", path)
+			return Signed{Octets: e.octets}, malformed("%s: byte string outside CBOR", path)
 		}
-		s = Signed{Format: COSE, Octets: t}
+		s = Signed{Format: COSE, Octets: e.octets}
 	default:
-		return Signed{}, malformed("%s: want a signed handoff, got %s", path, typeName(v))
+		return Signed{}, malformed("%s: want a signed handoff, got %s", path, e.kind)
 	}
 	if len(s.Octets) > lim.MaxElementSize {
 		return Signed{Octets: s.Octets}, fmt.Errorf("%w: %s: element of %d octets exceeds %d", ErrTooLarge, path, len(s.Octets), lim.MaxElementSize)

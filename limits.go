@@ -1,6 +1,9 @@
 package handoff
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Limits bounds the work a receiver does on untrusted input (HC-50, HC-61),
 // and chooses its profile. Every limit is checked before the work it
@@ -19,10 +22,20 @@ type Limits struct {
 	// MaxChain is the longest chain accepted (HC-50). Nil means 16, as the
 	// draft recommends. A longer chain is rejected with reason "too-deep".
 	MaxChain *int
-	// MaxDepth bounds the nesting of JSON and CBOR values. Default 16.
+	// MaxDepth, when above zero, bounds the nesting of JSON and CBOR
+	// values in a payload. Zero, the default, bounds nesting by the size
+	// bound alone, as the draft does (HC-61 bounds element size, and a
+	// receiver MUST ignore members it does not understand, HC-01), up to
+	// the decoders' own limits: 10000 levels for JSON (RFC 8259 section 9
+	// lets an implementation limit nesting; a JWS payload within the
+	// default element size cannot nest deeper than 6144) and 65535 for
+	// CBOR. A bound is an opt-in hardening: it refuses valid offers.
 	MaxDepth int
-	// MaxMembers bounds the members of one map or elements of one array.
-	// Default 256.
+	// MaxMembers, when above zero, bounds the members of one map or the
+	// elements of one array in a payload. Zero, the default, bounds them
+	// by the size bound alone: a value can hold no more items than it has
+	// octets. Like MaxDepth, a bound is an opt-in hardening that refuses
+	// valid offers. The chain's length is bounded by MaxChain, not by this.
 	MaxMembers int
 
 	// Strict selects the hardening profile, which refuses input the draft
@@ -40,8 +53,6 @@ const (
 	DefaultMaxElementSize = 16 << 10
 	DefaultMaxHandoffSize = 512 << 10
 	DefaultMaxChain       = 16
-	DefaultMaxDepth       = 16
-	DefaultMaxMembers     = 256
 
 	// DefaultSkew is the clock skew allowed in freshness and chain timing
 	// checks (HC-31: no more than 60 s is recommended).
@@ -62,14 +73,22 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxHandoffSize <= 0 {
 		l.MaxHandoffSize = DefaultMaxHandoffSize
 	}
-	if l.MaxDepth <= 0 {
-		l.MaxDepth = DefaultMaxDepth
+	if l.MaxDepth <= 0 || l.MaxDepth > maxNesting {
+		l.MaxDepth = maxNesting
 	}
-	if l.MaxMembers <= 0 {
-		l.MaxMembers = DefaultMaxMembers
+	if l.MaxMembers <= 0 || l.MaxMembers > maxItems {
+		l.MaxMembers = maxItems
 	}
 	return l
 }
+
+// The decoders' own bounds, which the defaults take: the CBOR library's
+// largest nesting and item counts. jsontext refuses JSON nested deeper
+// than 10000 levels whatever the bound.
+const (
+	maxNesting = 65535
+	maxItems   = math.MaxInt32
+)
 
 func (l Limits) maxChain() int {
 	if l.MaxChain == nil {

@@ -640,7 +640,7 @@ func extraMembers(f fields, known []string) (map[string]any, error) {
 // name in known, or folds to it the way encoding/json matches names to
 // struct fields, and that name. The strict profile refuses such a member,
 // since a decoder that folds case would take it for the defined one.
-func caseVariant(m map[string]any, known []string) (name, of string, found bool) {
+func caseVariant[V any](m map[string]V, known []string) (name, of string, found bool) {
 	for k := range m {
 		if contains(known, k) {
 			continue
