@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"math/big"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -140,6 +141,126 @@ func cloneValue(v any) any {
 		return cbor.Tag{Number: t.Number, Content: cloneValue(t.Content)}
 	}
 	return v
+}
+
+// peekMembers reads a payload that must be a map, as decodePayload would
+// accept it at its top level, and decodes only the members named: the
+// others are checked to be well formed (JSON: valid, as jsontext checks
+// every value) and skipped, never built. It runs before a signature
+// verifies, so that what an unknown sender's octets cost stays a small
+// multiple of their size; decodePayload checks the rest once the
+// signature has verified.
+func peekMembers(payload []byte, enc Encoding, lim Limits, names ...string) (map[string]any, error) {
+	if len(payload) > lim.MaxElementSize {
+		return nil, fmt.Errorf("%w: payload of %d octets exceeds %d", ErrTooLarge, len(payload), lim.MaxElementSize)
+	}
+	m := make(map[string]any, len(names))
+	if enc == CBOR {
+		if len(payload) == 0 {
+			return nil, malformed("CBOR: empty input")
+		}
+		if payload[0]>>5 != 5 {
+			return nil, malformed("CBOR value is not a map")
+		}
+		dm, err := cborDecMode(lim, ProfileExact)
+		if err != nil {
+			return nil, fmt.Errorf("handoff: CBOR options: %w", err)
+		}
+		var raw map[string]cbor.RawMessage
+		rest, err := dm.UnmarshalFirst(payload, &raw)
+		switch {
+		case err != nil:
+			return nil, malformed("CBOR: %v", err)
+		case len(rest) != 0:
+			return nil, malformed("trailing data after CBOR value")
+		}
+		for _, n := range names {
+			r, ok := raw[n]
+			if !ok {
+				continue
+			}
+			switch r[0] >> 5 {
+			case 4, 5, 6: // an array, a map or a tag: its kind is enough
+				m[n] = kindOnly(r[0] >> 5)
+				continue
+			}
+			var v any
+			if err := dm.Unmarshal(r, &v); err != nil {
+				return nil, malformed("CBOR: %v", err)
+			}
+			m[n] = v // text and integers are as decodePayload reads them
+		}
+		return m, nil
+	}
+	d := jsonDecoders.Get().(*jsontext.Decoder)
+	defer func() {
+		d.Reset(bytes.NewBuffer(nil))
+		jsonDecoders.Put(d)
+	}()
+	d.Reset(bytes.NewBuffer(payload))
+	switch d.PeekKind() {
+	case '{':
+	case 0:
+		_, err := d.ReadToken()
+		return nil, jsonErr(err)
+	default:
+		return nil, malformed("JSON value is not an object")
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return nil, jsonErr(err)
+	}
+	for d.PeekKind() != '}' {
+		if d.PeekKind() != '"' {
+			_, err := d.ReadToken()
+			return nil, jsonErr(err)
+		}
+		raw, err := d.ReadValue()
+		if err != nil {
+			return nil, jsonErr(err)
+		}
+		name, err := jsonText(raw, true)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(names, name) {
+			if _, err := d.ReadValue(); err != nil {
+				return nil, jsonErr(err)
+			}
+			continue
+		}
+		switch d.PeekKind() {
+		case '[', '{': // its kind is enough
+			k := d.PeekKind()
+			if _, err := d.ReadValue(); err != nil {
+				return nil, jsonErr(err)
+			}
+			m[name] = kindOnly(map[jsontext.Kind]byte{'[': 4, '{': 5}[k])
+			continue
+		}
+		if m[name], err = jsonValue(d, lim, 1); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return nil, jsonErr(err)
+	}
+	if _, err := d.ReadToken(); err != io.EOF {
+		return nil, malformed("trailing data after JSON value")
+	}
+	return m, nil
+}
+
+// kindOnly stands, in what peekMembers returns, for an array, a map or a
+// tag (CBOR major types 4, 5 and 6) that it did not decode: enough for the
+// member's type check to refuse it, as typeName names the decoded value.
+func kindOnly(major byte) any {
+	switch major {
+	case 4:
+		return []any(nil)
+	case 5:
+		return map[string]any(nil)
+	}
+	return cbor.Tag{}
 }
 
 // decodeJSONItem decodes one JSON value that was kept undecoded (a

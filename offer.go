@@ -151,20 +151,28 @@ var (
 // aside for anything it cannot read as the full path would, so an input
 // costs at most one pass more than on the full path.
 func decodeOffer(payload []byte, enc Encoding, lim Limits) (*Offer, error) {
-	if !lim.Strict {
-		fast := offerFromCBORFast
-		if enc == JSON {
-			fast = offerFromJSONFast
-		}
-		if o, ok := fast(payload, lim); ok {
-			return o, nil
-		}
+	if o, ok := fastOffer(payload, enc, lim); ok {
+		return o, nil
 	}
 	m, err := decodePayload(payload, enc, lim)
 	if err != nil {
 		return nil, err
 	}
 	return offerFrom(m, lim.Strict)
+}
+
+// fastOffer decodes payload on the typed fast path of its encoding, when
+// the profile allows it; ok false leaves it to the full path. Its cost is
+// bounded whatever the input: it reads the CDDL's members only, and steps
+// aside at the first member it does not know.
+func fastOffer(payload []byte, enc Encoding, lim Limits) (*Offer, bool) {
+	if lim.Strict {
+		return nil, false
+	}
+	if enc == JSON {
+		return offerFromJSONFast(payload, lim)
+	}
+	return offerFromCBORFast(payload, lim)
 }
 
 // offerCBOR is a CBOR offer payload as the fast path reads it: the

@@ -21,18 +21,27 @@ import (
 // when all of that holds. A failure is a *Rejection with reason
 // "bad-signature" (wrapping ErrSignature, ErrMalformed or ErrTooLarge) or
 // "untrusted-key" (wrapping ErrUntrustedKey).
+//
+// Before the signature verifies, the payload is read only as far as
+// step 1 needs: it is checked to be a well-formed map, and v, type and iss
+// are decoded; the rest is decoded after (see SECURITY.md). An offer with
+// only the members the CDDL names is read whole in that one pass.
 func OpenOffer(s Signed, trust *Trust, lim Limits) (*Offer, error) {
 	var o *Offer
-	err := open(s, trust, lim, func(payload []byte, enc Encoding) (AgentID, error) {
-		var err error
-		o, err = decodeOffer(payload, enc, lim)
-		if err != nil {
-			return "", err
+	payload, enc, err := open(s, trust, lim, func(payload []byte, enc Encoding) (AgentID, error) {
+		if fast, ok := fastOffer(payload, enc, lim); ok {
+			o = fast
+			return o.Iss, nil
 		}
-		return o.Iss, nil
+		return peekIss(payload, enc, lim, "offer")
 	})
 	if err != nil {
 		return nil, err
+	}
+	if o == nil {
+		if o, err = decodeOffer(payload, enc, lim); err != nil {
+			return nil, signedMalformed(err)
+		}
 	}
 	return o, nil
 }
@@ -41,19 +50,41 @@ func OpenOffer(s Signed, trust *Trust, lim Limits) (*Offer, error) {
 // for an offer, with type "status" (HC-55, first part). VerifyStatus also
 // relates the status to its offer.
 func OpenStatus(s Signed, trust *Trust, lim Limits) (*Status, error) {
-	var st *Status
-	err := open(s, trust, lim, func(payload []byte, enc Encoding) (AgentID, error) {
-		var err error
-		st, err = decodeStatus(payload, enc, lim)
-		if err != nil {
-			return "", err
-		}
-		return st.Iss, nil
+	payload, enc, err := open(s, trust, lim, func(payload []byte, enc Encoding) (AgentID, error) {
+		return peekIss(payload, enc, lim, "status")
 	})
 	if err != nil {
 		return nil, err
 	}
+	st, err := decodeStatus(payload, enc, lim)
+	if err != nil {
+		return nil, signedMalformed(err)
+	}
 	return st, nil
+}
+
+// signedMalformed is the rejection of a payload whose signature verified
+// but that the CDDL refuses: bad-signature, as before the signature.
+func signedMalformed(err error) error {
+	return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: errClass(err)}
+}
+
+// peekIss reads, before the signature is checked, what step 1 needs from
+// a payload: that it is a well-formed map whose v is 1 and type is want,
+// and its iss, whose keys verify it. Nothing else is decoded.
+func peekIss(payload []byte, enc Encoding, lim Limits, want string) (AgentID, error) {
+	m, err := peekMembers(payload, enc, lim.withDefaults(), "v", "type", "iss")
+	if err != nil {
+		return "", err
+	}
+	f := fields{m: m}
+	if err := f.version(); err != nil {
+		return "", err
+	}
+	if err := f.typ(want); err != nil {
+		return "", err
+	}
+	return f.agent("iss")
 }
 
 // errNoTrustedKey is returned by the key lookups so that open can tell an
@@ -64,13 +95,14 @@ func (e errNoTrustedKey) Error() string {
 	return fmt.Sprintf("the trust configuration binds no key to %q", e.iss)
 }
 
-// open verifies s. decode reads the payload (not yet verified) and returns
-// its iss, whose keys the trust configuration gives, the key the kid names
-// first (HC-16, HC-18, HC-21).
-func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (AgentID, error)) error {
+// open verifies s and returns its payload and the payload's encoding.
+// decode reads the payload (not yet verified) and returns its iss, whose
+// keys the trust configuration gives, the key the kid names first (HC-16,
+// HC-18, HC-21).
+func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (AgentID, error)) ([]byte, Encoding, error) {
 	lim = lim.withDefaults()
 	if trust == nil {
-		return reject(ReasonUntrustedKey, ErrUntrustedKey, "no trust configuration")
+		return nil, 0, reject(ReasonUntrustedKey, ErrUntrustedKey, "no trust configuration")
 	}
 	// foreignKID: the message names a key by kid, none of iss's keys has
 	// that name, and (below) none of them verifies: the signer is a key the
@@ -78,10 +110,13 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 	// altered octets (bad-signature).
 	var foreignKID bool
 	var iss AgentID
+	var payload []byte
+	var enc Encoding
 	var err error
 	switch s.Format {
 	case JWS:
-		_, _, err = jws.OpenWith(s.Octets, func(h jws.Header, p []byte) ([]jws.Key, error) {
+		enc = JSON
+		payload, _, err = jws.OpenWith(s.Octets, func(h jws.Header, p []byte) ([]jws.Key, error) {
 			var err error
 			if iss, err = decode(p, JSON); err != nil {
 				return nil, err
@@ -98,7 +133,8 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 			return keys, nil
 		}, jws.Options{MaxSize: lim.MaxElementSize, Strict: lim.Strict})
 	case COSE:
-		_, _, err = cose.OpenWith(s.Octets, func(h cose.Header, p []byte) ([]cose.Key, error) {
+		enc = CBOR
+		payload, _, err = cose.OpenWith(s.Octets, func(h cose.Header, p []byte) ([]cose.Key, error) {
 			var err error
 			if iss, err = decode(p, CBOR); err != nil {
 				return nil, err
@@ -118,11 +154,16 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 			return keys, nil
 		}, cose.Options{MaxSize: lim.MaxElementSize, Strict: lim.Strict})
 	default:
-		return reject(ReasonBadSignature, ErrMalformed, "unknown signed form %d", s.Format)
+		return nil, 0, reject(ReasonBadSignature, ErrMalformed, "unknown signed form %d", s.Format)
 	}
 	if err == nil {
-		return nil
+		return payload, enc, nil
 	}
+	return nil, 0, openErr(err, iss, foreignKID)
+}
+
+// openErr classifies why open failed.
+func openErr(err error, iss AgentID, foreignKID bool) error {
 	var nk errNoTrustedKey
 	switch {
 	case errors.As(err, &nk):
@@ -219,5 +260,6 @@ func unsafePayload(s Signed, lim Limits) ([]byte, Encoding, error) {
 // as OpenOffer checks them, the keys chosen by o's iss, and the payload is
 // not decoded again. o is the element's offer once this returns nil.
 func openDecoded(s Signed, trust *Trust, lim Limits, o *Offer) error {
-	return open(s, trust, lim, func([]byte, Encoding) (AgentID, error) { return o.Iss, nil })
+	_, _, err := open(s, trust, lim, func([]byte, Encoding) (AgentID, error) { return o.Iss, nil })
+	return err
 }
