@@ -332,6 +332,9 @@ func OpenWith(msg []byte, lookup Lookup, opts Options) (payload []byte, h Header
 	if err := verify(s, h.Alg, keys); err != nil {
 		return nil, Header{}, err
 	}
+	if err := s.validate(s.dec); err != nil {
+		return nil, Header{}, err
+	}
 	return s.payload, h, nil
 }
 

@@ -2,17 +2,20 @@ package cose
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/fxamacker/cbor/v2"
 )
 
 // Decoding limits. Sizes are bounded by the size limit before decoding
-// starts; these bound the shape. The outer structure needs three levels
-// (tag, array, unprotected map), a header value a few more.
+// starts, and a data item holds no more items than it has octets, so the
+// shape is bounded by the size alone, up to the library's largest bounds:
+// any valid message within the size limit is read (RFC 8949; the draft
+// bounds element size only, HC-61).
 const (
-	maxNesting = 16
-	maxItems   = 256
+	maxNesting = 65535
+	maxItems   = math.MaxInt32
 )
 
 // A profile's decoders. outer reads the tagged message, with tags allowed
@@ -78,13 +81,15 @@ type sign1 struct {
 	payload     []byte
 	signature   []byte
 	prot, unpro headerMap
+	dec         cbor.DecMode // the profile's decoder, for the header values
 }
 
 // CBOR major types.
 const (
-	majorArray = 4
 	majorBytes = 2
+	majorArray = 4
 	majorMap   = 5
+	majorTag   = 6
 )
 
 func major(raw []byte) byte { return raw[0] >> 5 }
@@ -123,8 +128,11 @@ var (
 	labelKID         = intLabel(4)
 )
 
-// headerMap is a decoded header bucket.
-type headerMap map[label]any
+// headerMap is a header bucket: each label with its value undecoded, as
+// the message holds it. Only the values the checks need are decoded, and
+// only once the value's kind is known to be a scalar (see scalar); the
+// others are checked for validity after the signature verifies.
+type headerMap map[label]cbor.RawMessage
 
 // decodeHeader decodes a header map: a valid CBOR map whose labels are ints
 // or text strings (RFC 9052 section 3).
@@ -132,21 +140,15 @@ func decodeHeader(dm cbor.DecMode, raw []byte, bucket string) (headerMap, error)
 	if len(raw) == 0 || major(raw) != majorMap {
 		return nil, malformed("%s header is not a map", bucket)
 	}
-	// Into any, not a typed map: the decoder then builds the map directly,
-	// without reflection.
-	var v any
-	if err := dm.Unmarshal(raw, &v); err != nil {
+	var m map[any]cbor.RawMessage
+	if err := dm.Unmarshal(raw, &m); err != nil {
 		return nil, malformed("%s header: %v", bucket, err)
-	}
-	m, ok := v.(map[any]any)
-	if !ok {
-		return nil, malformed("%s header is not a map", bucket)
 	}
 	return headerFrom(m, bucket)
 }
 
-// headerFrom labels the members of a decoded header map.
-func headerFrom(m map[any]any, bucket string) (headerMap, error) {
+// headerFrom labels the members of a header map.
+func headerFrom(m map[any]cbor.RawMessage, bucket string) (headerMap, error) {
 	out := make(headerMap, len(m))
 	for k, v := range m {
 		var l label
@@ -163,6 +165,40 @@ func headerFrom(m map[any]any, bucket string) (headerMap, error) {
 		out[l] = v
 	}
 	return out, nil
+}
+
+// scalar decodes a header value that is an integer, a string, a simple
+// value or a float; for an array, a map or a tag it returns a description
+// of its kind instead, without decoding it, and ok false.
+func scalar(dm cbor.DecMode, raw cbor.RawMessage) (v any, ok bool, err error) {
+	switch major(raw) {
+	case majorArray:
+		return "an array", false, nil
+	case majorMap:
+		return "a map", false, nil
+	case majorTag:
+		return "a tag", false, nil
+	}
+	if err := dm.Unmarshal(raw, &v); err != nil {
+		return nil, false, malformed("header value: %v", err)
+	}
+	return v, true, nil
+}
+
+// validate decodes every header value, which the checks before the
+// signature did not, so that a message holding invalid CBOR anywhere
+// (RFC 8949 section 5.3: invalid UTF-8, duplicate keys) is refused as
+// before; it runs once the signature has verified.
+func (s *sign1) validate(dm cbor.DecMode) error {
+	for _, bucket := range []headerMap{s.prot, s.unpro} {
+		for l, raw := range bucket {
+			var v any
+			if err := dm.Unmarshal(raw, &v); err != nil {
+				return malformed("header value of label %v: %v", l, err)
+			}
+		}
+	}
+	return nil
 }
 
 // parse checks the size, the CBOR, the tag and the four-element structure,
@@ -196,34 +232,35 @@ func parse(msg []byte, maxSize int, strict bool) (*sign1, error) {
 	if len(tag.Content) == 0 || major(tag.Content) != majorArray {
 		return nil, malformed("COSE_Sign1 content is not an array")
 	}
-	// The four elements in one pass, as the decoder's generic values: byte
-	// strings as []byte (a tag on one makes it another type), the
-	// unprotected header as a map.
-	var elems []any
+	// The four elements in one pass, undecoded: byte strings are read
+	// once their kind is checked (a tag on one makes it another kind), and
+	// the unprotected header as a map of undecoded values.
+	var elems []cbor.RawMessage
 	if err := dec.inner.Unmarshal(tag.Content, &elems); err != nil {
 		return nil, malformed("COSE_Sign1 content: %v", err)
 	}
 	if len(elems) != 4 {
 		return nil, malformed("COSE_Sign1 array of %d elements, want 4", len(elems))
 	}
-	if elems[2] == nil {
+	if elems[2][0] == 0xf6 || elems[2][0] == 0xf7 {
 		return nil, malformed("detached payload (nil) is not allowed")
 	}
-	s := &sign1{}
+	s := &sign1{dec: dec.inner}
 	for _, f := range []struct {
 		name string
-		v    any
+		raw  cbor.RawMessage
 		dst  *[]byte
 	}{
 		{"protected header", elems[0], &s.protected},
 		{"payload", elems[2], &s.payload},
 		{"signature", elems[3], &s.signature},
 	} {
-		b, ok := f.v.([]byte)
-		if !ok {
+		if major(f.raw) != majorBytes {
 			return nil, malformed("%s is not a byte string", f.name)
 		}
-		*f.dst = b
+		if err := dec.inner.Unmarshal(f.raw, f.dst); err != nil {
+			return nil, malformed("%s: %v", f.name, err)
+		}
 	}
 	if len(s.payload) == 0 {
 		return nil, malformed("empty payload")
@@ -232,12 +269,11 @@ func parse(msg []byte, maxSize int, strict bool) (*sign1, error) {
 		return nil, malformed("empty signature")
 	}
 
-	unpro, ok := elems[1].(map[any]any)
-	if !ok {
+	if major(elems[1]) != majorMap {
 		return nil, malformed("unprotected header is not a map")
 	}
 	var err error
-	if s.unpro, err = headerFrom(unpro, "unprotected"); err != nil {
+	if s.unpro, err = decodeHeader(dec.inner, elems[1], "unprotected"); err != nil {
 		return nil, err
 	}
 	if len(s.protected) == 0 {
@@ -310,9 +346,13 @@ func asciiLower(s string) string {
 // is refused in either bucket; kid may be in either, and is reported with
 // where it came from.
 func (s *sign1) checkHeaders(strict bool) (Header, error) {
-	ct, ok := s.prot[labelContentType]
+	rawCT, ok := s.prot[labelContentType]
 	if !ok {
 		return Header{}, fmt.Errorf("%w: content type (label 3) is missing from the protected header, want %q", ErrType, ContentType)
+	}
+	ct, _, err := scalar(s.dec, rawCT)
+	if err != nil {
+		return Header{}, err
 	}
 	if t, ok := ct.(string); !ok || !contentTypeMatches(t, strict) {
 		return Header{}, fmt.Errorf("%w: content type %#v, want %q", ErrType, ct, ContentType)
@@ -324,9 +364,13 @@ func (s *sign1) checkHeaders(strict bool) (Header, error) {
 		return Header{}, fmt.Errorf("%w: crit (label 2) is not allowed in a signed handoff", ErrCrit)
 	}
 
-	rawAlg, ok := s.prot[labelAlg]
+	raw, ok := s.prot[labelAlg]
 	if !ok {
 		return Header{}, fmt.Errorf("%w: alg (label 1) is missing from the protected header", ErrAlg)
+	}
+	rawAlg, _, err := scalar(s.dec, raw)
+	if err != nil {
+		return Header{}, err
 	}
 	id, ok := rawAlg.(int64)
 	if !ok {
@@ -338,21 +382,29 @@ func (s *sign1) checkHeaders(strict bool) (Header, error) {
 	}
 
 	h := Header{Alg: alg}
-	if v, ok := s.prot[labelKID]; ok {
-		kid, ok := v.([]byte)
-		if !ok {
-			return Header{}, malformed("kid (label 4) is not a byte string (RFC 9052 section 3.1)")
-		}
-		h.KID = string(kid)
+	if h.KID, err = s.kid(s.prot, ""); err != nil {
+		return Header{}, err
 	}
-	if v, ok := s.unpro[labelKID]; ok {
-		kid, ok := v.([]byte)
-		if !ok {
-			return Header{}, malformed("unprotected kid (label 4) is not a byte string (RFC 9052 section 3.1)")
-		}
-		h.UnprotectedKID = string(kid)
+	if h.UnprotectedKID, err = s.kid(s.unpro, "unprotected "); err != nil {
+		return Header{}, err
 	}
 	return h, nil
+}
+
+// kid reads the kid (label 4) of a bucket: a byte string, or absent.
+func (s *sign1) kid(bucket headerMap, which string) (string, error) {
+	raw, ok := bucket[labelKID]
+	if !ok {
+		return "", nil
+	}
+	if major(raw) != majorBytes {
+		return "", malformed("%skid (label 4) is not a byte string (RFC 9052 section 3.1)", which)
+	}
+	var kid []byte
+	if err := s.dec.Unmarshal(raw, &kid); err != nil {
+		return "", malformed("%skid (label 4): %v", which, err)
+	}
+	return string(kid), nil
 }
 
 func malformed(format string, args ...any) error {
