@@ -166,8 +166,12 @@ func peekMembers(payload []byte, enc Encoding, lim Limits, names ...string) (map
 		if err != nil {
 			return nil, fmt.Errorf("handoff: CBOR options: %w", err)
 		}
-		var raw map[string]cbor.RawMessage
-		rest, err := dm.UnmarshalFirst(payload, &raw)
+		// Into a struct of the three members step 1 reads: the library
+		// skips every other member without building or copying it.
+		// Duplicate names are found once the signature has verified, by
+		// the full decoder; before, the last of them is read.
+		var p peekCBOR
+		rest, err := cborPeekMode.UnmarshalFirst(payload, &p)
 		switch {
 		case err != nil:
 			return nil, malformed("CBOR: %v", err)
@@ -175,8 +179,8 @@ func peekMembers(payload []byte, enc Encoding, lim Limits, names ...string) (map
 			return nil, malformed("trailing data after CBOR value")
 		}
 		for _, n := range names {
-			r, ok := raw[n]
-			if !ok {
+			r := map[string]cbor.RawMessage{"v": p.V, "type": p.Type, "iss": p.Iss}[n]
+			if r == nil {
 				continue
 			}
 			switch r[0] >> 5 {
@@ -249,6 +253,26 @@ func peekMembers(payload []byte, enc Encoding, lim Limits, names ...string) (map
 	}
 	return m, nil
 }
+
+// peekCBOR holds the members of a payload that step 1 reads.
+type peekCBOR struct {
+	V    cbor.RawMessage `cbor:"v"`
+	Type cbor.RawMessage `cbor:"type"`
+	Iss  cbor.RawMessage `cbor:"iss"`
+}
+
+// cborPeekMode reads a payload into peekCBOR: names matched exactly, and
+// the shape bounded by the size alone, as in cborDecOptions.
+var cborPeekMode = func() cbor.DecMode {
+	o := cborDecOptions(Limits{}.withDefaults(), ProfileExact)
+	o.DupMapKey = cbor.DupMapKeyQuiet
+	o.FieldNameMatching = cbor.FieldNameMatchingCaseSensitive
+	dm, err := o.DecMode()
+	if err != nil {
+		panic(err) // constant options: a programmer error
+	}
+	return dm
+}()
 
 // kindOnly stands, in what peekMembers returns, for an array, a map or a
 // tag (CBOR major types 4, 5 and 6) that it did not decode: enough for the

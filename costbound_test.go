@@ -1,12 +1,18 @@
 package handoff
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"math"
+	"runtime"
 	"slices"
+	"strings"
 
 	"testing"
+	"time"
 
+	"github.com/fxamacker/cbor/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -168,4 +174,214 @@ func TestReceive_HC61_ShapeBoundedBySizeAlone(t *testing.T) {
 			assert.ErrorIs(t, in.Err(), ErrMalformed, name)
 		})
 	}
+}
+
+// ---- What a stranger's octets cost (SECURITY.md, "What input costs") ----
+
+// costCase is an input that a receiver refuses at step 1, its signature
+// broken, beside a baseline of the same size whose bulk is one string.
+type costCase struct {
+	name             string
+	hostile, control []byte
+}
+
+// breakSignature changes the last octet of an element's signature, so
+// that the element keeps its form and fails at the signature check.
+func breakSignature(t testing.TB, s Signed) Signed {
+	t.Helper()
+	b := bytes.Clone(s.Octets)
+	if s.Format == JWS {
+		i := len(b) - 2 // a character whose 6 bits are all used
+		b[i] = map[bool]byte{true: 'B', false: 'A'}[b[i] == 'A']
+	} else {
+		b[len(b)-1] ^= 0x01
+	}
+	return Signed{Format: s.Format, Octets: b}
+}
+
+// emptyMaps is n empty maps in an array: the value that costs a generic
+// decoder the most per octet.
+func emptyMaps(n int) []any {
+	a := make([]any, n)
+	for i := range a {
+		a[i] = map[string]any{}
+	}
+	return a
+}
+
+// costCases builds, for each place an unknown sender controls, a hostile
+// input and its control of the same size (within a few octets).
+func costCases(t testing.TB) []costCase {
+	t.Helper()
+	var out []costCase
+	for _, fe := range allFormatEncodings {
+		w := newWorld(t, fe.Format, rxPlanner, rxCoder)
+		plain := breakSignature(t, w.offer(rxPlanner, rxCoder, nil))
+
+		// An unknown member of the Handoff object, 450 KB.
+		size := 450 << 10
+		per := map[Encoding]int{JSON: 3, CBOR: 1}[fe.Encoding] // "{}," or 0xa0
+		hostile := encodeHandoff(t, &Handoff{Offer: plain, Extra: map[string]any{"x": emptyMaps(size / per)}}, fe.Encoding)
+		var bulk any = strings.Repeat("a", len(hostile)-len(encodeHandoff(t, &Handoff{Offer: plain, Extra: map[string]any{"x": ""}}, fe.Encoding)))
+		control := encodeHandoff(t, &Handoff{Offer: plain, Extra: map[string]any{"x": bulk}}, fe.Encoding)
+		out = append(out, costCase{fe.String() + "/handoff-member", hostile, control})
+
+		// An unknown member of the offer's payload, filling the element.
+		n := 4000
+		if fe.Format == COSE {
+			n = 15000
+		}
+		off := breakSignature(t, w.offer(rxPlanner, rxCoder, func(o *Offer) { o.Extra = map[string]any{"x": emptyMaps(n)} }))
+		short := w.offer(rxPlanner, rxCoder, func(o *Offer) { o.Extra = map[string]any{"x": ""} })
+		pad := (len(off.Octets) - len(short.Octets)) * 3 / 4
+		if fe.Format == COSE {
+			pad = len(off.Octets) - len(short.Octets) - 2
+		}
+		ctl := breakSignature(t, w.offer(rxPlanner, rxCoder, func(o *Offer) { o.Extra = map[string]any{"x": strings.Repeat("a", pad)} }))
+		out = append(out, costCase{fe.String() + "/payload-member",
+			encodeHandoff(t, handoffOf(off), fe.Encoding), encodeHandoff(t, handoffOf(ctl), fe.Encoding)})
+
+		if fe.Format == COSE {
+			// The unprotected header of the COSE element.
+			hostile := withUnprotected(t, plain, bytes.Repeat([]byte{0xa0}, 15000))
+			control := withUnprotected(t, plain, append([]byte{0x59, 0x3a, 0x95}, bytes.Repeat([]byte{'a'}, 15000-3)...))
+			out = append(out, costCase{fe.String() + "/unprotected-header",
+				encodeHandoff(t, handoffOf(hostile), fe.Encoding), encodeHandoff(t, handoffOf(control), fe.Encoding)})
+		}
+	}
+	return out
+}
+
+// withUnprotected returns a COSE element whose unprotected header is
+// {-70000: value}, value being the array of the given encoded items (or
+// one byte string when it starts with 0x59).
+func withUnprotected(t testing.TB, s Signed, items []byte) Signed {
+	t.Helper()
+	var tag cbor.RawTag
+	require.NoError(t, cbor.Unmarshal(s.Octets, &tag))
+	var elems []cbor.RawMessage
+	require.NoError(t, cbor.Unmarshal(tag.Content, &elems))
+	value := items
+	if items[0] != 0x59 {
+		value = append([]byte{0x99, byte(15000 >> 8), byte(15000 & 0xff)}, items...)
+	}
+	unpro := append([]byte{0xa1, 0x3a, 0x00, 0x01, 0x11, 0x6f}, value...) // -70000
+	msg := []byte{0xd2, 0x84}
+	msg = append(msg, elems[0]...)
+	msg = append(msg, unpro...)
+	msg = append(msg, elems[2]...)
+	msg = append(msg, elems[3]...)
+	return Signed{Format: COSE, Octets: msg}
+}
+
+// allocated returns the octets fn allocates, on average over runs calls.
+func allocated(runs int, fn func()) float64 {
+	var before, after runtime.MemStats
+	fn()
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range runs {
+		fn()
+	}
+	runtime.ReadMemStats(&after)
+	return float64(after.TotalAlloc-before.TotalAlloc) / float64(runs)
+}
+
+// Before a signature verifies, what an input costs in memory is a small
+// multiple of its size: for every input refused at step 1, whatever its
+// shape, at most 4 times its size, and the hostile shape at most twice
+// what the same-size string costs (an allocation bound, measured in
+// octets, not a timing).
+func TestCost_RefusedAtStep1IsBounded(t *testing.T) {
+	for _, c := range costCases(t) {
+		t.Run(c.name, func(t *testing.T) {
+			require.InDelta(t, len(c.control), len(c.hostile), float64(len(c.hostile))/50, "the control is the hostile input's size")
+			w := newWorld(t, JWS, rxPlanner, rxCoder)
+			a := w.agent(rxCoder)
+			recv := func(data []byte) func() {
+				return func() {
+					in, err := a.Receive(context.Background(), data, Host{})
+					if err != nil || in.Check() != CheckSignature {
+						t.Fatalf("want a refusal at step 1, got %v %v %s", err, in.Check(), in.Detail())
+					}
+				}
+			}
+			_ = w
+			hostile, control := allocated(5, recv(c.hostile)), allocated(5, recv(c.control))
+			t.Logf("%d octets: hostile allocates %.2fx its size, the control %.2fx", len(c.hostile), hostile/float64(len(c.hostile)), control/float64(len(c.control)))
+			assert.LessOrEqual(t, hostile, 4*float64(len(c.hostile))+16<<10, "allocation at most 4x the input")
+			assert.LessOrEqual(t, hostile, 2*control+16<<10, "at most twice the same-size string's")
+		})
+	}
+}
+
+// BenchmarkRefusedAtStep1 reports, for each input of costCases, the time
+// of its refusal against the refusal of the same-size string (x-string),
+// and its allocation as a multiple of its size (alloc-x-size).
+func BenchmarkRefusedAtStep1(b *testing.B) {
+	for _, c := range costCases(b) {
+		b.Run(c.name, func(b *testing.B) {
+			w := newWorld(b, JWS, rxPlanner, rxCoder)
+			a := w.agent(rxCoder)
+			recv := func(data []byte) func() {
+				return func() {
+					if in, err := a.Receive(context.Background(), data, Host{}); err != nil || in.Check() != CheckSignature {
+						b.Fatalf("want a refusal at step 1, got %v", err)
+					}
+				}
+			}
+			h := recv(c.hostile)
+			b.ReportAllocs()
+			for b.Loop() {
+				h()
+			}
+			b.StopTimer()
+			m := medians(benchRounds, h, recv(c.control))
+			b.ReportMetric(m[0]/m[1], "x-string")
+			b.ReportMetric(allocated(5, h)/float64(len(c.hostile)), "alloc-x-size")
+		})
+	}
+}
+
+// FuzzReceiveCost holds Receive to the cost bound before trust: for any
+// input refused at step 1, what its receive allocates is at most 4 times
+// the input's size, plus a fixed 16 KiB for what every receive allocates
+// whatever its input (decoders, the result, its error). The least of two
+// runs is taken, so that the fuzzing engine's own allocations, made on
+// other goroutines, do not count.
+func FuzzReceiveCost(f *testing.F) {
+	fx := fuzzFixture(f)
+	for _, b := range fx.handoffs {
+		f.Add(b)
+		f.Add(append(bytes.Clone(b[:len(b)-1]), b[len(b)-1]^1))
+	}
+	for _, c := range costCases(f) {
+		if len(c.hostile) < 32<<10 {
+			f.Add(c.hostile)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fx := fuzzFixture(t)
+		a, err := NewAgent(Config{ID: fzCoder, Signer: fx.signers["alpha"], Trust: fx.trust,
+			Now: func() time.Time { return time.Unix(fzNow, 0) }})
+		require.NoError(t, err)
+		var check Check
+		least := math.MaxFloat64
+		for range 2 {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			in, err := a.Receive(context.Background(), data, Host{})
+			runtime.ReadMemStats(&after)
+			if err != nil {
+				return
+			}
+			check = in.Check()
+			least = min(least, float64(after.TotalAlloc-before.TotalAlloc))
+		}
+		if check != CheckSignature {
+			return
+		}
+		require.LessOrEqual(t, least, 4*float64(len(data))+16<<10,
+			"an input of %d octets refused at step 1 allocated %.0f octets", len(data), least)
+	})
 }

@@ -322,7 +322,10 @@ func (w *handoffWire) readCBOR(data []byte, lim Limits) error {
 	if data[0]>>5 != 5 { // major type 5: the CDDL's root is a map, untagged
 		return malformed("CBOR value is not a map")
 	}
-	var m map[string]cbor.RawMessage
+	// The object is read in place: every value is a view of one private
+	// copy of the input, so that reading it costs one copy in all.
+	data = bytes.Clone(data)
+	var m map[string]cborView
 	rest, err := handoffCBORMode.UnmarshalFirst(data, &m)
 	switch {
 	case err != nil:
@@ -343,7 +346,7 @@ func (w *handoffWire) readCBOR(data []byte, lim Limits) error {
 				w.chainKind = cborKind(raw)
 				continue
 			}
-			var a []cbor.RawMessage
+			var a []cborView
 			if err := handoffCBORMode.Unmarshal(raw, &a); err != nil {
 				return malformed("CBOR: chain: %v", err)
 			}
@@ -354,15 +357,24 @@ func (w *handoffWire) readCBOR(data []byte, lim Limits) error {
 				}
 			}
 		default:
-			w.keep(name, raw)
+			w.keep(name, cbor.RawMessage(raw))
 		}
 	}
 	return nil
 }
 
+// cborView is a data item as a view of the octets being decoded, kept
+// without a copy: fxamacker/cbor hands UnmarshalCBOR a slice of its input.
+type cborView []byte
+
+func (v *cborView) UnmarshalCBOR(b []byte) error {
+	*v = b
+	return nil
+}
+
 // cborElement reads one element: a text or byte string, or the kind of the
 // item found instead.
-func cborElement(raw cbor.RawMessage) (wireElement, error) {
+func cborElement(raw cborView) (wireElement, error) {
 	switch raw[0] >> 5 {
 	case 3:
 		var s string
@@ -371,7 +383,10 @@ func cborElement(raw cbor.RawMessage) (wireElement, error) {
 		}
 		return wireElement{text: s, isText: true}, nil
 	case 2:
-		var b []byte
+		if n, b, ok := cborHead(raw); ok && uint64(len(b)) == n {
+			return wireElement{octets: b, isBytes: true}, nil // in place
+		}
+		var b []byte // an indefinite length: the library joins the chunks
 		if err := handoffCBORMode.Unmarshal(raw, &b); err != nil {
 			return wireElement{}, malformed("CBOR: %v", err)
 		}
@@ -532,10 +547,22 @@ func coseTagLen(b []byte) (int, bool) {
 	if len(b) == 0 || b[0]>>5 != 6 {
 		return 0, false
 	}
+	v, rest, ok := cborHead(b)
+	return len(b) - len(rest), ok && v == 18
+}
+
+// cborHead reads the head of a data item (RFC 8949 section 3): its
+// argument, and the octets after the head. ok is false for an indefinite
+// length, a reserved additional information value or a truncated head,
+// which the callers leave to the CBOR library.
+func cborHead(b []byte) (arg uint64, rest []byte, ok bool) {
+	if len(b) == 0 {
+		return 0, nil, false
+	}
 	n := 0
 	switch ai := b[0] & 0x1f; {
 	case ai < 24:
-		return 1, ai == 18
+		return uint64(ai), b[1:], true
 	case ai == 24:
 		n = 1
 	case ai == 25:
@@ -545,14 +572,13 @@ func coseTagLen(b []byte) (int, bool) {
 	case ai == 27:
 		n = 8
 	default:
-		return 0, false
+		return 0, nil, false
 	}
 	if len(b) < 1+n {
-		return 0, false
+		return 0, nil, false
 	}
-	var v uint64
 	for _, c := range b[1 : 1+n] {
-		v = v<<8 | uint64(c)
+		arg = arg<<8 | uint64(c)
 	}
-	return 1 + n, v == 18
+	return arg, b[1+n:], true
 }

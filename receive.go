@@ -139,8 +139,16 @@ func (r *Received) Offer() *Offer {
 
 // Unverified returns the offer as decoded, whether or not its signature
 // verified. It is for display and diagnosis only: an offer that failed
-// check 1 says what anyone could have written.
-func (r *Received) Unverified() *Offer { return r.offer.clone() }
+// check 1 says what anyone could have written. Such an offer is decoded
+// only when this is called, never by Receive (what an unknown sender's
+// octets cost, SECURITY.md), and nil when it does not decode.
+func (r *Received) Unverified() *Offer {
+	if r.check == CheckSignature && r.offer == nil && r.handoff != nil {
+		o, _, _ := InspectUnverified(r.handoff.Offer, r.by.lim)
+		return o
+	}
+	return r.offer.clone()
+}
 
 // Handoff returns a copy of the Handoff object as carried (nil when it did
 // not parse). Its elements are signed octets; their claims are verified
@@ -263,8 +271,7 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 	// 1. Signed form and signature.
 	o, err := OpenOffer(h.Offer, ts.trust, a.lim)
 	if err != nil {
-		r.offer, _, _ = InspectUnverified(h.Offer, a.lim)
-		return r.fail(CheckSignature, asRejection(err)), nil
+		return r.fail(CheckSignature, asRejection(err)), nil // Unverified decodes it, if asked
 	}
 	r.offer = o
 	r.refs = notChecked(o.Refs)

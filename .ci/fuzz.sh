@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs each fuzz target for a short time: FUZZTIME each (default 15s), one
-# target at a time, as go test -fuzz requires. Ten targets at 15s keep the
+# target at a time, as go test -fuzz requires. Eleven targets at 15s keep the
 # whole run under about four minutes, compilation included. A failing input
 # is written by go test under <package>/testdata/fuzz/<Target>/; commit it
 # with the fix so that it runs as a regression test from then on. See
@@ -18,6 +18,7 @@ targets=(
 	". FuzzDecodeStatus"
 	". FuzzParseHandoff"
 	". FuzzReceive"
+	". FuzzReceiveCost"
 	"./jws FuzzOpen"
 	"./cose FuzzOpen"
 	"./evidence FuzzDecode"

@@ -335,7 +335,7 @@ func OpenWith(msg []byte, lookup Lookup, opts Options) (payload []byte, h Header
 	if err := s.validate(s.dec); err != nil {
 		return nil, Header{}, err
 	}
-	return s.payload, h, nil
+	return bytes.Clone(s.payload), h, nil // the caller's own, not a view of msg
 }
 
 // UnsafePayload returns the payload of msg WITHOUT verifying its signature
@@ -347,7 +347,7 @@ func UnsafePayload(msg []byte, maxSize int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.payload, nil
+	return bytes.Clone(s.payload), nil
 }
 
 // verify verifies the signature of a message whose structure and protected
