@@ -1,0 +1,164 @@
+package pgstore
+
+import "strconv"
+
+// The statements of the stores, in PostgreSQL's dialect (9.5 or later for
+// INSERT ... ON CONFLICT, 11 or later for sha256). They are the only part
+// of the package that knows SQL; each is built once per table, whose name
+// has been checked to be an identifier.
+//
+// A time is two columns, Unix seconds (BIGINT) and nanoseconds (INTEGER),
+// so that every time a Record or OfferRecord can hold is kept to the
+// nanosecond, which neither TIMESTAMPTZ (microseconds) nor one BIGINT of
+// nanoseconds (years 1678 to 2262) can do. An expiry is NULL when there is
+// none; a row is live while its expiry is NULL or after the caller's
+// clock, passed as the last two parameters of every statement that reads.
+
+// live is the condition that the row aliased h is live at the time given
+// by the parameters $n (seconds) and $n+1 (nanoseconds).
+func live(h string, n int) string {
+	return `(` + h + `.exp_s IS NULL OR (` + h + `.exp_s, ` + h + `.exp_ns) > ($` + strconv.Itoa(n) + `, $` + strconv.Itoa(n+1) + `))`
+}
+
+// hopStatements are those of a Store.
+type hopStatements struct {
+	schema                                       []string
+	remember, get, update, held, release, untake string
+	sweep                                        string
+}
+
+const hopColumns = `digest, token, created_s, created_ns, exp_s, exp_ns, state, status`
+
+func newHopStatements(table string) hopStatements {
+	t := `"` + table + `"`
+	return hopStatements{
+		schema: []string{
+			`CREATE TABLE IF NOT EXISTS ` + t + ` (
+	k BYTEA PRIMARY KEY,
+	iss BYTEA NOT NULL,
+	hop BYTEA NOT NULL,
+	digest BYTEA NOT NULL,
+	token BYTEA,
+	created_s BIGINT,
+	created_ns INTEGER,
+	exp_s BIGINT,
+	exp_ns INTEGER,
+	state BYTEA NOT NULL,
+	status BYTEA
+)`,
+			`CREATE INDEX IF NOT EXISTS "` + table + `_exp" ON ` + t + ` (exp_s, exp_ns) WHERE exp_s IS NOT NULL`,
+			`CREATE INDEX IF NOT EXISTS "` + table + `_untaken" ON ` + t + ` (created_s, created_ns) WHERE state = ''::bytea`,
+		},
+		// $1 key, $2 iss, $3 hop, $4..$11 the record, $12 $13 now. It
+		// inserts, or replaces an expired row, and returns the row with
+		// true; or returns the live row held with false. It returns no
+		// row when a row committed since the statement's snapshot hides
+		// the one held: the caller runs it again.
+		remember: `WITH ins AS (
+	INSERT INTO ` + t + ` AS h (k, iss, hop, ` + hopColumns + `)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+	ON CONFLICT (k) DO UPDATE SET iss = EXCLUDED.iss, hop = EXCLUDED.hop, digest = EXCLUDED.digest,
+		token = EXCLUDED.token, created_s = EXCLUDED.created_s, created_ns = EXCLUDED.created_ns,
+		exp_s = EXCLUDED.exp_s, exp_ns = EXCLUDED.exp_ns, state = EXCLUDED.state, status = EXCLUDED.status
+	WHERE NOT ` + live("h", 12) + `
+	RETURNING ` + hopColumns + `
+)
+SELECT true, ` + hopColumns + ` FROM ins
+UNION ALL
+SELECT false, ` + hopColumns + ` FROM ` + t + ` h WHERE h.k = $1 AND NOT EXISTS (SELECT 1 FROM ins) AND ` + live("h", 12),
+		get: `SELECT ` + hopColumns + ` FROM ` + t + ` h WHERE h.k = $1 AND ` + live("h", 2),
+		// $1 key, $2 state, $3 status, $4 $5 expiry, $6 digest, $7 token
+		// or NULL, $8 $9 now.
+		update: `UPDATE ` + t + ` h SET state = $2, status = $3, exp_s = $4, exp_ns = $5
+WHERE h.k = $1 AND ` + live("h", 8) + ` AND h.digest = $6 AND ($7::bytea IS NULL OR h.token = $7)`,
+		held: `SELECT digest, token, state FROM ` + t + ` h WHERE h.k = $1 AND ` + live("h", 2),
+		// $1 key, $2 digest, $3 $4 now.
+		release: `DELETE FROM ` + t + ` h WHERE h.k = $1 AND ` + live("h", 3) + ` AND h.digest = $2 AND h.state = ''::bytea`,
+		// $1 $2 created before, $3 $4 now.
+		untake: `SELECT iss, hop, ` + hopColumns + ` FROM ` + t + ` h
+WHERE h.state = ''::bytea AND ` + live("h", 3) + ` AND (h.created_s IS NULL OR (h.created_s, h.created_ns) < ($1, $2))
+ORDER BY h.created_s NULLS FIRST, h.created_ns, h.iss, h.hop`,
+		// $1 $2 now, $3 the most rows to delete.
+		sweep: `DELETE FROM ` + t + ` WHERE k IN (SELECT k FROM ` + t + ` h WHERE h.exp_s IS NOT NULL AND NOT ` + live("h", 1) + ` LIMIT $3)`,
+	}
+}
+
+// offerStatements are those of an OfferStore.
+type offerStatements struct {
+	schema                                        []string
+	workIndex                                     string
+	create, get, swap, version, del, list, holder string
+	sweep                                         string
+}
+
+const offerColumns = `hop, delegate, digest, prev, work, is_open, handoff, state, reason, status, canceled, observed, created_s, created_ns, exp_s, exp_ns, version`
+
+func newOfferStatements(table string) offerStatements {
+	t := `"` + table + `"`
+	seq := `"` + table + `_version"`
+	return offerStatements{
+		schema: []string{
+			// The sequence gives every write its Version: never the same
+			// twice, across deletes and restarts.
+			`CREATE SEQUENCE IF NOT EXISTS ` + seq + ` AS BIGINT`,
+			`CREATE TABLE IF NOT EXISTS ` + t + ` (
+	k BYTEA PRIMARY KEY,
+	hop BYTEA NOT NULL,
+	delegate BYTEA NOT NULL,
+	digest BYTEA NOT NULL,
+	prev BYTEA,
+	work BYTEA NOT NULL,
+	is_open BOOLEAN NOT NULL,
+	handoff BYTEA,
+	state BYTEA NOT NULL,
+	reason BYTEA NOT NULL,
+	status BYTEA,
+	canceled BOOLEAN NOT NULL,
+	observed BOOLEAN NOT NULL,
+	created_s BIGINT NOT NULL,
+	created_ns INTEGER NOT NULL,
+	exp_s BIGINT,
+	exp_ns INTEGER,
+	version BIGINT NOT NULL
+)`,
+			// HC-42: at most one open record per work, across every
+			// process that shares the table. An open record never
+			// expires, so the index needs no clock.
+			`CREATE UNIQUE INDEX IF NOT EXISTS "` + table + `_work" ON ` + t + ` (sha256(work)) WHERE is_open AND work <> ''::bytea`,
+			`CREATE INDEX IF NOT EXISTS "` + table + `_prev" ON ` + t + ` (prev) WHERE prev IS NOT NULL`,
+			`CREATE INDEX IF NOT EXISTS "` + table + `_exp" ON ` + t + ` (exp_s, exp_ns) WHERE exp_s IS NOT NULL`,
+		},
+		workIndex: table + `_work`,
+		// $1 key, $2..$17 the record, $18 $19 now: as hopStatements.remember.
+		create: `WITH ins AS (
+	INSERT INTO ` + t + ` AS h (k, ` + offerColumns + `)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, nextval('` + seq + `'))
+	ON CONFLICT (k) DO UPDATE SET hop = EXCLUDED.hop, delegate = EXCLUDED.delegate, digest = EXCLUDED.digest,
+		prev = EXCLUDED.prev, work = EXCLUDED.work, is_open = EXCLUDED.is_open, handoff = EXCLUDED.handoff,
+		state = EXCLUDED.state, reason = EXCLUDED.reason, status = EXCLUDED.status, canceled = EXCLUDED.canceled,
+		observed = EXCLUDED.observed, created_s = EXCLUDED.created_s, created_ns = EXCLUDED.created_ns,
+		exp_s = EXCLUDED.exp_s, exp_ns = EXCLUDED.exp_ns, version = EXCLUDED.version
+	WHERE NOT ` + live("h", 18) + `
+	RETURNING ` + offerColumns + `
+)
+SELECT true, ` + offerColumns + ` FROM ins
+UNION ALL
+SELECT false, ` + offerColumns + ` FROM ` + t + ` h WHERE h.k = $1 AND NOT EXISTS (SELECT 1 FROM ins) AND ` + live("h", 18),
+		get: `SELECT ` + offerColumns + ` FROM ` + t + ` h WHERE h.k = $1 AND ` + live("h", 2),
+		// $1 key, $2..$9 what a Swap changes, $10 old version, $11 $12 now.
+		swap: `UPDATE ` + t + ` h SET is_open = $2, state = $3, reason = $4, status = $5, canceled = $6, observed = $7,
+	exp_s = $8, exp_ns = $9, version = nextval('` + seq + `')
+WHERE h.k = $1 AND h.version = $10 AND ` + live("h", 11) + `
+RETURNING h.version`,
+		version: `SELECT version FROM ` + t + ` h WHERE h.k = $1 AND ` + live("h", 2),
+		// $1 key, $2 version, $3 $4 now.
+		del: `DELETE FROM ` + t + ` h WHERE h.k = $1 AND h.version = $2 AND ` + live("h", 3),
+		// $1 open only, $2 prev or NULL, $3 work or empty, $4 $5 now.
+		list: `SELECT ` + offerColumns + ` FROM ` + t + ` h
+WHERE ` + live("h", 4) + ` AND (NOT $1::boolean OR h.is_open) AND ($2::bytea IS NULL OR h.prev = $2)
+	AND ($3::bytea = ''::bytea OR h.work = $3)
+ORDER BY h.created_s, h.created_ns, h.hop`,
+		holder: `SELECT hop FROM ` + t + ` h WHERE h.is_open AND h.work = $1`,
+		sweep:  `DELETE FROM ` + t + ` WHERE k IN (SELECT k FROM ` + t + ` h WHERE h.exp_s IS NOT NULL AND NOT ` + live("h", 1) + ` LIMIT $3)`,
+	}
+}
