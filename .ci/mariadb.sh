@@ -55,14 +55,17 @@ setsid "$bin" --no-defaults --user="$user" --datadir="$dir/data" --socket="$dir/
 	--port="$port" --bind-address=127.0.0.1 --skip-name-resolve --skip-log-bin \
 	--innodb-flush-log-at-trx-commit=2 --innodb-buffer-pool-size=64M --max-connections=200 \
 	--log-error="$dir/server.log" </dev/null >/dev/null 2>&1 &
+# setsid from a shell without job control execs the server in place: $! is
+# the server's pid, written at once so that the caller stops it even when
+# it never gets ready.
+if [[ -n ${MARIADB_PIDFILE:-} ]]; then
+	printf '%s\n%s\n' "$!" "$dir" >"$MARIADB_PIDFILE"
+fi
 
 for _ in $(seq 1 300); do
 	if [[ -S $dir/sock ]] && "$client" --no-defaults -S "$dir/sock" -uroot -e 'SELECT 1' >/dev/null 2>&1; then
 		"$client" --no-defaults -S "$dir/sock" -uroot -e \
 			"CREATE USER IF NOT EXISTS 'handoff'@'127.0.0.1'; GRANT ALL ON *.* TO 'handoff'@'127.0.0.1';"
-		if [[ -n ${MARIADB_PIDFILE:-} ]]; then
-			printf '%s\n%s\n' "$(cat "$dir/pid")" "$dir" >"$MARIADB_PIDFILE"
-		fi
 		echo "mariadb: $("$bin" --version | sed 's/^.*Ver //') ready on 127.0.0.1:$port"
 		exit 0
 	fi
