@@ -145,7 +145,7 @@ func createSchema(ctx context.Context, db *sql.DB, table string, schema []string
 		return fail(ctx, "create table "+table, err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "handoff pgstore "+table); err != nil {
+	if _, err := tx.ExecContext(ctx, lockSchema, "handoff pgstore "+table); err != nil {
 		return fail(ctx, "create table "+table, err)
 	}
 	for _, s := range schema {

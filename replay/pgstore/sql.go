@@ -14,6 +14,11 @@ import "strconv"
 // none; a row is live while its expiry is NULL or after the caller's
 // clock, passed as the last two parameters of every statement that reads.
 
+// lockSchema takes the advisory lock, named by $1, under which the
+// statements of a schema run, so that replicas starting at once do not race
+// on CREATE ... IF NOT EXISTS.
+const lockSchema = `SELECT pg_advisory_xact_lock(hashtext($1))`
+
 // live is the condition that the row aliased h is live at the time given
 // by the parameters $n (seconds) and $n+1 (nanoseconds).
 func live(h string, n int) string {
