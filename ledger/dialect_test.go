@@ -215,3 +215,43 @@ func TestUnholdablePairRefused(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, ledger.TookEffect, o)
 }
+
+// HC-38, HC-43: eight transactions of one pool racing for each of twenty
+// hops: one records each hop, the seven others get ErrRecorded, and no
+// deadlock or serialization failure reaches the caller (MySQL's locking
+// read is a shared lock, which the losers can all hold at once).
+func TestHC43ManyDoRecordOnce(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		const racers = 8
+		ctx := context.Background()
+		f := newLedger(t, b)
+		f.db.SetMaxOpenConns(racers)
+		for round := range 20 {
+			hop := fmt.Sprint("many-", round)
+			errs := make([]error, racers)
+			var wg sync.WaitGroup
+			gate := make(chan struct{})
+			for i := range racers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-gate
+					errs[i] = f.l.Do(ctx, testIss, hop, digestOf(hop), f.insertEffect(ctx, fmt.Sprint(hop, "/", i), "x"))
+				}()
+			}
+			close(gate)
+			wg.Wait()
+			won := 0
+			for i, err := range errs {
+				if err == nil {
+					won++
+					continue
+				}
+				require.ErrorIs(t, err, ledger.ErrRecorded, "round %d, racer %d", round, i)
+			}
+			require.Equal(t, 1, won, "round %d", round)
+			assert.Equal(t, 1, count(t, f.d, f.db, `SELECT COUNT(*) FROM effects WHERE hop LIKE ?`, hop+"/%"),
+				"round %d: one effect", round)
+		}
+	})
+}
