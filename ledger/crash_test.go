@@ -25,6 +25,7 @@ import (
 const (
 	crashAcks = 50
 	crashIss  = "https://crash.example/agent"
+	envHold   = "LEDGER_TEST_HOLD"
 )
 
 func crashHop(i int) string { return fmt.Sprintf("hop-%06d", i) }
@@ -37,7 +38,9 @@ func crashHop(i int) string { return fmt.Sprintf("hop-%06d", i) }
 // after its step committed. It runs until it is killed. On a server it
 // first prints "session <id>", the server's identifier of its one
 // connection, so that the parent can wait for the server to end the
-// session after the kill.
+// session after the kill. With LEDGER_TEST_HOLD=n it does n steps, then
+// begins the next, writes its effect and its record, prints "holding
+// <hop>" and waits, its transaction open, to be killed in the middle of it.
 func TestHC43CrashChild(t *testing.T) {
 	p, ok := placeFromEnv()
 	if !ok {
@@ -60,9 +63,26 @@ func TestHC43CrashChild(t *testing.T) {
 		fmt.Fprintf(os.Stdout, "session %d\n", id)
 	}
 	f := &fixture{d: p.dialect}
+	hold, _ := strconv.Atoi(os.Getenv(envHold))
 	deadline := time.Now().Add(2 * time.Minute) // in case the parent is gone
 	for i := 0; time.Now().Before(deadline); i++ {
 		hop := crashHop(i)
+		if hold > 0 && i == hold {
+			tx, err := db.BeginTx(ctx, nil)
+			if err == nil {
+				err = f.insertEffect(ctx, hop, "held")(tx)
+			}
+			if err == nil {
+				err = l.Record(ctx, tx, crashIss, hop, digestOf(hop))
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "%s: %v\n", hop, err)
+				os.Exit(3)
+			}
+			fmt.Fprintf(os.Stdout, "holding %s\n", hop)
+			time.Sleep(time.Until(deadline))
+			os.Exit(4)
+		}
 		err := l.Do(ctx, crashIss, hop, digestOf(hop), f.insertEffect(ctx, hop, strings.Repeat("x", 512)))
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", hop, err)
@@ -88,7 +108,9 @@ func TestHC43CrashKeepsEffectAndRecord(t *testing.T) {
 		{name: "postgresql", dialect: ledger.PostgreSQL},
 		{name: "mysql", dialect: ledger.MySQL},
 	} {
-		t.Run(b.name, func(t *testing.T) { crashOnce(t, b) })
+		t.Run(b.name, func(t *testing.T) { crashOnce(t, b, 0) })
+		// Killed for certain between the record and the commit.
+		t.Run(b.name+"-in-transaction", func(t *testing.T) { crashOnce(t, b, 5) })
 	}
 }
 
@@ -121,14 +143,17 @@ func sessionGone(t *testing.T, f *fixture, id int64) {
 	}
 }
 
-func crashOnce(t *testing.T, b backend) {
+// crashOnce kills the child after crashAcks acknowledgements and a random
+// delay, or, when hold is positive, once it holds the transaction of step
+// hold open with its effect and record written.
+func crashOnce(t *testing.T, b backend, hold int) {
 	p := newPlace(t, b)
 	db := p.open(t)
 	setup(t, b.dialect, db)
 	require.NoError(t, db.Close())
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHC43CrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), p.env()...)
+	cmd.Env = append(os.Environ(), append(p.env(), envHold+"="+strconv.Itoa(hold))...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -165,7 +190,11 @@ func crashOnce(t *testing.T, b backend) {
 				t.Fatalf("child ended before it was killed, after %d acks; stderr:\n%s", len(acked), stderr.String())
 			}
 			ack(line)
-			if len(acked) >= crashAcks {
+			if hold > 0 && strings.HasPrefix(line, "holding ") {
+				require.Equal(t, hold, len(acked))
+				require.NoError(t, cmd.Process.Signal(os.Kill)) // SIGKILL
+				killed = true
+			} else if hold == 0 && len(acked) >= crashAcks {
 				// A random delay lets the kill land anywhere in a step:
 				// in the effect, the record, the commit, or between the
 				// commit and its acknowledgement.
@@ -184,7 +213,9 @@ func crashOnce(t *testing.T, b backend) {
 	}
 	err = cmd.Wait()
 	require.Error(t, err, "the child was killed")
-	require.GreaterOrEqual(t, len(acked), crashAcks)
+	if hold == 0 {
+		require.GreaterOrEqual(t, len(acked), crashAcks)
+	}
 	for i, hop := range acked {
 		require.Equal(t, crashHop(i), hop, "acks in order")
 	}
@@ -222,6 +253,9 @@ func crashOnce(t *testing.T, b backend) {
 	n := len(records)
 	require.Contains(t, []int{len(acked), len(acked) + 1}, n,
 		"acked %d, committed %d", len(acked), n)
+	if hold > 0 {
+		require.Equal(t, hold, n, "the transaction killed before its commit left nothing")
+	}
 	for i := range n {
 		require.Equal(t, crashHop(i), records[i])
 	}
