@@ -41,7 +41,7 @@ const (
 	// an insert apart reliably. A duplicate-key error ends the statement,
 	// not the transaction. The locking read sees the latest committed
 	// record whatever the transaction's snapshot; Do runs at READ
-	// COMMITTED, which takes no gap locks. iss and hop are at most 1024
+	// COMMITTED, which takes fewer gap locks. iss and hop are at most 1024
 	// octets each, so that the primary key fits InnoDB's limit of 3072.
 	MySQL
 )
