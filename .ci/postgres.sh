@@ -43,9 +43,22 @@ if answers; then
 fi
 
 if ! bin=$(pgbin); then
+	# The package's own service is not started: a policy-rc.d that
+	# refuses, for the length of the install only.
 	export DEBIAN_FRONTEND=noninteractive
+	guard=
+	if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+		chmod 755 /usr/sbin/policy-rc.d
+		guard=/usr/sbin/policy-rc.d
+		trap 'rm -f "$guard"' EXIT
+	fi
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+	if [[ -n $guard ]]; then
+		rm -f "$guard"
+		trap - EXIT
+	fi
 	bin=$(pgbin)
 fi
 
@@ -56,7 +69,7 @@ if [[ $(id -u) == 0 ]]; then
 	user=postgres
 	id "$user" >/dev/null 2>&1 || user=nobody
 	chown "$user" "$dir"
-	run=(runuser -u "$user" --)
+	run=("$(command -v runuser || echo /usr/sbin/runuser)" -u "$user" --)
 fi
 
 "${run[@]}" "$bin/initdb" -D "$dir/data" -U handoff --auth=trust -E UTF8 --no-sync >"$dir/initdb.log" 2>&1 || {
