@@ -11,11 +11,14 @@
 // # One round trip
 //
 // Remember, the check-and-record of every received offer, is one
-// statement: INSERT ... ON CONFLICT (k) DO UPDATE ... WHERE <held row
-// expired> RETURNING, with a UNION ALL that returns the live row held when
-// nothing was written. Only when a concurrent insert committed after the
-// statement's snapshot hides the row it lost to does the statement return
-// nothing; Remember then runs it again. Get, Update, Release and each
+// statement: INSERT ... ON CONFLICT (k) DO NOTHING RETURNING, with a UNION
+// ALL that returns the row held when nothing was written; it takes no lock
+// on a held row, so that a storm of retransmissions does not queue. A
+// second statement runs only when the row held has expired and not yet
+// been swept (INSERT ... ON CONFLICT (k) DO UPDATE ... WHERE <still
+// expired> RETURNING, which replaces it), or when a concurrent insert
+// committed after the statement's snapshot hides the row it lost to; then
+// Remember runs it again. Get, Update, Release and each
 // OfferStore method are one statement too; Update, Release, Swap and
 // Delete read the row once more only when they fail, to tell which error
 // applies.
@@ -243,13 +246,14 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 	}
 	cs, cns := nullTime(rec.Created)
 	es, ens := nullTime(rec.Expires)
+	stmt := s.q.remember
 	for range retries {
 		ns, nns := split(s.now())
-		var wrote bool
+		var wrote, live bool
 		var row hopRow
-		err := s.db.QueryRowContext(ctx, s.q.remember, key(k), []byte(k.Iss), []byte(k.Hop),
+		err := s.db.QueryRowContext(ctx, stmt, key(k), []byte(k.Iss), []byte(k.Hop),
 			rec.Digest, nullBytes(rec.Token), cs, cns, es, ens, octets(rec.State), nullBytes(rec.Status), ns, nns,
-		).Scan(append([]any{&wrote}, row.dest()...)...)
+		).Scan(append([]any{&wrote, &live}, row.dest()...)...)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			continue // the row held was committed after the snapshot
@@ -257,6 +261,9 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 			return replay.Record{}, false, fmt.Errorf("pgstore: remember: %w: %w", replay.ErrFull, err)
 		case err != nil:
 			return replay.Record{}, false, fail(ctx, "remember", err)
+		case !live:
+			stmt = s.q.replace // an expired row not swept yet: replace it
+			continue
 		}
 		held, err := row.record()
 		if err != nil {

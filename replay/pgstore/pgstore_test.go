@@ -307,3 +307,80 @@ func TestOpenChecks(t *testing.T) {
 		assert.Error(t, err, name)
 	}
 }
+
+// A call the database cannot answer before the context's deadline fails
+// with the deadline's error: a row locked by another transaction blocks
+// Update and Release, which give up at the deadline. Remember of the held
+// row takes no lock, and answers.
+func TestDeadlineWhileBlocked(t *testing.T) {
+	db := testDB(t, nil)
+	st := mustOpen(t, db, Options{Table: testTable(t, db)})
+	defer st.Close()
+	ctx := context.Background()
+	k := replay.Key{Iss: "i", Hop: "locked"}
+	rec := replay.Record{Digest: digest("offer"), Token: make([]byte, replay.TokenSize)}
+	_, ok, err := st.Remember(ctx, k, rec)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.ExecContext(ctx, `SELECT 1 FROM "`+st.Table()+`" WHERE k = $1 FOR UPDATE`, key(k))
+	require.NoError(t, err)
+
+	short := func() context.Context {
+		c, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		t.Cleanup(cancel)
+		return c
+	}
+	other := rec
+	other.Token = nil
+	other.Digest = digest("other")
+	// The held row is live, so Remember needs no lock: it answers.
+	held, inserted, err := st.Remember(short(), k, other)
+	require.NoError(t, err)
+	assert.False(t, inserted)
+	assert.True(t, held.Equal(rec))
+
+	upd := rec
+	upd.State = "accepted"
+	assert.ErrorIs(t, st.Update(short(), k, upd), context.DeadlineExceeded, "Update of a locked row")
+	assert.ErrorIs(t, st.Release(short(), k, rec.Digest), context.DeadlineExceeded, "Release of a locked row")
+	// A statement abandoned at its deadline may still land once the lock
+	// is released: the caller was told it failed and refused, which is
+	// the case "Records written by a call that failed" of package replay.
+	require.NoError(t, tx.Rollback())
+}
+
+// A slot whose row has expired but is not swept yet is taken by the next
+// Remember, in a second statement that replaces the row.
+func TestRememberReplacesExpired(t *testing.T) {
+	c := &counter{}
+	db := testDB(t, c)
+	var now atomic.Pointer[time.Time]
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	now.Store(&t0)
+	st := mustOpen(t, db, Options{Table: testTable(t, db), Now: func() time.Time { return *now.Load() }})
+	defer st.Close()
+	ctx := context.Background()
+	k := replay.Key{Iss: "i", Hop: "h"}
+	first := replay.Record{Digest: digest("first"), Expires: t0.Add(time.Minute)}
+	_, ok, err := st.Remember(ctx, k, first)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	later := t0.Add(time.Minute)
+	now.Store(&later)
+	second := replay.Record{Digest: digest("second"), Token: make([]byte, replay.TokenSize), State: "accepted"}
+	before := c.n.Load()
+	held, ok, err := st.Remember(ctx, k, second)
+	require.NoError(t, err)
+	assert.True(t, ok, "the expired slot is taken")
+	assert.True(t, held.Equal(second))
+	assert.EqualValues(t, 2, c.n.Load()-before, "round trips into an expired slot")
+	got, ok, err := st.Get(ctx, k)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.True(t, got.Equal(second))
+}

@@ -27,9 +27,9 @@ func live(h string, n int) string {
 
 // hopStatements are those of a Store.
 type hopStatements struct {
-	schema                                       []string
-	remember, get, update, held, release, untake string
-	sweep                                        string
+	schema                                                []string
+	remember, replace, get, update, held, release, untake string
+	sweep                                                 string
 }
 
 const hopColumns = `digest, token, created_s, created_ns, exp_s, exp_ns, state, status`
@@ -55,11 +55,24 @@ func newHopStatements(table string) hopStatements {
 			`CREATE INDEX IF NOT EXISTS "` + table + `_untaken" ON ` + t + ` (created_s, created_ns) WHERE state = ''::bytea`,
 		},
 		// $1 key, $2 iss, $3 hop, $4..$11 the record, $12 $13 now. It
-		// inserts, or replaces an expired row, and returns the row with
-		// true; or returns the live row held with false. It returns no
-		// row when a row committed since the statement's snapshot hides
-		// the one held: the caller runs it again.
+		// inserts and returns the row with true; or returns the row held
+		// with false, and whether it is live. It takes no lock on a row
+		// held. It returns no row when a row committed since the
+		// statement's snapshot hides the one held: the caller runs it
+		// again.
 		remember: `WITH ins AS (
+	INSERT INTO ` + t + ` (k, iss, hop, ` + hopColumns + `)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+	ON CONFLICT (k) DO NOTHING
+	RETURNING ` + hopColumns + `
+)
+SELECT true, true, ` + hopColumns + ` FROM ins
+UNION ALL
+SELECT false, ` + live("h", 12) + `, ` + hopColumns + ` FROM ` + t + ` h WHERE h.k = $1 AND NOT EXISTS (SELECT 1 FROM ins)`,
+		// remember, for a slot that holds an expired row: it replaces the
+		// row if it is still expired, locking it, and returns it with
+		// true; or returns the live row held with false (and true).
+		replace: `WITH ins AS (
 	INSERT INTO ` + t + ` AS h (k, iss, hop, ` + hopColumns + `)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 	ON CONFLICT (k) DO UPDATE SET iss = EXCLUDED.iss, hop = EXCLUDED.hop, digest = EXCLUDED.digest,
@@ -68,9 +81,9 @@ func newHopStatements(table string) hopStatements {
 	WHERE NOT ` + live("h", 12) + `
 	RETURNING ` + hopColumns + `
 )
-SELECT true, ` + hopColumns + ` FROM ins
+SELECT true, true, ` + hopColumns + ` FROM ins
 UNION ALL
-SELECT false, ` + hopColumns + ` FROM ` + t + ` h WHERE h.k = $1 AND NOT EXISTS (SELECT 1 FROM ins) AND ` + live("h", 12),
+SELECT false, true, ` + hopColumns + ` FROM ` + t + ` h WHERE h.k = $1 AND NOT EXISTS (SELECT 1 FROM ins) AND ` + live("h", 12),
 		get: `SELECT ` + hopColumns + ` FROM ` + t + ` h WHERE h.k = $1 AND ` + live("h", 2),
 		// $1 key, $2 state, $3 status, $4 $5 expiry, $6 digest, $7 token
 		// or NULL, $8 $9 now.
