@@ -74,7 +74,6 @@ func TestDetectDialect(t *testing.T) {
 // effect is rolled back.
 func TestHC43ConcurrentDoRecordsOnce(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		ctx := context.Background()
 		f := newLedger(t, b)
 		// Two connections of their own, so that both transactions are
 		// open at once on the server.
@@ -88,38 +87,7 @@ func TestHC43ConcurrentDoRecordsOnce(t *testing.T) {
 		ledgers := []*ledger.SQL{l1, l2}
 
 		for round := range 16 {
-			hop := fmt.Sprint("race-", round)
-			d := digestOf(hop)
-			errs := make([]error, len(ledgers))
-			var wg sync.WaitGroup
-			gate := make(chan struct{})
-			for i, l := range ledgers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-gate
-					// Each effect writes its own row, so that only the
-					// record can make one of them fail.
-					errs[i] = l.Do(ctx, testIss, hop, d, f.insertEffect(ctx, fmt.Sprint(hop, "/", i), "x"))
-				}()
-			}
-			close(gate)
-			wg.Wait()
-			winner := -1
-			for i, err := range errs {
-				if err == nil {
-					require.Equal(t, -1, winner, "round %d: both recorded", round)
-					winner = i
-					continue
-				}
-				require.ErrorIs(t, err, ledger.ErrRecorded, "round %d, connection %d", round, i)
-				require.NotErrorIs(t, err, ledger.ErrConflict)
-			}
-			require.NotEqual(t, -1, winner, "round %d: neither recorded", round)
-			for i := range ledgers {
-				assert.Equal(t, i == winner, f.hasEffect(t, fmt.Sprint(hop, "/", i)), "round %d: effect of %d", round, i)
-			}
-			assert.True(t, f.hasRecord(t, testIss, hop))
+			race(t, f, ledgers, fmt.Sprint("race-", round))
 		}
 	})
 }
@@ -223,35 +191,52 @@ func TestUnholdablePairRefused(t *testing.T) {
 func TestHC43ManyDoRecordOnce(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		const racers = 8
-		ctx := context.Background()
 		f := newLedger(t, b)
 		f.db.SetMaxOpenConns(racers)
+		ledgers := make([]*ledger.SQL, racers)
+		for i := range ledgers {
+			ledgers[i] = f.l
+		}
 		for round := range 20 {
-			hop := fmt.Sprint("many-", round)
-			errs := make([]error, racers)
-			var wg sync.WaitGroup
-			gate := make(chan struct{})
-			for i := range racers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-gate
-					errs[i] = f.l.Do(ctx, testIss, hop, digestOf(hop), f.insertEffect(ctx, fmt.Sprint(hop, "/", i), "x"))
-				}()
-			}
-			close(gate)
-			wg.Wait()
-			won := 0
-			for i, err := range errs {
-				if err == nil {
-					won++
-					continue
-				}
-				require.ErrorIs(t, err, ledger.ErrRecorded, "round %d, racer %d", round, i)
-			}
-			require.Equal(t, 1, won, "round %d", round)
-			assert.Equal(t, 1, count(t, f.d, f.db, `SELECT COUNT(*) FROM effects WHERE hop LIKE ?`, hop+"/%"),
-				"round %d: one effect", round)
+			race(t, f, ledgers, fmt.Sprint("many-", round))
 		}
 	})
+}
+
+// race has each ledger do the work of hop at once, each effect writing a
+// row of its own so that only the record can make one of them fail, and
+// checks that exactly one recorded it with its effect, and that every
+// other got ErrRecorded with its effect rolled back.
+func race(t *testing.T, f *fixture, ledgers []*ledger.SQL, hop string) {
+	t.Helper()
+	ctx := context.Background()
+	d := digestOf(hop)
+	errs := make([]error, len(ledgers))
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for i, l := range ledgers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			errs[i] = l.Do(ctx, testIss, hop, d, f.insertEffect(ctx, fmt.Sprint(hop, "/", i), "x"))
+		}()
+	}
+	close(gate)
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		if err == nil {
+			require.Equal(t, -1, winner, "%s: recorded by %d and %d", hop, winner, i)
+			winner = i
+			continue
+		}
+		require.ErrorIs(t, err, ledger.ErrRecorded, "%s, racer %d", hop, i)
+		require.NotErrorIs(t, err, ledger.ErrConflict)
+	}
+	require.NotEqual(t, -1, winner, "%s: nobody recorded", hop)
+	for i := range ledgers {
+		assert.Equal(t, i == winner, f.hasEffect(t, fmt.Sprint(hop, "/", i)), "%s: effect of racer %d", hop, i)
+	}
+	assert.True(t, f.hasRecord(t, testIss, hop))
 }
