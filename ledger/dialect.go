@@ -27,9 +27,11 @@ const (
 	// COMMITTED: a second transaction recording the same (iss, hop) waits
 	// for the first on the primary key, then inserts nothing, and its
 	// lookup (a new snapshot at that level) finds the first one's record:
-	// ErrRecorded. At REPEATABLE READ or SERIALIZABLE the server refuses
-	// the second with a serialization failure instead, which Record then
-	// returns; nothing is recorded twice at any level.
+	// ErrRecorded. In a caller's transaction at REPEATABLE READ or
+	// SERIALIZABLE the server may refuse the second with a serialization
+	// failure, which Record returns; nothing is recorded twice at any
+	// level. iss and hop are TEXT: valid UTF-8 without NUL octets, or the
+	// server refuses them.
 	PostgreSQL
 	// MySQL 5.7 or later, or MariaDB 10.3 or later, with InnoDB: "?"
 	// placeholders, VARBINARY and BLOB columns (compared octet by octet,
