@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -383,4 +384,54 @@ func TestRememberReplacesExpired(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.True(t, got.Equal(second))
+}
+
+// HC-42 across replicas: three OfferStores, each on a pool of its own,
+// share one table; of 30 concurrent Creates of open records for one work,
+// spread over them, exactly one succeeds and the others name its hop.
+func TestOffersAcrossPools(t *testing.T) {
+	first := testDB(t, nil)
+	table := testTable(t, first)
+	var stores []*Offers
+	for range 3 {
+		db := testDB(t, nil)
+		s := mustOpenOffers(t, db, Options{Table: table})
+		t.Cleanup(func() { _ = s.Close() })
+		stores = append(stores, s)
+	}
+	ctx := context.Background()
+	for round := range 3 {
+		work := fmt.Sprint("job ", round)
+		const n = 30
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		gate := make(chan struct{})
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-gate
+				_, errs[i] = stores[i%len(stores)].Create(ctx, replay.OfferRecord{Hop: fmt.Sprint(work, " hop ", i),
+					To: "spiffe://b.example/agent/coder", Digest: digest(fmt.Sprint(work, i)), Work: work, Open: true})
+			}()
+		}
+		close(gate)
+		wg.Wait()
+		winner := -1
+		for i, err := range errs {
+			if err == nil {
+				require.Equal(t, -1, winner, "%s: hops %d and %d both created", work, winner, i)
+				winner = i
+			}
+		}
+		require.NotEqual(t, -1, winner, "%s: no Create succeeded", work)
+		for i, err := range errs {
+			if i == winner {
+				continue
+			}
+			var busy *replay.BusyError
+			require.ErrorAs(t, err, &busy, "%s: Create %d", work, i)
+			assert.Equal(t, fmt.Sprint(work, " hop ", winner), busy.Hop)
+		}
+	}
 }
