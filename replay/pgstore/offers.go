@@ -63,16 +63,18 @@ func (s *Offers) Create(ctx context.Context, rec replay.OfferRecord) (replay.Off
 		).Scan(append([]any{&wrote}, row.dest()...)...)
 		var pe *pgconn.PgError
 		switch {
-		case errors.Is(err, sql.ErrNoRows):
+		case errors.Is(err, sql.ErrNoRows) && !(rec.Open && rec.Work != ""):
 			continue // the row held was committed after the snapshot
-		case errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == s.q.workIndex:
-			// HC-42: an open record holds the work.
+		case errors.Is(err, sql.ErrNoRows),
+			errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == s.q.workIndex:
+			// HC-42: an open record holds the work, or a row committed
+			// since the snapshot hides the one held.
 			var hop []byte
 			herr := s.db.QueryRowContext(ctx, s.q.holder, []byte(rec.Work)).Scan(&hop)
-			if errors.Is(herr, sql.ErrNoRows) {
-				continue // resolved meanwhile: try again
-			}
-			if herr != nil {
+			switch {
+			case errors.Is(herr, sql.ErrNoRows) || (herr == nil && string(hop) == rec.Hop):
+				continue // resolved meanwhile, or held by this very hop: try again
+			case herr != nil:
 				return replay.OfferRecord{}, fail(ctx, "create", herr)
 			}
 			return replay.OfferRecord{}, &replay.BusyError{Work: rec.Work, Hop: string(hop)}
@@ -199,11 +201,14 @@ func (s *Offers) List(ctx context.Context, q replay.OfferQuery) ([]replay.OfferR
 		return nil, err
 	}
 	ns, nns := split(s.now())
-	var prev any
+	args := []any{ns, nns}
 	if q.Prev != nil {
-		prev = append([]byte{}, q.Prev...)
+		args = append(args, append([]byte{}, q.Prev...))
 	}
-	rows, err := s.db.QueryContext(ctx, s.q.list, q.OpenOnly, prev, octets(q.Work), ns, nns)
+	if q.Work != "" {
+		args = append(args, octets(q.Work))
+	}
+	rows, err := s.db.QueryContext(ctx, s.q.listQuery(q.OpenOnly, q.Prev != nil, q.Work != ""), args...)
 	if err != nil {
 		return nil, fail(ctx, "list", err)
 	}

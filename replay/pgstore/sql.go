@@ -101,6 +101,35 @@ ORDER BY h.created_s NULLS FIRST, h.created_ns, h.iss, h.hop`,
 	}
 }
 
+// openWork is the condition that the row aliased h is open and holds the
+// work w, written so that the partial unique index on sha256(work) serves
+// it.
+func openWork(h, w string) string {
+	return h + `.is_open AND ` + h + `.work <> ''::bytea AND sha256(` + h + `.work) = sha256(` + w + `) AND ` + h + `.work = ` + w
+}
+
+// listQuery returns the statement of a List with the conditions set: open
+// only, a prev ($3), a work ($3, or $4 after a prev). Each shape has its
+// own text, so that the planner can use the index on prev or on open work.
+func (o offerStatements) listQuery(openOnly, prev, work bool) string {
+	q := o.list
+	n := 3
+	if prev {
+		q += ` AND h.prev = $` + strconv.Itoa(n) + `::bytea`
+		n++
+	}
+	w := `$` + strconv.Itoa(n) + `::bytea`
+	switch {
+	case openOnly && work:
+		q += ` AND ` + openWork("h", w)
+	case openOnly:
+		q += ` AND h.is_open`
+	case work:
+		q += ` AND h.work = ` + w
+	}
+	return q + ` ORDER BY h.created_s, h.created_ns, h.hop`
+}
+
 // offerStatements are those of an OfferStore.
 type offerStatements struct {
 	schema                                        []string
@@ -147,10 +176,20 @@ func newOfferStatements(table string) offerStatements {
 			`CREATE INDEX IF NOT EXISTS "` + table + `_exp" ON ` + t + ` (exp_s, exp_ns) WHERE exp_s IS NOT NULL`,
 		},
 		workIndex: table + `_work`,
-		// $1 key, $2..$17 the record, $18 $19 now: as hopStatements.remember.
+		// $1 key, $2..$17 the record, $18 $19 now. It inserts, or replaces
+		// an expired row, and returns the row with true; or returns the
+		// live row held with false. It inserts nothing while an open row
+		// holds the work as its snapshot shows (HC-42), and returns no row
+		// then, or when a row committed since its snapshot hides the one
+		// held; two Creates that miss each other's work fail on the
+		// partial unique index instead.
 		create: `WITH ins AS (
 	INSERT INTO ` + t + ` AS h (k, ` + offerColumns + `)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, nextval('` + seq + `'))
+	SELECT $1::bytea, $2::bytea, $3::bytea, $4::bytea, $5::bytea, $6::bytea, $7::boolean, $8::bytea, $9::bytea,
+		$10::bytea, $11::bytea, $12::boolean, $13::boolean, $14::bigint, $15::integer, $16::bigint, $17::integer,
+		nextval('` + seq + `')
+	WHERE NOT ($7::boolean AND $6::bytea <> ''::bytea AND EXISTS (
+		SELECT 1 FROM ` + t + ` w WHERE ` + openWork("w", "$6::bytea") + `))
 	ON CONFLICT (k) DO UPDATE SET hop = EXCLUDED.hop, delegate = EXCLUDED.delegate, digest = EXCLUDED.digest,
 		prev = EXCLUDED.prev, work = EXCLUDED.work, is_open = EXCLUDED.is_open, handoff = EXCLUDED.handoff,
 		state = EXCLUDED.state, reason = EXCLUDED.reason, status = EXCLUDED.status, canceled = EXCLUDED.canceled,
@@ -171,12 +210,9 @@ RETURNING h.version`,
 		version: `SELECT version FROM ` + t + ` h WHERE h.k = $1 AND ` + live("h", 2),
 		// $1 key, $2 version, $3 $4 now.
 		del: `DELETE FROM ` + t + ` h WHERE h.k = $1 AND h.version = $2 AND ` + live("h", 3),
-		// $1 open only, $2 prev or NULL, $3 work or empty, $4 $5 now.
-		list: `SELECT ` + offerColumns + ` FROM ` + t + ` h
-WHERE ` + live("h", 4) + ` AND (NOT $1::boolean OR h.is_open) AND ($2::bytea IS NULL OR h.prev = $2)
-	AND ($3::bytea = ''::bytea OR h.work = $3)
-ORDER BY h.created_s, h.created_ns, h.hop`,
-		holder: `SELECT hop FROM ` + t + ` h WHERE h.is_open AND h.work = $1`,
+		// $1 $2 now; the conditions of a query follow (see listQuery).
+		list:   `SELECT ` + offerColumns + ` FROM ` + t + ` h WHERE ` + live("h", 1),
+		holder: `SELECT hop FROM ` + t + ` h WHERE ` + openWork("h", "$1::bytea"),
 		sweep:  `DELETE FROM ` + t + ` WHERE k IN (SELECT k FROM ` + t + ` h WHERE h.exp_s IS NOT NULL AND NOT ` + live("h", 1) + ` LIMIT $3)`,
 	}
 }
