@@ -42,7 +42,8 @@ func OpenOffers(ctx context.Context, db *sql.DB, opts Options) (*Offers, error) 
 // Table returns the name of the store's table.
 func (s *Offers) Table() string { return s.table }
 
-// Create implements replay.OfferStore in one round trip.
+// Create implements replay.OfferStore in one round trip, two for an HC-42
+// refusal (the second reads the hop that holds the work).
 func (s *Offers) Create(ctx context.Context, rec replay.OfferRecord) (replay.OfferRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return replay.OfferRecord{}, err

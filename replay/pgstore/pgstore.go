@@ -236,7 +236,8 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
 // Table returns the name of the store's table.
 func (s *Store) Table() string { return s.table }
 
-// Remember implements replay.Store in one round trip.
+// Remember implements replay.Store in one round trip, two when the slot
+// holds an expired row not swept yet.
 func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (replay.Record, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return replay.Record{}, false, err
