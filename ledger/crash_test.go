@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,12 +22,10 @@ import (
 	"github.com/agentproto/handoff/ledger"
 )
 
-// Environment of the child process of the crash test.
 const (
-	crashEnvDB      = "LEDGER_CRASH_TEST_DB"
-	crashEnvJournal = "LEDGER_CRASH_TEST_JOURNAL"
-	crashAcks       = 50
-	crashIss        = "https://crash.example/agent"
+	crashAcks = 50
+	crashIss  = "https://crash.example/agent"
+	envHold   = "LEDGER_TEST_HOLD"
 )
 
 func crashHop(i int) string { return fmt.Sprintf("hop-%06d", i) }
@@ -36,23 +35,55 @@ func crashHop(i int) string { return fmt.Sprintf("hop-%06d", i) }
 //
 // It does the work of one hop after another with Do, and prints "ack <hop>"
 // on stdout after each commit, as a delegate would send "completed" only
-// after its step committed. It runs until it is killed.
+// after its step committed. It runs until it is killed. On a server it
+// first prints "session <id>", the server's identifier of its one
+// connection, so that the parent can wait for the server to end the
+// session after the kill. With LEDGER_TEST_HOLD=n it does n steps, then
+// begins the next, writes its effect and its record, prints "holding
+// <hop>" and waits, its transaction open, to be killed in the middle of it.
 func TestHC43CrashChild(t *testing.T) {
-	path := os.Getenv(crashEnvDB)
-	if path == "" {
+	p, ok := placeFromEnv()
+	if !ok {
 		t.Skip("child process of TestHC43CrashKeepsEffectAndRecord")
 	}
-	db := openDB(t, path, os.Getenv(crashEnvJournal))
+	db := p.open(t)
+	db.SetMaxOpenConns(1)
 	l, err := ledger.NewSQL(db, testTable)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
 	}
 	ctx := context.Background()
+	if query := sessionQuery(p.dialect); query != "" {
+		var id int64
+		if err := db.QueryRowContext(ctx, query).Scan(&id); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		fmt.Fprintf(os.Stdout, "session %d\n", id)
+	}
+	f := &fixture{d: p.dialect}
+	hold, _ := strconv.Atoi(os.Getenv(envHold))
 	deadline := time.Now().Add(2 * time.Minute) // in case the parent is gone
 	for i := 0; time.Now().Before(deadline); i++ {
 		hop := crashHop(i)
-		err := l.Do(ctx, crashIss, hop, digestOf(hop), insertEffect(ctx, hop, strings.Repeat("x", 512)))
+		if hold > 0 && i == hold {
+			tx, err := db.BeginTx(ctx, nil)
+			if err == nil {
+				err = f.insertEffect(ctx, hop, "held")(tx)
+			}
+			if err == nil {
+				err = l.Record(ctx, tx, crashIss, hop, digestOf(hop))
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "%s: %v\n", hop, err)
+				os.Exit(3)
+			}
+			fmt.Fprintf(os.Stdout, "holding %s\n", hop)
+			time.Sleep(time.Until(deadline))
+			os.Exit(4)
+		}
+		err := l.Do(ctx, crashIss, hop, digestOf(hop), f.insertEffect(ctx, hop, strings.Repeat("x", 512)))
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", hop, err)
 			os.Exit(3)
@@ -68,22 +99,61 @@ func TestHC43CrashChild(t *testing.T) {
 // leaves an effect without its record or a record without its effect, and
 // every step it acknowledged has both.
 func TestHC43CrashKeepsEffectAndRecord(t *testing.T) {
-	if os.Getenv(crashEnvDB) != "" {
+	if _, ok := placeFromEnv(); ok {
 		t.Skip("inside the child process")
 	}
-	for _, journal := range []string{"DELETE", "WAL"} {
-		t.Run(journal, func(t *testing.T) { crashOnce(t, journal) })
+	for _, b := range []backend{
+		{name: "sqlite-DELETE", dialect: ledger.SQLite, journal: "DELETE"},
+		{name: "sqlite-WAL", dialect: ledger.SQLite, journal: "WAL"},
+		{name: "postgresql", dialect: ledger.PostgreSQL},
+		{name: "mysql", dialect: ledger.MySQL},
+	} {
+		t.Run(b.name, func(t *testing.T) { crashOnce(t, b, 0) })
+		// Killed for certain between the record and the commit.
+		t.Run(b.name+"-in-transaction", func(t *testing.T) { crashOnce(t, b, 5) })
 	}
 }
 
-func crashOnce(t *testing.T, journal string) {
-	path := filepath.Join(t.TempDir(), "crash.db")
-	db := openDB(t, path, journal)
-	setup(t, db)
+// sessionQuery returns the statement that reads the server's identifier of
+// the connection, or "" for SQLite.
+func sessionQuery(d ledger.Dialect) string {
+	switch d {
+	case ledger.PostgreSQL:
+		return `SELECT pg_backend_pid()`
+	case ledger.MySQL:
+		return `SELECT CONNECTION_ID()`
+	}
+	return ""
+}
+
+// sessionGone waits until the server has ended the session id, and with it
+// rolled back any transaction it had open.
+func sessionGone(t *testing.T, f *fixture, id int64) {
+	t.Helper()
+	query := `SELECT COUNT(*) FROM pg_stat_activity WHERE pid = ?`
+	if f.d == ledger.MySQL {
+		query = `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?`
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for count(t, f.d, f.db, query, id) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server still holds session %d of the killed process after 30s", id)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// crashOnce kills the child after crashAcks acknowledgements and a random
+// delay, or, when hold is positive, once it holds the transaction of step
+// hold open with its effect and record written.
+func crashOnce(t *testing.T, b backend, hold int) {
+	p := newPlace(t, b)
+	db := p.open(t)
+	setup(t, b.dialect, db)
 	require.NoError(t, db.Close())
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHC43CrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashEnvDB+"="+path, crashEnvJournal+"="+journal)
+	cmd.Env = append(os.Environ(), append(p.env(), envHold+"="+strconv.Itoa(hold))...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -100,9 +170,14 @@ func crashOnce(t *testing.T, journal string) {
 	}()
 
 	var acked []string
+	session := int64(-1)
 	ack := func(line string) {
 		if hop, ok := strings.CutPrefix(line, "ack "); ok {
 			acked = append(acked, hop)
+		} else if id, ok := strings.CutPrefix(line, "session "); ok {
+			n, err := strconv.ParseInt(id, 10, 64)
+			require.NoError(t, err, line)
+			session = n
 		}
 	}
 	timeout := time.After(90 * time.Second)
@@ -115,7 +190,11 @@ func crashOnce(t *testing.T, journal string) {
 				t.Fatalf("child ended before it was killed, after %d acks; stderr:\n%s", len(acked), stderr.String())
 			}
 			ack(line)
-			if len(acked) >= crashAcks {
+			if hold > 0 && strings.HasPrefix(line, "holding ") {
+				require.Equal(t, hold, len(acked))
+				require.NoError(t, cmd.Process.Signal(os.Kill)) // SIGKILL
+				killed = true
+			} else if hold == 0 && len(acked) >= crashAcks {
 				// A random delay lets the kill land anywhere in a step:
 				// in the effect, the record, the commit, or between the
 				// commit and its acknowledgement.
@@ -134,27 +213,36 @@ func crashOnce(t *testing.T, journal string) {
 	}
 	err = cmd.Wait()
 	require.Error(t, err, "the child was killed")
-	require.GreaterOrEqual(t, len(acked), crashAcks)
+	if hold == 0 {
+		require.GreaterOrEqual(t, len(acked), crashAcks)
+	}
 	for i, hop := range acked {
 		require.Equal(t, crashHop(i), hop, "acks in order")
 	}
 
-	for _, suffix := range []string{"-journal", "-wal"} {
-		if fi, err := os.Stat(path + suffix); err == nil {
-			t.Logf("%s: %s%s left by the kill, %d bytes", journal, filepath.Base(path), suffix, fi.Size())
+	// Reopening the database runs its recovery (SQLite); a server rolls
+	// back the open transaction of a session once it sees the session end.
+	// After either, no step can still complete, and an absent record shows
+	// that nothing took effect.
+	db = p.open(t)
+	defer db.Close()
+	f := &fixture{d: b.dialect, p: p, db: db}
+	if b.dialect == ledger.SQLite {
+		for _, suffix := range []string{"-journal", "-wal"} {
+			if fi, err := os.Stat(p.where + suffix); err == nil {
+				t.Logf("%s: %s%s left by the kill, %d bytes", b.name, filepath.Base(p.where), suffix, fi.Size())
+			}
 		}
+		var check string
+		require.NoError(t, db.QueryRow(`PRAGMA integrity_check`).Scan(&check))
+		require.Equal(t, "ok", check)
+	} else {
+		require.GreaterOrEqual(t, session, int64(0), "the child printed its session")
+		sessionGone(t, f, session)
 	}
 
-	// Reopening the database runs its recovery; after it, no step can
-	// still complete, and an absent record shows that nothing took effect.
-	db = openDB(t, path, journal)
-	defer db.Close()
-	var check string
-	require.NoError(t, db.QueryRow(`PRAGMA integrity_check`).Scan(&check))
-	require.Equal(t, "ok", check)
-
 	effects := column(t, db, `SELECT hop FROM effects ORDER BY hop`)
-	records := column(t, db, `SELECT hop FROM `+testTable+` WHERE iss = ? ORDER BY hop`, crashIss)
+	records := column(t, db, f.q(`SELECT hop FROM `+testTable+` WHERE iss = ? ORDER BY hop`), crashIss)
 
 	// No effect without its record, no record without its effect.
 	require.Equal(t, effects, records)
@@ -165,23 +253,26 @@ func crashOnce(t *testing.T, journal string) {
 	n := len(records)
 	require.Contains(t, []int{len(acked), len(acked) + 1}, n,
 		"acked %d, committed %d", len(acked), n)
+	if hold > 0 {
+		require.Equal(t, hold, n, "the transaction killed before its commit left nothing")
+	}
 	for i := range n {
 		require.Equal(t, crashHop(i), records[i])
 	}
-	t.Logf("%s: %d acknowledged, %d committed", journal, len(acked), n)
+	t.Logf("%s: %d acknowledged, %d committed", b.name, len(acked), n)
 
 	l, err := ledger.NewSQL(db, testTable)
 	require.NoError(t, err)
 	ctx := context.Background()
 	for _, hop := range acked {
-		require.True(t, hasEffect(t, db, hop))
-		require.True(t, hasRecord(t, db, crashIss, hop))
+		require.True(t, f.hasEffect(t, hop))
+		require.True(t, f.hasRecord(t, crashIss, hop))
 		o, err := l.Outcome(ctx, crashIss, hop, digestOf(hop), true)
 		require.NoError(t, err)
 		assert.Equal(t, ledger.TookEffect, o, hop)
 	}
 	next := crashHop(n)
-	assert.False(t, hasEffect(t, db, next))
+	assert.False(t, f.hasEffect(t, next))
 	o, err := l.Outcome(ctx, crashIss, next, digestOf(next), true)
 	require.NoError(t, err)
 	assert.Equal(t, ledger.NoEffect, o, "after recovery the interrupted step cannot complete")

@@ -29,6 +29,18 @@
 // ErrConflict when the digest differs), which aborts the caller's
 // transaction and its effect with it: the work is never done twice (HC-38).
 //
+// # Databases
+//
+// The ledger takes the delegate's *sql.DB and brings no driver of its own.
+// It speaks three dialects: SQLite, PostgreSQL (for example through
+// github.com/jackc/pgx/v5/stdlib) and MySQL or MariaDB (through
+// github.com/go-sql-driver/mysql, with InnoDB tables). NewSQL detects the
+// dialect from the driver; NewSQLDialect names it, for a driver it does not
+// know. Each dialect has its own placeholders, column types, insert-if-absent
+// form and transaction isolation, described on Dialect. Every value is a
+// bound parameter; the table name, the only text put into a statement, must
+// be an identifier.
+//
 // # Partial effects (HC-44)
 //
 // Because the record and the effect commit as one step, an effect in the

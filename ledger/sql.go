@@ -36,49 +36,55 @@ var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 //
 // The table has the columns iss, hop (the primary key), digest (the handoff
 // digest of the offer), op_id (OperationID(iss, hop)) and recorded_at (Unix
-// time in milliseconds). The statements are written for SQLite 3.24 or
-// later: "?" placeholders and INSERT ... ON CONFLICT DO NOTHING.
+// time in milliseconds). Its statements are those of its Dialect: SQLite,
+// PostgreSQL or MySQL (MariaDB too); see Dialect for each one's column
+// types, insert-if-absent form and isolation.
 type SQL struct {
-	db     *sql.DB
-	table  string
-	create string
-	insert string
-	lookup string
+	db      *sql.DB
+	table   string
+	dialect Dialect
+	stmt    statements
 }
 
-// NewSQL returns a ledger kept in table of db. The table name must be an
-// identifier: a letter or underscore followed by up to 62 letters, digits or
+// NewSQL returns a ledger kept in table of db, in the dialect of db's
+// driver (see DetectDialect). The table name must be an identifier: a
+// letter or underscore followed by up to 62 letters, digits or
 // underscores. Call Init to create the table.
 func NewSQL(db *sql.DB, table string) (*SQL, error) {
+	return NewSQLDialect(db, table, Detect)
+}
+
+// NewSQLDialect is NewSQL with the dialect named, for a driver that
+// DetectDialect does not know or a wrapped one; Detect detects it.
+func NewSQLDialect(db *sql.DB, table string, d Dialect) (*SQL, error) {
 	if db == nil {
 		return nil, errors.New("ledger: nil *sql.DB")
 	}
 	if !identRE.MatchString(table) {
 		return nil, fmt.Errorf("ledger: table name %q is not an identifier", table)
 	}
-	q := `"` + table + `"`
-	return &SQL{
-		db:    db,
-		table: table,
-		create: `CREATE TABLE IF NOT EXISTS ` + q + ` (
-	iss TEXT NOT NULL,
-	hop TEXT NOT NULL,
-	digest BLOB NOT NULL,
-	op_id TEXT NOT NULL,
-	recorded_at INTEGER NOT NULL,
-	PRIMARY KEY (iss, hop)
-)`,
-		insert: `INSERT INTO ` + q + ` (iss, hop, digest, op_id, recorded_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (iss, hop) DO NOTHING`,
-		lookup: `SELECT digest FROM ` + q + ` WHERE iss = ? AND hop = ?`,
-	}, nil
+	if d == Detect {
+		var err error
+		if d, err = DetectDialect(db); err != nil {
+			return nil, err
+		}
+	}
+	stmt, err := d.statements(table)
+	if err != nil {
+		return nil, err
+	}
+	return &SQL{db: db, table: table, dialect: d, stmt: stmt}, nil
 }
+
+// Dialect returns the dialect of the ledger's statements.
+func (l *SQL) Dialect() Dialect { return l.dialect }
 
 // Table returns the name of the ledger table.
 func (l *SQL) Table() string { return l.table }
 
 // Init creates the ledger table if it does not exist.
 func (l *SQL) Init(ctx context.Context) error {
-	if _, err := l.db.ExecContext(ctx, l.create); err != nil {
+	if _, err := l.db.ExecContext(ctx, l.stmt.create); err != nil {
 		return fmt.Errorf("ledger: create table %s: %w", l.table, err)
 	}
 	return nil
@@ -101,20 +107,33 @@ func (l *SQL) Record(ctx context.Context, tx *sql.Tx, iss, hop string, digest []
 	if err := checkArgs(iss, hop, digest); err != nil {
 		return err
 	}
-	res, err := tx.ExecContext(ctx, l.insert, iss, hop, digest, OperationID(iss, hop), time.Now().UnixMilli())
-	if err != nil {
+	if err := l.dialect.checkKey(iss, hop); err != nil {
+		return err
+	}
+	iv, hv := l.dialect.bind(iss), l.dialect.bind(hop)
+	res, err := tx.ExecContext(ctx, l.stmt.insert, iv, hv, digest, OperationID(iss, hop), time.Now().UnixMilli())
+	if err == nil {
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("ledger: record: %w", err)
+		}
+		if n == 1 {
+			return nil
+		}
+	} else if !l.stmt.insertReportsDuplicate {
 		return fmt.Errorf("ledger: record: %w", err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("ledger: record: %w", err)
-	}
-	if n == 1 {
-		return nil
-	}
+	// Nothing inserted, or (MySQL) an insert that failed, perhaps on the
+	// primary key: read the record held, with a locking read where the
+	// transaction's snapshot could hide one committed since.
 	var have []byte
-	if err := tx.QueryRowContext(ctx, l.lookup, iss, hop).Scan(&have); err != nil {
-		return fmt.Errorf("ledger: record: reading existing record: %w", err)
+	switch lerr := tx.QueryRowContext(ctx, l.stmt.lookupLocked, iv, hv).Scan(&have); {
+	case err != nil && errors.Is(lerr, sql.ErrNoRows):
+		return fmt.Errorf("ledger: record: %w", err) // not a duplicate
+	case err != nil && lerr != nil:
+		return fmt.Errorf("ledger: record: %w (reading existing record: %v)", err, lerr)
+	case lerr != nil:
+		return fmt.Errorf("ledger: record: reading existing record: %w", lerr)
 	}
 	if bytes.Equal(have, digest) {
 		return ErrRecorded
@@ -150,8 +169,11 @@ func (l *SQL) Outcome(ctx context.Context, iss, hop string, digest []byte, settl
 	if err := ctx.Err(); err != nil {
 		return Unknown, fmt.Errorf("ledger: lookup: %w", err)
 	}
+	if err := l.dialect.checkKey(iss, hop); err != nil {
+		return Unknown, err
+	}
 	var have []byte
-	err := l.db.QueryRowContext(ctx, l.lookup, iss, hop).Scan(&have)
+	err := l.db.QueryRowContext(ctx, l.stmt.lookup, l.dialect.bind(iss), l.dialect.bind(hop)).Scan(&have)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		// A lookup cut short by its context may come back empty; an
@@ -193,7 +215,7 @@ func (l *SQL) Do(ctx context.Context, iss, hop string, digest []byte, effect fun
 	if err := checkArgs(iss, hop, digest); err != nil {
 		return err
 	}
-	tx, err := l.db.BeginTx(ctx, nil)
+	tx, err := l.db.BeginTx(ctx, &sql.TxOptions{Isolation: l.stmt.isolation})
 	if err != nil {
 		return fmt.Errorf("ledger: begin: %w", err)
 	}

@@ -5,7 +5,9 @@ go 1.26.0
 require (
 	github.com/agentproto/handoff v0.0.0
 	github.com/agentproto/handoff/replay/boltstore v0.0.0
+	github.com/agentproto/handoff/replay/pgstore v0.0.0
 	github.com/agentproto/handoff/replay/redisstore v0.0.0
+	github.com/jackc/pgx/v5 v5.13.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
 )
@@ -15,16 +17,23 @@ require (
 	github.com/fxamacker/cbor/v2 v2.10.0 // indirect
 	github.com/go-jose/go-jose/v4 v4.1.9 // indirect
 	github.com/go-json-experiment/json v1.27.2 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/veraison/go-cose v1.3.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
 )
 
 replace github.com/agentproto/handoff => ../..
 
 replace github.com/agentproto/handoff/replay/boltstore => ../boltstore
+
+replace github.com/agentproto/handoff/replay/pgstore => ../pgstore
 
 replace github.com/agentproto/handoff/replay/redisstore => ../redisstore

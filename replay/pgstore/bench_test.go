@@ -1,0 +1,123 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"testing"
+	"time"
+
+	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/replay"
+	"github.com/agentproto/handoff/replay/storetest"
+)
+
+// BenchmarkStore compares the PostgreSQL store with the memory store in
+// the same run (metric x-memory):
+//
+//	go test -run '^$' -bench . ./replay/pgstore
+func BenchmarkStore(b *testing.B) {
+	storetest.Bench(b, "postgresql", func(b *testing.B) replay.Store {
+		db := testDB(b, nil)
+		return mustOpen(b, db, Options{Table: testTable(b, db)})
+	})
+}
+
+// BenchmarkOfferStore compares the PostgreSQL OfferStore with the memory
+// one.
+func BenchmarkOfferStore(b *testing.B) {
+	storetest.BenchOffers(b, "postgresql", func(b *testing.B) replay.OfferStore {
+		db := testDB(b, nil)
+		return mustOpenOffers(b, db, Options{Table: testTable(b, db)})
+	})
+}
+
+// BenchmarkReceive measures what a delegate's Receive of a fresh offer
+// costs with each store: the whole check (decode, signature, rules) and
+// the store's check-and-record, first with the memory store (the
+// baseline), then with PostgreSQL, which also reports the statements sent
+// to the server per receive (roundtrips/op) and its time per receive as a
+// multiple of the memory store's (x-memory).
+func BenchmarkReceive(b *testing.B) {
+	key := func() *handoff.Signer {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := handoff.NewSigner(k, handoff.JWS, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}
+	const from, self = handoff.AgentID("spiffe://a.example/agent/planner"), handoff.AgentID("spiffe://b.example/agent/coder")
+	delegator, me := key(), key()
+	trust, err := handoff.NewTrust(map[handoff.AgentID][]handoff.TrustedKey{from: {delegator.Key()}, self: {me.Key()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	offers := func(n int) [][]byte {
+		out := make([][]byte, n)
+		now := handoff.TimeOf(time.Now())
+		for i := range out {
+			hop, err := handoff.NewHopID(nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s, err := delegator.SignOffer(&handoff.Offer{Hop: hop, Dialog: "ctx", Task: "t", Iss: from, Aud: self, Iat: now, Exp: now + 120})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if out[i], err = (&handoff.Handoff{Offer: s}).Encode(handoff.JSON); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return out
+	}
+	var baseline float64
+	run := func(b *testing.B, st replay.Store, c *counter) {
+		a, err := handoff.NewAgent(handoff.Config{ID: self, Signer: me, Trust: trust, Store: st})
+		if err != nil {
+			b.Fatal(err)
+		}
+		data := offers(b.N)
+		ctx := context.Background()
+		var before int64
+		if c != nil {
+			before = c.n.Load()
+		}
+		b.ResetTimer()
+		for i := range b.N {
+			in, err := a.Receive(ctx, data[i], handoff.Host{Peer: from})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !in.Accepted() {
+				b.Fatalf("offer %d not accepted: %v", i, in.Reason())
+			}
+		}
+		b.StopTimer()
+		per := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+		if c == nil {
+			baseline = per
+			return
+		}
+		b.ReportMetric(float64(c.n.Load()-before)/float64(b.N), "roundtrips/op")
+		if baseline > 0 {
+			b.ReportMetric(per/baseline, "x-memory")
+		}
+	}
+	b.Run("memory", func(b *testing.B) {
+		st := replay.NewMemory(replay.MemoryOptions{MaxEntries: 1 << 24})
+		defer st.Close()
+		run(b, st, nil)
+	})
+	b.Run("postgresql", func(b *testing.B) {
+		c := &counter{}
+		db := testDB(b, c)
+		st := mustOpen(b, db, Options{Table: testTable(b, db)})
+		defer st.Close()
+		run(b, st, c)
+	})
+}
