@@ -53,10 +53,11 @@ type Config struct {
 	// Base names it too.
 	Agents map[handoff.AgentID]Endpoint
 	// Document is the URL of a whole trust document, AgentID -> JWK Set,
-	// as handoff.ParseTrust reads it.
+	// as handoff.ParseTrust reads it. It gives the keys of the agents that
+	// neither Agents nor Base names.
 	Document string
-	// Base, when not nil, holds keys configured locally for agents that no
-	// URL covers (a URL's agents take their keys from it alone).
+	// Base, when not nil, holds keys configured locally, for the agents
+	// that Agents does not name: for them, Base overrides the Document.
 	Base *handoff.Trust
 
 	// Client makes the requests; nil means a client with Timeout. Its
@@ -292,13 +293,14 @@ func (s *Source) Follow(set func(*handoff.Trust) error) error {
 	return nil
 }
 
-// Update refreshes, one after another, every URL whose refresh is due
-// (every URL not yet fetched), applies what time has changed (grace
-// periods ended, staleness bounds passed), and returns the refreshes'
-// errors joined. A failed refresh keeps the last good set.
+// Update refreshes, side by side, every URL whose refresh is due (every
+// URL not yet fetched), applies what time has changed (grace periods
+// ended, staleness bounds passed), and returns the refreshes' errors
+// joined. A failed refresh keeps the last good set.
 func (s *Source) Update(ctx context.Context) error {
-	var errs []error
-	for _, ep := range s.eps {
+	errs := make([]error, len(s.eps))
+	var wg sync.WaitGroup
+	for i, ep := range s.eps {
 		s.mu.Lock()
 		due := !ep.busy && !s.now().Before(ep.due)
 		if due {
@@ -306,11 +308,10 @@ func (s *Source) Update(ctx context.Context) error {
 		}
 		s.mu.Unlock()
 		if due {
-			if err := s.refresh(ctx, ep); err != nil {
-				errs = append(errs, err)
-			}
+			wg.Go(func() { errs[i] = s.refresh(ctx, ep) })
 		}
 	}
+	wg.Wait()
 	s.rebuild()
 	return errors.Join(errs...)
 }
@@ -567,7 +568,16 @@ func freshness(h http.Header, now time.Time) (time.Duration, bool) {
 // and publishes it when it binds something new.
 func (s *Source) rebuild() {
 	s.mu.Lock()
-	t, print := s.build(s.now())
+	now := s.now()
+	for _, ep := range s.eps { // forget the keys whose grace has ended
+		for id, rs := range ep.retired {
+			ep.retired[id] = slices.DeleteFunc(rs, func(r retiredKey) bool { return !now.Before(r.gone.Add(s.cfg.Grace)) })
+			if len(ep.retired[id]) == 0 {
+				delete(ep.retired, id)
+			}
+		}
+	}
+	t, print := s.build(now)
 	changed := print != s.print
 	if changed {
 		s.print = print
@@ -617,9 +627,11 @@ func (s *Source) build(now time.Time) (*handoff.Trust, string) {
 				ks = append(ks, r.key)
 			}
 		}
-		if len(ks) > 0 {
-			keys[id] = ks
+		if len(ks) == 0 {
+			withheld[id] = fmt.Sprintf("the JWK Set at %s holds no key for it", ep.url)
+			return
 		}
+		keys[id] = ks
 	}
 	if s.doc != nil {
 		var ids []handoff.AgentID
@@ -632,7 +644,7 @@ func (s *Source) build(now time.Time) (*handoff.Trust, string) {
 			}
 		}
 		for _, id := range ids {
-			if s.byID[id] == nil {
+			if s.byID[id] == nil && (s.cfg.Base == nil || len(s.cfg.Base.Keys(id)) == 0) {
 				add(s.doc, id)
 			}
 		}

@@ -101,7 +101,7 @@ func TestOutage(t *testing.T) {
 
 // A bad document is refused whole and logged, and the last good set is
 // kept: every key is validated as ParseTrust validates it.
-func TestBadDocument(t *testing.T) {
+func TestBadDocument_HC22(t *testing.T) {
 	c := newClock()
 	p := newPeer(t, alice, handoff.JWS)
 	ks := newKeyServer(t, time.Minute, p.key())
@@ -309,7 +309,7 @@ func TestETagNotModified(t *testing.T) {
 // No fetch ever goes to a URL that came from a message: not its iss, not
 // a jku or x5u header, not a reference's loc. Only the configured URL is
 // refreshed.
-func TestNoFetchOfMessageURL(t *testing.T) {
+func TestNoFetchOfMessageURL_HC21(t *testing.T) {
 	c := newClock()
 	trap := newKeyServer(t, time.Minute)
 	forger := newPeer(t, handoff.AgentID(trap.URL+"/jwks.json"), handoff.JWS)
@@ -375,7 +375,7 @@ func TestConfig(t *testing.T) {
 }
 
 // The whole trust document at one URL: an agent that leaves it keeps its
-// keys for the grace period; Base keys serve agents no URL covers.
+// keys for the grace period, then has none; Base keys override it.
 func TestDocument(t *testing.T) {
 	c := newClock()
 	pa, pb := newPeer(t, alice, handoff.JWS), newPeer(t, bob, handoff.COSE)
@@ -398,25 +398,27 @@ func TestDocument(t *testing.T) {
 		w.Write(body)
 	}))
 	defer srv.Close()
-	base, err := handoff.NewTrust(map[handoff.AgentID][]handoff.TrustedKey{local.id: {local.key()}, bob: {newPeer(t, bob, handoff.JWS).key()}})
+	overridden := newPeer(t, alice, handoff.JWS)
+	base, err := handoff.NewTrust(map[handoff.AgentID][]handoff.TrustedKey{local.id: {local.key()}, alice: {overridden.key()}})
 	require.NoError(t, err)
 	src, err := New(Config{Document: srv.URL, Base: base, Now: c.Now, Grace: 10 * time.Minute})
 	require.NoError(t, err)
 	defer src.Close()
 	require.NoError(t, src.Update(t.Context()))
 	a := receiver(t, src, c)
-	for _, p := range []*peer{pa, pb, local} {
+	for _, p := range []*peer{overridden, pb, local} {
 		in := receive(t, a, p.offer(t, me, c.Now(), nil))
 		assert.True(t, in.Accepted(), "%s: %s", p.id, in.Detail())
 	}
-	assert.Len(t, src.Trust().Keys(bob), 1, "the document's keys for bob, not Base's")
+	in := receive(t, a, pa.offer(t, me, c.Now(), nil))
+	assert.Equal(t, handoff.ReasonUntrustedKey, in.Reason(), "Base overrides the document for alice")
 
 	mu.Lock()
 	body = doc(pa)
 	mu.Unlock()
 	c.Add(time.Minute)
 	require.NoError(t, src.Update(t.Context()))
-	in := receive(t, a, pb.offer(t, me, c.Now(), nil))
+	in = receive(t, a, pb.offer(t, me, c.Now(), nil))
 	assert.True(t, in.Accepted(), "bob left the document, within grace: %s", in.Detail())
 	c.Add(10 * time.Minute)
 	require.NoError(t, src.Update(t.Context()))
@@ -503,7 +505,7 @@ func TestRun(t *testing.T) {
 // element as verified by a removed key: alice's element, cached when it
 // verified, is checked again once her old key has left the trust, and an
 // element of bob, who kept his key, stays cached.
-func TestCacheDropsElementsOfRemovedKeys(t *testing.T) {
+func TestCacheDropsElementsOfRemovedKeys_HC21(t *testing.T) {
 	c := newClock()
 	pa, pb, carol := newPeer(t, alice, handoff.JWS), newPeer(t, bob, handoff.COSE), newPeer(t, "spiffe://c.example/agent/carol", handoff.JWS)
 	as, bs, cs := newKeyServer(t, time.Minute, pa.key()), newKeyServer(t, time.Minute, pb.key()), newKeyServer(t, time.Minute, carol.key())
