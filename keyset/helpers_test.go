@@ -74,6 +74,13 @@ func (ks *keyServer) answer(h http.HandlerFunc) {
 	ks.mu.Unlock()
 }
 
+func mustKey(t testing.TB) *ecdsa.PrivateKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	return k
+}
+
 // peer is an agent that signs offers.
 type peer struct {
 	id     handoff.AgentID
