@@ -110,9 +110,10 @@ type Source struct {
 	// after is the timer Run waits on (tests replace it).
 	after func(time.Duration) <-chan time.Time
 
-	mu    sync.Mutex
-	sinks []func(*handoff.Trust) error
-	print string // what the published trust binds, to publish changes only
+	mu      sync.Mutex
+	sinks   []func(*handoff.Trust) error
+	print   string // what the published trust binds, to publish changes only
+	pending []note // log records made under mu, emitted by flush
 
 	trust    atomic.Pointer[handoff.Trust]
 	gen      atomic.Uint64 // bumped with each new trust
@@ -233,11 +234,13 @@ func New(cfg Config) (*Source, error) {
 		if err := s.restore(cfg.State); err != nil {
 			s.log.Warn("keyset: cached state not used", "err", err)
 		}
+		s.flush()
 	}
 	s.mu.Lock()
 	t, print := s.build(s.now())
 	s.print = print
 	s.mu.Unlock()
+	s.flush()
 	s.trust.Store(t)
 	return s, nil
 }
@@ -384,6 +387,13 @@ func (s *Source) refresh(ctx context.Context, ep *endpoint) error {
 	}
 	s.mu.Unlock()
 	res, err := s.fetch(ctx, ep, etag)
+	err = s.record(ep, res, err)
+	s.flush()
+	return err
+}
+
+// record notes the outcome of a refresh of ep.
+func (s *Source) record(ep *endpoint, res *fetched, err error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ep.busy = false
@@ -391,14 +401,14 @@ func (s *Source) refresh(ctx context.Context, ep *endpoint) error {
 	if err != nil {
 		ep.lastErr = err.Error()
 		ep.due = now.Add(s.cfg.MinRefresh)
-		s.log.Warn("keyset: refresh failed; the last good set is kept", "url", ep.url, "err", err)
+		s.note(slog.LevelWarn, "keyset: refresh failed; the last good set is kept", "url", ep.url, "err", err)
 		return fmt.Errorf("keyset: %s: %w", ep.url, err)
 	}
 	ep.lastErr = ""
 	ep.good = now
 	ep.due = now.Add(s.lifetime(res.header, now))
 	if res.notModified {
-		s.log.Debug("keyset: not modified", "url", ep.url)
+		s.note(slog.LevelDebug, "keyset: not modified", "url", ep.url)
 		return nil
 	}
 	s.install(ep, res.keys, now)
@@ -493,7 +503,7 @@ func (s *Source) install(ep *endpoint, keys map[handoff.AgentID][]handoff.Truste
 			if !slices.ContainsFunc(keys[id], func(n handoff.TrustedKey) bool { return keyID(n) == kid }) &&
 				!slices.ContainsFunc(ep.retired[id], func(r retiredKey) bool { return r.id == kid }) {
 				ep.retired[id] = append(ep.retired[id], retiredKey{key: k, id: kid, gone: now})
-				s.log.Info("keyset: key retired", "agent", string(id), "kid", k.KID, "url", ep.url, "trusted_until", now.Add(s.cfg.Grace))
+				s.note(slog.LevelInfo, "keyset: key retired", "agent", string(id), "kid", k.KID, "url", ep.url, "trusted_until", now.Add(s.cfg.Grace))
 			}
 		}
 	}
@@ -501,7 +511,7 @@ func (s *Source) install(ep *endpoint, keys map[handoff.AgentID][]handoff.Truste
 		for _, k := range ks {
 			kid := keyID(k)
 			if !slices.ContainsFunc(ep.keys[id], func(o handoff.TrustedKey) bool { return keyID(o) == kid }) {
-				s.log.Info("keyset: key added", "agent", string(id), "kid", k.KID, "url", ep.url)
+				s.note(slog.LevelInfo, "keyset: key added", "agent", string(id), "kid", k.KID, "url", ep.url)
 			}
 			ep.retired[id] = slices.DeleteFunc(ep.retired[id], func(r retiredKey) bool { return r.id == kid })
 		}
@@ -585,6 +595,7 @@ func (s *Source) rebuild() {
 		s.gen.Add(1)
 	}
 	s.mu.Unlock()
+	s.flush()
 	if changed {
 		s.publish()
 	}
@@ -657,7 +668,7 @@ func (s *Source) build(now time.Time) (*handoff.Trust, string) {
 	t, err := handoff.NewTrust(keys)
 	if err != nil {
 		// Unreachable: every key was validated when its document was read.
-		s.log.Error("keyset: trust configuration not built", "err", err)
+		s.note(slog.LevelError, "keyset: trust configuration not built", "err", err)
 		t, _ = handoff.NewTrust(nil)
 	}
 	var b strings.Builder
@@ -708,6 +719,29 @@ func (s *Source) nextWake() time.Time {
 		}
 	}
 	return next
+}
+
+// note is a log record made while s.mu is held.
+type note struct {
+	level slog.Level
+	msg   string
+	args  []any
+}
+
+// note queues a log record; the caller holds s.mu. The Logger is the
+// caller's code and never runs under the lock: flush emits the records.
+func (s *Source) note(level slog.Level, msg string, args ...any) {
+	s.pending = append(s.pending, note{level: level, msg: msg, args: args})
+}
+
+func (s *Source) flush() {
+	s.mu.Lock()
+	ns := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	for _, n := range ns {
+		s.log.Log(context.Background(), n.level, n.msg, n.args...)
+	}
 }
 
 // publish hands the current trust configuration to every Follow function.

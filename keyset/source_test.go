@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -599,4 +601,44 @@ func TestPublisher(t *testing.T) {
 	mu.Unlock()
 	_, err = NewPublisher(PublisherConfig{MaxAge: -time.Second})
 	assert.ErrorIs(t, err, ErrConfig)
+}
+
+// reentrant is a slog.Handler that calls back into the Source, as a
+// caller's handler may: it would deadlock if the Source logged under its
+// lock.
+type reentrant struct {
+	src   **Source
+	count *atomic.Int64
+}
+
+func (h reentrant) Enabled(context.Context, slog.Level) bool { return true }
+func (h reentrant) Handle(context.Context, slog.Record) error {
+	if *h.src != nil {
+		if _, err := (*h.src).State(); err != nil {
+			return err
+		}
+		h.count.Add(1)
+	}
+	return nil
+}
+func (h reentrant) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h reentrant) WithGroup(string) slog.Handler      { return h }
+
+// The Logger is the caller's code: the Source never calls it with its lock
+// held.
+func TestLoggerRunsWithoutLock(t *testing.T) {
+	c := newClock()
+	p := newPeer(t, alice, handoff.JWS)
+	ks := newKeyServer(t, time.Minute, p.key())
+	var src *Source
+	var n atomic.Int64
+	src, err := New(Config{Agents: map[handoff.AgentID]Endpoint{alice: {URL: ks.URL}}, Now: c.Now,
+		Logger: slog.New(reentrant{src: &src, count: &n})})
+	require.NoError(t, err)
+	defer src.Close()
+	require.NoError(t, src.Update(t.Context())) // "key added"
+	ks.answer(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{`)) })
+	c.Add(time.Minute)
+	assert.Error(t, src.Update(t.Context())) // "refresh failed"
+	assert.GreaterOrEqual(t, n.Load(), int64(2))
 }

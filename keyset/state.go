@@ -3,6 +3,7 @@ package keyset
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/agentproto/handoff"
@@ -84,19 +85,19 @@ func (s *Source) restore(b []byte) error {
 			continue
 		}
 		if int64(len(se.Body)) > s.cfg.MaxSize {
-			s.log.Warn("keyset: cached document too large; it is fetched again", "url", se.URL)
+			s.note(slog.LevelWarn, "keyset: cached document too large; it is fetched again", "url", se.URL)
 			continue
 		}
 		keys, err := s.parse(ep, se.Body)
 		if err != nil {
-			s.log.Warn("keyset: cached document refused; it is fetched again", "url", se.URL, "err", err)
+			s.note(slog.LevelWarn, "keyset: cached document refused; it is fetched again", "url", se.URL, "err", err)
 			continue
 		}
 		retired := map[handoff.AgentID][]retiredKey{}
 		for _, r := range se.Retired {
 			k, err := handoff.ParseJWK(r.JWK)
 			if err != nil {
-				s.log.Warn("keyset: cached retired key refused", "url", se.URL, "err", err)
+				s.note(slog.LevelWarn, "keyset: cached retired key refused", "url", se.URL, "err", err)
 				continue
 			}
 			retired[handoff.AgentID(r.Agent)] = append(retired[handoff.AgentID(r.Agent)], retiredKey{key: k, id: keyID(k), gone: r.Gone})
