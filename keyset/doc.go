@@ -27,9 +27,11 @@
 //     max-age less Age, else Expires less Date, RFC 9111 section 4.2.1;
 //     no-cache and no-store mean no lifetime), DefaultInterval when the
 //     response gives none, clamped to [Config.MinRefresh, Config.MaxRefresh].
-//     Run refreshes it in the background when that lifetime ends, so no
-//     lookup waits for the network; it revalidates with If-None-Match, and
-//     a 304 keeps the set without parsing anything.
+//     Run refreshes it in the background before that lifetime ends (at
+//     nine tenths of it, never sooner than MinRefresh after the last
+//     refresh), so no lookup waits for the network and the next set is in
+//     before this one expires; it revalidates with If-None-Match, and a
+//     304 keeps the set without parsing anything.
 //   - A message whose kid names no key of its iss (or whose iss has no key)
 //     makes the Source refresh that agent's URL at once, at most once per
 //     MinRefresh per URL whatever the message says, so forged kids cannot

@@ -406,7 +406,7 @@ func (s *Source) record(ep *endpoint, res *fetched, err error) error {
 	}
 	ep.lastErr = ""
 	ep.good = now
-	ep.due = now.Add(s.lifetime(res.header, now))
+	ep.due = now.Add(s.early(s.lifetime(res.header, now)))
 	if res.notModified {
 		s.note(slog.LevelDebug, "keyset: not modified", "url", ep.url)
 		return nil
@@ -524,6 +524,13 @@ func (s *Source) install(ep *endpoint, keys map[handoff.AgentID][]handoff.Truste
 func keyID(k handoff.TrustedKey) string {
 	th, _ := jws.Thumbprint(k.Public)
 	return th + " " + k.Alg
+}
+
+// early is when, into a set's lifetime l, its refresh starts: at nine
+// tenths of it, so that the next set is in before this one expires, and
+// never sooner than MinRefresh.
+func (s *Source) early(l time.Duration) time.Duration {
+	return max(l-l/10, min(s.cfg.MinRefresh, l))
 }
 
 // lifetime is how long a response stays fresh (RFC 9111 section 4.2.1),

@@ -274,11 +274,11 @@ func TestETagNotModified(t *testing.T) {
 	a := receiver(t, src, c)
 	assert.Equal(t, int64(1), src.parses.Load())
 	assert.Equal(t, "", ks.lastINM.Load())
-	assert.Equal(t, c.Now().Add(90*time.Second), src.nextWake(), "max-age 90 s")
+	assert.Equal(t, c.Now().Add(81*time.Second), src.nextWake(), "max-age 90 s: refreshed at nine tenths of it")
 
-	c.Add(89 * time.Second)
+	c.Add(80 * time.Second)
 	require.NoError(t, src.Update(t.Context()))
-	assert.Equal(t, int64(1), ks.requests.Load(), "not due before max-age")
+	assert.Equal(t, int64(1), ks.requests.Load(), "not due yet")
 	c.Add(time.Second)
 	require.NoError(t, src.Update(t.Context()))
 	assert.Equal(t, int64(2), ks.requests.Load())
@@ -287,7 +287,9 @@ func TestETagNotModified(t *testing.T) {
 	in := receive(t, a, p.offer(t, me, c.Now(), nil))
 	assert.True(t, in.Accepted(), in.Detail())
 
-	// Floor and ceiling.
+	// Floor and ceiling, and the refresh before the lifetime ends.
+	assert.Equal(t, time.Minute, src.early(time.Minute), "never sooner than the floor")
+	assert.Equal(t, 9*time.Minute, src.early(10*time.Minute))
 	for _, tc := range []struct {
 		cc   string
 		want time.Duration
@@ -493,11 +495,11 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error)
 	go func() { done <- src.Run(ctx) }()
-	assert.Equal(t, 2*time.Minute, <-waits, "first fetch done, next at max-age")
+	assert.Equal(t, 108*time.Second, <-waits, "first fetch done, the next before max-age 120 s ends")
 	assert.Equal(t, int64(1), ks.requests.Load())
-	c.Add(2 * time.Minute)
+	c.Add(108 * time.Second)
 	fire <- c.Now()
-	assert.Equal(t, 2*time.Minute, <-waits)
+	assert.Equal(t, 108*time.Second, <-waits)
 	assert.Equal(t, int64(2), ks.requests.Load())
 	cancel()
 	assert.ErrorIs(t, <-done, context.Canceled)
