@@ -195,3 +195,38 @@ func TestParseJWKSet(t *testing.T) {
 		assert.Error(t, err, name)
 	}
 }
+
+// BenchmarkSetTrust measures a trust swap over a full default cache: the
+// carry of every entry (an agent that kept its keys) and the drop of every
+// entry (an agent that lost one), against the baseline of starting an
+// empty cache, as SetTrust did before it carried entries over.
+func BenchmarkSetTrust(b *testing.B) {
+	w := newWorld(b, JWS, rxOrigin, rxPlanner, rxReceiver)
+	rotated := w.trust.withKeys(b, rxOrigin, testSigner(b, JWS).Key())
+	fill := func() *trustState {
+		ts := &trustState{trust: w.trust, cache: newVerifiedCache(DefaultVerifiedCache)}
+		o := &Offer{Iss: rxOrigin, Aud: rxPlanner, Dialog: "d"}
+		for i := range DefaultVerifiedCache {
+			ts.cache.add(SHA256(fmt.Appendf(nil, "%d", i)), o)
+		}
+		return ts
+	}
+	full := fill()
+	b.Run("baseline=new-cache", func(b *testing.B) {
+		for b.Loop() {
+			_ = &trustState{trust: w.trust, cache: newVerifiedCache(DefaultVerifiedCache)}
+		}
+	})
+	b.Run("carry-all", func(b *testing.B) {
+		for b.Loop() {
+			next := &trustState{trust: w.trust, cache: newVerifiedCache(DefaultVerifiedCache)}
+			full.cache.carry(w.trust, w.trust, next.cache)
+		}
+	})
+	b.Run("drop-all", func(b *testing.B) {
+		for b.Loop() {
+			next := &trustState{trust: rotated, cache: newVerifiedCache(DefaultVerifiedCache)}
+			full.cache.carry(w.trust, rotated, next.cache)
+		}
+	})
+}
