@@ -56,6 +56,15 @@
 // Follow as one atomic swap; the Agent's verified-element cache keeps the
 // elements of agents that kept every key and drops the others (SetTrust).
 //
+// # Across processes
+//
+// State returns what a Source holds (each URL's last good document, its
+// ETag and times, the retired keys still in their grace period) and
+// Config.State gives it to the next process, which validates every
+// document again and fetches nothing before it is due; the times in it
+// never put a refresh later than the configuration allows. cmd/handoff's
+// verify --trust-cache keeps it in a file.
+//
 // # HTTP
 //
 // Requests carry a timeout (Config.Timeout), read at most Config.MaxSize
