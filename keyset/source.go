@@ -299,7 +299,9 @@ func (s *Source) Follow(set func(*handoff.Trust) error) error {
 // Update refreshes, side by side, every URL whose refresh is due (every
 // URL not yet fetched), applies what time has changed (grace periods
 // ended, staleness bounds passed), and returns the refreshes' errors
-// joined. A failed refresh keeps the last good set.
+// joined. A failed refresh keeps the last good set. A refresh that a
+// message's unknown kid started and that is still running is not waited
+// for.
 func (s *Source) Update(ctx context.Context) error {
 	errs := make([]error, len(s.eps))
 	var wg sync.WaitGroup

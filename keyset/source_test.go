@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -643,4 +644,62 @@ func TestLoggerRunsWithoutLock(t *testing.T) {
 	c.Add(time.Minute)
 	assert.Error(t, src.Update(t.Context())) // "refresh failed"
 	assert.GreaterOrEqual(t, n.Load(), int64(2))
+}
+
+// Follow hands every change to every Agent that follows, one swap each;
+// an error from the first call is returned.
+func TestFollow(t *testing.T) {
+	c := newClock()
+	p := newPeer(t, alice, handoff.JWS)
+	ks := newKeyServer(t, time.Minute, p.key())
+	src, err := New(Config{Agents: map[handoff.AgentID]Endpoint{alice: {URL: ks.URL}}, Now: c.Now})
+	require.NoError(t, err)
+	defer src.Close()
+	a, b := receiver(t, src, c), receiver(t, src, c)
+	for _, ag := range []*handoff.Agent{a, b} {
+		in := receive(t, ag, p.offer(t, me, c.Now(), nil))
+		assert.Equal(t, handoff.ReasonUntrustedKey, in.Reason(), "nothing fetched yet")
+		assert.Contains(t, in.Detail(), "no JWK Set fetched yet")
+	}
+	src.waitIdle() // the refresh the first unknown key started
+	require.NoError(t, src.Update(t.Context()))
+	assert.Equal(t, int64(1), ks.requests.Load(), "one fetch: Update found the set fresh")
+	for _, ag := range []*handoff.Agent{a, b} {
+		in := receive(t, ag, p.offer(t, me, c.Now(), nil))
+		assert.True(t, in.Accepted(), in.Detail())
+	}
+	assert.ErrorIs(t, src.Follow(nil), ErrConfig)
+	assert.ErrorIs(t, src.Follow(func(*handoff.Trust) error { return assert.AnError }), assert.AnError)
+}
+
+// With a whole document, a storm of forged issuers refreshes the document
+// at most once per MinRefresh.
+func TestDocumentUnknownIssStorm(t *testing.T) {
+	c := newClock()
+	p := newPeer(t, alice, handoff.JWS)
+	jwk, err := p.key().PublicJWK()
+	require.NoError(t, err)
+	doc := []byte(`{"` + string(alice) + `":{"keys":[` + string(jwk) + `]}}`)
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Cache-Control", "max-age=3600")
+		w.Write(doc)
+	}))
+	defer srv.Close()
+	src, err := New(Config{Document: srv.URL, Now: c.Now, MinRefresh: time.Minute})
+	require.NoError(t, err)
+	defer src.Close()
+	require.NoError(t, src.Update(t.Context()))
+	a := receiver(t, src, c)
+	c.Add(time.Minute)
+	for i := range 30 {
+		forger := newPeer(t, handoff.AgentID(fmt.Sprintf("spiffe://x.example/agent/%d", i)), handoff.JWS)
+		in := receive(t, a, forger.offer(t, me, c.Now(), nil))
+		assert.Equal(t, handoff.ReasonUntrustedKey, in.Reason())
+	}
+	src.waitIdle()
+	assert.Equal(t, int64(2), hits.Load(), "one refresh of the document for the whole storm")
+	in := receive(t, a, p.offer(t, me, c.Now(), nil))
+	assert.True(t, in.Accepted(), in.Detail())
 }
