@@ -149,15 +149,16 @@ func NewAgent(cfg Config) (*Agent, error) {
 func (a *Agent) ID() AgentID { return a.cfg.ID }
 
 // SetTrust replaces the trust configuration of a running agent, for
-// example to rotate keys. It clears the verified-element cache, so that no
-// element verified under the old configuration counts under the new one.
+// example to rotate keys. The verified-element cache keeps only the
+// elements of agents that keep every key they had, so that no element
+// verified by a key the new configuration drops counts under it.
 // Offers being received while it runs are checked under one configuration
 // or the other, never a mix.
 func (a *Agent) SetTrust(t *Trust) error {
 	if t == nil {
 		return fmt.Errorf("%w: nil trust configuration", ErrConfig)
 	}
-	a.trust.Store(&trustState{trust: t, cache: newVerifiedCache(a.cfg.VerifiedCache)})
+	swapTrust(&a.trust, t, a.cfg.VerifiedCache)
 	return nil
 }
 

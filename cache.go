@@ -3,6 +3,7 @@ package handoff
 import (
 	"crypto/sha256"
 	"sync"
+	"sync/atomic"
 )
 
 // DefaultVerifiedCache is the number of chain elements an Agent remembers
@@ -96,20 +97,7 @@ func (c *verifiedCache) add(d Digest, o *Offer) {
 	if held {
 		return
 	}
-	o = o.clone()
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if _, ok := sh.set[k]; ok {
-		return
-	}
-	if len(sh.order) < sh.max {
-		sh.order = append(sh.order, k)
-	} else {
-		delete(sh.set, sh.order[sh.next])
-		sh.order[sh.next] = k
-		sh.next = (sh.next + 1) % sh.max
-	}
-	sh.set[k] = o
+	c.put(k, o.clone())
 }
 
 // len returns the number of entries held.
@@ -133,4 +121,72 @@ func (c *verifiedCache) len() int {
 type trustState struct {
 	trust *Trust
 	cache *verifiedCache
+}
+
+// swapTrust installs t in p, with a cache that keeps the entries of the
+// previous one that t would verify again: those whose iss keeps, under t,
+// every key (with its algorithm) it had under the configuration they were
+// verified under. The key that verified an element is not recorded, so an
+// agent that lost any key loses all its entries; no entry verified by a
+// key that t no longer binds to its iss survives the swap. Receives under
+// the old state that finish during the swap add to the old cache only.
+func swapTrust(p *atomic.Pointer[trustState], t *Trust, n int) {
+	for {
+		old := p.Load()
+		next := &trustState{trust: t, cache: newVerifiedCache(n)}
+		if old != nil {
+			old.cache.carry(old.trust, t, next.cache)
+		}
+		if p.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// carry copies into dst, oldest first, the entries that next verifies as
+// prev did (see swapTrust).
+func (c *verifiedCache) carry(prev, next *Trust, dst *verifiedCache) {
+	if c == nil || dst == nil || prev == nil || next == nil {
+		return
+	}
+	kept := map[AgentID]bool{}
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.RLock()
+		for j := range len(sh.order) {
+			k := sh.order[(sh.next+j)%len(sh.order)]
+			o := sh.set[k]
+			if o == nil {
+				continue
+			}
+			keep, seen := kept[o.Iss]
+			if !seen {
+				keep = prev.holdsKeysOf(next, o.Iss)
+				kept[o.Iss] = keep
+			}
+			if keep {
+				dst.put(k, o)
+			}
+		}
+		sh.mu.RUnlock()
+	}
+}
+
+// put adds an entry already cloned, as carry moves it from one cache to
+// the next.
+func (c *verifiedCache) put(k [sha256.Size]byte, o *Offer) {
+	sh := c.shard(&k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, ok := sh.set[k]; ok {
+		return
+	}
+	if len(sh.order) < sh.max {
+		sh.order = append(sh.order, k)
+	} else {
+		delete(sh.set, sh.order[sh.next])
+		sh.order[sh.next] = k
+		sh.next = (sh.next + 1) % sh.max
+	}
+	sh.set[k] = o
 }

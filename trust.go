@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/go-jose/go-jose/v4"
@@ -39,6 +40,13 @@ type TrustedKey struct {
 // (HC-21). A Trust is immutable once built and safe for concurrent use.
 type Trust struct {
 	keys map[AgentID][]boundKey
+	// withheld gives, for an agent whose keys the configuration refuses to
+	// use (Withhold), why: a message from it is refused as untrusted-key
+	// with that detail.
+	withheld map[AgentID]string
+	// onUnknown, when set, hears of each lookup whose kid names no key of
+	// its iss, or whose iss has no key (OnUnknownKey).
+	onUnknown func(iss AgentID, kid string)
 }
 
 // boundKey is a trusted key with the names a message may give it: its
@@ -90,6 +98,70 @@ func (t *Trust) Keys(id AgentID) []TrustedKey {
 	return out
 }
 
+// Withhold returns a copy of t in which each agent of why is bound to no
+// key: a message from it is refused as untrusted-key, its detail saying
+// why (for example that the agent's keys are stale). It is how a trust
+// source fails closed for one agent without dropping the others.
+func (t *Trust) Withhold(why map[AgentID]string) *Trust {
+	c := t.clone()
+	for id, w := range why {
+		delete(c.keys, id)
+		c.withheld[id] = w
+	}
+	return c
+}
+
+// OnUnknownKey returns a copy of t that calls f when a message's kid names
+// no key bound to its iss, or its iss has no key at all, so that a trust
+// source can refresh that agent's keys (a rotation it has not seen yet).
+// The iss and kid come from a message whose signature is not yet checked:
+// f must treat them as a hint only, fetch nothing they name, and bound the
+// work a forged kid can cause. f is called on the receive path, never
+// under a lock of this module; it must not block.
+func (t *Trust) OnUnknownKey(f func(iss AgentID, kid string)) *Trust {
+	c := t.clone()
+	c.onUnknown = f
+	return c
+}
+
+// Withheld returns why t withholds the keys of id, and whether it does.
+func (t *Trust) Withheld(id AgentID) (string, bool) {
+	if t == nil {
+		return "", false
+	}
+	w, ok := t.withheld[id]
+	return w, ok
+}
+
+func (t *Trust) clone() *Trust {
+	c := &Trust{keys: make(map[AgentID][]boundKey, len(t.keys)), withheld: make(map[AgentID]string, len(t.withheld)), onUnknown: t.onUnknown}
+	for id, ks := range t.keys {
+		c.keys[id] = ks
+	}
+	for id, w := range t.withheld {
+		c.withheld[id] = w
+	}
+	return c
+}
+
+// noKey is the lookup error for an iss the configuration binds no key to.
+func (t *Trust) noKey(iss AgentID) errNoTrustedKey {
+	w, _ := t.Withheld(iss)
+	return errNoTrustedKey{iss: iss, why: w}
+}
+
+// holdsKeysOf reports whether next binds to id every key that t binds to
+// it, each with the same algorithm: then an element of id verified under t
+// verifies under next too.
+func (t *Trust) holdsKeysOf(next *Trust, id AgentID) bool {
+	for _, k := range t.keys[id] {
+		if !slices.ContainsFunc(next.keys[id], func(n boundKey) bool { return n.thumb == k.thumb && n.Alg == k.Alg }) {
+			return false
+		}
+	}
+	return true
+}
+
 // AgentIDs returns the agents the configuration knows, sorted.
 func (t *Trust) AgentIDs() []AgentID {
 	ids := make([]AgentID, 0, len(t.keys))
@@ -113,6 +185,11 @@ func (t *Trust) candidates(iss AgentID, kid string) (keys []TrustedKey, named bo
 		return nil, false
 	}
 	bound := t.keys[iss]
+	defer func() {
+		if t.onUnknown != nil && (len(bound) == 0 || kid != "" && !named) {
+			t.onUnknown(iss, kid)
+		}
+	}()
 	names := func(k boundKey) bool { return kid != "" && (kid == k.KID || kid == k.thumb || kid == k.thumbRaw) }
 	keys = make([]TrustedKey, 0, len(bound))
 	for _, k := range bound {
@@ -141,33 +218,69 @@ func ParseTrust(doc []byte) (*Trust, error) {
 	}
 	keys := map[AgentID][]TrustedKey{}
 	for id, v := range m {
-		set, ok := v.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("handoff: trust document: %q: want a JWK Set object", id)
+		ks, err := jwkSet(v, "")
+		if err != nil {
+			return nil, fmt.Errorf("handoff: trust document: %q: %w", id, err)
 		}
-		list, ok := set["keys"].([]any)
-		if !ok {
-			return nil, fmt.Errorf("handoff: trust document: %q: JWK Set without a keys array", id)
-		}
-		for i, kv := range list {
-			raw, err := json.Marshal(kv)
-			if err != nil {
-				return nil, fmt.Errorf("handoff: trust document: %q key %d: %w", id, i, err)
-			}
-			k, err := ParseJWK(raw)
-			if err != nil {
-				return nil, fmt.Errorf("handoff: trust document: %q key %d: %w", id, i, err)
-			}
-			keys[AgentID(id)] = append(keys[AgentID(id)], k)
-		}
+		keys[AgentID(id)] = ks
 	}
 	return NewTrust(keys)
+}
+
+// ParseJWKSet reads a JWK Set ({"keys": [JWK, ...]}) of public keys, each
+// validated as ParseTrust validates it. A non-empty alg pins every key to
+// it: a key without "alg" takes it, and a key naming another alg is
+// refused. With alg empty, a P-256 key without "alg" means ES256 and any
+// other key must name its alg, as in ParseTrust.
+func ParseJWKSet(doc []byte, alg string) ([]TrustedKey, error) {
+	if alg != "" && !ecsig.Supported(alg) {
+		return nil, fmt.Errorf("%w: JWK Set: unsupported alg %q (asymmetric ES256, ES384 or EdDSA only, HC-15)", ErrMalformed, alg)
+	}
+	lim := Limits{MaxDepth: 8, MaxMembers: 4096}.withDefaults()
+	m, err := decodeJSON(doc, lim)
+	if err != nil {
+		return nil, fmt.Errorf("handoff: JWK Set: %w", err)
+	}
+	ks, err := jwkSet(m, alg)
+	if err != nil {
+		return nil, fmt.Errorf("handoff: JWK Set: %w", err)
+	}
+	return ks, nil
+}
+
+// jwkSet reads the keys of a decoded JWK Set, pinned to alg when it is
+// not empty.
+func jwkSet(v any, alg string) ([]TrustedKey, error) {
+	set, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%w: want a JWK Set object", ErrMalformed)
+	}
+	list, ok := set["keys"].([]any)
+	if !ok {
+		return nil, fmt.Errorf("%w: JWK Set without a keys array", ErrMalformed)
+	}
+	keys := make([]TrustedKey, 0, len(list))
+	for i, kv := range list {
+		raw, err := json.Marshal(kv)
+		if err != nil {
+			return nil, fmt.Errorf("%w: key %d: %v", ErrMalformed, i, err)
+		}
+		k, err := parseJWK(raw, alg)
+		if err != nil {
+			return nil, fmt.Errorf("key %d: %w", i, err)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
 }
 
 // ParseJWK reads one public JWK as a TrustedKey pinned to its alg (a P-256
 // key without "alg" means ES256). A private JWK is refused: a trust
 // configuration holds public keys only.
-func ParseJWK(raw []byte) (TrustedKey, error) {
+func ParseJWK(raw []byte) (TrustedKey, error) { return parseJWK(raw, "") }
+
+// parseJWK is ParseJWK with the key pinned to pin when it is not empty.
+func parseJWK(raw []byte, pin string) (TrustedKey, error) {
 	var j jose.JSONWebKey
 	if err := j.UnmarshalJSON(raw); err != nil {
 		return TrustedKey{}, fmt.Errorf("%w: JWK: %v", ErrMalformed, err)
@@ -176,7 +289,12 @@ func ParseJWK(raw []byte) (TrustedKey, error) {
 		return TrustedKey{}, fmt.Errorf("%w: JWK holds a private key", ErrMalformed)
 	}
 	alg := j.Algorithm
-	if alg == "" {
+	switch {
+	case pin != "" && alg == "":
+		alg = pin
+	case pin != "" && alg != pin:
+		return TrustedKey{}, fmt.Errorf("%w: JWK alg %q, but the configuration pins %q", ErrMalformed, alg, pin)
+	case alg == "":
 		if pk, ok := j.Key.(*ecdsa.PublicKey); ok && pk.Curve == elliptic.P256() {
 			alg = ES256
 		} else {

@@ -89,9 +89,15 @@ func peekIss(payload []byte, enc Encoding, lim Limits, want string) (AgentID, er
 
 // errNoTrustedKey is returned by the key lookups so that open can tell an
 // untrusted key from a bad signature.
-type errNoTrustedKey struct{ iss AgentID }
+type errNoTrustedKey struct {
+	iss AgentID
+	why string // why the keys of iss are withheld (Trust.Withhold), if they are
+}
 
 func (e errNoTrustedKey) Error() string {
+	if e.why != "" {
+		return fmt.Sprintf("the trust configuration binds no key to %q: %s", e.iss, e.why)
+	}
 	return fmt.Sprintf("the trust configuration binds no key to %q", e.iss)
 }
 
@@ -128,7 +134,7 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 				keys = append(keys, jws.Key{Public: k.Public, Alg: k.Alg})
 			}
 			if len(keys) == 0 {
-				return nil, errNoTrustedKey{iss}
+				return nil, trust.noKey(iss)
 			}
 			return keys, nil
 		}, jws.Options{MaxSize: lim.MaxElementSize, Strict: lim.Strict})
@@ -149,7 +155,7 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 				keys = append(keys, cose.Key{Public: k.Public, Alg: k.Alg})
 			}
 			if len(keys) == 0 {
-				return nil, errNoTrustedKey{iss}
+				return nil, trust.noKey(iss)
 			}
 			return keys, nil
 		}, cose.Options{MaxSize: lim.MaxElementSize, Strict: lim.Strict})

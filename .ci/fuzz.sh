@@ -25,6 +25,7 @@ targets=(
 	"./scitt FuzzCheckRef"
 	"./learnlog FuzzCheckRef"
 	"./replay/internal/codec FuzzDecode"
+	"./keyset FuzzDocument"
 )
 
 for t in "${targets[@]}"; do

@@ -67,7 +67,12 @@ var checkNames = [...]string{"signature", "audience", "freshness", "memory", "di
 func runVerify(e *env, args []string) int {
 	fset := newFlagSet("verify")
 	self := fset.String("self", "", "this receiver's `AGENTID`: offers must name it as aud (required)")
-	trustPath := fset.String("trust", "", "trust file: each AgentId -> JWK Set of public keys (`TRUST.json`, required)")
+	trustPath := fset.String("trust", "", "trust file: each AgentId -> JWK Set of public keys (`TRUST.json`; required unless a trust URL is given)")
+	var trustURLs listFlag
+	fset.Var(&trustURLs, "trust-url", "trust the JWK Set AGENT publishes at URL, fetched and cached by its HTTP headers (`AGENT=URL`, repeatable; "+
+		"https, or http to loopback)")
+	trustDocURL := fset.String("trust-doc-url", "", "trust the trust document (each AgentId -> JWK Set) published at `URL`")
+	trustCache := fset.String("trust-cache", "", "`FILE` keeping the fetched sets between runs, so that a set still fresh is not fetched again")
 	now := &unixFlag{}
 	fset.Var(now, "now", "evaluation time in `UNIX` seconds (default: the clock)")
 	dialog := fset.String("dialog", "", "the host dialog `ID`; when absent the dialog check is skipped")
@@ -99,6 +104,7 @@ func runVerify(e *env, args []string) int {
 		"for the record's producer; a head's kid must be a key's JWK Thumbprint, alg defaults to ES256 (`FILE`, repeatable)")
 	usage := func() string {
 		return usageText(fset, `Usage: handoff verify --self AGENTID --trust TRUST.json [--now UNIX] [--dialog ID]
+                      [--trust-url AGENT=URL]... [--trust-doc-url URL] [--trust-cache FILE]
                       [--skew 60] [--max-lifetime 300] [--max-chain 16]
                       [--require-chain] [--trusted-origin ID]... [--allow-reentry ID]...
                       [--structure-first] [--memory-lost-at UNIX] [--replay-db FILE]
@@ -139,6 +145,9 @@ not that it is true; a verified head does not show the record is complete.`, `  
   # a SCITT receipt and a Learnlog head, every reference required
   handoff verify --self B --trust trust.json --refs required --scitt-key ts.jwk \
       --ref-object https://ts.example/entries/4=statement.cbor --learnlog-key producer.jwk h.json
+  # keys fetched from where each agent publishes them, cached between runs
+  handoff verify --self B --trust-url A=https://a.example/.well-known/jwks.json \
+      --trust-cache keys.cache h.json
   cat h.json | handoff verify --self B --trust trust.json -`)
 	}
 	pos, code, ok := e.parse(fset, usage, args)
@@ -155,8 +164,10 @@ not that it is true; a verified head does not show the record is complete.`, `  
 		return e.usagef(cmd, "one HANDOFF_FILE expected, got %d arguments", len(pos))
 	case *self == "":
 		return e.usagef(cmd, "--self is required")
-	case *trustPath == "":
-		return e.usagef(cmd, "--trust is required")
+	case *trustPath == "" && len(trustURLs) == 0 && *trustDocURL == "":
+		return e.usagef(cmd, "--trust, --trust-url or --trust-doc-url is required")
+	case *trustCache != "" && len(trustURLs) == 0 && *trustDocURL == "":
+		return e.usagef(cmd, "--trust-cache needs --trust-url or --trust-doc-url")
 	case *maxChain < 0:
 		return e.usagef(cmd, "--max-chain must not be negative")
 	}
@@ -183,13 +194,27 @@ not that it is true; a verified head does not show the record is complete.`, `  
 		return e.usagef(cmd, "%v", err)
 	}
 
-	trustDoc, err := os.ReadFile(*trustPath)
-	if err != nil {
-		return e.failf(cmd, "--trust: %v", err)
+	var trust *handoff.Trust
+	if *trustPath != "" {
+		trustDoc, err := os.ReadFile(*trustPath)
+		if err != nil {
+			return e.failf(cmd, "--trust: %v", err)
+		}
+		if trust, err = handoff.ParseTrust(trustDoc); err != nil {
+			return e.failf(cmd, "--trust %s: %v", *trustPath, err)
+		}
 	}
-	trust, err := handoff.ParseTrust(trustDoc)
-	if err != nil {
-		return e.failf(cmd, "--trust %s: %v", *trustPath, err)
+	if len(trustURLs) > 0 || *trustDocURL != "" {
+		remote, done, err := remoteTrust(context.Background(), trust, trustURLs, *trustDocURL, *trustCache, e.stderr)
+		if err != nil {
+			return e.usagef(cmd, "%v", err)
+		}
+		defer func() {
+			if err := done(); err != nil {
+				fmt.Fprintf(e.stderr, "handoff %s: %v\n", cmd, err)
+			}
+		}()
+		trust = remote
 	}
 	data, err := e.readInput(pos[0])
 	if err != nil {

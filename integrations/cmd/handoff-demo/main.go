@@ -7,11 +7,16 @@
 //
 // The assistant and the coder sign JWS, the planner COSE; tester-1 signs
 // COSE and tester-2 JWS. Each agent has its own key, its own bearer token
-// and its own stores under a temporary directory; the trust document holds
-// public keys only. While tester-2 works on its hop, the demo kills it with
-// SIGKILL and starts it again: its bbolt store still knows the hop, so the
-// coder's retransmission is answered "accepted" without running the tests
-// again, and the restarted tester records "completed". Then the assistant
+// and its own stores under a temporary directory. Each publishes its
+// public key as a JWK Set on loopback (keyset.Publisher), and trusts the
+// URLs where its peers publish theirs (keyset.Source): no trust document is
+// shared. While tester-2 works on its hop, the demo kills it with SIGKILL,
+// rotates its key, and starts it again: it publishes the new key only, and
+// its peers pick it up while keeping the old one for its grace period. Its
+// bbolt store still knows the hop, so the coder's retransmission is
+// answered without running the tests again, with the statuses signed
+// before the crash by the old key, and the restarted tester records
+// "completed", signed by the new key once every peer has fetched it. Then the assistant
 // asks again for its own hop and gets the identical status octets, and sends
 // a forged offer that the planner refuses before its executor runs.
 //
@@ -77,13 +82,14 @@ func main() {
 func child(role, dir string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	n, err := openNode(dir, role)
+	log := &logger{w: os.Stdout}
+	n, err := openNode(dir, role, log)
 	if err != nil {
 		fmt.Println("start:", err)
 		return 1
 	}
 	defer n.Close()
-	if err := serve(ctx, n, &logger{w: os.Stdout}); err != nil {
+	if err := serve(ctx, n, log); err != nil {
 		fmt.Println("serve:", err)
 		return 1
 	}
@@ -129,8 +135,15 @@ func run(ctx context.Context, out io.Writer, o options) error {
 	log.printf("%-9s | five agents in %s on loopback, each with its own key, token and stores under %s", "demo", mode, dir)
 
 	crash := make(chan struct{}, 1) // tester-2 began its work
+	ready := make(chan string, 16)  // an agent trusts every peer's key
 	onLine := func(role, line string) {
 		log.printf("%-9s | %s", role, line)
+		if strings.HasPrefix(line, readyLine) {
+			select {
+			case ready <- role:
+			default:
+			}
+		}
 		if role == roleTester2 && strings.HasPrefix(line, "working on hop") {
 			select {
 			case crash <- struct{}{}:
@@ -157,7 +170,11 @@ func run(ctx context.Context, out io.Writer, o options) error {
 		}
 	}
 
-	// Crash tester-2 once while it works, then start it again.
+	// Crash tester-2 once while it works, rotate its key, then start it
+	// again: it publishes its new key only, and signs with it once every
+	// peer has fetched it; the peers keep trusting the old one for its
+	// grace period, so the statuses it signed before the crash still
+	// verify.
 	crashed := make(chan error, 1)
 	go func() {
 		select {
@@ -172,6 +189,13 @@ func run(ctx context.Context, out io.Writer, o options) error {
 			crashed <- err
 			return
 		}
+		old, cur, err := rotateKey(dir, roleTester2)
+		if err != nil {
+			crashed <- err
+			return
+		}
+		log.printf("%-9s | --- rotating tester-2's key while it is down: key %s replaced by %s, published at %s ---", "demo",
+			short(old.KID), short(cur.KID), keysURL(cfgs[roleTester2].Keys))
 		log.printf("%-9s | --- starting tester-2 again on the same store ---", "demo")
 		if err := ag.start(roleTester2); err != nil {
 			crashed <- err
@@ -180,12 +204,34 @@ func run(ctx context.Context, out io.Writer, o options) error {
 		crashed <- waitListening(ctx, cfgs[roleTester2].Listen)
 	}()
 
-	n, err := openNode(dir, roleAssistant)
+	alog := &logger{w: prefixWriter(log, roleAssistant)}
+	n, err := openNode(dir, roleAssistant, alog)
 	if err != nil {
 		return err
 	}
 	defer n.Close()
-	if err := drive(ctx, n, &logger{w: prefixWriter(log, roleAssistant)}); err != nil {
+	// Nothing is sent before every agent trusts every other's key, each
+	// fetched from where its agent publishes it.
+	waiting := map[string]bool{}
+	for _, p := range plan {
+		if p.role != roleAssistant {
+			waiting[p.role] = true
+		}
+	}
+	for len(waiting) > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case r := <-ready:
+			delete(waiting, r)
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.keys.ready:
+	}
+	if err := drive(ctx, n, alog); err != nil {
 		return err
 	}
 	select {
@@ -401,7 +447,7 @@ type goroutines struct {
 }
 
 func (g *goroutines) start(role string) error {
-	n, err := openNode(g.dir, role)
+	n, err := openNode(g.dir, role, &logger{w: lineWriter(func(l string) { g.onLine(role, l) })})
 	if err != nil {
 		return err
 	}

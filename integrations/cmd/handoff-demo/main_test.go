@@ -65,6 +65,11 @@ func checkAccount(t *testing.T, out string) {
 		"answered with the identical",
 		"REFUSED: bad-signature at the signature check; the executor does not run",
 		"refused (task rejected), with no status",
+		// Keys over HTTP, and tester-2's key rotated while it was down.
+		"--- rotating tester-2's key while it is down",
+		"coder     | keys: now trusts tester-2's new key",
+		"its earlier key stays trusted for the 1m0s grace period",
+		"tester-2  | keys: every peer has fetched the set with its current key",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the account lacks %q", want)
@@ -80,6 +85,20 @@ func checkAccount(t *testing.T, out string) {
 	}
 	if n := count("RETRANSMISSION, not processed again; the tool does not run"); n < 1 {
 		t.Error("no retransmission reached the restarted tester-2")
+	}
+	// Every agent trusted every peer's published key before the first
+	// offer, and the restarted tester-2 again.
+	if n := count("keys: trusts the keys its peers publish at their URLs"); n != 6 {
+		t.Errorf("%d agents reported trusting their peers' keys, want 6", n)
+	}
+	if i := strings.Index(out, "keys: trusts the keys its peers publish"); i < 0 || i > strings.Index(out, "offering the task to planner") {
+		t.Error("an offer was sent before every agent trusted its peers' keys")
+	}
+	// The status signed by the new key reached the coder only after every
+	// peer had fetched it.
+	rotated := strings.Index(out, "tester-2  | keys: every peer has fetched")
+	if done := strings.Index(out, `tester-2: retransmission answered: status "completed"`); done < rotated {
+		t.Error(`tester-2's "completed" was verified before every peer had its new key`)
 	}
 	if n := count("from assistant (jws): ACCEPTED"); n != 1 {
 		t.Errorf("the planner accepted %d offers from the assistant, want 1", n)

@@ -364,6 +364,11 @@ func (t *tester) resume(ctx context.Context) error {
 				return
 			case <-time.After(resumeWork):
 			}
+			// A new key signs nothing before every peer trusts it.
+			if err := t.n.keys.waitFetched(ctx, peersOf(t.n.cfg)); err != nil {
+				return
+			}
+			t.log.printf("keys: every peer has fetched the set with its current key %s; signing with it", short(t.n.signer.Key().KID))
 			if _, err := t.n.agent.ReplyHop(ctx, handoff.AgentID(iss), handoff.HopID(hop), handoff.Completed,
 				handoff.ReplyOptions{Effect: handoff.EffectFull}); err != nil {
 				t.log.printf("could not record the outcome of hop %s: %v", short(hop), err)

@@ -4,11 +4,8 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -50,6 +47,10 @@ type nodeConfig struct {
 	Peers map[string]string `json:"peers"`
 	// Work is how long the agent's own work takes.
 	Work time.Duration `json:"work"`
+	// Keys is the host:port where the agent publishes its JWK Set;
+	// TrustURLs maps each peer to the URL where it publishes its own.
+	Keys      string                     `json:"keys"`
+	TrustURLs map[handoff.AgentID]string `json:"trust_urls"`
 }
 
 var plan = []struct {
@@ -67,9 +68,9 @@ var plan = []struct {
 }
 
 // setup writes under dir one directory per agent with its private key and
-// config, and the trust document every agent reads (public keys only).
+// config: where it publishes its public key, and where its peers publish
+// theirs.
 func setup(dir string) (map[string]*nodeConfig, error) {
-	trust := map[string]any{}
 	tokens := map[string]handoff.AgentID{}
 	cfgs := map[string]*nodeConfig{}
 	for _, p := range plan {
@@ -81,22 +82,9 @@ func setup(dir string) (map[string]*nodeConfig, error) {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
 		}
-		der, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
+		if err := writeKey(filepath.Join(d, "key.pem"), key); err != nil {
 			return nil, err
 		}
-		if err := os.WriteFile(filepath.Join(d, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
-			return nil, err
-		}
-		sg, err := handoff.NewSigner(key, p.format, nil)
-		if err != nil {
-			return nil, err
-		}
-		jwk, err := sg.Key().PublicJWK()
-		if err != nil {
-			return nil, err
-		}
-		trust[string(agentID(p.role))] = map[string]any{"keys": []json.RawMessage{jwk}}
 		tok := make([]byte, 16)
 		if _, err := rand.Read(tok); err != nil {
 			return nil, err
@@ -109,17 +97,21 @@ func setup(dir string) (map[string]*nodeConfig, error) {
 				return nil, err
 			}
 		}
+		if c.Keys, err = freePort(); err != nil {
+			return nil, err
+		}
 		for _, peer := range p.peers {
 			c.Peers[peer] = "http://" + cfgs[peer].Listen
 		}
 		cfgs[p.role] = c
 	}
-	doc, err := json.MarshalIndent(trust, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "trust.json"), doc, 0o644); err != nil {
-		return nil, err
+	for _, c := range cfgs {
+		c.TrustURLs = map[handoff.AgentID]string{}
+		for _, peer := range cfgs {
+			if peer != c {
+				c.TrustURLs[peer.ID] = keysURL(peer.Keys)
+			}
+		}
 	}
 	for _, c := range cfgs {
 		b, err := json.MarshalIndent(c, "", "  ")
@@ -149,10 +141,13 @@ type node struct {
 	agent  *handoff.Agent
 	stores *stores
 	signer *handoff.Signer
+	keys   *keys
 }
 
-// openNode reads an agent's config, key and trust, and opens its stores.
-func openNode(dir, role string) (*node, error) {
+// openNode reads an agent's config and key, starts publishing its key and
+// following its peers', and opens its stores. log hears when every peer's
+// key is trusted, and of each later change.
+func openNode(dir, role string, log *logger) (*node, error) {
 	d := filepath.Join(dir, role)
 	b, err := os.ReadFile(filepath.Join(d, "config.json"))
 	if err != nil {
@@ -162,15 +157,7 @@ func openNode(dir, role string) (*node, error) {
 	if err := json.Unmarshal(b, &cfg); err != nil {
 		return nil, err
 	}
-	pemBytes, err := os.ReadFile(filepath.Join(d, "key.pem"))
-	if err != nil {
-		return nil, err
-	}
-	blk, _ := pem.Decode(pemBytes)
-	if blk == nil {
-		return nil, fmt.Errorf("%s: no PEM key", role)
-	}
-	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	k, err := readKey(filepath.Join(d, "key.pem"))
 	if err != nil {
 		return nil, err
 	}
@@ -178,28 +165,39 @@ func openNode(dir, role string) (*node, error) {
 	if cfg.Format == handoff.COSE.String() {
 		format = handoff.COSE
 	}
-	sg, err := handoff.NewSigner(k.(*ecdsa.PrivateKey), format, nil)
+	sg, err := handoff.NewSigner(k, format, nil)
 	if err != nil {
 		return nil, err
 	}
-	doc, err := os.ReadFile(filepath.Join(dir, "trust.json"))
-	if err != nil {
-		return nil, err
-	}
-	trust, err := handoff.ParseTrust(doc)
+	ks, err := openKeys(&cfg, sg, d)
 	if err != nil {
 		return nil, err
 	}
 	st, err := openStores(d)
 	if err != nil {
+		ks.Close()
 		return nil, err
 	}
-	a, err := handoff.NewAgent(handoff.Config{ID: cfg.ID, Signer: sg, Trust: trust, Store: st.Store, Offers: st.Offers})
+	a, err := handoff.NewAgent(handoff.Config{ID: cfg.ID, Signer: sg, Trust: ks.src.Trust(), Store: st.Store, Offers: st.Offers})
+	if err == nil {
+		err = ks.start(a, peersOf(&cfg), log)
+	}
 	if err != nil {
+		ks.Close()
 		st.Close()
 		return nil, err
 	}
-	return &node{cfg: &cfg, dir: d, agent: a, stores: st, signer: sg}, nil
+	go func() {
+		select {
+		case <-ks.ready:
+			log.printf("%s", describeReady(&cfg))
+		case <-ks.done:
+		}
+	}()
+	return &node{cfg: &cfg, dir: d, agent: a, stores: st, signer: sg, keys: ks}, nil
 }
 
-func (n *node) Close() error { return n.stores.Close() }
+func (n *node) Close() error {
+	n.keys.Close()
+	return n.stores.Close()
+}

@@ -1,0 +1,232 @@
+package handoff
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// withKeys returns a copy of t in which id is bound to keys.
+func (t *Trust) withKeys(tb testing.TB, id AgentID, keys ...TrustedKey) *Trust {
+	tb.Helper()
+	m := map[AgentID][]TrustedKey{}
+	for _, other := range t.AgentIDs() {
+		m[other] = t.Keys(other)
+	}
+	m[id] = keys
+	n, err := NewTrust(m)
+	require.NoError(tb, err)
+	return n
+}
+
+// A trust swap keeps the cached elements of agents that keep every key
+// (HC-21): adding a key drops nothing, and removing one drops only the
+// elements of its agent, which are then checked again under the new
+// configuration, so that no element counts as verified by a key that is
+// no longer trusted.
+func TestAgent_SetTrustKeepsOnlyElementsOfKeptKeys(t *testing.T) {
+	eachFormat(t, func(t *testing.T, f Format) {
+		w := newWorld(t, f, rxOrigin, rxPlanner, rxCoder, rxReceiver)
+		a := w.agent(rxReceiver)
+		elems := w.path(nil, rxOrigin, rxPlanner, rxCoder, rxReceiver)
+		in := receive(t, a, encodeHandoff(t, handoffOf(elems...), JSON), Host{})
+		require.True(t, in.Accepted(), in.Detail())
+		require.Equal(t, ChainFull, in.Chain())
+		require.Equal(t, 2, a.trust.Load().cache.len(), "origin's and planner's elements")
+
+		// A new key for the origin, its old one kept: nothing is dropped.
+		added := w.trust.withKeys(t, rxOrigin, w.signers[rxOrigin].Key(), testSigner(t, f).Key())
+		require.NoError(t, a.SetTrust(added))
+		assert.Equal(t, 2, a.trust.Load().cache.len())
+
+		// The origin's old key is retired: its element leaves the cache,
+		// the planner's stays.
+		rotated := w.trust.withKeys(t, rxOrigin, testSigner(t, f).Key())
+		require.NoError(t, a.SetTrust(rotated))
+		ts := a.trust.Load()
+		assert.Equal(t, 1, ts.cache.len())
+		assert.Nil(t, ts.cache.get(elems[0].Digest()), "an element of the retired key is not reported verified")
+		assert.NotNil(t, ts.cache.get(elems[1].Digest()))
+
+		// The same chain under a fresh hop: the origin's element is checked
+		// again and no longer verifies.
+		again := w.path(nil, rxOrigin, rxPlanner, rxCoder, rxReceiver)
+		again[0], again[1] = elems[0], elems[1]
+		again[2] = w.signAs(rxCoder, func() *Offer {
+			o := w.draftOffer(rxCoder, rxReceiver)
+			d := elems[1].Digest()
+			o.Prev = &d
+			return o
+		}())
+		in = receive(t, a, encodeHandoff(t, handoffOf(again...), JSON), Host{})
+		require.True(t, in.Accepted(), in.Detail())
+		assert.Equal(t, []bool{false, true}, links(t, in))
+		assert.Equal(t, 1, a.trust.Load().cache.len(), "nothing verified by the retired key entered the cache")
+	})
+}
+
+// Concurrent swaps and receives: whatever the interleaving, the cache of
+// the final configuration holds no element of an agent whose key it
+// dropped (run with -race).
+func TestAgent_SetTrustConcurrent(t *testing.T) {
+	w := newWorld(t, JWS, rxOrigin, rxPlanner, rxCoder, rxReceiver)
+	a := w.agent(rxReceiver)
+	rotated := w.trust.withKeys(t, rxOrigin, testSigner(t, JWS).Key())
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			elems := w.path(nil, rxOrigin, rxPlanner, rxCoder, rxReceiver)
+			in, err := a.Receive(t.Context(), encodeHandoff(t, handoffOf(elems...), JSON), Host{})
+			if assert.NoError(t, err) {
+				assert.True(t, in.Accepted(), in.Detail())
+			}
+			if i%2 == 0 {
+				assert.NoError(t, a.SetTrust(w.trust))
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, a.SetTrust(rotated))
+	ts := a.trust.Load()
+	for i := range ts.cache.shards {
+		for _, o := range ts.cache.shards[i].set {
+			assert.NotEqual(t, rxOrigin, o.Iss, "an element of the dropped key survived the swap")
+		}
+	}
+}
+
+// Withhold refuses an agent's messages as untrusted-key with the reason
+// given, and leaves the other agents' keys in place.
+func TestTrust_Withhold(t *testing.T) {
+	w := newWorld(t, JWS, rxPlanner, rxCoder, rxReceiver)
+	stale := w.trust.Withhold(map[AgentID]string{rxPlanner: "its keys are stale"})
+	why, ok := stale.Withheld(rxPlanner)
+	assert.True(t, ok)
+	assert.Equal(t, "its keys are stale", why)
+	assert.Empty(t, stale.Keys(rxPlanner))
+	assert.Len(t, stale.Keys(rxCoder), 1)
+	_, ok = w.trust.Withheld(rxPlanner)
+	assert.False(t, ok, "the original is unchanged")
+
+	a := w.agent(rxReceiver, func(c *Config) { c.Trust = stale })
+	in := receive(t, a, encodeHandoff(t, handoffOf(w.offer(rxPlanner, rxReceiver, nil)), JSON), Host{})
+	assert.Equal(t, ReasonUntrustedKey, in.Reason())
+	assert.Contains(t, in.Detail(), "its keys are stale")
+	in = receive(t, a, encodeHandoff(t, handoffOf(w.offer(rxCoder, rxReceiver, nil)), JSON), Host{})
+	assert.True(t, in.Accepted(), in.Detail())
+}
+
+// OnUnknownKey hears of a kid that names no key of its iss and of an iss
+// without keys, and of nothing else.
+func TestTrust_OnUnknownKey(t *testing.T) {
+	eachFormat(t, func(t *testing.T, f Format) {
+		w := newWorld(t, f, rxPlanner, rxReceiver)
+		stranger := testSigner(t, f) // signs as rxPlanner with a key not bound to it
+		var mu sync.Mutex
+		var heard []string
+		trust := w.trust.OnUnknownKey(func(iss AgentID, kid string) {
+			mu.Lock()
+			heard = append(heard, fmt.Sprintf("%s %t", iss, kid != ""))
+			mu.Unlock()
+		})
+		a := w.agent(rxReceiver, func(c *Config) { c.Trust = trust })
+		in := receive(t, a, encodeHandoff(t, handoffOf(w.offer(rxPlanner, rxReceiver, nil)), JSON), Host{})
+		require.True(t, in.Accepted(), in.Detail())
+		assert.Empty(t, heard, "a known kid is not reported")
+
+		o := w.draftOffer(rxPlanner, rxReceiver)
+		forged, err := stranger.SignOffer(o)
+		require.NoError(t, err)
+		in = receive(t, a, encodeHandoff(t, handoffOf(forged), JSON), Host{})
+		assert.Equal(t, ReasonUntrustedKey, in.Reason())
+		assert.Equal(t, []string{string(rxPlanner) + " true"}, heard)
+
+		w.signers[rxOther] = stranger
+		in = receive(t, a, encodeHandoff(t, handoffOf(w.offer(rxOther, rxReceiver, nil)), JSON), Host{})
+		assert.Equal(t, ReasonUntrustedKey, in.Reason())
+		assert.Equal(t, []string{string(rxPlanner) + " true", string(rxOther) + " true"}, heard)
+	})
+}
+
+// ParseJWKSet validates as ParseTrust does; a pinned alg names the alg of
+// a key without one and refuses a key naming another.
+func TestParseJWKSet(t *testing.T) {
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	x := base64.RawURLEncoding.EncodeToString(pub)
+	okp := `{"kty":"OKP","crv":"Ed25519","x":"` + x + `"}`
+	p256, err := testSigner(t, JWS).Key().PublicJWK()
+	require.NoError(t, err)
+
+	ks, err := ParseJWKSet([]byte(`{"keys":[`+string(p256)+`]}`), "")
+	require.NoError(t, err)
+	require.Len(t, ks, 1)
+	assert.Equal(t, ES256, ks[0].Alg)
+
+	_, err = ParseJWKSet([]byte(`{"keys":[`+okp+`]}`), "")
+	assert.ErrorIs(t, err, ErrMalformed, "an Ed25519 key without alg and no pin")
+	ks, err = ParseJWKSet([]byte(`{"keys":[`+okp+`]}`), EdDSA)
+	require.NoError(t, err)
+	assert.Equal(t, EdDSA, ks[0].Alg)
+	_, err = ParseJWKSet([]byte(`{"keys":[`+string(p256)+`]}`), EdDSA)
+	assert.ErrorIs(t, err, ErrMalformed, "the key names ES256, the configuration pins EdDSA")
+	_, err = ParseJWKSet([]byte(`{"keys":[`+okp+`]}`), ES256)
+	assert.ErrorIs(t, err, ErrMalformed, "an Ed25519 key pinned to ES256: the key type is checked")
+	_, err = ParseJWKSet([]byte(`{"keys":[`+okp+`]}`), "HS256")
+	assert.ErrorIs(t, err, ErrMalformed, "a symmetric pin")
+
+	for name, doc := range map[string]string{
+		"not a set":    `[]`,
+		"no keys":      `{"key":[]}`,
+		"keys not arr": `{"keys":{}}`,
+		"duplicate":    `{"keys":[],"keys":[]}`,
+		"private":      `{"keys":[{"kty":"OKP","crv":"Ed25519","alg":"EdDSA","x":"` + x + `","d":"` + x + `"}]}`,
+		"symmetric":    `{"keys":[{"kty":"oct","alg":"HS256","k":"` + x + `"}]}`,
+		"bad curve":    `{"keys":[{"kty":"EC","crv":"P-256","alg":"ES384","x":"AA","y":"AA"}]}`,
+		"trailing":     `{"keys":[]} {}`,
+	} {
+		_, err := ParseJWKSet([]byte(doc), "")
+		assert.Error(t, err, name)
+	}
+}
+
+// BenchmarkSetTrust measures a trust swap over a full default cache: the
+// carry of every entry (an agent that kept its keys) and the drop of every
+// entry (an agent that lost one), against the baseline of starting an
+// empty cache, as SetTrust did before it carried entries over.
+func BenchmarkSetTrust(b *testing.B) {
+	w := newWorld(b, JWS, rxOrigin, rxPlanner, rxReceiver)
+	rotated := w.trust.withKeys(b, rxOrigin, testSigner(b, JWS).Key())
+	fill := func() *trustState {
+		ts := &trustState{trust: w.trust, cache: newVerifiedCache(DefaultVerifiedCache)}
+		o := &Offer{Iss: rxOrigin, Aud: rxPlanner, Dialog: "d"}
+		for i := range DefaultVerifiedCache {
+			ts.cache.add(SHA256(fmt.Appendf(nil, "%d", i)), o)
+		}
+		return ts
+	}
+	full := fill()
+	b.Run("baseline=new-cache", func(b *testing.B) {
+		for b.Loop() {
+			_ = &trustState{trust: w.trust, cache: newVerifiedCache(DefaultVerifiedCache)}
+		}
+	})
+	b.Run("carry-all", func(b *testing.B) {
+		for b.Loop() {
+			next := &trustState{trust: w.trust, cache: newVerifiedCache(DefaultVerifiedCache)}
+			full.cache.carry(w.trust, w.trust, next.cache)
+		}
+	})
+	b.Run("drop-all", func(b *testing.B) {
+		for b.Loop() {
+			next := &trustState{trust: rotated, cache: newVerifiedCache(DefaultVerifiedCache)}
+			full.cache.carry(w.trust, rotated, next.cache)
+		}
+	})
+}
