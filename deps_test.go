@@ -15,7 +15,8 @@ import (
 // modules of their own.
 var heavyModules = []string{
 	"github.com/redis/", "go.etcd.io/bbolt", "modernc.org/", "github.com/mattn/go-sqlite3",
-	"github.com/a2aproject/", "github.com/modelcontextprotocol/",
+	"github.com/jackc/", "github.com/go-sql-driver/", "github.com/lib/pq",
+	"github.com/a2aproject/", "github.com/modelcontextprotocol/", "google.golang.org/adk",
 }
 
 // The root package links neither the store backends nor their clients:
