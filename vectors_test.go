@@ -39,7 +39,15 @@ type vectorCase struct {
 	Trust       map[string]json.RawMessage `json:"trust"`
 	Receiver    vectorReceiver             `json:"receiver"`
 	Prior       []string                   `json:"prior"`
-	Expected    vectorExpected             `json:"expected"`
+	// What the vector says about conformance (level, basis, requires,
+	// acceptable, why_open) is graded by cmd/handoff's runner and checked
+	// against vector.schema.json there (TestVectorSchema).
+	Level      string          `json:"level"`
+	Basis      json.RawMessage `json:"basis"`
+	Requires   []string        `json:"requires"`
+	Acceptable json.RawMessage `json:"acceptable"`
+	WhyOpen    string          `json:"why_open"`
+	Expected   vectorExpected  `json:"expected"`
 }
 
 type vectorInput struct {
@@ -91,7 +99,7 @@ func loadVectors(t *testing.T) []vectorFile {
 	require.NoError(t, err)
 	var out []vectorFile
 	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") || e.Name() == "manifest.json" || e.Name() == "vector.schema.json" {
 			continue
 		}
 		raw, err := os.ReadFile(filepath.Join(vectorDir, e.Name()))
