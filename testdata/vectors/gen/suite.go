@@ -282,13 +282,15 @@ func annotate(c *Case, v *Vector, offerHasPrev bool, algs []string) error {
 		v.Basis = oc.basis
 	}
 	// An offer with neither prev nor chain: full or absent.
-	if !offerHasPrev && len(v.Input.Decoded.Chain) == 0 && (e.Accepted || e.Reason == "policy") {
+	if !offerHasPrev && len(v.Input.Decoded.Chain) == 0 {
+		anyAccepted := false
 		for i := range v.Acceptable {
 			if o := &v.Acceptable[i]; o.Verdict == "accepted" {
 				o.Chain = []string{absent, full}
+				anyAccepted = true
 			}
 		}
-		if c.Receiver.RequireFullChain || len(c.Receiver.TrustedOrigins) > 0 {
+		if anyAccepted && (c.Receiver.RequireFullChain || len(c.Receiver.TrustedOrigins) > 0) {
 			v.Acceptable = append(v.Acceptable, refused("policy"))
 			why = append(why, noPrevNoChainWhy)
 		}
