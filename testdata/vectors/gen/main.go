@@ -146,7 +146,7 @@ func write(dir string) error {
 
 // row is one line of the README's list of cases.
 type row struct {
-	File, Outcome, Chain, HC, Description string
+	File, Level, Outcome, Chain, HC, Description string
 }
 
 // exampleOf picks from the first vector the values the README's abridged
@@ -242,7 +242,7 @@ func generate(dir string) (map[string][]byte, error) {
 		if chain == "" {
 			chain = "-"
 		}
-		rows = append(rows, row{File: name, Outcome: outcome, Chain: chain, HC: strings.Join(c.HC, ", "),
+		rows = append(rows, row{File: name, Level: c.Level, Outcome: outcome, Chain: chain, HC: strings.Join(c.HC, ", "),
 			Description: strings.ReplaceAll(c.Description, "|", `\|`)})
 		if i == 0 {
 			if example, err = exampleOf(b); err != nil {

@@ -350,6 +350,7 @@ func render(c *Case) ([]byte, error) {
 	if err := annotate(c, &v, payloadHasPrev(v.Input.Decoded.Offer), signedAlgs(v.Trust, elems)); err != nil {
 		return nil, err
 	}
+	c.Level = v.Level
 	var buf bytes.Buffer
 	e := json.NewEncoder(&buf)
 	e.SetEscapeHTML(false)
