@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // What each vector says about conformance, beside the verdict this project
@@ -56,31 +58,32 @@ const draft = "draft-handoff-01"
 
 var (
 	sAccept = Basis{Source: draft + ", section 5.1", Text: `A delegate that receives an offer performs these checks. The first failure ends processing. [...] If all checks pass and the delegate takes the work, it sends "accepted".`, Quote: true}
-	sStep1  = Basis{Source: draft + ", section 5.1, step 1", Text: `Check the signed form: the JWS typ or the COSE content type, and v equal to 1 and type equal to "offer" in the payload. Then verify the signature with a key that its trust configuration binds to iss. Reasons: bad-signature, untrusted-key.`, Quote: true}
+	sFirst  = Basis{Source: draft + ", section 5.1", Text: `A delegate that receives an offer performs these checks. The first failure ends processing.`, Quote: true}
+	sStep1  = Basis{Source: draft + ", section 5.1, step 1", Text: `Check the signed form [...]: the JWS typ or the COSE content type, and v equal to 1 and type equal to "offer" in the payload. Then verify the signature with a key that its trust configuration binds to iss [...]. Reasons: bad-signature, untrusted-key.`, Quote: true}
 	sSigned = Basis{Source: draft + ", section 3", Text: `Every offer and status MUST be signed by its iss. An unsigned element MUST be treated as absent.`, Quote: true}
-	sJWS    = Basis{Source: draft + ", section 3.1", Text: `The protected header MUST contain alg, kid, and typ, with typ set to "agent-handoff+jwt", the short form of the media type application/agent-handoff+jwt. It MUST NOT contain crit.`, Quote: true}
+	sJWS    = Basis{Source: draft + ", section 3.1", Text: `The protected header MUST contain alg, kid, and typ, with typ set to "agent-handoff+jwt", the short form of the media type application/agent-handoff+jwt [...]. It MUST NOT contain crit.`, Quote: true}
 	sAlg    = Basis{Source: draft + ", section 3.1", Text: `alg MUST name an asymmetric signature algorithm. "none" and MAC algorithms MUST NOT be used. Implementations MUST support ES256.`, Quote: true}
-	sCOSE   = Basis{Source: draft + ", section 3.2", Text: `The signed handoff is a COSE_Sign1 message with tag 18. The protected header MUST contain alg and content type (label 3), with content type set to "application/agent-handoff+cbor". It SHOULD contain kid.`, Quote: true}
+	sCOSE   = Basis{Source: draft + ", section 3.2", Text: `The signed handoff is a COSE_Sign1 message with tag 18. [...] The protected header MUST contain alg and content type (label 3), with content type set to "application/agent-handoff+cbor". It SHOULD contain kid.`, Quote: true}
 	sKeys   = Basis{Source: draft + ", section 3.4", Text: `A receiver MUST use a key only if its own trust configuration binds that key to the iss of the message [...] A receiver MUST accept each trusted key with exactly one algorithm.`, Quote: true}
-	sIgnore = Basis{Source: draft + ", section 2", Text: `A receiver MUST ignore members it does not understand.`, Quote: true}
+	sIgnore = Basis{Source: draft + ", section 2", Text: `Except in Digest, which is closed, a receiver MUST ignore members it does not understand [...]`, Quote: true}
 	sAud    = Basis{Source: draft + ", section 5.1, step 2", Text: `Check that aud equals its own AgentId. Reason: wrong-audience.`, Quote: true}
 	sFresh  = Basis{Source: draft + ", section 5.2", Text: `A receiver MUST reject an offer whose exp is not later than its iat, or whose iat is later than the current time plus a configured skew. It MUST also reject an offer whose exp is not later than the current time, unless it remembers the offer's (iss, hop) pair. [...] A receiver MUST reject an offer whose exp minus iat exceeds its configured maximum lifetime.`, Quote: true}
-	sMemory = Basis{Source: draft + ", section 5.2", Text: `A receiver MUST remember each (iss, hop) pair that passed steps 1 through 3, with the handoff digest, at least until exp plus the skew. [...] A second offer with the same pair and the same digest is an exact copy, whether retransmitted or replayed [...]; with a different digest, it is equivocation. Neither is accepted a second time.`, Quote: true}
+	sMemory = Basis{Source: draft + ", section 5.2", Text: `A receiver MUST remember each (iss, hop) pair that passed steps 1 through 3 [...] with the handoff digest, at least until exp plus the skew. [...] A second offer with the same pair and the same digest is an exact copy, whether retransmitted or replayed [...]; with a different digest, it is equivocation [...]. Neither is accepted a second time.`, Quote: true}
 	sRetx   = Basis{Source: draft + ", section 5.1, step 4", Text: `An offer with a remembered pair and the same handoff digest is a retransmission: it is not processed again.`, Quote: true}
 	sEquiv  = Basis{Source: draft + ", section 5.4", Text: `Two signed offers with the same iss and hop but different octets are equivocation. A receiver that sees the second MUST NOT accept it and MUST NOT send a status for it, whether or not it has expired.`, Quote: true}
 	sDialog = Basis{Source: draft + ", section 5.1, step 5", Text: `If the host protocol message carries a dialog identifier, check that dialog equals it. Reason: policy.`, Quote: true}
-	sStep6  = Basis{Source: draft + ", section 5.1, step 6", Text: `If the Handoff carries a chain, check it. Reasons: broken-chain, cycle, too-deep. If local policy requires a full, verified chain and the chain is absent, partial, or unverifiable, reject. Reason: policy.`, Quote: true}
-	sOrigin = Basis{Source: draft + ", section 8 (Truncated Chains)", Text: `A delegator can omit prev and the chain and present itself as the start. The offer is still valid. A receiver that needs to know the origin MUST require a full chain whose first element is signed by an origin it trusts.`, Quote: true}
-	sChain1 = Basis{Source: draft + ", section 5.3, check 1", Text: `Check each C[i] as in step 1: its signed form, v and type, and its signature. A receiver that does not trust a key for some C[i].iss MUST treat the chain as unverifiable from that point back; its policy for a partial chain then applies.`, Quote: true}
-	sLinks  = Basis{Source: draft + ", section 5.3, checks 2 to 4", Text: `Check that for each i from 1 to n, C[i].prev equals the handoff digest of C[i-1]. Check continuity: for each i from 1 to n, C[i-1].aud equals C[i].iss. Check timing: for each i from 1 to n, C[i-1].iat is not later than C[i].iat, and C[i].iat is not later than C[i-1].exp plus the skew. [...] Failures of checks 2 through 4 use reason "broken-chain".`, Quote: true}
+	sStep6  = Basis{Source: draft + ", section 5.1, step 6", Text: `If the Handoff carries a chain, check it [...]. Reasons: broken-chain, cycle, too-deep. If local policy requires a full, verified chain and the chain is absent, partial, or unverifiable, reject. Reason: policy.`, Quote: true}
+	sOrigin = Basis{Source: draft + ", section 8.3 (Truncated Chains)", Text: `A delegator can omit prev and the chain and present itself as the start. The offer is still valid. A receiver that needs to know the origin MUST require a full chain whose first element is signed by an origin it trusts.`, Quote: true}
+	sChain1 = Basis{Source: draft + ", section 5.3, check 1", Text: `Check each C[i] as in step 1 [...]: its signed form, v and type, and its signature. A receiver that does not trust a key for some C[i].iss MUST treat the chain as unverifiable from that point back; its policy for a partial chain then applies [...].`, Quote: true}
+	sLinks  = Basis{Source: draft + ", section 5.3, checks 2 to 4", Text: `Check that for each i from 1 to n, C[i].prev equals the handoff digest of C[i-1]. [...] Check continuity: for each i from 1 to n, C[i-1].aud equals C[i].iss. [...] Check timing: for each i from 1 to n, C[i-1].iat is not later than C[i].iat, and C[i].iat is not later than C[i-1].exp plus the skew. [...] Failures of checks 2 through 4 use reason "broken-chain".`, Quote: true}
 	sPart   = Basis{Source: draft + ", section 5.3, check 5", Text: `If C[0] has a prev member, the chain is partial: it does not reach the start.`, Quote: true}
 	sCycle  = Basis{Source: draft + ", section 5.3, check 6", Text: `If any AgentId appears as iss of more than one of C[0..n], or the receiver's own AgentId appears as iss or aud of any C[i] with i less than n, the chain contains a cycle, and the receiver SHOULD reject with reason "cycle".`, Quote: true}
 	sReent  = Basis{Source: draft + ", section 5.3, check 6", Text: `This document departs from B3-7 in one respect: local policy MAY admit a known re-entry, such as a callback to the original requester.`, Quote: true}
 	sDeep   = Basis{Source: draft + ", section 5.3, check 7", Text: `A receiver MUST enforce a maximum chain length. A limit of 16 is RECOMMENDED. Reason: too-deep.`, Quote: true}
-	sRefs   = Basis{Source: draft + ", section 5.1, step 7", Text: `Check any references that local policy requires. Reasons: unverifiable-ref, ref-mismatch.`, Quote: true}
+	sRefs   = Basis{Source: draft + ", section 5.1, step 7", Text: `Check any references that local policy requires [...]. Reasons: unverifiable-ref, ref-mismatch.`, Quote: true}
 	sRefOut = Basis{Source: draft + ", section 2.2", Text: `A receiver that checks a reference reports one of four outcomes: verified (digest matched and any proof checked against a key it trusts), mismatch, unverifiable (it could not obtain or check the object), or not checked. A receiver MUST NOT report a reference as verified unless it performed the check.`, Quote: true}
 	sDigAlg = Basis{Source: draft + ", section 2", Text: `A receiver that does not implement the alg of a Digest MUST treat a check that depends on it as failed for prev and grant, and as unverifiable for refs.`, Quote: true}
-	sLost   = Basis{Source: draft + ", section 8 (Replay and Freshness)", Text: `A receiver that loses its cache, for example after a restart, SHOULD reject offers with iat before the restart until the maximum lifetime has passed, with reason "replay", since it cannot tell whether it has already seen them.`, Quote: true}
+	sLost   = Basis{Source: draft + ", section 8.4 (Replay and Freshness)", Text: `A receiver that loses its cache, for example after a restart, SHOULD reject offers with iat before the restart until the maximum lifetime has passed, with reason "replay", since it cannot tell whether it has already seen them.`, Quote: true}
 	sTime   = Basis{Source: draft + ", section 2", Text: `Time is seconds since 1970-01-01T00:00:00Z, ignoring leap seconds, as an integer.`, Quote: true}
 )
 
@@ -99,6 +102,15 @@ var basisByReason = map[string][]Basis{
 	"unverifiable-ref": {sRefs, sRefOut},
 	"ref-mismatch":     {sRefs, sRefOut},
 	"policy":           {sDialog, sStep6},
+}
+
+// basisByHC adds the sentence of each checklist item a vector exercises.
+var basisByHC = map[string]Basis{
+	"HC-01": sIgnore, "HC-08": sDigAlg, "HC-11": sRefOut, "HC-12": sTime, "HC-13": sSigned,
+	"HC-14": sJWS, "HC-15": sAlg, "HC-17": sCOSE, "HC-18": sCOSE, "HC-21": sKeys, "HC-22": sKeys,
+	"HC-30": sFirst, "HC-31": sFresh, "HC-32": sFresh, "HC-33": sMemory, "HC-35": sRetx,
+	"HC-46": sChain1, "HC-47": sLinks, "HC-48": sPart, "HC-49": sCycle, "HC-50": sDeep,
+	"HC-53": sEquiv, "HC-58": sOrigin, "HC-59": sLost, "HC-60": sStep1,
 }
 
 // basisBySlug names the sentences of cases that rest on a more particular
@@ -294,6 +306,14 @@ func annotate(c *Case, v *Vector, offerHasPrev bool, algs []string) error {
 			v.Acceptable = append(v.Acceptable, refused("policy"))
 			why = append(why, noPrevNoChainWhy)
 		}
+	}
+	for _, id := range c.HC {
+		if b, ok := basisByHC[id]; ok && !slices.Contains(v.Basis, b) {
+			v.Basis = append(v.Basis, b)
+		}
+	}
+	if (strings.HasPrefix(c.Slug, "order-") || strings.Contains(c.Slug, "malformed-chain-element")) && !slices.Contains(v.Basis, sFirst) {
+		v.Basis = append(v.Basis, sFirst)
 	}
 	if len(why) > 0 {
 		v.Level = levelOpen
