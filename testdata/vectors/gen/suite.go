@@ -59,6 +59,7 @@ const draft = "draft-handoff-01"
 var (
 	sAccept = Basis{Source: draft + ", section 5.1", Text: `A delegate that receives an offer performs these checks. The first failure ends processing. [...] If all checks pass and the delegate takes the work, it sends "accepted".`, Quote: true}
 	sFirst  = Basis{Source: draft + ", section 5.1", Text: `A delegate that receives an offer performs these checks. The first failure ends processing.`, Quote: true}
+	sAbsent = Basis{Source: draft + ", section 2.1", Text: `A chain that does not connect to the offer fails [...]; a chain that was removed is simply absent, which the receiver's policy treats as it would any missing chain.`, Quote: true}
 	sStep1  = Basis{Source: draft + ", section 5.1, step 1", Text: `Check the signed form [...]: the JWS typ or the COSE content type, and v equal to 1 and type equal to "offer" in the payload. Then verify the signature with a key that its trust configuration binds to iss [...]. Reasons: bad-signature, untrusted-key.`, Quote: true}
 	sSigned = Basis{Source: draft + ", section 3", Text: `Every offer and status MUST be signed by its iss. An unsigned element MUST be treated as absent.`, Quote: true}
 	sJWS    = Basis{Source: draft + ", section 3.1", Text: `The protected header MUST contain alg, kid, and typ, with typ set to "agent-handoff+jwt", the short form of the media type application/agent-handoff+jwt [...]. It MUST NOT contain crit.`, Quote: true}
@@ -127,7 +128,8 @@ var basisBySlug = map[string][]Basis{
 	"accept-es384-cose":                                   {sCOSE, sKeys, sAccept},
 	"accept-cose-without-kid":                             {sCOSE, sAccept},
 	"accept-unknown-members":                              {sIgnore, sAccept},
-	"chain-absent":                                        {sStep6, sAccept},
+	"chain-absent":                                        {sAbsent, sStep6, sAccept},
+	"zero-max-chain-without-chain":                        {sAbsent, sDeep, sAccept},
 	"chain-partial":                                       {sPart, sAccept},
 	"chain-unverifiable":                                  {sChain1, sAccept},
 	"chain-unverifiable-from-that-point-back":             {sChain1, sAccept},
@@ -136,7 +138,7 @@ var basisBySlug = map[string][]Basis{
 	"trusted-origin-offer-without-prev":                   {sOrigin, sStep6},
 	"policy-origin-not-trusted":                           {sOrigin, sStep6},
 	"policy-trusted-origin-needs-full-chain":              {sOrigin, sStep6},
-	"policy-full-chain-required-absent":                   {sStep6},
+	"policy-full-chain-required-absent":                   {sAbsent, sStep6},
 	"policy-full-chain-required-partial":                  {sStep6, sPart},
 	"policy-full-chain-required-unverifiable":             {sStep6, sChain1},
 	"broken-chain-prev-unsupported-alg":                   {sDigAlg, sLinks},
