@@ -13,9 +13,10 @@ conformance suite can show that it accepts every reading the text allows:
   kid            a kid that names no key bound to iss means an untrusted
                  signer: untrusted-key, without trying iss's keys; a COSE kid
                  names a key only as the text of its kid or thumbprint
-  CBOR           indefinite-length items refused (RFC 8949 section 5.1
-                 lets a decoder do so), in the Handoff, the COSE envelope
-                 and the payload: bad-signature
+  CBOR           only preferred serialization read: indefinite lengths and
+                 longer heads than needed refused, in the Handoff, the COSE
+                 envelope, the protected header and the payload:
+                 bad-signature
   JSON           strings kept as decoded, unpaired surrogates included
                  (RFC 8259 section 8.2); numbers above 2^53 - 1 refused
                  (RFC 8259 section 6)
@@ -51,13 +52,15 @@ peer.lone_surrogate = lambda v: False
 peer.json_text = lambda obj: json.dumps(obj, separators=(",", ":"))
 
 
-class Indefinite(Exception):
-    pass
+class NotPreferred(Exception):
+    """An indefinite length, or an argument in a longer head than needed."""
 
 
 def _skip(d, i, depth=0):
     """Walks one CBOR data item from d[i]; returns the index after it and
-    raises Indefinite at an indefinite-length head."""
+    raises NotPreferred at an indefinite-length head or at an integer,
+    length or tag argument in a longer head than its value needs (floats
+    and simple values aside)."""
     if depth > 64:
         raise ValueError("too deep")
     ib = d[i]
@@ -65,7 +68,7 @@ def _skip(d, i, depth=0):
     i += 1
     if ai == 31:
         if mt in (2, 3, 4, 5):
-            raise Indefinite()
+            raise NotPreferred()
         raise ValueError("break outside an indefinite-length item")
     if ai < 24:
         val = ai
@@ -75,6 +78,8 @@ def _skip(d, i, depth=0):
             raise ValueError("truncated")
         val = int.from_bytes(d[i:i + n], "big")
         i += n
+        if mt != 7 and val < (24 if n == 1 else 1 << (4 * n)):
+            raise NotPreferred()
     else:
         raise ValueError("reserved additional information")
     if mt in (2, 3):
@@ -90,10 +95,10 @@ def _skip(d, i, depth=0):
     return i
 
 
-def has_indefinite(data):
+def not_preferred(data):
     try:
         _skip(data, 0)
-    except Indefinite:
+    except NotPreferred:
         return True
     except (IndexError, ValueError):
         return False  # not well-formed: the CBOR decoder says why
@@ -104,8 +109,8 @@ _parse_handoff = peer.parse_handoff
 
 
 def parse_handoff(data):
-    if data[:1] not in (b"{", b" ", b"\t", b"\r", b"\n") and has_indefinite(data):
-        raise ValueError("an indefinite-length CBOR item in the Handoff")
+    if data[:1] not in (b"{", b" ", b"\t", b"\r", b"\n") and not_preferred(data):
+        raise ValueError("CBOR not in preferred serialization in the Handoff")
     return _parse_handoff(data)
 
 
@@ -115,9 +120,12 @@ _split_cose = peer.split_cose
 
 
 def split_cose(octets):
-    if has_indefinite(octets):
-        raise peer.Reject("bad-signature", "COSE: an indefinite-length CBOR item in the envelope")
-    return _split_cose(octets)
+    if not_preferred(octets):
+        raise peer.Reject("bad-signature", "COSE: the envelope is not in preferred serialization")
+    parts = _split_cose(octets)
+    if parts[2] and not_preferred(parts[2]):
+        raise peer.Reject("bad-signature", "COSE: the protected header is not in preferred serialization")
+    return parts
 
 
 peer.split_cose = split_cose
@@ -128,8 +136,8 @@ MAX_SAFE = 2**53 - 1
 
 def decode_payload(octets, encoding):
     if encoding == "cbor":
-        if has_indefinite(octets):
-            raise peer.Reject("bad-signature", "payload: an indefinite-length CBOR item")
+        if not_preferred(octets):
+            raise peer.Reject("bad-signature", "payload: not in preferred serialization")
         try:
             obj = cbor2.loads(octets, str_errors="replace")
         except Exception as e:  # cbor2 raises several classes

@@ -175,6 +175,7 @@ var (
 	rfc7515Typ    = Basis{Source: "RFC 7515, section 4.1.9", Text: `A recipient using the media type value MUST treat it as if "application/" were prepended to any "typ" value not containing a '/'.`, Quote: true}
 	rfc6838Case   = Basis{Source: "RFC 6838, section 4.2", Text: "Media type names are compared without regard to case."}
 	rfc8949Indef  = Basis{Source: "RFC 8949, sections 3.2 and 5", Text: "Arrays, maps, byte strings and text strings may be encoded with an indefinite length, and such items are well-formed and valid; a decoder may nonetheless be limited to what its protocol needs, for example refuse indefinite-length items, since the choice of what a decoder accepts is left to the protocol, which here makes none."}
+	rfc8949Heads  = Basis{Source: "RFC 8949, sections 3 and 4.1", Text: "The argument of a data item may be encoded in a longer head than its value needs; such an item is well-formed and valid. Preferred serialization, the shortest head, is what encoders are asked to produce; what a decoder accepts beyond it is left to the protocol, which here says nothing."}
 	rfc7515Kid    = Basis{Source: "RFC 7515, section 4.1.4", Text: `The "kid" (key ID) Header Parameter is a hint indicating which key was used to secure the JWS.`, Quote: true}
 	rfc9052Kid    = Basis{Source: "RFC 9052, section 3.1", Text: "kid identifies a key as a byte string whose structure is not defined; it is a hint for finding the key, which may be carried in either header bucket."}
 	rfc8259Surr   = Basis{Source: "RFC 8259, section 8.2", Text: `The behavior of software that receives JSON texts containing such values is unpredictable`, Quote: true}
@@ -187,6 +188,7 @@ const (
 	whyKid     = "The kid names no key the receiver binds to iss. " + whyKidRule
 	whyTyp     = "The draft names the exact value \"agent-handoff+jwt\". RFC 7515 section 4.1.9 lets a recipient compare media types without regard to case and with \"application/\" prepended; this project does. A receiver that compares the draft's value exactly and refuses (bad-signature, step 1) contradicts no MUST either."
 	whyIndef   = "The draft asks for no particular CBOR serialization, and RFC 8949 makes indefinite-length items valid, so this project accepts them. RFC 8949 section 5.1 also lets a decoder refuse them; a receiver that does refuses at step 1 (bad-signature). Either answer is defensible."
+	whyHeads   = "The draft asks for no particular CBOR serialization, and RFC 8949 makes an argument in a longer head than needed well-formed and valid; this project accepts it. Preferred serialization binds encoders only, but a decoder built for one serialization (many COSE libraries are) refuses anything else, and no sentence of the draft forbids refusing: such a receiver refuses at step 1 (bad-signature). Either answer is defensible."
 	whySurr    = "RFC 8259 section 8.2 calls the behaviour of a receiver of an unpaired surrogate unpredictable. This project reads JSON as RFC 7493 (I-JSON) says and refuses the element (bad-signature). A receiver that keeps the string as it decodes (or replaces the surrogate with U+FFFD) reads another value, which then fails a later check; it is still a refusal, with that check's reason."
 )
 
@@ -212,6 +214,13 @@ var openChoices = map[string]openChoice{
 		also:  []Outcome{acceptedAs(unverif)},
 		why:   "The chain element's kid names no key of its iss. This project tries the keys of iss and the element verifies (full). A receiver that takes such a kid to mean an untrusted signer treats the element as one it does not trust a key for, which makes the chain unverifiable from that point back (section 5.3, check 1), and the default policy still accepts. Either answer is defensible.",
 		basis: []Basis{sChain1, sKeys},
+	},
+	"cose-envelope-not-preferred":         {also: []Outcome{refused("bad-signature")}, why: whyHeads, basis: []Basis{sCOSE, rfc8949Heads}},
+	"cose-protected-header-not-preferred": {also: []Outcome{refused("bad-signature")}, why: whyHeads, basis: []Basis{sCOSE, rfc8949Heads}},
+	"equivocation-cose-envelope-re-encoded": {
+		also:  []Outcome{refused("bad-signature")},
+		why:   "Built on cose-envelope-not-preferred: the second message's envelope is in longer heads than needed. A receiver that accepts them sees the remembered (iss, hop) with another digest (equivocation); one that requires preferred serialization refuses the element at step 1 (bad-signature). Neither accepts it.",
+		basis: []Basis{sEquiv, rfc8949Heads},
 	},
 	"cose-payload-not-preferred": {also: []Outcome{refused("bad-signature")}, why: whyIndef, basis: []Basis{sCOSE, rfc8949Indef}},
 	"handoff-cbor-not-preferred": {also: []Outcome{refused("bad-signature")}, why: whyIndef + " The Handoff object itself is indefinite-length here; a receiver that cannot read it has no signed element to check and refuses at step 1.", basis: []Basis{rfc8949Indef}},
