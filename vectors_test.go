@@ -39,7 +39,15 @@ type vectorCase struct {
 	Trust       map[string]json.RawMessage `json:"trust"`
 	Receiver    vectorReceiver             `json:"receiver"`
 	Prior       []string                   `json:"prior"`
-	Expected    vectorExpected             `json:"expected"`
+	// What the vector says about conformance (level, basis, requires,
+	// acceptable, why_open) is graded by cmd/handoff's runner and checked
+	// against vector.schema.json there (TestVectorSchema).
+	Level      string          `json:"level"`
+	Basis      json.RawMessage `json:"basis"`
+	Requires   []string        `json:"requires"`
+	Acceptable json.RawMessage `json:"acceptable"`
+	WhyOpen    string          `json:"why_open"`
+	Expected   vectorExpected  `json:"expected"`
 }
 
 type vectorInput struct {
@@ -91,7 +99,7 @@ func loadVectors(t *testing.T) []vectorFile {
 	require.NoError(t, err)
 	var out []vectorFile
 	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") || e.Name() == "manifest.json" || e.Name() == "vector.schema.json" {
 			continue
 		}
 		raw, err := os.ReadFile(filepath.Join(vectorDir, e.Name()))
@@ -116,6 +124,12 @@ func vectorB64(t *testing.T, s, what string) []byte {
 // vectorAgent builds the receiver a vector describes: its trust, a fixed
 // clock, a fresh in-memory store, and its chain and reference policies.
 func vectorAgent(t *testing.T, v vectorCase) *Agent {
+	t.Helper()
+	return vectorAgentProfile(t, v, false)
+}
+
+// vectorAgentProfile is vectorAgent, under the strict profile when strict.
+func vectorAgentProfile(t *testing.T, v vectorCase, strict bool) *Agent {
 	t.Helper()
 	doc, err := json.Marshal(v.Trust)
 	require.NoError(t, err)
@@ -151,7 +165,7 @@ func vectorAgent(t *testing.T, v vectorCase) *Agent {
 		Now:         func() time.Time { return at },
 		Skew:        new(time.Duration(r.Skew) * time.Second),
 		MaxLifetime: new(time.Duration(r.MaxLifetime) * time.Second),
-		Limits:      Limits{MaxChain: new(r.MaxChain)},
+		Limits:      Limits{MaxChain: new(r.MaxChain), Strict: strict},
 		Chain: ChainPolicy{
 			RequireFull:    r.RequireFullChain,
 			TrustedOrigins: vectorAgentIDs(r.TrustedOrigins),
@@ -390,4 +404,27 @@ func TestVectorsRegenerate(t *testing.T) {
 	cmd := exec.Command(goTool, "run", "./testdata/vectors/gen", "-check", "-out", vectorDir)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "go run ./testdata/vectors/gen -check:\n%s", out)
+}
+
+// TestVectors_StrictProfileDeparts: the strict profile is not a conforming
+// profile, as CONFORMANCE.md says: it refuses the member names that differ
+// from the draft's own only in case, which the MUST vectors #086 to #091
+// accept (HC-01: a receiver MUST ignore members it does not understand).
+func TestVectors_StrictProfileDeparts(t *testing.T) {
+	n := 0
+	for _, f := range loadVectors(t) {
+		if f.file < "086" || f.file >= "092" {
+			continue
+		}
+		n++
+		v := f.v
+		require.Equal(t, "MUST", v.Level, f.file)
+		require.True(t, v.Expected.Accepted, f.file)
+		require.Contains(t, v.HC, "HC-01", f.file)
+		in, err := vectorAgentProfile(t, v, true).Receive(context.Background(), vectorB64(t, v.Input.HandoffB64, "handoff_b64"), Host{Dialog: v.Receiver.Dialog})
+		require.NoError(t, err)
+		assert.False(t, in.Accepted(), "%s: the strict profile refuses case variants", f.file)
+		assert.Equal(t, ReasonBadSignature, in.Reason(), f.file)
+	}
+	assert.Equal(t, 6, n)
 }

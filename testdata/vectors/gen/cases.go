@@ -20,6 +20,8 @@ type Case struct {
 	TrustJWK    map[string][]json.RawMessage // keys given as JWKs (the draft's)
 	Receiver    Receiver
 	Expected    Expected
+	// Level is set when the case is rendered (suite.go).
+	Level string
 }
 
 func defaultReceiver() Receiver {

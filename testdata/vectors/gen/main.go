@@ -18,7 +18,9 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -35,6 +37,13 @@ import (
 
 //go:embed README.md.tmpl
 var readmeTemplate string
+
+//go:embed vector.schema.json
+var vectorSchema []byte
+
+// handWritten are the files of the suite that are written by hand, not by
+// the generator; the manifest covers them too.
+var handWritten = []string{"CONFORMANCE-RUNNER.md"}
 
 func main() {
 	out := flag.String("out", filepath.Join("testdata", "vectors"), "directory of the vectors")
@@ -66,11 +75,11 @@ func main() {
 // committed files are stale, were edited by hand, or the generator is not
 // deterministic.
 func checkDir(dir string) ([]string, error) {
-	a, err := generate()
+	a, err := generate(dir)
 	if err != nil {
 		return nil, err
 	}
-	b, err := generate()
+	b, err := generate(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +118,7 @@ var vectorFile = regexp.MustCompile(`^[0-9]{3}-[a-z0-9-]+\.json$`)
 // write generates every vector and the README into dir, removing vectors
 // of earlier runs first.
 func write(dir string) error {
-	files, err := generate()
+	files, err := generate(dir)
 	if err != nil {
 		return err
 	}
@@ -137,7 +146,7 @@ func write(dir string) error {
 
 // row is one line of the README's list of cases.
 type row struct {
-	File, Outcome, Chain, HC, Description string
+	File, Level, Outcome, Chain, HC, Description string
 }
 
 // exampleOf picks from the first vector the values the README's abridged
@@ -196,8 +205,9 @@ func coverage(rows []row) []row {
 	return out
 }
 
-// generate returns every file of the vectors directory by name.
-func generate() (map[string][]byte, error) {
+// generate returns every file of the vectors directory by name; dir is
+// where the hand-written files are read from for the manifest.
+func generate(dir string) (map[string][]byte, error) {
 	files := map[string][]byte{}
 	var rows []row
 	var example map[string]any
@@ -232,7 +242,7 @@ func generate() (map[string][]byte, error) {
 		if chain == "" {
 			chain = "-"
 		}
-		rows = append(rows, row{File: name, Outcome: outcome, Chain: chain, HC: strings.Join(c.HC, ", "),
+		rows = append(rows, row{File: name, Level: c.Level, Outcome: outcome, Chain: chain, HC: strings.Join(c.HC, ", "),
 			Description: strings.ReplaceAll(c.Description, "|", `\|`)})
 		if i == 0 {
 			if example, err = exampleOf(b); err != nil {
@@ -247,5 +257,42 @@ func generate() (map[string][]byte, error) {
 		return nil, err
 	}
 	files["README.md"] = buf.Bytes()
+	files["vector.schema.json"] = vectorSchema
+	files["VERSION"] = []byte(suiteVersion + "\n")
+	m, err := manifest(dir, files)
+	if err != nil {
+		return nil, err
+	}
+	files["manifest.json"] = m
 	return files, nil
+}
+
+// manifest lists the SHA-256 of every file of the suite: what the
+// generator writes and the hand-written files, read from dir.
+func manifest(dir string, files map[string][]byte) ([]byte, error) {
+	all := map[string][]byte{}
+	for name, b := range files {
+		all[name] = b
+	}
+	for _, name := range handWritten {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return nil, err
+		}
+		all[name] = b
+	}
+	sums := map[string]string{}
+	for name, b := range all {
+		sum := sha256.Sum256(b)
+		sums[name] = hex.EncodeToString(sum[:])
+	}
+	var buf bytes.Buffer
+	e := json.NewEncoder(&buf)
+	e.SetIndent("", "  ")
+	err := e.Encode(struct {
+		Suite   string            `json:"suite"`
+		Version string            `json:"version"`
+		Files   map[string]string `json:"sha256"`
+	}{"handoff-conformance-vectors", suiteVersion, sums})
+	return buf.Bytes(), err
 }

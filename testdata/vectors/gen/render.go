@@ -24,7 +24,20 @@ type Vector struct {
 	Trust       map[string]JWKSet `json:"trust"`
 	Receiver    Receiver          `json:"receiver"`
 	Prior       []string          `json:"prior,omitempty"`
-	Expected    Expected          `json:"expected"`
+	// Level is the level of the sentence the vector rests on: MUST,
+	// SHOULD, MAY, or open where the text leaves the verdict open.
+	Level string `json:"level"`
+	// Basis is the sentences the vector rests on.
+	Basis []Basis `json:"basis"`
+	// Requires lists the optional features a receiver needs to run it.
+	Requires []string `json:"requires"`
+	// Acceptable is every outcome a conforming receiver may reach.
+	Acceptable []Outcome `json:"acceptable"`
+	// WhyOpen says why more than one outcome is acceptable.
+	WhyOpen string `json:"why_open,omitempty"`
+	// Expected is the outcome this project's receiver reaches, one of
+	// Acceptable, with the details (chain state, references) it reports.
+	Expected Expected `json:"expected"`
 }
 
 // Input is the Handoff object the receiver is given.
@@ -322,10 +335,22 @@ func render(c *Case) ([]byte, error) {
 	for id, keys := range c.TrustJWK {
 		v.Trust[id] = JWKSet{Keys: keys}
 	}
+	elems := []Element{v.Input.Decoded.Offer}
+	elems = append(elems, v.Input.Decoded.Chain...)
 	for _, p := range c.Prior {
 		v.Prior = append(v.Prior, b64.EncodeToString(p))
+		if _, po, pc, _, err := decodeHandoff(p); err == nil {
+			elems = append(elems, view(po))
+			for _, e := range pc {
+				elems = append(elems, view(e))
+			}
+		}
 	}
 	v.Expected.OfferDigest = digestB64(offer)
+	if err := annotate(c, &v, payloadHasPrev(v.Input.Decoded.Offer), signedAlgs(v.Trust, elems)); err != nil {
+		return nil, err
+	}
+	c.Level = v.Level
 	var buf bytes.Buffer
 	e := json.NewEncoder(&buf)
 	e.SetEscapeHTML(false)
