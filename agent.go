@@ -149,9 +149,9 @@ func NewAgent(cfg Config) (*Agent, error) {
 func (a *Agent) ID() AgentID { return a.cfg.ID }
 
 // SetTrust replaces the trust configuration of a running agent, for
-// example to rotate keys. The verified-element cache keeps only the
-// elements of agents that keep every key they had, so that no element
-// verified by a key the new configuration drops counts under it.
+// example to rotate keys. The verified-element cache keeps exactly the
+// elements whose verifying key the new configuration still binds to their
+// iss, so that no element verified by a key it drops counts under it.
 // Offers being received while it runs are checked under one configuration
 // or the other, never a mix.
 func (a *Agent) SetTrust(t *Trust) error {

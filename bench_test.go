@@ -603,7 +603,7 @@ func BenchmarkVerifiedCache(b *testing.B) {
 	}
 	key := func(i int) Digest { return SHA256([]byte(strconv.Itoa(i))) }
 	oneShard := func(n int) *verifiedCache {
-		return &verifiedCache{shards: []cacheShard{{max: n, set: make(map[[sha256.Size]byte]*Offer, n)}}}
+		return &verifiedCache{shards: []cacheShard{{max: n, set: make(map[[sha256.Size]byte]cached, n)}}}
 	}
 	b.Run("memory", func(b *testing.B) {
 		for b.Loop() {
@@ -612,7 +612,7 @@ func BenchmarkVerifiedCache(b *testing.B) {
 			runtime.ReadMemStats(&before)
 			c := newVerifiedCache(size)
 			for i := range size {
-				c.add(key(i), decoded(i))
+				c.add(key(i), decoded(i), keyRef{})
 			}
 			runtime.GC()
 			runtime.ReadMemStats(&after)
@@ -623,7 +623,7 @@ func BenchmarkVerifiedCache(b *testing.B) {
 	fill := func(c *verifiedCache) {
 		o := decoded(0)
 		for i := range size {
-			c.add(key(i), o)
+			c.add(key(i), o, keyRef{})
 		}
 	}
 	// The keys held by both caches: a shard that received more than its
@@ -678,7 +678,7 @@ func BenchmarkVerifiedCache(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				c.add(key(int(next.Add(1))), o)
+				c.add(key(int(next.Add(1))), o, keyRef{})
 			}
 		})
 		if c.len() > size {

@@ -35,10 +35,16 @@ const (
 	cacheShardMin = 256
 )
 
+// cached is an element's decoded offer and the key that verified it.
+type cached struct {
+	offer *Offer
+	key   keyRef
+}
+
 type cacheShard struct {
 	mu    sync.RWMutex
 	max   int
-	set   map[[sha256.Size]byte]*Offer
+	set   map[[sha256.Size]byte]cached
 	order [][sha256.Size]byte // ring of the keys held, oldest at next once full
 	next  int
 	_     [64]byte // keep the shards' locks on separate cache lines
@@ -58,7 +64,7 @@ func newVerifiedCache(n int) *verifiedCache {
 		if i < n%s {
 			m++
 		}
-		c.shards[i] = cacheShard{max: m, set: make(map[[sha256.Size]byte]*Offer, min(m, 1024))}
+		c.shards[i] = cacheShard{max: m, set: make(map[[sha256.Size]byte]cached, min(m, 1024))}
 	}
 	return c
 }
@@ -80,12 +86,12 @@ func (c *verifiedCache) get(d Digest) *Offer {
 	k := cacheKey(d)
 	sh := c.shard(&k)
 	sh.mu.RLock()
-	o := sh.set[k]
+	e := sh.set[k]
 	sh.mu.RUnlock()
-	return o
+	return e.offer
 }
 
-func (c *verifiedCache) add(d Digest, o *Offer) {
+func (c *verifiedCache) add(d Digest, o *Offer, key keyRef) {
 	if c == nil {
 		return
 	}
@@ -97,7 +103,7 @@ func (c *verifiedCache) add(d Digest, o *Offer) {
 	if held {
 		return
 	}
-	c.put(k, o.clone())
+	c.put(k, cached{offer: o.clone(), key: key})
 }
 
 // len returns the number of entries held.
@@ -124,18 +130,19 @@ type trustState struct {
 }
 
 // swapTrust installs t in p, with a cache that keeps the entries of the
-// previous one that t would verify again: those whose iss keeps, under t,
-// every key (with its algorithm) it had under the configuration they were
-// verified under. The key that verified an element is not recorded, so an
-// agent that lost any key loses all its entries; no entry verified by a
-// key that t no longer binds to its iss survives the swap. Receives under
-// the old state that finish during the swap add to the old cache only.
+// previous one that t would verify again: each entry records the key that
+// verified it, and is kept exactly when t still binds that key, with its
+// algorithm, to the entry's iss. No entry verified by a key that t no
+// longer binds survives the swap, and an entry verified by a key that
+// stays keeps its place, whatever happened to the agent's other keys.
+// Receives under the old state that finish during the swap add to the old
+// cache only.
 func swapTrust(p *atomic.Pointer[trustState], t *Trust, n int) {
 	for {
 		old := p.Load()
 		next := &trustState{trust: t, cache: newVerifiedCache(n)}
 		if old != nil {
-			old.cache.carry(old.trust, t, next.cache)
+			old.cache.carry(t, next.cache)
 		}
 		if p.CompareAndSwap(old, next) {
 			return
@@ -144,28 +151,19 @@ func swapTrust(p *atomic.Pointer[trustState], t *Trust, n int) {
 }
 
 // carry copies into dst, oldest first, the entries that next verifies as
-// prev did (see swapTrust).
-func (c *verifiedCache) carry(prev, next *Trust, dst *verifiedCache) {
-	if c == nil || dst == nil || prev == nil || next == nil {
+// prev did: those whose verifying key next still binds to their iss, with
+// the same algorithm (see swapTrust).
+func (c *verifiedCache) carry(next *Trust, dst *verifiedCache) {
+	if c == nil || dst == nil || next == nil {
 		return
 	}
-	kept := map[AgentID]bool{}
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.RLock()
 		for j := range len(sh.order) {
 			k := sh.order[(sh.next+j)%len(sh.order)]
-			o := sh.set[k]
-			if o == nil {
-				continue
-			}
-			keep, seen := kept[o.Iss]
-			if !seen {
-				keep = prev.holdsKeysOf(next, o.Iss)
-				kept[o.Iss] = keep
-			}
-			if keep {
-				dst.put(k, o)
+			if e, ok := sh.set[k]; ok && next.binds(e.offer.Iss, e.key) {
+				dst.put(k, e)
 			}
 		}
 		sh.mu.RUnlock()
@@ -174,7 +172,7 @@ func (c *verifiedCache) carry(prev, next *Trust, dst *verifiedCache) {
 
 // put adds an entry already cloned, as carry moves it from one cache to
 // the next.
-func (c *verifiedCache) put(k [sha256.Size]byte, o *Offer) {
+func (c *verifiedCache) put(k [sha256.Size]byte, e cached) {
 	sh := c.shard(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -188,5 +186,5 @@ func (c *verifiedCache) put(k [sha256.Size]byte, o *Offer) {
 		sh.order[sh.next] = k
 		sh.next = (sh.next + 1) % sh.max
 	}
-	sh.set[k] = o
+	sh.set[k] = e
 }

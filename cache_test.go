@@ -15,22 +15,22 @@ func TestVerifiedCache_Bounded(t *testing.T) {
 	c := newVerifiedCache(3)
 	o := &Offer{Hop: "AAAAAAAAAAAAAAAAAAAAAA"}
 	for _, s := range []string{"a", "b", "c"} {
-		c.add(SHA256([]byte(s)), o)
+		c.add(SHA256([]byte(s)), o, keyRef{})
 	}
 	assert.NotNil(t, c.get(SHA256([]byte("a"))))
-	c.add(SHA256([]byte("a")), o) // already held: no change
-	c.add(SHA256([]byte("d")), o) // evicts the oldest, "a"
+	c.add(SHA256([]byte("a")), o, keyRef{}) // already held: no change
+	c.add(SHA256([]byte("d")), o, keyRef{}) // evicts the oldest, "a"
 	assert.Nil(t, c.get(SHA256([]byte("a"))))
 	for _, s := range []string{"b", "c", "d"} {
 		assert.NotNil(t, c.get(SHA256([]byte(s))), s)
 	}
 	assert.Equal(t, 3, c.len())
 	var off *verifiedCache = newVerifiedCache(-1)
-	off.add(SHA256([]byte("x")), o)
+	off.add(SHA256([]byte("x")), o, keyRef{})
 	assert.Nil(t, off.get(SHA256([]byte("x"))))
 	// The cache holds its own copy: changing the offer added changes
 	// nothing cached.
-	c.add(SHA256([]byte("e")), o)
+	c.add(SHA256([]byte("e")), o, keyRef{})
 	o.Hop = "BBBBBBBBBBBBBBBBBBBBBB"
 	assert.Equal(t, HopID("AAAAAAAAAAAAAAAAAAAAAA"), c.get(SHA256([]byte("e"))).Hop)
 }

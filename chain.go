@@ -218,15 +218,17 @@ func verifyElements(chain []Signed, digests []Digest, ts *trustState, lim Limits
 // it sets out[i], and caches the element when its signature verified.
 func verifyElement(chain []Signed, digests []Digest, i int, ts *trustState, lim Limits, out []element, pre []*Offer) *ChainError {
 	var o *Offer
+	var key keyRef
 	var err error
 	if pre != nil && pre[i] != nil {
-		o, err = pre[i], openDecoded(chain[i], ts.trust, lim, pre[i])
+		o = pre[i]
+		key, err = openDecoded(chain[i], ts.trust, lim, pre[i])
 	} else {
-		o, err = OpenOffer(chain[i], ts.trust, lim)
+		o, key, err = openOffer(chain[i], ts.trust, lim)
 	}
 	if err == nil {
 		out[i] = element{offer: o, verified: true}
-		ts.cache.add(digests[i], o)
+		ts.cache.add(digests[i], o, key)
 		return nil
 	}
 	if ReasonOf(err) != ReasonUntrustedKey {

@@ -141,7 +141,7 @@ func TestVerifiedCache_ShardedBound(t *testing.T) {
 	o := &Offer{Hop: "AAAAAAAAAAAAAAAAAAAAAA"}
 	key := func(i int) Digest { return SHA256([]byte(fmt.Sprint(i))) }
 	for i := range 3 * bound {
-		c.add(key(i), o)
+		c.add(key(i), o, keyRef{})
 		require.LessOrEqual(t, c.len(), bound)
 	}
 	assert.Equal(t, bound, c.len())

@@ -150,17 +150,17 @@ func (t *Trust) noKey(iss AgentID) errNoTrustedKey {
 	return errNoTrustedKey{iss: iss, why: w}
 }
 
-// holdsKeysOf reports whether next binds to id every key that t binds to
-// it, each with the same algorithm: then an element of id verified under t
-// verifies under next too.
-func (t *Trust) holdsKeysOf(next *Trust, id AgentID) bool {
-	for _, k := range t.keys[id] {
-		if !slices.ContainsFunc(next.keys[id], func(n boundKey) bool { return n.thumb == k.thumb && n.Alg == k.Alg }) {
-			return false
-		}
-	}
-	return true
+// binds reports whether t binds to id the key k, with k's algorithm: then
+// an element of id that k verified verifies under t too.
+func (t *Trust) binds(id AgentID, k keyRef) bool {
+	return slices.ContainsFunc(t.keys[id], func(n boundKey) bool { return n.thumb == k.thumb && n.Alg == k.alg })
 }
+
+// keyRef names one trusted key by its RFC 7638 thumbprint and its pinned
+// algorithm: the key that verified an element.
+type keyRef struct{ thumb, alg string }
+
+func (k boundKey) ref() keyRef { return keyRef{thumb: k.thumb, alg: k.Alg} }
 
 // AgentIDs returns the agents the configuration knows, sorted.
 func (t *Trust) AgentIDs() []AgentID {
@@ -180,7 +180,7 @@ func (t *Trust) AgentIDs() []AgentID {
 // base64url text or as the 32 raw octets. A kid that names no key of iss
 // leaves every key of iss to try, since all of them are trusted for iss.
 // Each key keeps its own algorithm (HC-22).
-func (t *Trust) candidates(iss AgentID, kid string) (keys []TrustedKey, named bool) {
+func (t *Trust) candidates(iss AgentID, kid string) (keys []boundKey, named bool) {
 	if t == nil {
 		return nil, false
 	}
@@ -191,15 +191,15 @@ func (t *Trust) candidates(iss AgentID, kid string) (keys []TrustedKey, named bo
 		}
 	}()
 	names := func(k boundKey) bool { return kid != "" && (kid == k.KID || kid == k.thumb || kid == k.thumbRaw) }
-	keys = make([]TrustedKey, 0, len(bound))
+	keys = make([]boundKey, 0, len(bound))
 	for _, k := range bound {
 		if names(k) {
-			keys, named = append(keys, k.TrustedKey), true
+			keys, named = append(keys, k), true
 		}
 	}
 	for _, k := range bound {
 		if !names(k) {
-			keys = append(keys, k.TrustedKey)
+			keys = append(keys, k)
 		}
 	}
 	return keys, named

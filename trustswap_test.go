@@ -96,7 +96,7 @@ func TestAgent_SetTrustConcurrent(t *testing.T) {
 	ts := a.trust.Load()
 	for i := range ts.cache.shards {
 		for _, o := range ts.cache.shards[i].set {
-			assert.NotEqual(t, rxOrigin, o.Iss, "an element of the dropped key survived the swap")
+			assert.NotEqual(t, rxOrigin, o.offer.Iss, "an element of the dropped key survived the swap")
 		}
 	}
 }
@@ -206,8 +206,9 @@ func BenchmarkSetTrust(b *testing.B) {
 	fill := func() *trustState {
 		ts := &trustState{trust: w.trust, cache: newVerifiedCache(DefaultVerifiedCache)}
 		o := &Offer{Iss: rxOrigin, Aud: rxPlanner, Dialog: "d"}
+		key := w.trust.keys[rxOrigin][0].ref()
 		for i := range DefaultVerifiedCache {
-			ts.cache.add(SHA256(fmt.Appendf(nil, "%d", i)), o)
+			ts.cache.add(SHA256(fmt.Appendf(nil, "%d", i)), o, key)
 		}
 		return ts
 	}
@@ -220,13 +221,48 @@ func BenchmarkSetTrust(b *testing.B) {
 	b.Run("carry-all", func(b *testing.B) {
 		for b.Loop() {
 			next := &trustState{trust: w.trust, cache: newVerifiedCache(DefaultVerifiedCache)}
-			full.cache.carry(w.trust, w.trust, next.cache)
+			full.cache.carry(w.trust, next.cache)
 		}
 	})
 	b.Run("drop-all", func(b *testing.B) {
 		for b.Loop() {
 			next := &trustState{trust: rotated, cache: newVerifiedCache(DefaultVerifiedCache)}
-			full.cache.carry(w.trust, rotated, next.cache)
+			full.cache.carry(rotated, next.cache)
 		}
+	})
+}
+
+// Each cached element records the key that verified it, so a swap drops
+// exactly the elements of the keys it removes: an agent with two keys that
+// retires one keeps, in the cache, the elements its other key verified
+// (HC-21: no element counts as verified by a key no longer bound to iss).
+func TestAgent_SetTrustDropsOnlyElementsOfRemovedKeys(t *testing.T) {
+	eachFormat(t, func(t *testing.T, f Format) {
+		w := newWorld(t, f, rxOrigin, rxPlanner, rxReceiver)
+		second := testSigner(t, f)
+		both := w.trust.withKeys(t, rxOrigin, w.signers[rxOrigin].Key(), second.Key())
+		a := w.agent(rxReceiver, func(c *Config) { c.Trust = both })
+
+		// Two chains whose first element is the origin's, signed with each
+		// of its keys in turn.
+		var firsts []Signed
+		for _, s := range []*Signer{w.signers[rxOrigin], second} {
+			o := w.draftOffer(rxOrigin, rxPlanner)
+			first, err := s.SignOffer(o)
+			require.NoError(t, err)
+			d := first.Digest()
+			next := w.draftOffer(rxPlanner, rxReceiver)
+			next.Prev = &d
+			in := receive(t, a, encodeHandoff(t, handoffOf(first, w.signAs(rxPlanner, next)), JSON), Host{})
+			require.True(t, in.Accepted(), in.Detail())
+			firsts = append(firsts, first)
+		}
+		require.Equal(t, 2, a.trust.Load().cache.len())
+
+		// The second key is retired, the first kept.
+		require.NoError(t, a.SetTrust(w.trust.withKeys(t, rxOrigin, w.signers[rxOrigin].Key())))
+		ts := a.trust.Load()
+		assert.NotNil(t, ts.cache.get(firsts[0].Digest()), "verified by the key that stays")
+		assert.Nil(t, ts.cache.get(firsts[1].Digest()), "verified by the key retired")
 	})
 }

@@ -27,8 +27,14 @@ import (
 // are decoded; the rest is decoded after (see SECURITY.md). An offer with
 // only the members the CDDL names is read whole in that one pass.
 func OpenOffer(s Signed, trust *Trust, lim Limits) (*Offer, error) {
+	o, _, err := openOffer(s, trust, lim)
+	return o, err
+}
+
+// openOffer is OpenOffer, and names the key that verified the offer.
+func openOffer(s Signed, trust *Trust, lim Limits) (*Offer, keyRef, error) {
 	var o *Offer
-	payload, enc, err := open(s, trust, lim, func(payload []byte, enc Encoding) (AgentID, error) {
+	payload, enc, key, err := open(s, trust, lim, func(payload []byte, enc Encoding) (AgentID, error) {
 		if fast, ok := fastOffer(payload, enc, lim); ok {
 			o = fast
 			return o.Iss, nil
@@ -36,21 +42,21 @@ func OpenOffer(s Signed, trust *Trust, lim Limits) (*Offer, error) {
 		return peekIss(payload, enc, lim, "offer")
 	})
 	if err != nil {
-		return nil, err
+		return nil, keyRef{}, err
 	}
 	if o == nil {
 		if o, err = decodeOffer(payload, enc, lim); err != nil {
-			return nil, signedMalformed(err)
+			return nil, keyRef{}, signedMalformed(err)
 		}
 	}
-	return o, nil
+	return o, key, nil
 }
 
 // OpenStatus checks a signed status's form and signature as OpenOffer does
 // for an offer, with type "status" (HC-55, first part). VerifyStatus also
 // relates the status to its offer.
 func OpenStatus(s Signed, trust *Trust, lim Limits) (*Status, error) {
-	payload, enc, err := open(s, trust, lim, func(payload []byte, enc Encoding) (AgentID, error) {
+	payload, enc, _, err := open(s, trust, lim, func(payload []byte, enc Encoding) (AgentID, error) {
 		return peekIss(payload, enc, lim, "status")
 	})
 	if err != nil {
@@ -105,10 +111,10 @@ func (e errNoTrustedKey) Error() string {
 // decode reads the payload (not yet verified) and returns its iss, whose
 // keys the trust configuration gives, the key the kid names first (HC-16,
 // HC-18, HC-21).
-func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (AgentID, error)) ([]byte, Encoding, error) {
+func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (AgentID, error)) ([]byte, Encoding, keyRef, error) {
 	lim = lim.withDefaults()
 	if trust == nil {
-		return nil, 0, reject(ReasonUntrustedKey, ErrUntrustedKey, "no trust configuration")
+		return nil, 0, keyRef{}, reject(ReasonUntrustedKey, ErrUntrustedKey, "no trust configuration")
 	}
 	// foreignKID: the message names a key by kid, none of iss's keys has
 	// that name, and (below) none of them verifies: the signer is a key the
@@ -118,16 +124,20 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 	var iss AgentID
 	var payload []byte
 	var enc Encoding
+	var bound []boundKey // the keys tried, in the order tried
+	var used int         // the index among them of the key that verified
 	var err error
 	switch s.Format {
 	case JWS:
 		enc = JSON
-		payload, _, err = jws.OpenWith(s.Octets, func(h jws.Header, p []byte) ([]jws.Key, error) {
+		var h jws.Header
+		payload, h, err = jws.OpenWith(s.Octets, func(h jws.Header, p []byte) ([]jws.Key, error) {
 			var err error
 			if iss, err = decode(p, JSON); err != nil {
 				return nil, err
 			}
-			bound, named := trust.candidates(iss, h.KID)
+			var named bool
+			bound, named = trust.candidates(iss, h.KID)
 			foreignKID = h.KID != "" && !named
 			var keys []jws.Key
 			for _, k := range bound {
@@ -138,9 +148,11 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 			}
 			return keys, nil
 		}, jws.Options{MaxSize: lim.MaxElementSize, Strict: lim.Strict})
+		used = h.KeyIndex
 	case COSE:
 		enc = CBOR
-		payload, _, err = cose.OpenWith(s.Octets, func(h cose.Header, p []byte) ([]cose.Key, error) {
+		var h cose.Header
+		payload, h, err = cose.OpenWith(s.Octets, func(h cose.Header, p []byte) ([]cose.Key, error) {
 			var err error
 			if iss, err = decode(p, CBOR); err != nil {
 				return nil, err
@@ -148,7 +160,8 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 			// The kid may sit in either header (HC-18): an unprotected one
 			// only orders the keys bound to iss, which are all tried.
 			kid, _ := h.KeyHint()
-			bound, named := trust.candidates(iss, kid)
+			var named bool
+			bound, named = trust.candidates(iss, kid)
 			foreignKID = kid != "" && !named
 			var keys []cose.Key
 			for _, k := range bound {
@@ -159,13 +172,14 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 			}
 			return keys, nil
 		}, cose.Options{MaxSize: lim.MaxElementSize, Strict: lim.Strict})
+		used = h.KeyIndex
 	default:
-		return nil, 0, reject(ReasonBadSignature, ErrMalformed, "unknown signed form %d", s.Format)
+		return nil, 0, keyRef{}, reject(ReasonBadSignature, ErrMalformed, "unknown signed form %d", s.Format)
 	}
 	if err == nil {
-		return payload, enc, nil
+		return payload, enc, bound[used].ref(), nil
 	}
-	return nil, 0, openErr(err, iss, foreignKID)
+	return nil, 0, keyRef{}, openErr(err, iss, foreignKID)
 }
 
 // openErr classifies why open failed.
@@ -265,7 +279,7 @@ func unsafePayload(s Signed, lim Limits) ([]byte, Encoding, error) {
 // from the same octets (inspectOffer): the form and signature are checked
 // as OpenOffer checks them, the keys chosen by o's iss, and the payload is
 // not decoded again. o is the element's offer once this returns nil.
-func openDecoded(s Signed, trust *Trust, lim Limits, o *Offer) error {
-	_, _, err := open(s, trust, lim, func([]byte, Encoding) (AgentID, error) { return o.Iss, nil })
-	return err
+func openDecoded(s Signed, trust *Trust, lim Limits, o *Offer) (keyRef, error) {
+	_, _, key, err := open(s, trust, lim, func([]byte, Encoding) (AgentID, error) { return o.Iss, nil })
+	return key, err
 }

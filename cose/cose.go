@@ -81,6 +81,10 @@ type Header struct {
 	Alg            string
 	KID            string
 	UnprotectedKID string
+	// KeyIndex is, in what Open returns, the index among the keys the
+	// Lookup returned of the key that verified the signature, so that a
+	// caller can tell which trusted key it was. The Lookup sees 0.
+	KeyIndex int
 }
 
 // KeyHint returns the kid to choose keys by, and whether it is covered by
@@ -329,7 +333,7 @@ func OpenWith(msg []byte, lookup Lookup, opts Options) (payload []byte, h Header
 		kid, _ := h.KeyHint()
 		return nil, Header{}, fmt.Errorf("%w: for kid %q", ErrNoKey, kid)
 	}
-	if err := verify(s, h.Alg, keys); err != nil {
+	if h.KeyIndex, err = verify(s, h.Alg, keys); err != nil {
 		return nil, Header{}, err
 	}
 	if err := s.validate(s.dec); err != nil {
@@ -355,9 +359,9 @@ func UnsafePayload(msg []byte, maxSize int) ([]byte, error) {
 // go-cose. A key is validated (ecsig.CheckKey) only when none verified, to
 // say why: an invalid key never verifies (see ecsig.VerifyChecked), so
 // checking it first would change no outcome.
-func verify(s *sign1, alg string, keys []Key) error {
+func verify(s *sign1, alg string, keys []Key) (int, error) {
 	if !slices.ContainsFunc(keys, func(k Key) bool { return k.Alg == alg }) {
-		return fmt.Errorf("%w: no trusted key is pinned to %s", ErrAlg, alg)
+		return 0, fmt.Errorf("%w: no trusted key is pinned to %s", ErrAlg, alg)
 	}
 	id := algIDs[alg]
 	// The Sig_structure holds the protected header's octets as sent, in a
@@ -365,7 +369,7 @@ func verify(s *sign1, alg string, keys []Key) error {
 	// however the message encoded that bstr.
 	rawProtected, err := sigEncMode.Marshal(s.protected)
 	if err != nil {
-		return malformed("%v", err)
+		return 0, malformed("%v", err)
 	}
 	m := gocose.Sign1Message{
 		Headers: gocose.Headers{
@@ -375,14 +379,14 @@ func verify(s *sign1, alg string, keys []Key) error {
 		Payload:   s.payload,
 		Signature: s.signature,
 	}
-	for _, k := range keys {
+	for i, k := range keys {
 		if k.Alg == alg && m.Verify(nil, verifier{pub: k.Public, alg: alg, id: id}) == nil {
-			return nil
+			return i, nil
 		}
 	}
 	_, usable, refusal := ecsig.Tally(keys, alg, func(k Key) (crypto.PublicKey, string) { return k.Public, k.Alg })
 	if usable == 0 {
-		return fmt.Errorf("%w: trusted key pinned to %s: %w", ErrAlg, alg, refusal)
+		return 0, fmt.Errorf("%w: trusted key pinned to %s: %w", ErrAlg, alg, refusal)
 	}
-	return fmt.Errorf("%w: none of %d key(s) pinned to %s verifies", ErrSignature, usable, alg)
+	return 0, fmt.Errorf("%w: none of %d key(s) pinned to %s verifies", ErrSignature, usable, alg)
 }

@@ -70,6 +70,10 @@ type Key struct {
 type Header struct {
 	Alg string
 	KID string
+	// KeyIndex is, in what Open returns, the index among the keys the
+	// Lookup returned of the key that verified the signature, so that a
+	// caller can tell which trusted key it was. The Lookup sees 0.
+	KeyIndex int
 }
 
 // Lookup resolves the trusted keys that may have signed a message. It is
@@ -270,7 +274,7 @@ func OpenWith(token []byte, lookup Lookup, opts Options) (payload []byte, h Head
 	if len(keys) == 0 {
 		return nil, Header{}, fmt.Errorf("%w: for kid %q", ErrNoKey, h.KID)
 	}
-	if err := verify(c, h.Alg, keys); err != nil {
+	if h.KeyIndex, err = verify(c, h.Alg, keys); err != nil {
 		return nil, Header{}, err
 	}
 	return c.payload, h, nil
@@ -364,20 +368,20 @@ func decodeSegment(seg []byte) ([]byte, error) {
 // parameters fail (see the package documentation). A key is validated
 // (ecsig.CheckKey) only when none verified, to say why: an invalid key
 // never verifies, so checking it first would change no outcome.
-func verify(c *compact, alg string, keys []Key) error {
-	for _, k := range keys {
+func verify(c *compact, alg string, keys []Key) (int, error) {
+	for i, k := range keys {
 		if k.Alg == alg && ecsig.VerifyChecked(k.Public, alg, c.signingInput, c.signature) == nil {
-			return nil
+			return i, nil
 		}
 	}
 	pinned, usable, refusal := ecsig.Tally(keys, alg, func(k Key) (crypto.PublicKey, string) { return k.Public, k.Alg })
 	switch {
 	case pinned == 0:
-		return fmt.Errorf("%w: no trusted key is pinned to %s", ErrAlg, alg)
+		return 0, fmt.Errorf("%w: no trusted key is pinned to %s", ErrAlg, alg)
 	case usable == 0:
-		return fmt.Errorf("%w: trusted key pinned to %s: %w", ErrAlg, alg, refusal)
+		return 0, fmt.Errorf("%w: trusted key pinned to %s: %w", ErrAlg, alg, refusal)
 	}
-	return fmt.Errorf("%w: none of %d key(s) pinned to %s verifies", ErrSignature, usable, alg)
+	return 0, fmt.Errorf("%w: none of %d key(s) pinned to %s verifies", ErrSignature, usable, alg)
 }
 
 // Thumbprint returns the RFC 7638 JWK thumbprint of pub with SHA-256, in

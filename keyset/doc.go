@@ -54,7 +54,8 @@
 // detail saying that its keys are stale and since when. An agent whose URL
 // was never fetched has no keys. Each change reaches the Agents given to
 // Follow as one atomic swap; the Agent's verified-element cache keeps the
-// elements of agents that kept every key and drops the others (SetTrust).
+// elements whose verifying key stays and drops those of the keys removed
+// (SetTrust).
 //
 // # Across processes
 //
