@@ -5,7 +5,7 @@ go 1.26.0
 replace github.com/agentproto/handoff => ../
 
 require (
-	github.com/a2aproject/a2a-go v0.3.3
+	github.com/a2aproject/a2a-go v0.3.15
 	github.com/agentproto/handoff v0.0.0
 	github.com/agentproto/handoff/replay/boltstore v0.0.0
 	github.com/fxamacker/cbor/v2 v2.10.0

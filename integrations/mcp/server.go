@@ -27,15 +27,23 @@
 //     known (HC-25, HC-45).
 //
 // A notifications/cancelled whose _meta carries the delegator's signed
-// "canceled" is handed to Agent.HandleStatus (HC-28); the cancels it signs
-// for the hops passed on go to ServerConfig.OnNotices.
+// "canceled" is handed to Agent.HandleStatus (HC-28) when it names a hop
+// the middleware accepted on the same session, signed by that hop's
+// delegator; any other "canceled" is refused before it is verified
+// (ErrForeignCancel) and changes the state of no hop. The cancels the
+// agent signs for the hops passed on go to ServerConfig.OnNotices. The SDK
+// itself ends the named request's context on any notifications/cancelled,
+// signed or not, before a middleware sees it: MCP cancellation is the
+// transport's, and the hop's state is the handoff's.
 //
 // # Delegator (client)
 //
 // A Client adds a sending middleware (Client.Middleware) that attaches the
 // Handoff that WithHandoff put in the call's context and hands the status of
 // every result to Agent.HandleStatus; Client.Call does all of it, with
-// retransmissions per handoff.Backoff. Client.Transport prepares the
+// retransmissions per handoff.Backoff, and tells how the call ended
+// (Delivery.State, Refused, Reason). A session without the middleware is an
+// error (ErrNotIntercepted), never a result. Client.Transport prepares the
 // client's transport so that Client.Cancel can put the signed "canceled" in
 // the _meta of notifications/cancelled, which the SDK sends without _meta.
 package mcp
@@ -51,6 +59,7 @@ import (
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/mcp"
 
+	"github.com/agentproto/handoff/integrations/internal/binding"
 	"github.com/agentproto/handoff/integrations/observe"
 )
 
@@ -90,8 +99,14 @@ type ServerConfig struct {
 	// called after the cancellation was applied, outside any lock.
 	OnNotices func(context.Context, []handoff.Notice)
 	// OnCancel, when set, is called with the outcome of every "canceled"
-	// that arrived in a notifications/cancelled, verified or refused.
+	// that arrived in a notifications/cancelled and was handed to
+	// Agent.HandleStatus, verified or refused.
 	OnCancel func(context.Context, *handoff.StatusResult)
+	// OnForeignCancel, when set, is called with the error (wrapping
+	// ErrForeignCancel, or handoff.ErrMalformed) of every "canceled" refused
+	// before verification because it names no hop accepted on the session
+	// it came on.
+	OnForeignCancel func(context.Context, error)
 	// OnReceive, when set, is called with the outcome of every Receive,
 	// before the offer is answered: for logs and audit.
 	OnReceive func(context.Context, *handoff.Received)
@@ -139,6 +154,12 @@ type outcomeBox struct {
 // reason "equivocation".
 var ErrEquivocated = errors.New("handoff: the delegator signed another offer under this hop")
 
+// ErrForeignCancel is the error of a "canceled" that names no hop the
+// middleware accepted on the session it came on: a "canceled" captured
+// from one call and replayed on another (HC-28, HC-55). No hop's state
+// changes.
+var ErrForeignCancel = binding.ErrForeign
+
 // Report tells the middleware what the work of the current call achieved.
 // Without it, a result that is not an error counts as EffectFull and an
 // error result as EffectUnknown. It reports false outside a guarded call.
@@ -170,7 +191,8 @@ type server struct {
 	tools map[string]bool
 
 	mu      sync.Mutex
-	running map[hopKey]*execution // accepted hops whose tool runs
+	running map[hopKey]*execution             // accepted hops whose tool runs
+	served  binding.Table[*mcp.ServerSession] // the hops accepted on each session
 }
 
 type hopKey struct {
@@ -206,7 +228,8 @@ func (s *server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 		case methodCancelled:
 			if p, ok := req.GetParams().(*mcp.CancelledParams); ok {
-				s.cancelled(ctx, p)
+				ss, _ := req.GetSession().(*mcp.ServerSession)
+				s.cancelled(ctx, ss, p)
 			}
 		}
 		return next(ctx, method, req)
@@ -308,6 +331,14 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 		return nil, err
 	}
 	s.sent(ctx, hop, accepted)
+	if b, ok := binding.Of(in); ok && r.Session != nil {
+		if s.served.Bind(r.Session, b) {
+			go func(ss *mcp.ServerSession) { // forget a session once it ends
+				_ = ss.Wait()
+				s.served.Unbind(ss)
+			}(r.Session)
+		}
+	}
 	box := &outcomeBox{}
 	hctx, cancel := context.WithCancelCause(context.WithValue(context.WithValue(ctx, keyReceived, in), keyOutcome, box))
 	k := hopKey{in.Offer().Iss, hop}
@@ -363,10 +394,21 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 }
 
 // cancelled hands a "canceled" carried by notifications/cancelled to the
-// agent (HC-28, HC-67).
-func (s *server) cancelled(ctx context.Context, p *mcp.CancelledParams) {
+// agent (HC-28, HC-67) when it names a hop accepted on the session ss.
+func (s *server) cancelled(ctx context.Context, ss *mcp.ServerSession, p *mcp.CancelledParams) {
 	octets, err := carry.Status(p.Meta)
 	if err != nil {
+		return
+	}
+	var hops []binding.Hop
+	if ss != nil {
+		hops = s.served.Hops(ss)
+	}
+	own, err := binding.Check(octets, hops)
+	if err != nil {
+		if s.cfg.OnForeignCancel != nil {
+			s.cfg.OnForeignCancel(ctx, err)
+		}
 		return
 	}
 	res, err := s.cfg.Agent.HandleStatus(ctx, octets)
@@ -377,7 +419,7 @@ func (s *server) cancelled(ctx context.Context, p *mcp.CancelledParams) {
 	if s.cfg.OnCancel != nil {
 		s.cfg.OnCancel(ctx, res)
 	}
-	if res.Err() != nil {
+	if binding.Confirm(res, own) != nil {
 		return
 	}
 	if n := res.Notices(); len(n) > 0 && s.cfg.OnNotices != nil {
