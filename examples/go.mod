@@ -3,7 +3,7 @@ module github.com/agentproto/handoff/examples
 go 1.26.0
 
 require (
-	github.com/a2aproject/a2a-go v0.3.3
+	github.com/a2aproject/a2a-go v0.3.15
 	github.com/agentproto/handoff v0.0.0
 	github.com/agentproto/handoff/integrations v0.0.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0

@@ -21,8 +21,8 @@ import (
 
 	"github.com/agentproto/handoff"
 
-	ha2a "github.com/agentproto/handoff/integrations/a2a"
-	hmcp "github.com/agentproto/handoff/integrations/mcp"
+	ha2a "github.com/agentproto/handoff/integrations/a2a03hop"
+	hmcp "github.com/agentproto/handoff/integrations/mcphop"
 )
 
 // serve runs an agent's server until ctx ends. The planner and the coder

@@ -1,4 +1,4 @@
-package a2a
+package a2a03hop
 
 import (
 	"context"

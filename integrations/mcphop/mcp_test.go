@@ -1,4 +1,4 @@
-package mcp_test
+package mcphop_test
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 	carry "github.com/agentproto/handoff/mcp"
 
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
-	hmcp "github.com/agentproto/handoff/integrations/mcp"
+	hmcp "github.com/agentproto/handoff/integrations/mcphop"
 	"github.com/agentproto/handoff/integrations/observe"
 )
 

@@ -1,9 +1,8 @@
-// Package mcp makes every MCP tools/call a signed, checked hop of the draft
-// "Signed Handoff Context for Agentic Dialogs" (section 6, HC-67), for
+// Package mcphop makes every MCP tools/call a signed, checked hop of the
+// draft "Signed Handoff Context for Agentic Dialogs" (section 6, HC-67), for
 // servers and clients of the MCP Go SDK
-// (github.com/modelcontextprotocol/go-sdk/mcp).
-//
-// Import it under another name than the SDK's, for example hmcp.
+// (github.com/modelcontextprotocol/go-sdk/mcp); the carriage helpers it
+// uses are the root's package mcp.
 //
 // # Delegate (server)
 //
@@ -46,7 +45,7 @@
 // error (ErrNotIntercepted), never a result. Client.Transport prepares the
 // client's transport so that Client.Cancel can put the signed "canceled" in
 // the _meta of notifications/cancelled, which the SDK sends without _meta.
-package mcp
+package mcphop
 
 import (
 	"context"

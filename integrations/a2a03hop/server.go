@@ -1,9 +1,9 @@
-// Package a2a makes every A2A message that carries work a signed, checked hop
-// of the draft "Signed Handoff Context for Agentic Dialogs" (section 6,
-// HC-66), for servers and clients of the a2a-go SDK
-// (github.com/a2aproject/a2a-go).
-//
-// Import it under another name than the SDK's, for example ha2a.
+// Package a2a03hop makes every A2A 0.3 message that carries work a signed,
+// checked hop of the draft "Signed Handoff Context for Agentic Dialogs"
+// (section 6, HC-66), for servers and clients of the a2a-go SDK's v0.3 line
+// (github.com/a2aproject/a2a-go v0.3.15). A2A 1.0, through a2a-go/v2, is
+// package a2a1hop, in its own module; the carriage helpers both use are
+// the root's package a2a.
 //
 // # Delegate (server)
 //
@@ -48,7 +48,7 @@
 // Refused, Reason); Client.Cancel sends the signed "canceled" in a Cancel
 // Task request. An A2A client without the Client among its interceptors
 // is an error (ErrNotIntercepted), never a result.
-package a2a
+package a2a03hop
 
 import (
 	"context"
