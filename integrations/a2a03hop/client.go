@@ -29,6 +29,15 @@ var ErrNotIntercepted = errors.New("handoff: the A2A client's interceptors do no
 // binding of a2a-go v0.3 sends it, an HTTP header.
 const ExtensionsParam = a2asrv.ExtensionsMetaKey
 
+// notIntercepted is ErrNotIntercepted, with what the server answered to the
+// request that went without the handoff.
+func notIntercepted(answer error) error {
+	if answer == nil {
+		return ErrNotIntercepted
+	}
+	return fmt.Errorf("%w (the server answered: %w)", ErrNotIntercepted, answer)
+}
+
 // ClientConfig configures the delegator's side.
 type ClientConfig struct {
 	// Agent is the delegator. Required.
@@ -303,8 +312,8 @@ func (c *Client) Send(ctx context.Context, cl *a2aclient.Client, msg *a2a.Messag
 		res, err := cl.SendMessage(actx, &a2a.MessageSendParams{Message: &m})
 		d.Statuses = append(d.Statuses, Statuses(actx)...)
 		d.Result = res
-		if err == nil && !actx.Value(keyHandoff).(*carried).wasAttached() {
-			return ErrNotIntercepted
+		if !actx.Value(keyHandoff).(*carried).wasAttached() {
+			return notIntercepted(err)
 		}
 		return err
 	})
@@ -326,8 +335,8 @@ func (c *Client) Retransmit(ctx context.Context, cl *a2aclient.Client, msg *a2a.
 	m.ID = a2a.NewMessageID()
 	m.Metadata = clone(msg.Metadata)
 	res, err := cl.SendMessage(actx, &a2a.MessageSendParams{Message: &m})
-	if err == nil && !actx.Value(keyHandoff).(*carried).wasAttached() {
-		err = ErrNotIntercepted
+	if !actx.Value(keyHandoff).(*carried).wasAttached() {
+		err = notIntercepted(err)
 	}
 	return res, Statuses(actx), err
 }
@@ -347,8 +356,8 @@ func (c *Client) Cancel(ctx context.Context, cl *a2aclient.Client, hop handoff.H
 	}
 	cctx := WithCancel(ctx, n.Status)
 	t, err := cl.CancelTask(cctx, &a2a.TaskIDParams{ID: task})
-	if err == nil && !cctx.Value(keyHandoff).(*carried).wasAttached() {
-		err = ErrNotIntercepted
+	if !cctx.Value(keyHandoff).(*carried).wasAttached() {
+		err = notIntercepted(err)
 	}
 	return t, n, err
 }

@@ -27,6 +27,15 @@ import (
 // the call's _meta, whatever the server answered.
 var ErrNotIntercepted = errors.New("handoff: the MCP client's sending middlewares do not include this handoff Client's: nothing was attached")
 
+// notIntercepted is ErrNotIntercepted, with what the server answered to the
+// request that went without the handoff.
+func notIntercepted(answer error) error {
+	if answer == nil {
+		return ErrNotIntercepted
+	}
+	return fmt.Errorf("%w (the server answered: %w)", ErrNotIntercepted, answer)
+}
+
 // ClientConfig configures the delegator's side.
 type ClientConfig struct {
 	// Agent is the delegator. Required.
@@ -232,8 +241,8 @@ func (c *Client) Call(ctx context.Context, s *mcp.ClientSession, params *mcp.Cal
 		res, err := s.CallTool(actx, &pp)
 		d.Statuses = append(d.Statuses, Statuses(actx)...)
 		d.Result = res
-		if err == nil && !*actx.Value(keyHandoff).(*carried).attached {
-			return ErrNotIntercepted
+		if !*actx.Value(keyHandoff).(*carried).attached {
+			return notIntercepted(err)
 		}
 		return err
 	})
@@ -254,8 +263,8 @@ func (c *Client) Retransmit(ctx context.Context, s *mcp.ClientSession, params *m
 	actx := WithHandoff(ctx, h)
 	pp := *params
 	res, err := s.CallTool(actx, &pp)
-	if err == nil && !*actx.Value(keyHandoff).(*carried).attached {
-		err = ErrNotIntercepted
+	if !*actx.Value(keyHandoff).(*carried).attached {
+		err = notIntercepted(err)
 	}
 	return res, Statuses(actx), err
 }
