@@ -133,6 +133,16 @@ func Statuses(ctx context.Context) []*handoff.StatusResult {
 func (c *Client) Before(ctx context.Context, req *a2aclient.Request) (context.Context, any, error) {
 	cr, ok := ctx.Value(keyHandoff).(*carried)
 	if !ok {
+		// A message whose Handoff a framework's callback attached (as
+		// adkhop's does) still needs the extension activated.
+		if p, isSend := req.Payload.(*a2a.SendMessageRequest); isSend && p != nil && p.Message != nil {
+			if _, err := carry.Handoff(p.Message.Metadata); err == nil {
+				if req.ServiceParams == nil {
+					req.ServiceParams = a2aclient.ServiceParams{}
+				}
+				req.ServiceParams.Append(ExtensionsParam, ExtensionURI)
+			}
+		}
 		return ctx, nil, nil
 	}
 	switch p := req.Payload.(type) {
