@@ -5,7 +5,6 @@ go 1.26.0
 replace (
 	github.com/agentproto/handoff => ../../
 	github.com/agentproto/handoff/integrations => ../
-	github.com/agentproto/handoff/replay/boltstore => ../../replay/boltstore
 )
 
 require (

@@ -6,7 +6,6 @@ replace (
 	github.com/agentproto/handoff => ../../
 	github.com/agentproto/handoff/integrations => ../
 	github.com/agentproto/handoff/integrations/a2a1hop => ../a2a1hop
-	github.com/agentproto/handoff/replay/boltstore => ../../replay/boltstore
 )
 
 require (
