@@ -458,3 +458,47 @@ func TestA2A1_Declare_AgentCard(t *testing.T) {
 	require.Len(t, card.Capabilities.Extensions, 1)
 	require.False(t, card.Capabilities.Extensions[0].Required)
 }
+
+// The first offer's work runs when an equivocating offer arrives: the work
+// is stopped (its context's cause is ErrEquivocated), the second offer is
+// refused with no status (HC-53), and the first hop's "failed" carries the
+// reason "equivocation" (HC-54, finish-first).
+func TestA2A1_Equivocation_FinishFirst_HC54(t *testing.T) {
+	ctx := context.Background()
+	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.COSE}, agenttest.Spec{ID: coder, Format: handoff.JWS})
+	co := newNode(t, ps[coder])
+	started := make(chan struct{})
+	co.w.body = func(ctx context.Context, in *handoff.Received, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+		return func(yield func(a2a.Event, error) bool) {
+			close(started)
+			<-ctx.Done()
+			if !errors.Is(context.Cause(ctx), a2a1hop.ErrEquivocated) {
+				yield(nil, context.Cause(ctx))
+				return
+			}
+			a2a1hop.Report(ctx, a2a1hop.Outcome{Effect: handoff.EffectNone})
+			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateFailed, nil), nil)
+		}
+	}
+	pc := newClient(t, ps[planner], false)
+	cl := dial(t, planner, co, pc)
+	out, err := ps[planner].Agent.Offer(ctx, handoff.OfferParams{To: coder, Dialog: dialog, Task: "one"})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := cl.SendMessage(a2a1hop.WithHandoff(ctx, out.Handoff), &a2a.SendMessageRequest{Message: text("x")})
+		done <- err
+	}()
+	<-started
+	second := a2a1hop.WithHandoff(ctx, agenttest.Equivocate(t, ps[planner], out, "two"))
+	res, err := cl.SendMessage(second, &a2a.SendMessageRequest{Message: text("x")})
+	require.NoError(t, err)
+	require.Equal(t, a2a.TaskStateRejected, res.(*a2a.Task).Status.State)
+	require.Empty(t, a2a1hop.Statuses(second), "the second offer gets no status (HC-53)")
+	require.NoError(t, <-done)
+	info, _, err := ps[planner].Agent.Hop(ctx, out.Offer.Hop)
+	require.NoError(t, err)
+	require.Equal(t, handoff.Failed, info.State)
+	require.Equal(t, handoff.ReasonEquivocation, info.Reason)
+	require.EqualValues(t, 1, co.w.calls.Load())
+}

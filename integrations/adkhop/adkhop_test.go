@@ -157,6 +157,7 @@ type coderServer struct {
 	model                 *script
 	mu                    sync.Mutex
 	refused               []error
+	requested             []bool // whether A2A-Extensions named the extension, per Receive
 }
 
 func newCoder(t *testing.T, p *agenttest.Party, guards func(handoff.HopID) (*evidence.Guard, bool), replies ...*genai.Content) *coderServer {
@@ -188,7 +189,13 @@ func newCoder(t *testing.T, p *agenttest.Party, guards func(handoff.HopID) (*evi
 			return ctx, nil
 		},
 	})
-	exec, err := a2a1hop.NewExecutor(a2a1hop.ServerConfig{Agent: p.Agent, Executor: inner})
+	exec, err := a2a1hop.NewExecutor(a2a1hop.ServerConfig{Agent: p.Agent, Executor: inner,
+		OnReceive: func(ctx context.Context, _ *handoff.Received) {
+			exts, ok := a2asrv.ExtensionsFrom(ctx)
+			cs.mu.Lock()
+			cs.requested = append(cs.requested, ok && exts.Requested(a2a1hop.Extension))
+			cs.mu.Unlock()
+		}})
 	require.NoError(t, err)
 	srv := httptest.NewServer(a2a1hop.Authenticate(a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(exec)),
 		func(r *http.Request) (handoff.AgentID, bool) {
@@ -293,6 +300,7 @@ func TestADK_RemoteOffer_And_GuardedTools(t *testing.T) {
 	require.Zero(t, cs.charg.Load(), "a denied tool ran")
 	require.Zero(t, cs.refund.Load(), "a must-ask tool ran without its approval")
 	cs.mu.Lock()
+	require.Equal(t, []bool{true}, cs.requested, "the remote agent's request activated the extension (A2A-Extensions)")
 	require.Len(t, cs.refused, 2)
 	require.ErrorIs(t, cs.refused[0], evidence.ErrDenied)
 	require.ErrorIs(t, cs.refused[1], evidence.ErrApprovalRequired)
