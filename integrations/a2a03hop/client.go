@@ -16,6 +16,7 @@ import (
 	carry "github.com/agentproto/handoff/a2a"
 
 	"github.com/agentproto/handoff/integrations/internal/asking"
+	"github.com/agentproto/handoff/integrations/internal/hopwork"
 	"github.com/agentproto/handoff/integrations/observe"
 )
 
@@ -260,16 +261,11 @@ type Delivery struct {
 // settle fills the outcome of d from the delegator's table and the last
 // task state.
 func (c *Client) settle(ctx context.Context, d *Delivery) error {
-	info, ok, err := c.cfg.Agent.Hop(ctx, d.Hop)
+	s, err := hopwork.Settle(ctx, c.cfg.Agent, d.Hop)
 	if err != nil {
 		return err
 	}
-	if ok {
-		d.State = info.State
-		if info.State == handoff.Rejected {
-			d.Refused, d.Reason = true, info.Reason
-		}
-	}
+	d.State, d.Refused, d.Reason = s.State, s.Refused, s.Reason
 	if t, ok := d.Result.(*a2a.Task); ok && t.Status.State == a2a.TaskStateRejected {
 		d.Refused = true
 	}

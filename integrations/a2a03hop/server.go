@@ -66,6 +66,7 @@ import (
 	carry "github.com/agentproto/handoff/a2a"
 
 	"github.com/agentproto/handoff/integrations/internal/binding"
+	"github.com/agentproto/handoff/integrations/internal/hopwork"
 	"github.com/agentproto/handoff/integrations/observe"
 )
 
@@ -113,21 +114,9 @@ type ServerConfig struct {
 
 // Executor is the wrapping a2asrv.AgentExecutor.
 type Executor struct {
-	cfg ServerConfig
-
-	mu      sync.Mutex
-	running map[hopKey]*execution     // accepted hops whose executor runs
+	cfg     ServerConfig
+	running hopwork.Running           // accepted hops whose executor runs
 	tasks   binding.Table[a2a.TaskID] // the hops each task runs
-}
-
-type hopKey struct {
-	iss handoff.AgentID
-	hop handoff.HopID
-}
-
-type execution struct {
-	cancel context.CancelCauseFunc
-	box    *outcomeBox
 }
 
 // ErrEquivocated is the cause of the context of an execution stopped
@@ -135,7 +124,7 @@ type execution struct {
 // the executor should stop if it can, then report its outcome (Report) and
 // write TASK_STATE_FAILED, or TASK_STATE_COMPLETED if the work took full
 // effect; "failed" then carries the reason "equivocation".
-var ErrEquivocated = errors.New("handoff: the delegator signed another offer under this hop")
+var ErrEquivocated = hopwork.ErrEquivocated
 
 // ErrForeignCancel is the error of a Cancel Task request whose "canceled"
 // names another hop than the task's: a "canceled" captured from one task
@@ -149,7 +138,7 @@ func NewExecutor(cfg ServerConfig) (*Executor, error) {
 	if cfg.Agent == nil || cfg.Executor == nil {
 		return nil, fmt.Errorf("%w: ServerConfig.Agent and ServerConfig.Executor are required", handoff.ErrConfig)
 	}
-	return &Executor{cfg: cfg, running: map[hopKey]*execution{}}, nil
+	return &Executor{cfg: cfg}, nil
 }
 
 type ctxKey int
@@ -180,22 +169,14 @@ type Outcome struct {
 	Refs   []handoff.ContextRef
 }
 
-type outcomeBox struct {
-	mu          sync.Mutex
-	o           *Outcome
-	equivocated bool
-}
-
 // Report tells the executor wrapper what the work achieved, before the
 // wrapped executor writes its final state. Without it TASK_STATE_COMPLETED
 // counts as EffectFull, and TASK_STATE_FAILED as EffectUnknown: no status.
 // It reports false outside a wrapped execution.
 func Report(ctx context.Context, o Outcome) bool {
-	b, ok := ctx.Value(keyOutcome).(*outcomeBox)
+	b, ok := ctx.Value(keyOutcome).(*hopwork.Box)
 	if ok {
-		b.mu.Lock()
-		b.o = &o
-		b.mu.Unlock()
+		b.Report(hopwork.Outcome(o))
 	}
 	return ok
 }
@@ -294,7 +275,7 @@ func (e *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 
 	case in.Equivocation() != "":
 		if in.Equivocation() == handoff.AnswerFinishFirst {
-			e.stop(hopKey{in.Offer().Iss, hop}) // stop the first offer's work if it runs
+			e.running.Stop(in.Offer().Iss, hop) // stop the first offer's work if it runs
 		}
 		var st *handoff.Signed
 		if in.Equivocation() == handoff.AnswerRejectFirst {
@@ -333,33 +314,10 @@ func (e *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 	if err := q.Write(ctx, ev); err != nil {
 		return err
 	}
-	box := &outcomeBox{}
-	wctx, cancel := context.WithCancelCause(context.WithValue(context.WithValue(ctx, keyReceived, in), keyOutcome, box))
-	defer cancel(nil)
-	k := hopKey{in.Offer().Iss, hop}
-	e.mu.Lock()
-	e.running[k] = &execution{cancel: cancel, box: box}
-	e.mu.Unlock()
-	defer func() {
-		e.mu.Lock()
-		delete(e.running, k)
-		e.mu.Unlock()
-	}()
+	wctx, box, done := e.running.Start(context.WithValue(ctx, keyReceived, in), in)
+	defer done()
+	wctx = context.WithValue(wctx, keyOutcome, box)
 	return e.cfg.Executor.Execute(wctx, reqCtx, &queue{Queue: q, e: e, in: in, hop: hop, box: box, reqCtx: reqCtx})
-}
-
-// stop cancels the execution of a hop, if one runs, with ErrEquivocated.
-func (e *Executor) stop(k hopKey) {
-	e.mu.Lock()
-	x := e.running[k]
-	e.mu.Unlock()
-	if x == nil {
-		return
-	}
-	x.box.mu.Lock()
-	x.box.equivocated = true
-	x.box.mu.Unlock()
-	x.cancel(ErrEquivocated)
 }
 
 // Cancel implements a2asrv.AgentExecutor: a "canceled" in the request's
@@ -416,7 +374,7 @@ type queue struct {
 	e      *Executor
 	in     *handoff.Received
 	hop    handoff.HopID
-	box    *outcomeBox
+	box    *hopwork.Box
 	reqCtx *a2asrv.RequestContext
 
 	mu   sync.Mutex
@@ -448,33 +406,17 @@ func (w *queue) Write(ctx context.Context, ev a2a.Event) error {
 // sign attaches the signed status of the hop state matching a task state
 // (HC-29), when the rules let one be sent.
 func (w *queue) sign(ctx context.Context, ts *a2a.TaskStatus) error {
-	w.box.mu.Lock()
-	var o Outcome
-	reported := w.box.o != nil
-	if reported {
-		o = *w.box.o
-	}
-	equivocated := w.box.equivocated
-	w.box.mu.Unlock()
-	var state handoff.State
+	var otherwise hopwork.Outcome
 	switch ts.State {
 	case a2a.TaskStateCompleted:
-		if !reported {
-			o.Effect = handoff.EffectFull
-		}
+		otherwise.Effect = handoff.EffectFull // unless the work reported less
 	case a2a.TaskStateFailed:
+		// EffectUnknown unless the work reported its outcome.
 	default:
 		return nil // the host protocol's own states (HC-29)
 	}
-	switch o.Effect {
-	case handoff.EffectFull:
-		state = handoff.Completed
-	case handoff.EffectNone, handoff.EffectPartial:
-		state = handoff.Failed
-		if equivocated && o.Reason == "" {
-			o.Reason = handoff.ReasonEquivocation // HC-54
-		}
-	default:
+	state, o := w.box.Final(otherwise)
+	if state == "" {
 		return nil // outcome unknown: no terminal status (HC-45)
 	}
 	w.mu.Lock()

@@ -63,7 +63,6 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
-	"sync"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
@@ -72,6 +71,7 @@ import (
 	carry "github.com/agentproto/handoff/a2a"
 
 	"github.com/agentproto/handoff/integrations/internal/binding"
+	"github.com/agentproto/handoff/integrations/internal/hopwork"
 	"github.com/agentproto/handoff/integrations/observe"
 )
 
@@ -136,21 +136,9 @@ type ServerConfig struct {
 
 // Executor is the wrapping a2asrv.AgentExecutor.
 type Executor struct {
-	cfg ServerConfig
-
-	mu      sync.Mutex
-	running map[hopKey]*execution // accepted hops whose executor runs
-	tasks   binding.Table[a2a.TaskID]
-}
-
-type hopKey struct {
-	iss handoff.AgentID
-	hop handoff.HopID
-}
-
-type execution struct {
-	cancel context.CancelCauseFunc
-	box    *outcomeBox
+	cfg     ServerConfig
+	running hopwork.Running           // accepted hops whose executor runs
+	tasks   binding.Table[a2a.TaskID] // the hops each task runs
 }
 
 // ErrEquivocated is the cause of the context of an execution stopped
@@ -158,7 +146,7 @@ type execution struct {
 // the executor should stop if it can, then report its outcome (Report) and
 // yield TASK_STATE_FAILED, or TASK_STATE_COMPLETED if the work took full
 // effect; "failed" then carries the reason "equivocation".
-var ErrEquivocated = errors.New("handoff: the delegator signed another offer under this hop")
+var ErrEquivocated = hopwork.ErrEquivocated
 
 // ErrForeignCancel is the error of a Cancel Task request whose "canceled"
 // names another hop than the task's: a "canceled" captured from one task
@@ -172,7 +160,7 @@ func NewExecutor(cfg ServerConfig) (*Executor, error) {
 	if cfg.Agent == nil || cfg.Executor == nil {
 		return nil, fmt.Errorf("%w: ServerConfig.Agent and ServerConfig.Executor are required", handoff.ErrConfig)
 	}
-	return &Executor{cfg: cfg, running: map[hopKey]*execution{}}, nil
+	return &Executor{cfg: cfg}, nil
 }
 
 type ctxKey int
@@ -210,22 +198,14 @@ type Outcome struct {
 	Refs   []handoff.ContextRef
 }
 
-type outcomeBox struct {
-	mu          sync.Mutex
-	o           *Outcome
-	equivocated bool
-}
-
 // Report tells the executor wrapper what the work achieved, before the
 // wrapped executor yields its final state. Without it TASK_STATE_COMPLETED
 // counts as EffectFull, and TASK_STATE_FAILED as EffectUnknown: no status.
 // It reports false outside a wrapped execution.
 func Report(ctx context.Context, o Outcome) bool {
-	b, ok := ctx.Value(keyOutcome).(*outcomeBox)
+	b, ok := ctx.Value(keyOutcome).(*hopwork.Box)
 	if ok {
-		b.mu.Lock()
-		b.o = &o
-		b.mu.Unlock()
+		b.Report(hopwork.Outcome(o))
 	}
 	return ok
 }
@@ -340,7 +320,7 @@ func (e *Executor) serve(ctx context.Context, ec *a2asrv.ExecutorContext, in *ha
 
 	case in.Equivocation() != "":
 		if in.Equivocation() == handoff.AnswerFinishFirst {
-			e.stop(hopKey{in.Offer().Iss, hop}) // stop the first offer's work if it runs
+			e.running.Stop(in.Offer().Iss, hop) // stop the first offer's work if it runs
 		}
 		var st *handoff.Signed
 		if in.Equivocation() == handoff.AnswerRejectFirst {
@@ -389,18 +369,9 @@ func (e *Executor) serve(ctx context.Context, ec *a2asrv.ExecutorContext, in *ha
 		// The task exists now: the wrapped executor does not make another.
 		inner.StoredTask = t
 	}
-	box := &outcomeBox{}
-	wctx, cancel := context.WithCancelCause(context.WithValue(context.WithValue(ctx, keyReceived, in), keyOutcome, box))
-	defer cancel(nil)
-	k := hopKey{in.Offer().Iss, hop}
-	e.mu.Lock()
-	e.running[k] = &execution{cancel: cancel, box: box}
-	e.mu.Unlock()
-	defer func() {
-		e.mu.Lock()
-		delete(e.running, k)
-		e.mu.Unlock()
-	}()
+	wctx, box, done := e.running.Start(context.WithValue(ctx, keyReceived, in), in)
+	defer done()
+	wctx = context.WithValue(wctx, keyOutcome, box)
 	s := &signer{e: e, in: in, hop: hop, box: box, ec: ec}
 	for ev, err := range e.cfg.Executor.Execute(wctx, &inner) {
 		if err == nil {
@@ -410,20 +381,6 @@ func (e *Executor) serve(ctx context.Context, ec *a2asrv.ExecutorContext, in *ha
 			return
 		}
 	}
-}
-
-// stop cancels the execution of a hop, if one runs, with ErrEquivocated.
-func (e *Executor) stop(k hopKey) {
-	e.mu.Lock()
-	x := e.running[k]
-	e.mu.Unlock()
-	if x == nil {
-		return
-	}
-	x.box.mu.Lock()
-	x.box.equivocated = true
-	x.box.mu.Unlock()
-	x.cancel(ErrEquivocated)
 }
 
 // Cancel implements a2asrv.AgentExecutor: a "canceled" in the request's
@@ -482,7 +439,7 @@ type signer struct {
 	e   *Executor
 	in  *handoff.Received
 	hop handoff.HopID
-	box *outcomeBox
+	box *hopwork.Box
 	ec  *a2asrv.ExecutorContext
 
 	done bool // a terminal status was signed
@@ -501,37 +458,18 @@ func (s *signer) sign(ctx context.Context, ev a2a.Event) error {
 	if ts.State.Terminal() {
 		defer s.e.tasks.Unbind(s.ec.TaskID) // a task in a terminal state is not canceled
 	}
-	s.box.mu.Lock()
-	var o Outcome
-	reported := s.box.o != nil
-	if reported {
-		o = *s.box.o
-	}
-	equivocated := s.box.equivocated
-	s.box.mu.Unlock()
+	var otherwise hopwork.Outcome
 	switch ts.State {
 	case a2a.TaskStateCompleted:
-		if !reported {
-			o.Effect = handoff.EffectFull
-		}
+		otherwise.Effect = handoff.EffectFull // unless the work reported less
 	case a2a.TaskStateFailed:
+		// EffectUnknown unless the work reported its outcome.
 	default:
 		return nil // the host protocol's own states (HC-29)
 	}
-	var state handoff.State
-	switch o.Effect {
-	case handoff.EffectFull:
-		state = handoff.Completed
-	case handoff.EffectNone, handoff.EffectPartial:
-		state = handoff.Failed
-		if equivocated && o.Reason == "" {
-			o.Reason = handoff.ReasonEquivocation // HC-54
-		}
-	default:
-		return nil // outcome unknown: no terminal status (HC-45)
-	}
-	if s.done {
-		return nil
+	state, o := s.box.Final(otherwise)
+	if state == "" || s.done {
+		return nil // outcome unknown (HC-45), or the terminal status was sent
 	}
 	st, err := s.e.cfg.Agent.Reply(ctx, s.in, state, handoff.ReplyOptions{Effect: o.Effect, Reason: o.Reason, Refs: o.Refs})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	carry "github.com/agentproto/handoff/mcp"
 
 	"github.com/agentproto/handoff/integrations/internal/asking"
+	"github.com/agentproto/handoff/integrations/internal/hopwork"
 	"github.com/agentproto/handoff/integrations/observe"
 )
 
@@ -193,16 +194,11 @@ type Delivery struct {
 
 // settle fills the outcome of d from the delegator's table and the result.
 func (c *Client) settle(ctx context.Context, d *Delivery) error {
-	info, ok, err := c.cfg.Agent.Hop(ctx, d.Hop)
+	s, err := hopwork.Settle(ctx, c.cfg.Agent, d.Hop)
 	if err != nil {
 		return err
 	}
-	if ok {
-		d.State = info.State
-		if info.State == handoff.Rejected {
-			d.Refused, d.Reason = true, info.Reason
-		}
-	}
+	d.State, d.Refused, d.Reason = s.State, s.Refused, s.Reason
 	if d.Result != nil && d.Result.IsError && (d.State == handoff.Offered || d.State == "") {
 		d.Refused = true // refused with no status the delegator could verify
 	}

@@ -51,7 +51,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -59,6 +58,7 @@ import (
 	carry "github.com/agentproto/handoff/mcp"
 
 	"github.com/agentproto/handoff/integrations/internal/binding"
+	"github.com/agentproto/handoff/integrations/internal/hopwork"
 	"github.com/agentproto/handoff/integrations/observe"
 )
 
@@ -141,17 +141,11 @@ type Outcome struct {
 	Refs []handoff.ContextRef
 }
 
-type outcomeBox struct {
-	mu          sync.Mutex
-	o           *Outcome
-	equivocated bool
-}
-
 // ErrEquivocated is the cause of a tool handler's context when its
 // delegator signed another offer under the same hop (HC-54): the handler
 // should stop if it can and Report its outcome; "failed" then carries the
 // reason "equivocation".
-var ErrEquivocated = errors.New("handoff: the delegator signed another offer under this hop")
+var ErrEquivocated = hopwork.ErrEquivocated
 
 // ErrForeignCancel is the error of a "canceled" that names no hop the
 // middleware accepted on the session it came on: a "canceled" captured
@@ -163,11 +157,9 @@ var ErrForeignCancel = binding.ErrForeign
 // Without it, a result that is not an error counts as EffectFull and an
 // error result as EffectUnknown. It reports false outside a guarded call.
 func Report(ctx context.Context, o Outcome) bool {
-	b, ok := ctx.Value(keyOutcome).(*outcomeBox)
+	b, ok := ctx.Value(keyOutcome).(*hopwork.Box)
 	if ok {
-		b.mu.Lock()
-		b.o = &o
-		b.mu.Unlock()
+		b.Report(hopwork.Outcome(o))
 	}
 	return ok
 }
@@ -178,7 +170,7 @@ func Server(cfg ServerConfig) (mcp.Middleware, error) {
 	if cfg.Agent == nil {
 		return nil, fmt.Errorf("%w: ServerConfig.Agent is required", handoff.ErrConfig)
 	}
-	s := &server{cfg: cfg, tools: map[string]bool{}, running: map[hopKey]*execution{}}
+	s := &server{cfg: cfg, tools: map[string]bool{}}
 	for _, t := range cfg.Tools {
 		s.tools[t] = true
 	}
@@ -189,33 +181,8 @@ type server struct {
 	cfg   ServerConfig
 	tools map[string]bool
 
-	mu      sync.Mutex
-	running map[hopKey]*execution             // accepted hops whose tool runs
+	running hopwork.Running                   // accepted hops whose tool runs
 	served  binding.Table[*mcp.ServerSession] // the hops accepted on each session
-}
-
-type hopKey struct {
-	iss handoff.AgentID
-	hop handoff.HopID
-}
-
-type execution struct {
-	cancel context.CancelCauseFunc
-	box    *outcomeBox
-}
-
-// stop cancels the tool call of a hop, if one runs, with ErrEquivocated.
-func (s *server) stop(k hopKey) {
-	s.mu.Lock()
-	x := s.running[k]
-	s.mu.Unlock()
-	if x == nil {
-		return
-	}
-	x.box.mu.Lock()
-	x.box.equivocated = true
-	x.box.mu.Unlock()
-	x.cancel(ErrEquivocated)
 }
 
 func (s *server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
@@ -295,7 +262,7 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 		// The second offer gets no status (HC-53); the first may (HC-54).
 		res := errorResult("rejected: equivocation", nil)
 		if in.Equivocation() == handoff.AnswerFinishFirst {
-			s.stop(hopKey{in.Offer().Iss, hop}) // stop the first offer's work if it runs
+			s.running.Stop(in.Offer().Iss, hop) // stop the first offer's work if it runs
 		}
 		if in.Equivocation() == handoff.AnswerRejectFirst {
 			st, err := s.cfg.Agent.Reply(ctx, in, handoff.Rejected, handoff.ReplyOptions{Reason: handoff.ReasonEquivocation})
@@ -338,44 +305,21 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 			}(r.Session)
 		}
 	}
-	box := &outcomeBox{}
-	hctx, cancel := context.WithCancelCause(context.WithValue(context.WithValue(ctx, keyReceived, in), keyOutcome, box))
-	k := hopKey{in.Offer().Iss, hop}
-	s.mu.Lock()
-	s.running[k] = &execution{cancel: cancel, box: box}
-	s.mu.Unlock()
-	res, herr := next(hctx, methodCallTool, r)
-	s.mu.Lock()
-	delete(s.running, k)
-	s.mu.Unlock()
-	cancel(nil)
+	hctx, box, done := s.running.Start(context.WithValue(ctx, keyReceived, in), in)
+	res, herr := next(context.WithValue(hctx, keyOutcome, box), methodCallTool, r)
+	done()
 	if herr != nil {
 		// A protocol error: the outcome is unknown, the hop stays
 		// "accepted" and a retransmission is told so (HC-39).
 		return res, herr
 	}
 	ctr, _ := res.(*mcp.CallToolResult)
-	o := Outcome{Effect: handoff.EffectFull}
+	otherwise := hopwork.Outcome{Effect: handoff.EffectFull}
 	if ctr != nil && ctr.IsError {
-		o.Effect = handoff.EffectUnknown
+		otherwise.Effect = handoff.EffectUnknown
 	}
-	box.mu.Lock()
-	if box.o != nil {
-		o = *box.o
-	}
-	equivocated := box.equivocated
-	box.mu.Unlock()
+	state, o := box.Final(otherwise)
 	st := accepted // outcome unknown: the hop stays "accepted" (HC-45)
-	var state handoff.State
-	switch o.Effect {
-	case handoff.EffectFull:
-		state = handoff.Completed
-	case handoff.EffectNone, handoff.EffectPartial:
-		state = handoff.Failed
-		if equivocated && o.Reason == "" {
-			o.Reason = handoff.ReasonEquivocation // HC-54
-		}
-	}
 	if state != "" {
 		if st, err = s.cfg.Agent.Reply(ctx, in, state, handoff.ReplyOptions{Effect: o.Effect, Reason: o.Reason, Refs: o.Refs}); err != nil {
 			return nil, err
