@@ -3,7 +3,7 @@ module github.com/agentproto/handoff/examples
 go 1.26.0
 
 require (
-	github.com/a2aproject/a2a-go v0.3.3
+	github.com/a2aproject/a2a-go v0.3.15
 	github.com/agentproto/handoff v0.0.0
 	github.com/agentproto/handoff/integrations v0.0.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
@@ -21,9 +21,9 @@ require (
 	github.com/veraison/go-cose v1.3.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
-	go.opentelemetry.io/otel v1.47.0 // indirect
-	go.opentelemetry.io/otel/metric v1.47.0 // indirect
-	go.opentelemetry.io/otel/trace v1.47.0 // indirect
+	go.opentelemetry.io/otel v1.46.0 // indirect
+	go.opentelemetry.io/otel/metric v1.46.0 // indirect
+	go.opentelemetry.io/otel/trace v1.46.0 // indirect
 	golang.org/x/net v0.41.0 // indirect
 	golang.org/x/oauth2 v0.35.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect

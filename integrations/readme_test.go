@@ -86,17 +86,20 @@ go 1.26.0
 require (
 	github.com/agentproto/handoff v0.0.0
 	github.com/agentproto/handoff/integrations v0.0.0
+	github.com/agentproto/handoff/integrations/a2a1hop v0.0.0
 )
 
 replace github.com/agentproto/handoff => %s
 
 replace github.com/agentproto/handoff/integrations => %s
-`, root, here)
+
+replace github.com/agentproto/handoff/integrations/a2a1hop => %s
+`, root, here, filepath.Join(here, "a2a1hop"))
 	if err := os.WriteFile(filepath.Join(tmp, "go.mod"), []byte(goMod), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var sum []byte
-	for _, f := range []string{filepath.Join(root, "go.sum"), filepath.Join(here, "go.sum")} {
+	for _, f := range []string{filepath.Join(root, "go.sum"), filepath.Join(here, "go.sum"), filepath.Join(here, "a2a1hop", "go.sum")} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

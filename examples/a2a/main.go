@@ -1,6 +1,6 @@
 // Command a2a hands work from a planner to a coder over A2A, through the
 // a2a-go SDK's JSON-RPC server and client on loopback HTTP, with the
-// handoff middleware of github.com/agentproto/handoff/integrations/a2a
+// handoff middleware of github.com/agentproto/handoff/integrations/a2a03hop
 // (draft section "Carrying the Element", HC-66).
 //
 // The coder's own executor is wrapped by ha2a.NewExecutor: it runs only for
@@ -38,7 +38,7 @@ import (
 
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/a2a"
-	ha2a "github.com/agentproto/handoff/integrations/a2a"
+	ha2a "github.com/agentproto/handoff/integrations/a2a03hop"
 )
 
 const (

@@ -1,6 +1,6 @@
 // Command mcp hands work from a planner to a coder over MCP, with the
 // official Go SDK and its in-memory transport, and the handoff middleware of
-// github.com/agentproto/handoff/integrations/mcp (draft section "Carrying
+// github.com/agentproto/handoff/integrations/mcphop (draft section "Carrying
 // the Element", HC-67).
 //
 // The coder's server has the receiving middleware: its tool runs only for
@@ -31,7 +31,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentproto/handoff"
-	hmcp "github.com/agentproto/handoff/integrations/mcp"
+	hmcp "github.com/agentproto/handoff/integrations/mcphop"
 	carry "github.com/agentproto/handoff/mcp"
 )
 

@@ -20,10 +20,12 @@
 // asks again for its own hop and gets the identical status octets, and sends
 // a forged offer that the planner refuses before its executor runs.
 //
-// Run it from the integrations module:
+// The agents speak A2A 1.0 through a2a-go/v2 (package a2a1hop) and MCP
+// through the MCP Go SDK (package mcphop). Run it from the repository's
+// root (workspace mode) or from its own module:
 //
-//	go run ./cmd/handoff-demo
-//	go run ./cmd/handoff-demo -in-process   # one process, the crash simulated
+//	go run ./integrations/cmd/handoff-demo
+//	go run ./integrations/cmd/handoff-demo -in-process   # one process, the crash simulated
 package main
 
 import (
@@ -44,12 +46,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/a2a"
 
-	ha2a "github.com/agentproto/handoff/integrations/a2a"
+	"github.com/agentproto/handoff/integrations/a2a1hop"
 )
 
 // The environment of an agent process: its role and the demo directory.
@@ -254,9 +256,9 @@ func drive(ctx context.Context, n *node, log *logger) error {
 		return err
 	}
 	defer cl.Destroy()
-	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "fix the off-by-one in pager.go"})
+	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("fix the off-by-one in pager.go"))
 	msg.ContextID = "dialog-pager-42"
-	log.printf("offering the task to planner over A2A (JWS, dialog %s)", msg.ContextID)
+	log.printf("offering the task to planner over A2A 1.0 (JWS, dialog %s)", msg.ContextID)
 	d, err := hc.Send(ctx, cl, msg, handoff.OfferParams{To: agentID(rolePlanner), Task: "fix-pager"})
 	if err != nil {
 		return err
@@ -307,7 +309,7 @@ func drive(ctx context.Context, n *node, log *logger) error {
 		return err
 	}
 	log.printf("sending a forged offer: task rewritten from fix-pager to rm-rf-all, signature kept")
-	fres, err := cl.SendMessage(ha2a.WithHandoff(ctx, forged), &a2a.MessageSendParams{Message: copyMessage(msg)})
+	fres, err := cl.SendMessage(a2a1hop.WithHandoff(ctx, forged), &a2a.SendMessageRequest{Message: copyMessage(msg)})
 	if err != nil {
 		return err
 	}

@@ -60,11 +60,12 @@ func checkAccount(t *testing.T, out string) {
 		"killing tester-2 (SIGKILL)",
 		"was taken before the crash (the store still knows it)",
 		`tester-2: retransmission answered: status "completed"`,
-		// The assistant's hop, its retransmission and the forgery.
+		// The assistant's hop over A2A 1.0, its retransmission and the forgery.
+		"offering the task to planner over A2A 1.0",
 		`assistant | status "completed"`,
 		"answered with the identical",
 		"REFUSED: bad-signature at the signature check; the executor does not run",
-		"refused (task rejected), with no status",
+		"refused (task TASK_STATE_REJECTED), with no status",
 		// Keys over HTTP, and tester-2's key rotated while it was down.
 		"--- rotating tester-2's key while it is down",
 		"coder     | keys: now trusts tester-2's new key",

@@ -13,25 +13,27 @@ import (
 	"sync"
 	"time"
 
-	"github.com/a2aproject/a2a-go/a2a"
-	"github.com/a2aproject/a2a-go/a2aclient"
-	"github.com/a2aproject/a2a-go/a2asrv"
-	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+	"iter"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentproto/handoff"
 
-	ha2a "github.com/agentproto/handoff/integrations/a2a"
-	hmcp "github.com/agentproto/handoff/integrations/mcp"
+	"github.com/agentproto/handoff/integrations/a2a1hop"
+	hmcp "github.com/agentproto/handoff/integrations/mcphop"
 )
 
 // serve runs an agent's server until ctx ends. The planner and the coder
-// are A2A servers, the testers MCP servers (streamable HTTP).
+// are A2A 1.0 servers (a2a-go/v2), the testers MCP servers (streamable
+// HTTP).
 func serve(ctx context.Context, n *node, log *logger) error {
 	var h http.Handler
 	switch n.cfg.Role {
 	case rolePlanner, roleCoder:
-		exec, err := ha2a.NewExecutor(ha2a.ServerConfig{Agent: n.agent, Executor: &passOn{n: n, log: log},
+		exec, err := a2a1hop.NewExecutor(a2a1hop.ServerConfig{Agent: n.agent, Executor: &passOn{n: n, log: log},
 			OnReceive: func(_ context.Context, in *handoff.Received) {
 				if !in.Accepted() {
 					log.printf("%s; the executor does not run", describeReceived(in))
@@ -40,7 +42,7 @@ func serve(ctx context.Context, n *node, log *logger) error {
 		if err != nil {
 			return err
 		}
-		h = ha2a.Authenticate(a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(exec)), n.caller)
+		h = a2a1hop.Authenticate(a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(exec)), n.caller)
 	case roleTester1, roleTester2:
 		t := &tester{n: n, log: log, life: ctx}
 		srv, err := t.server()
@@ -82,20 +84,20 @@ type bearer struct {
 	token string
 }
 
-func (b bearer) Before(ctx context.Context, req *a2aclient.Request) (context.Context, error) {
-	req.Meta["Authorization"] = []string{"Bearer " + b.token}
-	return ctx, nil
+func (b bearer) Before(ctx context.Context, req *a2aclient.Request) (context.Context, any, error) {
+	req.ServiceParams.Append("Authorization", "Bearer "+b.token)
+	return ctx, nil, nil
 }
 
 // a2aClient is this agent's A2A client to a peer, with the handoff
 // interceptor.
-func (n *node) a2aClient(ctx context.Context, peer string) (*ha2a.Client, *a2aclient.Client, error) {
-	hc, err := ha2a.NewClient(ha2a.ClientConfig{Agent: n.agent})
+func (n *node) a2aClient(ctx context.Context, peer string) (*a2a1hop.Client, *a2aclient.Client, error) {
+	hc, err := a2a1hop.NewClient(a2a1hop.ClientConfig{Agent: n.agent})
 	if err != nil {
 		return nil, nil, err
 	}
-	cl, err := a2aclient.NewFromEndpoints(ctx, []a2a.AgentInterface{{Transport: a2a.TransportProtocolJSONRPC, URL: n.cfg.Peers[peer]}},
-		a2aclient.WithInterceptors(bearer{token: n.cfg.Token}, hc))
+	cl, err := a2aclient.NewFromEndpoints(ctx, []*a2a.AgentInterface{a2a.NewAgentInterface(n.cfg.Peers[peer], a2a.TransportProtocolJSONRPC)},
+		a2aclient.WithCallInterceptors(bearer{token: n.cfg.Token}, hc))
 	return hc, cl, err
 }
 
@@ -107,31 +109,31 @@ type passOn struct {
 	log *logger
 }
 
-func (p *passOn) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
-	in, _ := ha2a.FromContext(ctx)
-	p.log.printf("%s", describeReceived(in))
-	var err error
-	switch p.n.cfg.Role {
-	case rolePlanner:
-		err = p.toCoder(ctx, in)
-	case roleCoder:
-		err = p.toTesters(ctx, in)
+func (p *passOn) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		in, _ := a2a1hop.FromContext(ctx)
+		p.log.printf("%s", describeReceived(in))
+		var err error
+		switch p.n.cfg.Role {
+		case rolePlanner:
+			err = p.toCoder(ctx, in)
+		case roleCoder:
+			err = p.toTesters(ctx, in)
+		}
+		state := a2a.TaskStateCompleted
+		if err != nil {
+			p.log.printf("work failed: %v", err)
+			state = a2a.TaskStateFailed
+			a2a1hop.Report(ctx, a2a1hop.Outcome{Effect: handoff.EffectNone})
+		}
+		yield(a2a.NewStatusUpdateEvent(ec, state, nil), nil)
 	}
-	state := a2a.TaskStateCompleted
-	if err != nil {
-		p.log.printf("work failed: %v", err)
-		state = a2a.TaskStateFailed
-		ha2a.Report(ctx, ha2a.Outcome{Effect: handoff.EffectNone})
-	}
-	ev := a2a.NewStatusUpdateEvent(reqCtx, state, nil)
-	ev.Final = true
-	return q.Write(ctx, ev)
 }
 
-func (p *passOn) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
-	ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCanceled, nil)
-	ev.Final = true
-	return q.Write(ctx, ev)
+func (p *passOn) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
+	}
 }
 
 func (p *passOn) toCoder(ctx context.Context, in *handoff.Received) error {
@@ -140,8 +142,8 @@ func (p *passOn) toCoder(ctx context.Context, in *handoff.Received) error {
 		return err
 	}
 	defer cl.Destroy()
-	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "write the patch and have it tested"})
-	p.log.printf("passing the work on to coder over A2A (message/send, Handoff in Message.metadata)")
+	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("write the patch and have it tested"))
+	p.log.printf("passing the work on to coder over A2A 1.0 (SendMessage, Handoff in Message.metadata)")
 	d, err := hc.Send(ctx, cl, msg, handoff.OfferParams{To: agentID(roleCoder), From: in, Task: "write-patch"})
 	if err != nil {
 		return err

@@ -1,9 +1,8 @@
-// Package mcp makes every MCP tools/call a signed, checked hop of the draft
-// "Signed Handoff Context for Agentic Dialogs" (section 6, HC-67), for
+// Package mcphop makes every MCP tools/call a signed, checked hop of the
+// draft "Signed Handoff Context for Agentic Dialogs" (section 6, HC-67), for
 // servers and clients of the MCP Go SDK
-// (github.com/modelcontextprotocol/go-sdk/mcp).
-//
-// Import it under another name than the SDK's, for example hmcp.
+// (github.com/modelcontextprotocol/go-sdk/mcp); the carriage helpers it
+// uses are the root's package mcp.
 //
 // # Delegate (server)
 //
@@ -27,30 +26,39 @@
 //     known (HC-25, HC-45).
 //
 // A notifications/cancelled whose _meta carries the delegator's signed
-// "canceled" is handed to Agent.HandleStatus (HC-28); the cancels it signs
-// for the hops passed on go to ServerConfig.OnNotices.
+// "canceled" is handed to Agent.HandleStatus (HC-28) when it names a hop
+// the middleware accepted on the same session, signed by that hop's
+// delegator; any other "canceled" is refused before it is verified
+// (ErrForeignCancel) and changes the state of no hop. The cancels the
+// agent signs for the hops passed on go to ServerConfig.OnNotices. The SDK
+// itself ends the named request's context on any notifications/cancelled,
+// signed or not, before a middleware sees it: MCP cancellation is the
+// transport's, and the hop's state is the handoff's.
 //
 // # Delegator (client)
 //
 // A Client adds a sending middleware (Client.Middleware) that attaches the
 // Handoff that WithHandoff put in the call's context and hands the status of
 // every result to Agent.HandleStatus; Client.Call does all of it, with
-// retransmissions per handoff.Backoff. Client.Transport prepares the
+// retransmissions per handoff.Backoff, and tells how the call ended
+// (Delivery.State, Refused, Reason). A session without the middleware is an
+// error (ErrNotIntercepted), never a result. Client.Transport prepares the
 // client's transport so that Client.Cancel can put the signed "canceled" in
 // the _meta of notifications/cancelled, which the SDK sends without _meta.
-package mcp
+package mcphop
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/mcp"
 
+	"github.com/agentproto/handoff/integrations/internal/binding"
+	"github.com/agentproto/handoff/integrations/internal/hopwork"
 	"github.com/agentproto/handoff/integrations/observe"
 )
 
@@ -90,8 +98,14 @@ type ServerConfig struct {
 	// called after the cancellation was applied, outside any lock.
 	OnNotices func(context.Context, []handoff.Notice)
 	// OnCancel, when set, is called with the outcome of every "canceled"
-	// that arrived in a notifications/cancelled, verified or refused.
+	// that arrived in a notifications/cancelled and was handed to
+	// Agent.HandleStatus, verified or refused.
 	OnCancel func(context.Context, *handoff.StatusResult)
+	// OnForeignCancel, when set, is called with the error (wrapping
+	// ErrForeignCancel, or handoff.ErrMalformed) of every "canceled" refused
+	// before verification because it names no hop accepted on the session
+	// it came on.
+	OnForeignCancel func(context.Context, error)
 	// OnReceive, when set, is called with the outcome of every Receive,
 	// before the offer is answered: for logs and audit.
 	OnReceive func(context.Context, *handoff.Received)
@@ -127,27 +141,25 @@ type Outcome struct {
 	Refs []handoff.ContextRef
 }
 
-type outcomeBox struct {
-	mu          sync.Mutex
-	o           *Outcome
-	equivocated bool
-}
-
 // ErrEquivocated is the cause of a tool handler's context when its
 // delegator signed another offer under the same hop (HC-54): the handler
 // should stop if it can and Report its outcome; "failed" then carries the
 // reason "equivocation".
-var ErrEquivocated = errors.New("handoff: the delegator signed another offer under this hop")
+var ErrEquivocated = hopwork.ErrEquivocated
+
+// ErrForeignCancel is the error of a "canceled" that names no hop the
+// middleware accepted on the session it came on: a "canceled" captured
+// from one call and replayed on another (HC-28, HC-55). No hop's state
+// changes.
+var ErrForeignCancel = binding.ErrForeign
 
 // Report tells the middleware what the work of the current call achieved.
 // Without it, a result that is not an error counts as EffectFull and an
 // error result as EffectUnknown. It reports false outside a guarded call.
 func Report(ctx context.Context, o Outcome) bool {
-	b, ok := ctx.Value(keyOutcome).(*outcomeBox)
+	b, ok := ctx.Value(keyOutcome).(*hopwork.Box)
 	if ok {
-		b.mu.Lock()
-		b.o = &o
-		b.mu.Unlock()
+		b.Report(hopwork.Outcome(o))
 	}
 	return ok
 }
@@ -158,7 +170,7 @@ func Server(cfg ServerConfig) (mcp.Middleware, error) {
 	if cfg.Agent == nil {
 		return nil, fmt.Errorf("%w: ServerConfig.Agent is required", handoff.ErrConfig)
 	}
-	s := &server{cfg: cfg, tools: map[string]bool{}, running: map[hopKey]*execution{}}
+	s := &server{cfg: cfg, tools: map[string]bool{}}
 	for _, t := range cfg.Tools {
 		s.tools[t] = true
 	}
@@ -169,32 +181,8 @@ type server struct {
 	cfg   ServerConfig
 	tools map[string]bool
 
-	mu      sync.Mutex
-	running map[hopKey]*execution // accepted hops whose tool runs
-}
-
-type hopKey struct {
-	iss handoff.AgentID
-	hop handoff.HopID
-}
-
-type execution struct {
-	cancel context.CancelCauseFunc
-	box    *outcomeBox
-}
-
-// stop cancels the tool call of a hop, if one runs, with ErrEquivocated.
-func (s *server) stop(k hopKey) {
-	s.mu.Lock()
-	x := s.running[k]
-	s.mu.Unlock()
-	if x == nil {
-		return
-	}
-	x.box.mu.Lock()
-	x.box.equivocated = true
-	x.box.mu.Unlock()
-	x.cancel(ErrEquivocated)
+	running hopwork.Running                   // accepted hops whose tool runs
+	served  binding.Table[*mcp.ServerSession] // the hops accepted on each session
 }
 
 func (s *server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
@@ -206,7 +194,8 @@ func (s *server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 		case methodCancelled:
 			if p, ok := req.GetParams().(*mcp.CancelledParams); ok {
-				s.cancelled(ctx, p)
+				ss, _ := req.GetSession().(*mcp.ServerSession)
+				s.cancelled(ctx, ss, p)
 			}
 		}
 		return next(ctx, method, req)
@@ -273,7 +262,7 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 		// The second offer gets no status (HC-53); the first may (HC-54).
 		res := errorResult("rejected: equivocation", nil)
 		if in.Equivocation() == handoff.AnswerFinishFirst {
-			s.stop(hopKey{in.Offer().Iss, hop}) // stop the first offer's work if it runs
+			s.running.Stop(in.Offer().Iss, hop) // stop the first offer's work if it runs
 		}
 		if in.Equivocation() == handoff.AnswerRejectFirst {
 			st, err := s.cfg.Agent.Reply(ctx, in, handoff.Rejected, handoff.ReplyOptions{Reason: handoff.ReasonEquivocation})
@@ -308,44 +297,29 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 		return nil, err
 	}
 	s.sent(ctx, hop, accepted)
-	box := &outcomeBox{}
-	hctx, cancel := context.WithCancelCause(context.WithValue(context.WithValue(ctx, keyReceived, in), keyOutcome, box))
-	k := hopKey{in.Offer().Iss, hop}
-	s.mu.Lock()
-	s.running[k] = &execution{cancel: cancel, box: box}
-	s.mu.Unlock()
-	res, herr := next(hctx, methodCallTool, r)
-	s.mu.Lock()
-	delete(s.running, k)
-	s.mu.Unlock()
-	cancel(nil)
+	if b, ok := binding.Of(in); ok && r.Session != nil {
+		if s.served.Bind(r.Session, b) {
+			go func(ss *mcp.ServerSession) { // forget a session once it ends
+				_ = ss.Wait()
+				s.served.Unbind(ss)
+			}(r.Session)
+		}
+	}
+	hctx, box, done := s.running.Start(context.WithValue(ctx, keyReceived, in), in)
+	res, herr := next(context.WithValue(hctx, keyOutcome, box), methodCallTool, r)
+	done()
 	if herr != nil {
 		// A protocol error: the outcome is unknown, the hop stays
 		// "accepted" and a retransmission is told so (HC-39).
 		return res, herr
 	}
 	ctr, _ := res.(*mcp.CallToolResult)
-	o := Outcome{Effect: handoff.EffectFull}
+	otherwise := hopwork.Outcome{Effect: handoff.EffectFull}
 	if ctr != nil && ctr.IsError {
-		o.Effect = handoff.EffectUnknown
+		otherwise.Effect = handoff.EffectUnknown
 	}
-	box.mu.Lock()
-	if box.o != nil {
-		o = *box.o
-	}
-	equivocated := box.equivocated
-	box.mu.Unlock()
+	state, o := box.Final(otherwise)
 	st := accepted // outcome unknown: the hop stays "accepted" (HC-45)
-	var state handoff.State
-	switch o.Effect {
-	case handoff.EffectFull:
-		state = handoff.Completed
-	case handoff.EffectNone, handoff.EffectPartial:
-		state = handoff.Failed
-		if equivocated && o.Reason == "" {
-			o.Reason = handoff.ReasonEquivocation // HC-54
-		}
-	}
 	if state != "" {
 		if st, err = s.cfg.Agent.Reply(ctx, in, state, handoff.ReplyOptions{Effect: o.Effect, Reason: o.Reason, Refs: o.Refs}); err != nil {
 			return nil, err
@@ -363,10 +337,21 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 }
 
 // cancelled hands a "canceled" carried by notifications/cancelled to the
-// agent (HC-28, HC-67).
-func (s *server) cancelled(ctx context.Context, p *mcp.CancelledParams) {
+// agent (HC-28, HC-67) when it names a hop accepted on the session ss.
+func (s *server) cancelled(ctx context.Context, ss *mcp.ServerSession, p *mcp.CancelledParams) {
 	octets, err := carry.Status(p.Meta)
 	if err != nil {
+		return
+	}
+	var hops []binding.Hop
+	if ss != nil {
+		hops = s.served.Hops(ss)
+	}
+	own, err := binding.Check(octets, hops)
+	if err != nil {
+		if s.cfg.OnForeignCancel != nil {
+			s.cfg.OnForeignCancel(ctx, err)
+		}
 		return
 	}
 	res, err := s.cfg.Agent.HandleStatus(ctx, octets)
@@ -377,7 +362,7 @@ func (s *server) cancelled(ctx context.Context, p *mcp.CancelledParams) {
 	if s.cfg.OnCancel != nil {
 		s.cfg.OnCancel(ctx, res)
 	}
-	if res.Err() != nil {
+	if binding.Confirm(res, own) != nil {
 		return
 	}
 	if n := res.Notices(); len(n) > 0 && s.cfg.OnNotices != nil {

@@ -1,4 +1,4 @@
-package a2a_test
+package a2a03hop_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	carry "github.com/agentproto/handoff/a2a"
 	"github.com/agentproto/handoff/handofftest"
 
-	ha2a "github.com/agentproto/handoff/integrations/a2a"
+	ha2a "github.com/agentproto/handoff/integrations/a2a03hop"
 )
 
 // Every bad input of handofftest, carried in a real message/send over

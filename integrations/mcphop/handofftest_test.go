@@ -1,4 +1,4 @@
-package mcp_test
+package mcphop_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/agentproto/handoff/handofftest"
 	carry "github.com/agentproto/handoff/mcp"
 
-	hmcp "github.com/agentproto/handoff/integrations/mcp"
+	hmcp "github.com/agentproto/handoff/integrations/mcphop"
 )
 
 // Every bad input of handofftest, carried in a real tools/call, is refused

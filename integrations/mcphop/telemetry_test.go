@@ -1,4 +1,4 @@
-package mcp_test
+package mcphop_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/agentproto/handoff"
 
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
-	hmcp "github.com/agentproto/handoff/integrations/mcp"
+	hmcp "github.com/agentproto/handoff/integrations/mcphop"
 	"github.com/agentproto/handoff/integrations/observe"
 )
 

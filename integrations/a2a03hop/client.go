@@ -1,9 +1,9 @@
-package a2a
+package a2a03hop
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"github.com/agentproto/handoff/integrations/internal/asking"
 	"slices"
 	"sync"
 	"time"
@@ -15,12 +15,29 @@ import (
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/a2a"
 
+	"github.com/agentproto/handoff/integrations/internal/asking"
+	"github.com/agentproto/handoff/integrations/internal/hopwork"
 	"github.com/agentproto/handoff/integrations/observe"
 )
+
+// ErrNotIntercepted is the error of Send, Retransmit and Cancel when the
+// A2A client they were given does not have this Client among its
+// interceptors (a2aclient.WithInterceptors): the Handoff or the "canceled"
+// was not attached to the request, whatever the server answered.
+var ErrNotIntercepted = errors.New("handoff: the A2A client's interceptors do not include this handoff Client: nothing was attached")
 
 // ExtensionsParam is the A2A-Extensions service parameter as the JSON-RPC
 // binding of a2a-go v0.3 sends it, an HTTP header.
 const ExtensionsParam = a2asrv.ExtensionsMetaKey
+
+// notIntercepted is ErrNotIntercepted, with what the server answered to the
+// request that went without the handoff.
+func notIntercepted(answer error) error {
+	if answer == nil {
+		return ErrNotIntercepted
+	}
+	return fmt.Errorf("%w (the server answered: %w)", ErrNotIntercepted, answer)
+}
 
 // ClientConfig configures the delegator's side.
 type ClientConfig struct {
@@ -66,8 +83,15 @@ type carried struct {
 	status *handoff.Signed // a "canceled" for a Cancel Task request
 	hop    handoff.HopID
 
-	mu  sync.Mutex
-	got []*handoff.StatusResult
+	mu       sync.Mutex
+	got      []*handoff.StatusResult
+	attached bool // Before put the element in a request
+}
+
+func (c *carried) wasAttached() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.attached
 }
 
 // WithHandoff returns a context whose message/send (or message/stream)
@@ -118,6 +142,9 @@ func (c *Client) Before(ctx context.Context, req *a2aclient.Request) (context.Co
 			return ctx, err
 		}
 		p.Message.Extensions = exts
+		cr.mu.Lock()
+		cr.attached = true
+		cr.mu.Unlock()
 	case *a2a.TaskIDParams:
 		if cr.status == nil || p == nil {
 			return ctx, nil
@@ -126,6 +153,9 @@ func (c *Client) Before(ctx context.Context, req *a2aclient.Request) (context.Co
 			p.Metadata = map[string]any{}
 		}
 		carry.AttachStatus(p.Metadata, *cr.status)
+		cr.mu.Lock()
+		cr.attached = true
+		cr.mu.Unlock()
 	default:
 		return ctx, nil
 	}
@@ -215,6 +245,31 @@ type Delivery struct {
 	Statuses []*handoff.StatusResult
 	// Attempts is the number of times the Handoff was sent.
 	Attempts int
+
+	// State is the hop's state in the delegator's table once the delivery
+	// ended (Agent.Hop): handoff.Offered while no verified status came
+	// back, else the state the verified statuses set (HC-55, HC-56).
+	State handoff.State
+	// Refused reports that the delegate refused the offer: with a verified
+	// "rejected" (State handoff.Rejected, Reason its reason code), or with
+	// TASK_STATE_REJECTED and no status, as for an offer whose signature
+	// did not verify (HC-30; Reason empty).
+	Refused bool
+	Reason  handoff.Reason
+}
+
+// settle fills the outcome of d from the delegator's table and the last
+// task state.
+func (c *Client) settle(ctx context.Context, d *Delivery) error {
+	s, err := hopwork.Settle(ctx, c.cfg.Agent, d.Hop)
+	if err != nil {
+		return err
+	}
+	d.State, d.Refused, d.Reason = s.State, s.Refused, s.Reason
+	if t, ok := d.Result.(*a2a.Task); ok && t.Status.State == a2a.TaskStateRejected {
+		d.Refused = true
+	}
+	return nil
 }
 
 // Send makes an offer with p (its Dialog defaults to the message's
@@ -253,9 +308,15 @@ func (c *Client) Send(ctx context.Context, cl *a2aclient.Client, msg *a2a.Messag
 		res, err := cl.SendMessage(actx, &a2a.MessageSendParams{Message: &m})
 		d.Statuses = append(d.Statuses, Statuses(actx)...)
 		d.Result = res
+		if !actx.Value(keyHandoff).(*carried).wasAttached() {
+			return notIntercepted(err)
+		}
 		return err
 	})
-	return d, err
+	if err != nil {
+		return d, err
+	}
+	return d, c.settle(ctx, d)
 }
 
 // Retransmit sends the identical Handoff of an offered hop again in a copy
@@ -270,6 +331,9 @@ func (c *Client) Retransmit(ctx context.Context, cl *a2aclient.Client, msg *a2a.
 	m.ID = a2a.NewMessageID()
 	m.Metadata = clone(msg.Metadata)
 	res, err := cl.SendMessage(actx, &a2a.MessageSendParams{Message: &m})
+	if !actx.Value(keyHandoff).(*carried).wasAttached() {
+		err = notIntercepted(err)
+	}
 	return res, Statuses(actx), err
 }
 
@@ -286,7 +350,11 @@ func (c *Client) Cancel(ctx context.Context, cl *a2aclient.Client, hop handoff.H
 	if err != nil {
 		return nil, n, err
 	}
-	t, err := cl.CancelTask(WithCancel(ctx, n.Status), &a2a.TaskIDParams{ID: task})
+	cctx := WithCancel(ctx, n.Status)
+	t, err := cl.CancelTask(cctx, &a2a.TaskIDParams{ID: task})
+	if !cctx.Value(keyHandoff).(*carried).wasAttached() {
+		err = notIntercepted(err)
+	}
 	return t, n, err
 }
 

@@ -1,4 +1,4 @@
-package mcp_test
+package mcphop_test
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 	carry "github.com/agentproto/handoff/mcp"
 
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
-	hmcp "github.com/agentproto/handoff/integrations/mcp"
+	hmcp "github.com/agentproto/handoff/integrations/mcphop"
 	"github.com/agentproto/handoff/integrations/observe"
 )
 
@@ -49,6 +49,7 @@ type node struct {
 	mu       sync.Mutex
 	seen     []*handoff.Received
 	canceled []*handoff.StatusResult
+	foreign  []error // "canceled" statuses refused before verification
 }
 
 func newNode(t *testing.T, p *agenttest.Party, peer handoff.AgentID, rec *observe.Recorder) *node {
@@ -66,6 +67,11 @@ func newNode(t *testing.T, p *agenttest.Party, peer handoff.AgentID, rec *observ
 		OnCancel: func(_ context.Context, r *handoff.StatusResult) {
 			n.mu.Lock()
 			n.canceled = append(n.canceled, r)
+			n.mu.Unlock()
+		},
+		OnForeignCancel: func(_ context.Context, err error) {
+			n.mu.Lock()
+			n.foreign = append(n.foreign, err)
 			n.mu.Unlock()
 		},
 	})
@@ -544,4 +550,143 @@ func TestMCP_Equivocation_FinishFirst_HC54(t *testing.T) {
 	require.Equal(t, handoff.Failed, sts[0].State())
 	require.Equal(t, handoff.ReasonEquivocation, sts[0].Status().Reason)
 	require.EqualValues(t, 1, co.calls.Load())
+}
+
+// swapCancel is a client transport that puts a given "canceled" in every
+// notifications/cancelled it writes: a captured status replayed on a
+// session of another delegator.
+type swapCancel struct {
+	mcp.Transport
+	status handoff.Signed
+}
+
+type swapConn struct {
+	mcp.Connection
+	status handoff.Signed
+}
+
+func (s swapCancel) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := s.Transport.Connect(ctx)
+	return swapConn{Connection: c, status: s.status}, err
+}
+
+func (c swapConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if r, ok := msg.(*jsonrpc.Request); ok && r.Method == "notifications/cancelled" {
+		cp := *r
+		if err := hmcp.AttachCancel(&cp, c.status); err != nil {
+			return err
+		}
+		msg = &cp
+	}
+	return c.Connection.Write(ctx, msg)
+}
+
+// A signed "canceled" cancels only a hop accepted on the session it comes
+// on (HC-28, HC-55): Alice's "canceled" for her own finished hop, sent in
+// the notifications/cancelled of Bob's running call, is refused before it
+// is verified and reaches neither Agent.HandleStatus nor OnCancel; Bob's
+// hop is not canceled. (The SDK ends Bob's request's context on any
+// notifications/cancelled: that is MCP's transport, not the hop.)
+func TestMCP_Cancel_OnlyItsOwnHop_HC28_HC55(t *testing.T) {
+	const (
+		alice = handoff.AgentID("spiffe://a.example/alice")
+		bob   = handoff.AgentID("spiffe://b.example/bob")
+	)
+	ctx := context.Background()
+	ps := agenttest.New(t, agenttest.Spec{ID: alice, Format: handoff.JWS}, agenttest.Spec{ID: bob, Format: handoff.COSE},
+		agenttest.Spec{ID: coder, Format: handoff.JWS})
+	co := newNode(t, ps[coder], "", nil)
+	started := make(chan struct{})
+	co.work = func(ctx context.Context, in *handoff.Received) (*mcp.CallToolResult, error) {
+		if in.Offer().Iss == bob {
+			close(started)
+			<-ctx.Done()
+			hmcp.Report(ctx, hmcp.Outcome{Effect: handoff.EffectUnknown})
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{}}, nil
+	}
+	ac, err := hmcp.NewClient(hmcp.ClientConfig{Agent: ps[alice].Agent})
+	require.NoError(t, err)
+	da, err := ac.Call(ctx, connect(t, ac, co.server, false), call("alice's"), handoff.OfferParams{To: coder, Dialog: dialog})
+	require.NoError(t, err)
+	require.Equal(t, handoff.Completed, da.State)
+	n, err := ps[alice].Agent.Cancel(ctx, da.Hop)
+	require.NoError(t, err)
+
+	bc, err := hmcp.NewClient(hmcp.ClientConfig{Agent: ps[bob].Agent})
+	require.NoError(t, err)
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := co.server.Connect(ctx, st, nil)
+	require.NoError(t, err)
+	defer ss.Close()
+	cl := mcp.NewClient(&mcp.Implementation{Name: "bob", Version: "v1"}, nil)
+	cl.AddSendingMiddleware(bc.Middleware())
+	s, err := cl.Connect(ctx, swapCancel{Transport: ct, status: n.Status}, nil)
+	require.NoError(t, err)
+	defer s.Close()
+	out, err := ps[bob].Agent.Offer(ctx, handoff.OfferParams{To: coder, Dialog: dialog})
+	require.NoError(t, err)
+	cctx, cancel := context.WithCancel(hmcp.WithHandoff(ctx, out.Handoff))
+	go func() { <-started; cancel() }()
+	_, err = s.CallTool(cctx, call("bob's"))
+	require.ErrorIs(t, err, context.Canceled)
+	require.Eventually(t, func() bool {
+		co.mu.Lock()
+		defer co.mu.Unlock()
+		return len(co.foreign) == 1
+	}, 5*time.Second, 10*time.Millisecond)
+	co.mu.Lock()
+	require.ErrorIs(t, co.foreign[0], hmcp.ErrForeignCancel)
+	require.Empty(t, co.canceled, "another hop's \"canceled\" was handed to HandleStatus")
+	co.mu.Unlock()
+	require.EqualValues(t, 2, co.calls.Load())
+}
+
+// A session whose client lacks the handoff middleware sends no Handoff:
+// Call and Retransmit say so with ErrNotIntercepted, whatever the server
+// answered, and the tool never runs. A delivery says how it ended: State,
+// Refused, Reason.
+func TestMCP_MissingMiddleware_TypedError_And_DeliveryOutcome(t *testing.T) {
+	ctx := context.Background()
+	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.COSE})
+	co := newNode(t, ps[coder], planner, nil)
+	pc, err := hmcp.NewClient(hmcp.ClientConfig{Agent: ps[planner].Agent})
+	require.NoError(t, err)
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := co.server.Connect(ctx, st, nil)
+	require.NoError(t, err)
+	defer ss.Close()
+	bare, err := mcp.NewClient(&mcp.Implementation{Name: "bare", Version: "v1"}, nil).Connect(ctx, ct, nil)
+	require.NoError(t, err)
+	defer bare.Close()
+
+	d, err := pc.Call(ctx, bare, call("x"), handoff.OfferParams{To: coder, Dialog: dialog})
+	require.ErrorIs(t, err, hmcp.ErrNotIntercepted)
+	require.Equal(t, 1, d.Attempts, "not sent again")
+	_, _, err = pc.Retransmit(ctx, bare, call("x"), d.Hop)
+	require.ErrorIs(t, err, hmcp.ErrNotIntercepted)
+	require.Zero(t, co.calls.Load(), "the tool ran without a Handoff")
+
+	s := connect(t, pc, co.server, false)
+	d, err = pc.Call(ctx, s, call("x"), handoff.OfferParams{To: coder, Dialog: dialog})
+	require.NoError(t, err)
+	require.Equal(t, handoff.Completed, d.State)
+	require.False(t, d.Refused)
+
+	// A forged offer: refused with no status the delegator could verify.
+	out, err := ps[planner].Agent.Offer(ctx, handoff.OfferParams{To: coder, Dialog: dialog, Task: "write-patch"})
+	require.NoError(t, err)
+	res, err := s.CallTool(hmcp.WithHandoff(ctx, agenttest.Tamper(t, out.Handoff, "write-patch", "drop-table!")), call("x"))
+	require.NoError(t, err)
+	require.True(t, res.IsError)
+
+	co.work = func(ctx context.Context, in *handoff.Received) (*mcp.CallToolResult, error) {
+		hmcp.Report(ctx, hmcp.Outcome{Effect: handoff.EffectNone, Reason: handoff.ReasonPolicy})
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{}}, nil
+	}
+	d, err = pc.Call(ctx, s, call("x"), handoff.OfferParams{To: coder, Dialog: dialog})
+	require.NoError(t, err)
+	require.Equal(t, handoff.Failed, d.State)
+	require.False(t, d.Refused, "a failed hop was taken, not refused")
+	require.EqualValues(t, 2, co.calls.Load())
 }

@@ -1,9 +1,9 @@
-// Package a2a makes every A2A message that carries work a signed, checked hop
-// of the draft "Signed Handoff Context for Agentic Dialogs" (section 6,
-// HC-66), for servers and clients of the a2a-go SDK
-// (github.com/a2aproject/a2a-go).
-//
-// Import it under another name than the SDK's, for example ha2a.
+// Package a2a03hop makes every A2A 0.3 message that carries work a signed,
+// checked hop of the draft "Signed Handoff Context for Agentic Dialogs"
+// (section 6, HC-66), for servers and clients of the a2a-go SDK's v0.3 line
+// (github.com/a2aproject/a2a-go v0.3.15). A2A 1.0, through a2a-go/v2, is
+// package a2a1hop, in its own module; the carriage helpers both use are
+// the root's package a2a.
 //
 // # Delegate (server)
 //
@@ -32,8 +32,10 @@
 // A Cancel Task request whose metadata carries the delegator's signed
 // "canceled" is handed to Agent.HandleStatus before the wrapped executor's
 // Cancel (HC-28, HC-66); the cancels the agent signs for the hops it passed
-// on go to ServerConfig.OnNotices. Authenticate puts the caller's identity
-// and the request's service parameters in the call context.
+// on go to ServerConfig.OnNotices. The "canceled" must name the hop the
+// task runs, signed by that hop's delegator: any other is refused with
+// ErrForeignCancel before it is verified, and the task goes on. Authenticate
+// (or WithPeer) names the caller the transport authenticated.
 //
 // # Delegator (client)
 //
@@ -42,9 +44,11 @@
 // ExtensionURI in Message.extensions and in the A2A-Extensions service
 // parameter, and hands every status found in responses and task updates to
 // Agent.HandleStatus. Client.Send does all of it, with retransmissions per
-// handoff.Backoff; Client.Cancel sends the signed "canceled" in a Cancel
-// Task request.
-package a2a
+// handoff.Backoff, and tells how the delivery ended (Delivery.State,
+// Refused, Reason); Client.Cancel sends the signed "canceled" in a Cancel
+// Task request. An A2A client without the Client among its interceptors
+// is an error (ErrNotIntercepted), never a result.
+package a2a03hop
 
 import (
 	"context"
@@ -61,6 +65,8 @@ import (
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/a2a"
 
+	"github.com/agentproto/handoff/integrations/internal/binding"
+	"github.com/agentproto/handoff/integrations/internal/hopwork"
 	"github.com/agentproto/handoff/integrations/observe"
 )
 
@@ -86,7 +92,8 @@ type ServerConfig struct {
 	// Peer returns the AgentID the transport authenticated the caller as;
 	// the last status of a retransmitted hop goes back only to its
 	// delegator (HC-39). Nil means the name of the call context's
-	// authenticated user (see Authenticate).
+	// authenticated caller (see Authenticate and WithPeer), else the name
+	// of the A2A call context's authenticated user.
 	Peer func(context.Context) handoff.AgentID
 	// OnNotices receives the "canceled" statuses the agent signed for the
 	// hops it passed on when a hop it received was canceled (HC-28).
@@ -107,20 +114,9 @@ type ServerConfig struct {
 
 // Executor is the wrapping a2asrv.AgentExecutor.
 type Executor struct {
-	cfg ServerConfig
-
-	mu      sync.Mutex
-	running map[hopKey]*execution // accepted hops whose executor runs
-}
-
-type hopKey struct {
-	iss handoff.AgentID
-	hop handoff.HopID
-}
-
-type execution struct {
-	cancel context.CancelCauseFunc
-	box    *outcomeBox
+	cfg     ServerConfig
+	running hopwork.Running           // accepted hops whose executor runs
+	tasks   binding.Table[a2a.TaskID] // the hops each task runs
 }
 
 // ErrEquivocated is the cause of the context of an execution stopped
@@ -128,7 +124,12 @@ type execution struct {
 // the executor should stop if it can, then report its outcome (Report) and
 // write TASK_STATE_FAILED, or TASK_STATE_COMPLETED if the work took full
 // effect; "failed" then carries the reason "equivocation".
-var ErrEquivocated = errors.New("handoff: the delegator signed another offer under this hop")
+var ErrEquivocated = hopwork.ErrEquivocated
+
+// ErrForeignCancel is the error of a Cancel Task request whose "canceled"
+// names another hop than the task's: a "canceled" captured from one task
+// and replayed against another. The task goes on (HC-28, HC-55).
+var ErrForeignCancel = binding.ErrForeign
 
 var _ a2asrv.AgentExecutor = (*Executor)(nil)
 
@@ -137,7 +138,7 @@ func NewExecutor(cfg ServerConfig) (*Executor, error) {
 	if cfg.Agent == nil || cfg.Executor == nil {
 		return nil, fmt.Errorf("%w: ServerConfig.Agent and ServerConfig.Executor are required", handoff.ErrConfig)
 	}
-	return &Executor{cfg: cfg, running: map[hopKey]*execution{}}, nil
+	return &Executor{cfg: cfg}, nil
 }
 
 type ctxKey int
@@ -147,6 +148,7 @@ const (
 	keyOutcome
 	keyHandoff
 	keyCancel
+	keyPeer
 )
 
 // FromContext returns the verified, accepted offer of the message the
@@ -167,31 +169,24 @@ type Outcome struct {
 	Refs   []handoff.ContextRef
 }
 
-type outcomeBox struct {
-	mu          sync.Mutex
-	o           *Outcome
-	equivocated bool
-}
-
 // Report tells the executor wrapper what the work achieved, before the
 // wrapped executor writes its final state. Without it TASK_STATE_COMPLETED
 // counts as EffectFull, and TASK_STATE_FAILED as EffectUnknown: no status.
 // It reports false outside a wrapped execution.
 func Report(ctx context.Context, o Outcome) bool {
-	b, ok := ctx.Value(keyOutcome).(*outcomeBox)
+	b, ok := ctx.Value(keyOutcome).(*hopwork.Box)
 	if ok {
-		b.mu.Lock()
-		b.o = &o
-		b.mu.Unlock()
+		b.Report(hopwork.Outcome(o))
 	}
 	return ok
 }
 
-// Authenticate returns a handler that puts the request's headers (the A2A
-// service parameters of the JSON-RPC binding) and the caller's identity in
-// the A2A call context, for the handler next (a2asrv.NewJSONRPCHandler).
-// who returns the AgentID the request authenticates, or false to refuse it
-// with 401.
+// Authenticate returns a handler that puts the caller's identity in the
+// request's context, for the handler next (a2asrv.NewJSONRPCHandler). who
+// returns the AgentID the request authenticates, or false to refuse it with
+// 401. The SDK's JSON-RPC handler makes the A2A call context itself (its
+// service parameters come from the request's headers), so the identity
+// travels beside it and Peer reads it first.
 func Authenticate(next http.Handler, who func(*http.Request) (handoff.AgentID, bool)) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		id, ok := who(r)
@@ -199,15 +194,22 @@ func Authenticate(next http.Handler, who func(*http.Request) (handoff.AgentID, b
 			http.Error(rw, "unauthenticated", http.StatusUnauthorized)
 			return
 		}
-		ctx, cc := a2asrv.WithCallContext(r.Context(), a2asrv.NewRequestMeta(r.Header))
-		cc.User = &a2asrv.AuthenticatedUser{UserName: string(id)}
-		next.ServeHTTP(rw, r.WithContext(ctx))
+		next.ServeHTTP(rw, r.WithContext(WithPeer(r.Context(), id)))
 	})
+}
+
+// WithPeer returns a context naming the AgentID the transport authenticated
+// the caller as, for a server that authenticates in its own way.
+func WithPeer(ctx context.Context, id handoff.AgentID) context.Context {
+	return context.WithValue(ctx, keyPeer, id)
 }
 
 func (e *Executor) peer(ctx context.Context) handoff.AgentID {
 	if e.cfg.Peer != nil {
 		return e.cfg.Peer(ctx)
+	}
+	if id, ok := ctx.Value(keyPeer).(handoff.AgentID); ok {
+		return id
 	}
 	if cc, ok := a2asrv.CallContextFrom(ctx); ok && cc.User != nil && cc.User.Authenticated() {
 		return handoff.AgentID(cc.User.Name())
@@ -273,7 +275,7 @@ func (e *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 
 	case in.Equivocation() != "":
 		if in.Equivocation() == handoff.AnswerFinishFirst {
-			e.stop(hopKey{in.Offer().Iss, hop}) // stop the first offer's work if it runs
+			e.running.Stop(in.Offer().Iss, hop) // stop the first offer's work if it runs
 		}
 		var st *handoff.Signed
 		if in.Equivocation() == handoff.AnswerRejectFirst {
@@ -305,49 +307,36 @@ func (e *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		return err
 	}
 	e.sent(ctx, hop, st)
+	if b, ok := binding.Of(in); ok {
+		e.tasks.Bind(reqCtx.TaskID, b) // only its delegator's "canceled" cancels this task
+	}
 	ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, reply(reqCtx, "accepted", &st))
 	if err := q.Write(ctx, ev); err != nil {
 		return err
 	}
-	box := &outcomeBox{}
-	wctx, cancel := context.WithCancelCause(context.WithValue(context.WithValue(ctx, keyReceived, in), keyOutcome, box))
-	defer cancel(nil)
-	k := hopKey{in.Offer().Iss, hop}
-	e.mu.Lock()
-	e.running[k] = &execution{cancel: cancel, box: box}
-	e.mu.Unlock()
-	defer func() {
-		e.mu.Lock()
-		delete(e.running, k)
-		e.mu.Unlock()
-	}()
+	wctx, box, done := e.running.Start(context.WithValue(ctx, keyReceived, in), in)
+	defer done()
+	wctx = context.WithValue(wctx, keyOutcome, box)
 	return e.cfg.Executor.Execute(wctx, reqCtx, &queue{Queue: q, e: e, in: in, hop: hop, box: box, reqCtx: reqCtx})
-}
-
-// stop cancels the execution of a hop, if one runs, with ErrEquivocated.
-func (e *Executor) stop(k hopKey) {
-	e.mu.Lock()
-	x := e.running[k]
-	e.mu.Unlock()
-	if x == nil {
-		return
-	}
-	x.box.mu.Lock()
-	x.box.equivocated = true
-	x.box.mu.Unlock()
-	x.cancel(ErrEquivocated)
 }
 
 // Cancel implements a2asrv.AgentExecutor: a "canceled" in the request's
 // metadata is verified and applied (HC-28, HC-55) before the wrapped
-// executor's Cancel.
+// executor's Cancel. It must name the hop the task runs, with that hop's
+// offer, signed by that hop's delegator: a "canceled" for any other hop is
+// refused with ErrForeignCancel before it is verified, the state of no hop
+// changes and the task goes on.
 func (e *Executor) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
 	octets, err := carry.Status(reqCtx.Metadata)
 	switch {
 	case errors.Is(err, carry.ErrAbsent) && !e.cfg.RequireSignedCancel:
 		return e.cfg.Executor.Cancel(ctx, reqCtx, q)
 	case err != nil:
-		return fmt.Errorf("%w: cancel task: %v", a2a.ErrInvalidParams, err)
+		return fmt.Errorf("%w: cancel task: %w", a2a.ErrInvalidParams, err)
+	}
+	own, err := binding.Check(octets, e.tasks.Hops(reqCtx.TaskID))
+	if err != nil {
+		return fmt.Errorf("%w: cancel task %s: %w", a2a.ErrInvalidParams, reqCtx.TaskID, err)
 	}
 	res, err := e.cfg.Agent.HandleStatus(ctx, octets)
 	e.cfg.Observe.StatusReceived(ctx, Transport, res, err)
@@ -357,14 +346,19 @@ func (e *Executor) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContext, q 
 	if e.cfg.OnCancel != nil {
 		e.cfg.OnCancel(ctx, res)
 	}
-	if res.Err() != nil || res.Status().State != handoff.Canceled {
-		// Not the delegator's verified "canceled": the task goes on.
-		return fmt.Errorf("%w: cancel task: the handoff status was refused (%s)", a2a.ErrInvalidParams, res.Reason())
+	if err := binding.Confirm(res, own); err != nil {
+		// Not the delegator's verified "canceled" of this task's hop: the
+		// task goes on.
+		return fmt.Errorf("%w: cancel task %s: the handoff status was refused: %w", a2a.ErrInvalidParams, reqCtx.TaskID, err)
 	}
 	if n := res.Notices(); len(n) > 0 && e.cfg.OnNotices != nil {
 		e.cfg.OnNotices(ctx, n)
 	}
-	return e.cfg.Executor.Cancel(context.WithValue(ctx, keyCancel, res), reqCtx, q)
+	if err := e.cfg.Executor.Cancel(context.WithValue(ctx, keyCancel, res), reqCtx, q); err != nil {
+		return err
+	}
+	e.tasks.Unbind(reqCtx.TaskID)
+	return nil
 }
 
 // CancelFromContext returns, in the wrapped executor's Cancel, the verified
@@ -380,7 +374,7 @@ type queue struct {
 	e      *Executor
 	in     *handoff.Received
 	hop    handoff.HopID
-	box    *outcomeBox
+	box    *hopwork.Box
 	reqCtx *a2asrv.RequestContext
 
 	mu   sync.Mutex
@@ -388,49 +382,41 @@ type queue struct {
 }
 
 func (w *queue) Write(ctx context.Context, ev a2a.Event) error {
+	var st *a2a.TaskStatus
 	switch ev := ev.(type) {
 	case *a2a.TaskStatusUpdateEvent:
-		if err := w.sign(ctx, &ev.Status); err != nil {
-			return err
-		}
+		st = &ev.Status
 	case *a2a.Task:
-		if err := w.sign(ctx, &ev.Status); err != nil {
+		st = &ev.Status
+	}
+	if st != nil {
+		if err := w.sign(ctx, st); err != nil {
 			return err
 		}
 	}
-	return w.Queue.Write(ctx, ev)
+	if err := w.Queue.Write(ctx, ev); err != nil {
+		return err
+	}
+	if st != nil && st.State.Terminal() {
+		w.e.tasks.Unbind(w.reqCtx.TaskID) // a task in a terminal state is not canceled
+	}
+	return nil
 }
 
 // sign attaches the signed status of the hop state matching a task state
 // (HC-29), when the rules let one be sent.
 func (w *queue) sign(ctx context.Context, ts *a2a.TaskStatus) error {
-	w.box.mu.Lock()
-	var o Outcome
-	reported := w.box.o != nil
-	if reported {
-		o = *w.box.o
-	}
-	equivocated := w.box.equivocated
-	w.box.mu.Unlock()
-	var state handoff.State
+	var otherwise hopwork.Outcome
 	switch ts.State {
 	case a2a.TaskStateCompleted:
-		if !reported {
-			o.Effect = handoff.EffectFull
-		}
+		otherwise.Effect = handoff.EffectFull // unless the work reported less
 	case a2a.TaskStateFailed:
+		// EffectUnknown unless the work reported its outcome.
 	default:
 		return nil // the host protocol's own states (HC-29)
 	}
-	switch o.Effect {
-	case handoff.EffectFull:
-		state = handoff.Completed
-	case handoff.EffectNone, handoff.EffectPartial:
-		state = handoff.Failed
-		if equivocated && o.Reason == "" {
-			o.Reason = handoff.ReasonEquivocation // HC-54
-		}
-	default:
+	state, o := w.box.Final(otherwise)
+	if state == "" {
 		return nil // outcome unknown: no terminal status (HC-45)
 	}
 	w.mu.Lock()

@@ -1,4 +1,4 @@
-package a2a_test
+package a2a03hop_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 
 	"github.com/agentproto/handoff"
 
-	ha2a "github.com/agentproto/handoff/integrations/a2a"
+	ha2a "github.com/agentproto/handoff/integrations/a2a03hop"
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
 	"github.com/agentproto/handoff/integrations/observe"
 )
@@ -112,17 +112,17 @@ func TestA2A_Cancel_Refused_HC55(t *testing.T) {
 	task, ok := pc.TaskOf(d.Hop)
 	require.True(t, ok)
 
-	// The tester signs a "canceled" for the planner's hop: not the
-	// delegator, refused (HC-55).
+	// The tester signs a "canceled" for the planner's hop: not the hop's
+	// delegator, refused before it is verified (HC-55).
 	st, err := ps[tester].Signer.SignStatus(&handoff.Status{Hop: d.Hop, Offer: d.Offer.Digest, Iss: tester, Aud: coder,
 		Iat: handoff.TimeOf(d.Offer.Offer.Iat.Std()), State: handoff.Canceled})
 	require.NoError(t, err)
 	_, err = cl.CancelTask(ha2a.WithCancel(ctx, st), &a2a.TaskIDParams{ID: task})
-	require.Error(t, err)
+	require.ErrorIs(t, err, a2a.ErrInvalidParams)
 	co.mu.Lock()
-	require.Len(t, co.canceled, 1)
-	require.Error(t, co.canceled[0].Err())
+	require.Empty(t, co.canceled, "a \"canceled\" of another signer was handed to HandleStatus")
 	co.mu.Unlock()
+	require.Zero(t, co.w.cancels.Load())
 	info, _, err := ps[planner].Agent.Hop(ctx, d.Hop)
 	require.NoError(t, err)
 	require.False(t, info.Canceled)
@@ -131,9 +131,10 @@ func TestA2A_Cancel_Refused_HC55(t *testing.T) {
 	_, _, err = pc.Cancel(ctx, cl, d.Hop)
 	require.NoError(t, err)
 	co.mu.Lock()
-	require.Len(t, co.canceled, 2)
-	require.NoError(t, co.canceled[1].Err())
+	require.Len(t, co.canceled, 1)
+	require.NoError(t, co.canceled[0].Err())
 	co.mu.Unlock()
+	require.EqualValues(t, 1, co.w.cancels.Load())
 }
 
 // With RequireSignedCancel, a Cancel Task request without a "canceled"

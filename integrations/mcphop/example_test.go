@@ -1,4 +1,4 @@
-package mcp_test
+package mcphop_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentproto/handoff"
 
-	hmcp "github.com/agentproto/handoff/integrations/mcp"
+	hmcp "github.com/agentproto/handoff/integrations/mcphop"
 )
 
 // A planner calls a coder's tool with a signed offer. One middleware on

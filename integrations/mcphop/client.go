@@ -1,11 +1,11 @@
-package mcp
+package mcphop
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"github.com/agentproto/handoff/integrations/internal/asking"
 	"io"
 	"net/http"
 	"sync"
@@ -17,8 +17,25 @@ import (
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/mcp"
 
+	"github.com/agentproto/handoff/integrations/internal/asking"
+	"github.com/agentproto/handoff/integrations/internal/hopwork"
 	"github.com/agentproto/handoff/integrations/observe"
 )
+
+// ErrNotIntercepted is the error of Call and Retransmit when the session's
+// client does not have this Client's Middleware among its sending
+// middlewares (mcp.Client.AddSendingMiddleware): the Handoff was not put in
+// the call's _meta, whatever the server answered.
+var ErrNotIntercepted = errors.New("handoff: the MCP client's sending middlewares do not include this handoff Client's: nothing was attached")
+
+// notIntercepted is ErrNotIntercepted, with what the server answered to the
+// request that went without the handoff.
+func notIntercepted(answer error) error {
+	if answer == nil {
+		return ErrNotIntercepted
+	}
+	return fmt.Errorf("%w (the server answered: %w)", ErrNotIntercepted, answer)
+}
 
 // ClientConfig configures the delegator's side.
 type ClientConfig struct {
@@ -74,16 +91,17 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 }
 
 type carried struct {
-	h   *handoff.Handoff
-	hop handoff.HopID
-	got *[]*handoff.StatusResult
+	h        *handoff.Handoff
+	hop      handoff.HopID
+	got      *[]*handoff.StatusResult
+	attached *bool // the middleware put h in a call's _meta
 }
 
 // WithHandoff returns a context whose tools/call carries h in
 // params._meta (HC-67). The statuses of the result are handed to
 // Agent.HandleStatus.
 func WithHandoff(ctx context.Context, h *handoff.Handoff) context.Context {
-	c := &carried{h: h, got: new([]*handoff.StatusResult)}
+	c := &carried{h: h, got: new([]*handoff.StatusResult), attached: new(bool)}
 	if o, _, err := handoff.InspectUnverified(h.Offer, handoff.Limits{}); err == nil && o != nil {
 		c.hop = o.Hop // our own offer: only used to index the call
 	}
@@ -116,6 +134,7 @@ func (c *Client) Middleware() mcp.Middleware {
 				return nil, err
 			}
 			p.Meta = meta
+			*cr.attached = true
 			cctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			if cr.hop != "" {
@@ -160,6 +179,30 @@ type Delivery struct {
 	Statuses []*handoff.StatusResult
 	// Attempts is the number of times the Handoff was sent.
 	Attempts int
+
+	// State is the hop's state in the delegator's table once the call
+	// ended (Agent.Hop): handoff.Offered while no verified status came
+	// back, else the state the verified statuses set (HC-55, HC-56).
+	State handoff.State
+	// Refused reports that the delegate refused the offer: with a verified
+	// "rejected" (State handoff.Rejected, Reason its reason code), or with
+	// an error result and no status, as for an offer whose signature did
+	// not verify (HC-30; Reason empty).
+	Refused bool
+	Reason  handoff.Reason
+}
+
+// settle fills the outcome of d from the delegator's table and the result.
+func (c *Client) settle(ctx context.Context, d *Delivery) error {
+	s, err := hopwork.Settle(ctx, c.cfg.Agent, d.Hop)
+	if err != nil {
+		return err
+	}
+	d.State, d.Refused, d.Reason = s.State, s.Refused, s.Reason
+	if d.Result != nil && d.Result.IsError && (d.State == handoff.Offered || d.State == "") {
+		d.Refused = true // refused with no status the delegator could verify
+	}
+	return nil
 }
 
 // Call makes an offer with p, calls the tool with it in params._meta, and
@@ -194,9 +237,15 @@ func (c *Client) Call(ctx context.Context, s *mcp.ClientSession, params *mcp.Cal
 		res, err := s.CallTool(actx, &pp)
 		d.Statuses = append(d.Statuses, Statuses(actx)...)
 		d.Result = res
+		if !*actx.Value(keyHandoff).(*carried).attached {
+			return notIntercepted(err)
+		}
 		return err
 	})
-	return d, err
+	if err != nil {
+		return d, err
+	}
+	return d, c.settle(ctx, d)
 }
 
 // Retransmit sends the identical Handoff of an offered hop again in a new
@@ -210,6 +259,9 @@ func (c *Client) Retransmit(ctx context.Context, s *mcp.ClientSession, params *m
 	actx := WithHandoff(ctx, h)
 	pp := *params
 	res, err := s.CallTool(actx, &pp)
+	if !*actx.Value(keyHandoff).(*carried).attached {
+		err = notIntercepted(err)
+	}
 	return res, Statuses(actx), err
 }
 

@@ -1,4 +1,4 @@
-package a2a_test
+package a2a03hop_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 	"github.com/agentproto/handoff"
 
-	ha2a "github.com/agentproto/handoff/integrations/a2a"
+	ha2a "github.com/agentproto/handoff/integrations/a2a03hop"
 )
 
 // coderWork is the coder's own executor: it never sees an offer that failed

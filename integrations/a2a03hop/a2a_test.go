@@ -1,4 +1,4 @@
-package a2a_test
+package a2a03hop_test
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/a2a"
 
-	ha2a "github.com/agentproto/handoff/integrations/a2a"
+	ha2a "github.com/agentproto/handoff/integrations/a2a03hop"
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
 	"github.com/agentproto/handoff/integrations/observe"
 )
@@ -36,8 +36,9 @@ const (
 
 // work is the wrapped executor: it counts its invocations.
 type work struct {
-	calls atomic.Int32
-	body  func(ctx context.Context, in *handoff.Received, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error
+	calls   atomic.Int32
+	cancels atomic.Int32 // invocations of Cancel
+	body    func(ctx context.Context, in *handoff.Received, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error
 
 	mu   sync.Mutex
 	seen []*handoff.Received
@@ -61,6 +62,7 @@ func (w *work) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q eve
 }
 
 func (w *work) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+	w.cancels.Add(1)
 	ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCanceled, nil)
 	ev.Final = true
 	return q.Write(ctx, ev)
@@ -90,13 +92,13 @@ func (b bearer) Before(ctx context.Context, req *a2aclient.Request) (context.Con
 	return ctx, nil
 }
 
-func newNode(t *testing.T, p *agenttest.Party, rec *observe.Recorder) *node {
+func newNode(t *testing.T, p *agenttest.Party, rec *observe.Recorder, opts ...func(*ha2a.ServerConfig)) *node {
 	t.Helper()
 	n := &node{p: p, w: &work{}}
 	var err error
 	n.client, err = ha2a.NewClient(ha2a.ClientConfig{Agent: p.Agent, Observe: rec})
 	require.NoError(t, err)
-	exec, err := ha2a.NewExecutor(ha2a.ServerConfig{Agent: p.Agent, Executor: n.w, Observe: rec,
+	cfg := ha2a.ServerConfig{Agent: p.Agent, Executor: n.w, Observe: rec,
 		OnReceive: func(ctx context.Context, _ *handoff.Received) {
 			exts, ok := a2asrv.ExtensionsFrom(ctx)
 			n.mu.Lock()
@@ -113,7 +115,11 @@ func newNode(t *testing.T, p *agenttest.Party, rec *observe.Recorder) *node {
 			n.notices = append(n.notices, ns...)
 			n.mu.Unlock()
 		},
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	exec, err := ha2a.NewExecutor(cfg)
 	require.NoError(t, err)
 	srv := httptest.NewServer(ha2a.Authenticate(a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(exec)),
 		func(r *http.Request) (handoff.AgentID, bool) {
@@ -550,5 +556,132 @@ func TestA2A_Equivocation_FinishFirst_HC54(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, handoff.Failed, info.State)
 	require.Equal(t, handoff.ReasonEquivocation, info.Reason)
+	require.EqualValues(t, 1, co.w.calls.Load())
+}
+
+// A signed "canceled" cancels only its own hop's task (HC-28, HC-55). Alice
+// signs "canceled" for her own finished hop and sends it in a Cancel Task
+// request for Bob's running task: it is refused before it is verified, the
+// executor's Cancel never runs, no hop changes state, and Bob's task goes
+// on to complete. Bob's own "canceled" then cancels his next task.
+func TestA2A_Cancel_OnlyItsOwnHopsTask_HC28_HC55(t *testing.T) {
+	const (
+		alice = handoff.AgentID("spiffe://a.example/alice")
+		bob   = handoff.AgentID("spiffe://b.example/bob")
+	)
+	for _, required := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default", true: "RequireSignedCancel"}[required], func(t *testing.T) {
+			ctx := context.Background()
+			ps := agenttest.New(t, agenttest.Spec{ID: alice, Format: handoff.JWS}, agenttest.Spec{ID: bob, Format: handoff.COSE},
+				agenttest.Spec{ID: coder, Format: handoff.JWS})
+			co := newNode(t, ps[coder], nil, func(c *ha2a.ServerConfig) { c.RequireSignedCancel = required })
+			release := make(chan struct{})
+			co.w.body = func(ctx context.Context, in *handoff.Received, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+				if in.Offer().Iss == bob {
+					select {
+					case <-release:
+					case <-ctx.Done():
+						return nil
+					}
+				}
+				ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateCompleted, nil)
+				ev.Final = true
+				return q.Write(ctx, ev)
+			}
+			ac, err := ha2a.NewClient(ha2a.ClientConfig{Agent: ps[alice].Agent})
+			require.NoError(t, err)
+			bc, err := ha2a.NewClient(ha2a.ClientConfig{Agent: ps[bob].Agent})
+			require.NoError(t, err)
+			toCoderA := dial(t, alice, ac, co, false)
+			toCoderB := dial(t, bob, bc, co, true) // polling: the task comes back "working"
+
+			da, err := ac.Send(ctx, toCoderA, text("alice's"), handoff.OfferParams{To: coder})
+			require.NoError(t, err)
+			require.Equal(t, a2a.TaskStateCompleted, da.Result.(*a2a.Task).Status.State)
+			db, err := bc.Send(ctx, toCoderB, text("bob's"), handoff.OfferParams{To: coder})
+			require.NoError(t, err)
+			bobTask := db.Result.(*a2a.Task)
+			require.Equal(t, a2a.TaskStateWorking, bobTask.Status.State)
+
+			// Alice's verified "canceled", for her own hop, against Bob's task.
+			n, err := ps[alice].Agent.Cancel(ctx, da.Hop)
+			require.NoError(t, err)
+			_, err = toCoderA.CancelTask(ha2a.WithCancel(ctx, n.Status), &a2a.TaskIDParams{ID: bobTask.ID})
+			require.ErrorIs(t, err, a2a.ErrInvalidParams)
+			require.Zero(t, co.w.cancels.Load(), "the executor's Cancel ran for another hop's \"canceled\"")
+			co.mu.Lock()
+			require.Empty(t, co.canceled, "another hop's \"canceled\" was applied")
+			co.mu.Unlock()
+			got, err := toCoderB.GetTask(ctx, &a2a.TaskQueryParams{ID: bobTask.ID})
+			require.NoError(t, err)
+			require.Equal(t, a2a.TaskStateWorking, got.Status.State, "Bob's task was canceled")
+
+			// The task goes on, and completes with Bob's verified "completed".
+			close(release)
+			require.Eventually(t, func() bool {
+				got, err := toCoderB.GetTask(ctx, &a2a.TaskQueryParams{ID: bobTask.ID})
+				return err == nil && got.Status.State == a2a.TaskStateCompleted
+			}, 5*time.Second, 10*time.Millisecond)
+			info, _, err := ps[bob].Agent.Hop(ctx, db.Hop)
+			require.NoError(t, err)
+			require.Equal(t, handoff.Completed, info.State, "Bob learns his hop's verified \"completed\"")
+			_, sts, err := bc.Retransmit(ctx, toCoderB, text("bob's"), db.Hop)
+			require.NoError(t, err)
+			require.Len(t, sts, 1)
+			require.Equal(t, handoff.Completed, sts[0].Status().State)
+
+			// Bob's own "canceled" cancels Bob's next task.
+			hold := make(chan struct{})
+			co.w.body = func(ctx context.Context, in *handoff.Received, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
+				close(hold)
+				<-ctx.Done()
+				return nil
+			}
+			db2, err := bc.Send(ctx, toCoderB, text("bob's second"), handoff.OfferParams{To: coder})
+			require.NoError(t, err)
+			<-hold
+			task, _, err := bc.Cancel(ctx, toCoderB, db2.Hop)
+			require.NoError(t, err)
+			require.Equal(t, a2a.TaskStateCanceled, task.Status.State)
+			require.EqualValues(t, 1, co.w.cancels.Load())
+			require.EqualValues(t, 3, co.w.calls.Load())
+		})
+	}
+}
+
+// A client whose interceptors lack the handoff Client sends nothing of the
+// handoff: Send, Retransmit and Cancel say so with ErrNotIntercepted,
+// whatever the server answered, and the executor never runs. A delivery
+// says how it ended: State, Refused, Reason.
+func TestA2A_MissingInterceptor_TypedError_And_DeliveryOutcome(t *testing.T) {
+	ctx := context.Background()
+	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.COSE})
+	co := newNode(t, ps[coder], nil)
+	pc, err := ha2a.NewClient(ha2a.ClientConfig{Agent: ps[planner].Agent})
+	require.NoError(t, err)
+	bare, err := a2aclient.NewFromEndpoints(ctx, []a2a.AgentInterface{{Transport: a2a.TransportProtocolJSONRPC, URL: co.url}},
+		a2aclient.WithInterceptors(bearer{id: planner})) // no pc
+	require.NoError(t, err)
+	t.Cleanup(func() { bare.Destroy() })
+
+	d, err := pc.Send(ctx, bare, text("x"), handoff.OfferParams{To: coder})
+	require.ErrorIs(t, err, ha2a.ErrNotIntercepted)
+	require.Equal(t, 1, d.Attempts, "not sent again")
+	_, _, err = pc.Retransmit(ctx, bare, text("x"), d.Hop)
+	require.ErrorIs(t, err, ha2a.ErrNotIntercepted)
+	require.Zero(t, co.w.calls.Load(), "the executor ran without a Handoff")
+
+	cl := dial(t, planner, pc, co, false)
+	d, err = pc.Send(ctx, cl, text("x"), handoff.OfferParams{To: coder})
+	require.NoError(t, err)
+	require.Equal(t, handoff.Completed, d.State)
+	require.False(t, d.Refused)
+	require.Empty(t, d.Reason)
+
+	d, err = pc.Send(ctx, cl, text("x"), handoff.OfferParams{To: coder, Dialog: "another-dialog"})
+	require.NoError(t, err)
+	require.Equal(t, handoff.Rejected, d.State)
+	require.True(t, d.Refused)
+	require.Equal(t, handoff.ReasonPolicy, d.Reason)
 	require.EqualValues(t, 1, co.w.calls.Load())
 }

@@ -1,0 +1,99 @@
+package a2a1hop_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentproto/handoff"
+	carry "github.com/agentproto/handoff/a2a"
+	"github.com/agentproto/handoff/handofftest"
+
+	"github.com/agentproto/handoff/integrations/a2a1hop"
+)
+
+// Every bad input of handofftest, carried in a real A2A 1.0 SendMessage
+// over loopback HTTP, is refused by the executor wrapper with the reason
+// and check the draft requires, answered with a signed "rejected" exactly
+// when one is due, and never reaches the wrapped executor (HC-30, HC-38,
+// HC-66).
+func TestA2A1_HandofftestBadInputs_NeverReachTheExecutor_HC30(t *testing.T) {
+	ctx := context.Background()
+	w0 := handofftest.NewWorld(t, planner, coder)
+	total := 0
+	for _, f := range []handoff.Format{handoff.JWS, handoff.COSE} {
+		for _, bad := range w0.In(f).Encoded(handoff.JSON).BadInputs(coder) {
+			if !json.Valid(bad.Data) {
+				continue // malformed JSON cannot be carried in JSON metadata at all
+			}
+			total++
+			t.Run(bad.Name, func(t *testing.T) {
+				w := w0.With(t)
+				wk := &work{}
+				var mu sync.Mutex
+				var last *handoff.Received
+				exec, err := a2a1hop.NewExecutor(a2a1hop.ServerConfig{Agent: w.Agent(coder, bad.Configure), Executor: wk,
+					OnReceive: func(_ context.Context, in *handoff.Received) {
+						mu.Lock()
+						last = in
+						mu.Unlock()
+					}})
+				require.NoError(t, err)
+				srv := httptest.NewServer(a2a1hop.Authenticate(a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(exec)),
+					func(*http.Request) (handoff.AgentID, bool) { return planner, true }))
+				defer srv.Close()
+				cl, err := a2aclient.NewFromEndpoints(ctx, []*a2a.AgentInterface{a2a.NewAgentInterface(srv.URL, a2a.TransportProtocolJSONRPC)})
+				require.NoError(t, err)
+				defer cl.Destroy()
+				send := func(data []byte) a2a.SendMessageResult {
+					m := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("x"))
+					m.ContextID = bad.Host.Dialog
+					m.Metadata = map[string]any{a2a1hop.ExtensionURI: json.RawMessage(data)}
+					m.Extensions = []string{a2a1hop.ExtensionURI}
+					res, err := cl.SendMessage(ctx, &a2a.SendMessageRequest{Message: m})
+					require.NoError(t, err)
+					return res
+				}
+				for _, p := range bad.Prior {
+					task, ok := send(p).(*a2a.Task)
+					require.True(t, ok && task.Status.State == a2a.TaskStateCompleted, "a prior offer was refused")
+				}
+				res := send(bad.Data)
+				require.EqualValues(t, len(bad.Prior), wk.calls.Load(), "the executor ran for a bad input")
+				mu.Lock()
+				in := last
+				mu.Unlock()
+				require.NotNil(t, in)
+				require.NoError(t, bad.Verify(in))
+				var meta map[string]any
+				switch r := res.(type) {
+				case *a2a.Task:
+					require.Equal(t, a2a.TaskStateRejected, r.Status.State)
+					meta = r.Status.Message.Metadata
+				case *a2a.Message:
+					require.True(t, bad.Retransmission, "a reply message for a refusal")
+					meta = r.Metadata
+				}
+				status, err := carry.Status(meta)
+				switch {
+				case bad.StatusDue():
+					require.NoError(t, err)
+					w.AssertStatus(t, status, bad.Offer, handoff.Rejected, bad.Reason)
+				case bad.Retransmission:
+					require.NoError(t, err) // the prior offer's last status (HC-39)
+				default:
+					require.ErrorIs(t, err, carry.ErrAbsent, "a status where none is due")
+				}
+			})
+		}
+	}
+	require.Greater(t, total, 60, "bad inputs tried")
+}

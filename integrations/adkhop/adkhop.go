@@ -1,0 +1,196 @@
+// Package adkhop makes the agents of ADK Go (google.golang.org/adk/v2)
+// speak the draft "Signed Handoff Context for Agentic Dialogs" over A2A 1.0,
+// through two callbacks of the framework:
+//
+//   - the delegator's side: BeforeRequest is the before-request callback of
+//     a remote A2A agent (remoteagent.A2AConfig.BeforeRequestCallbacks). It
+//     makes a signed offer for every request to the remote agent and puts
+//     its Handoff in the message's metadata under the extension URI
+//     (HC-66); ClientProvider gives the remote agent an A2A client that
+//     activates the extension and hands every status that comes back to
+//     Agent.HandleStatus (package a2a1hop does both). An agent that runs a
+//     hop it received chains the offer to it (HC-46).
+//   - the delegate's side: NewPlugin returns a runner plugin whose
+//     before-tool callback checks every tool call of the receiving agent
+//     against the evidence guard of the hop it serves (evidence.Guard): a
+//     refused call never runs the tool, and the model is told why. The
+//     agent is served with a2a1hop.NewExecutor around ADK's A2A executor
+//     (server/adka2a/v2), which runs only for an accepted offer.
+package adkhop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"google.golang.org/adk/v2/agent"
+	remoteagent "google.golang.org/adk/v2/agent/remoteagent/v2"
+	"google.golang.org/adk/v2/plugin"
+	"google.golang.org/adk/v2/session"
+	"google.golang.org/adk/v2/tool"
+
+	"github.com/agentproto/handoff"
+	carry "github.com/agentproto/handoff/a2a"
+	"github.com/agentproto/handoff/evidence"
+
+	"github.com/agentproto/handoff/integrations/a2a1hop"
+)
+
+// RemoteConfig configures the offers of a remote A2A agent.
+type RemoteConfig struct {
+	// Agent is the delegator. Required.
+	Agent *handoff.Agent
+	// Params returns the offer for one request to the remote agent; its To
+	// (the remote agent's AgentID) is required. A Dialog left empty is the
+	// message's contextId, and a new one when the message names none; a
+	// From left nil is the hop the calling agent runs, when it runs one
+	// (a2a1hop.FromContext). Required.
+	Params func(ctx agent.Context, req *a2a.SendMessageRequest) (handoff.OfferParams, error)
+	// OnOffer, when set, is called with every offer made, for logs and for
+	// the caller to follow the hop (Agent.Hop, Agent.Cancel).
+	OnOffer func(ctx agent.Context, out *handoff.Outgoing)
+}
+
+// BeforeRequest returns the before-request callback that makes a signed
+// offer for every request of a remote A2A agent and attaches its Handoff
+// to the request's message (HC-66). An offer that cannot be made stops the
+// request: the callback returns the error and nothing is sent.
+func BeforeRequest(cfg RemoteConfig) (remoteagent.BeforeA2ARequestCallback, error) {
+	if cfg.Agent == nil || cfg.Params == nil {
+		return nil, fmt.Errorf("%w: RemoteConfig.Agent and RemoteConfig.Params are required", handoff.ErrConfig)
+	}
+	return func(ctx agent.Context, req *a2a.SendMessageRequest) (*session.Event, error) {
+		if req == nil || req.Message == nil {
+			return nil, fmt.Errorf("%w: a request without a message", handoff.ErrArgument)
+		}
+		p, err := cfg.Params(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if p.From == nil {
+			if in, ok := a2a1hop.FromContext(ctx); ok {
+				p.From = in
+			}
+		}
+		if p.Dialog == "" && p.From == nil {
+			p.Dialog = req.Message.ContextID
+		}
+		if p.Dialog == "" && p.From == nil {
+			p.Dialog = a2a.NewContextID()
+		}
+		out, err := cfg.Agent.Offer(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		if req.Message.ContextID == "" {
+			req.Message.ContextID = out.Offer.Dialog // checked against the offer (step 5)
+		}
+		if req.Message.Metadata == nil {
+			req.Message.Metadata = map[string]any{}
+		}
+		exts, err := carry.AttachHandoff(req.Message.Metadata, req.Message.Extensions, out.Handoff)
+		if err != nil {
+			return nil, err
+		}
+		req.Message.Extensions = exts
+		if cfg.OnOffer != nil {
+			cfg.OnOffer(ctx, out)
+		}
+		return nil, nil // send the request
+	}, nil
+}
+
+// ClientProvider returns the remote agent's A2A client provider: clients
+// of the factory opts make, with c among their interceptors, so that the
+// extension is activated (A2A-Extensions) and every status in a response
+// goes to the delegator's Agent.HandleStatus.
+func ClientProvider(c *a2a1hop.Client, opts ...a2aclient.FactoryOption) remoteagent.A2AClientProvider {
+	opts = append(opts, a2aclient.WithCallInterceptors(c))
+	return remoteagent.NewA2AClientProvider(a2aclient.NewFactory(opts...))
+}
+
+// ErrNoGuard is the refusal of a tool call that serves no hop with an
+// evidence guard: without one nothing is authorized (fail closed).
+var ErrNoGuard = errors.New("handoff: the tool call serves no hop with an evidence guard")
+
+// GuardConfig configures the delegate's plugin.
+type GuardConfig struct {
+	// Name is the plugin's name; empty means "handoff-guard".
+	Name string
+	// Guard returns the evidence guard of the hop a tool call serves. Nil
+	// means the guard WithGuard put in the context.
+	Guard func(ctx context.Context) (*evidence.Guard, bool)
+	// Call returns the guard's view of a tool call. Nil means the tool's
+	// name as the action, with the arguments "operation_id" and
+	// "idempotency_key", when they are strings, as its identifiers.
+	Call func(ctx agent.Context, t tool.Tool, args map[string]any) evidence.Call
+	// OnRefused, when set, is called with every refused call's error.
+	OnRefused func(ctx agent.Context, t tool.Tool, err error)
+}
+
+type guardKey struct{}
+
+// WithGuard returns a context whose tool calls the plugin checks against g:
+// set it where the hop's run starts, for example in the
+// BeforeExecuteCallback of ADK's A2A executor.
+func WithGuard(ctx context.Context, g *evidence.Guard) context.Context {
+	return context.WithValue(ctx, guardKey{}, g)
+}
+
+// GuardFromContext returns the guard WithGuard put in ctx.
+func GuardFromContext(ctx context.Context) (*evidence.Guard, bool) {
+	g, ok := ctx.Value(guardKey{}).(*evidence.Guard)
+	return g, ok && g != nil
+}
+
+// NewPlugin returns the plugin whose before-tool callback authorizes every
+// tool call with the hop's evidence guard (evidence.Guard.Authorize): a
+// call the guard refuses, or any call when there is no guard, never runs
+// the tool; its error (a *evidence.Refusal, or ErrNoGuard) becomes the
+// tool's response, which the model sees.
+func NewPlugin(cfg GuardConfig) (*plugin.Plugin, error) {
+	if cfg.Name == "" {
+		cfg.Name = "handoff-guard"
+	}
+	if cfg.Guard == nil {
+		cfg.Guard = GuardFromContext
+	}
+	if cfg.Call == nil {
+		cfg.Call = DefaultCall
+	}
+	return plugin.New(plugin.Config{
+		Name: cfg.Name,
+		BeforeToolCallback: func(ctx agent.Context, t tool.Tool, args map[string]any) (map[string]any, error) {
+			g, ok := cfg.Guard(ctx)
+			var err error
+			if !ok {
+				err = fmt.Errorf("%w: %q", ErrNoGuard, t.Name())
+			} else {
+				err = g.Authorize(cfg.Call(ctx, t, args))
+			}
+			if err != nil {
+				if cfg.OnRefused != nil {
+					cfg.OnRefused(ctx, t, err)
+				}
+				return nil, err // the tool does not run
+			}
+			return nil, nil
+		},
+	})
+}
+
+// DefaultCall is the guard's view of a tool call when GuardConfig.Call is
+// nil: the tool's name, and the string arguments "operation_id" and
+// "idempotency_key".
+func DefaultCall(_ agent.Context, t tool.Tool, args map[string]any) evidence.Call {
+	c := evidence.Call{Action: t.Name()}
+	if v, ok := args["operation_id"].(string); ok {
+		c.OperationID = v
+	}
+	if v, ok := args["idempotency_key"].(string); ok {
+		c.IdempotencyKey = v
+	}
+	return c
+}

@@ -1,0 +1,145 @@
+// Package hopwork is what the A2A and MCP delegates share about the work of
+// an accepted hop: the outcome the work reports ("Knowing the Outcome" in
+// the draft), the terminal status it asks for (HC-25, HC-45, HC-54), the
+// executions running by hop, stopped when the delegator equivocates, and
+// the delegator's view of a delivery once it ended.
+package hopwork
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/agentproto/handoff"
+)
+
+// ErrEquivocated is the cause of the context of a hop's work stopped
+// because its delegator signed another offer under the same hop (HC-54).
+var ErrEquivocated = errors.New("handoff: the delegator signed another offer under this hop")
+
+// Outcome is what the work knows of its effect.
+type Outcome struct {
+	Effect handoff.Effect
+	Reason handoff.Reason
+	Refs   []handoff.ContextRef
+}
+
+// Box holds the outcome one execution reported. It is safe for concurrent
+// use.
+type Box struct {
+	mu          sync.Mutex
+	o           *Outcome
+	equivocated bool
+}
+
+// Report records o as the execution's outcome.
+func (b *Box) Report(o Outcome) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.o = &o
+}
+
+// Final returns the terminal state the work's outcome asks for, and the
+// outcome to sign it with: "completed" for EffectFull, "failed" for
+// EffectNone and EffectPartial (with the reason "equivocation" when the
+// work was stopped for it and reported none, HC-54), and no state for an
+// unknown effect (HC-45). otherwise is the outcome when none was reported.
+func (b *Box) Final(otherwise Outcome) (handoff.State, Outcome) {
+	b.mu.Lock()
+	o := otherwise
+	if b.o != nil {
+		o = *b.o
+	}
+	equivocated := b.equivocated
+	b.mu.Unlock()
+	switch o.Effect {
+	case handoff.EffectFull:
+		return handoff.Completed, o
+	case handoff.EffectNone, handoff.EffectPartial:
+		if equivocated && o.Reason == "" {
+			o.Reason = handoff.ReasonEquivocation
+		}
+		return handoff.Failed, o
+	}
+	return "", o
+}
+
+type key struct {
+	iss handoff.AgentID
+	hop handoff.HopID
+}
+
+type execution struct {
+	cancel context.CancelCauseFunc
+	box    *Box
+}
+
+// Running is the executions of accepted hops that run now. It is safe for
+// concurrent use.
+type Running struct {
+	mu sync.Mutex
+	m  map[key]*execution
+}
+
+// Start registers the execution of in's hop: it returns the context to
+// run it in, whose values carry what ctx carries, its Box, and done, to
+// call once the execution returned.
+func (r *Running) Start(ctx context.Context, in *handoff.Received) (context.Context, *Box, func()) {
+	box := &Box{}
+	wctx, cancel := context.WithCancelCause(ctx)
+	o := in.Offer()
+	k := key{o.Iss, o.Hop}
+	x := &execution{cancel: cancel, box: box}
+	r.mu.Lock()
+	if r.m == nil {
+		r.m = map[key]*execution{}
+	}
+	r.m[k] = x
+	r.mu.Unlock()
+	return wctx, box, func() {
+		r.mu.Lock()
+		if r.m[k] == x {
+			delete(r.m, k)
+		}
+		r.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// Stop ends the execution of the hop (iss, hop), if one runs, with
+// ErrEquivocated as its context's cause.
+func (r *Running) Stop(iss handoff.AgentID, hop handoff.HopID) {
+	r.mu.Lock()
+	x := r.m[key{iss, hop}]
+	r.mu.Unlock()
+	if x == nil {
+		return
+	}
+	x.box.mu.Lock()
+	x.box.equivocated = true
+	x.box.mu.Unlock()
+	x.cancel(ErrEquivocated)
+}
+
+// Settled is the delegator's view of a hop once a delivery ended.
+type Settled struct {
+	// State is the hop's state in the delegator's table: handoff.Offered
+	// while no verified status came back.
+	State handoff.State
+	// Refused reports a verified "rejected"; Reason is its reason code.
+	Refused bool
+	Reason  handoff.Reason
+}
+
+// Settle reads the delegator's table for hop.
+func Settle(ctx context.Context, a *handoff.Agent, hop handoff.HopID) (Settled, error) {
+	info, ok, err := a.Hop(ctx, hop)
+	if err != nil || !ok {
+		return Settled{}, err
+	}
+	s := Settled{State: info.State}
+	if info.State == handoff.Rejected {
+		s.Refused, s.Reason = true, info.Reason
+	}
+	return s, nil
+}
