@@ -448,8 +448,9 @@ func (w *handoffWire) handoff(enc Encoding, lim Limits) (*Handoff, error) {
 	}
 	h.Chain = make([]Signed, len(w.chain))
 	for i, e := range w.chain {
-		s, err := elementFrom(e, enc, lim, fmt.Sprintf("chain[%d]", i))
+		s, err := elementFrom(e, enc, lim, "")
 		if err != nil && h.chainErr == nil {
+			_, err = elementFrom(e, enc, lim, fmt.Sprintf("chain[%d]", i)) // named, now that it is needed
 			h.chainErr = &ChainError{Index: i, Reason: ReasonBadSignature, Detail: err.Error(), err: errClass(err)}
 		}
 		h.Chain[i] = s
