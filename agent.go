@@ -5,10 +5,8 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -93,11 +91,9 @@ type Agent struct {
 	skew, maxLifetime, retention time.Duration
 	trust                        atomic.Pointer[trustState]
 
-	// hopLocks serialise, within this Agent, the read-check-write of a
-	// received hop's state (Reply, Take, a received cancel), so that two
-	// calls cannot both pass the lifecycle rules for one hop (HC-23).
-	// Replicas sharing a store rely on the store's compare-and-set.
-	hopLocks [64]sync.Mutex
+	// hops serialise, within this Agent, the read-check-write of a
+	// received hop's state: see hopLocks.
+	hops hopLocks
 }
 
 // NewAgent validates cfg and returns an Agent.
@@ -206,15 +202,9 @@ func (a *Agent) token() ([]byte, error) {
 }
 
 // lockHop locks the state of the received hop (iss, hop) and returns the
-// unlock function.
-func (a *Agent) lockHop(iss AgentID, hop HopID) func() {
-	h := fnv.New32a()
-	h.Write([]byte(iss))
-	h.Write([]byte{0})
-	h.Write([]byte(hop))
-	m := &a.hopLocks[h.Sum32()%uint32(len(a.hopLocks))]
-	m.Lock()
-	return m.Unlock
+// unlock function, or ctx's error when ctx ends before the lock is free.
+func (a *Agent) lockHop(ctx context.Context, iss AgentID, hop HopID) (func(), error) {
+	return a.hops.lock(ctx, replay.Key{Iss: string(iss), Hop: string(hop)})
 }
 
 // ---- The delegate's verbs ----
@@ -296,7 +286,10 @@ func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target Digest
 			Detail: "the outcome of the work could not be established; the hop stays accepted"})
 		return Signed{}, effectRule(send)
 	}
-	unlock := a.lockHop(iss, hop)
+	unlock, err := a.lockHop(ctx, iss, hop)
+	if err != nil {
+		return Signed{}, err
+	}
 	defer unlock()
 	key := replay.Key{Iss: string(iss), Hop: string(hop)}
 	rec, remembered, err := a.cfg.Store.Get(ctx, key)
@@ -321,9 +314,19 @@ func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target Digest
 		return signed, nil
 	}
 	rec.State, rec.Status = string(next), signed.Octets
-	rec.Expires = a.now().Add(a.retention)
-	if next == Accepted {
+	switch {
+	case next == Accepted:
 		rec.Expires = time.Time{} // kept until resolved (HC-34)
+	case next == Rejected && v == verdictRejected:
+		// An offer that failed a check after 1-3 keeps its record until
+		// exp + skew only (HC-33), as it was remembered: retransmissions
+		// are answered with this "rejected" until then, and are stale
+		// after. The retention period of HC-34 (a SHOULD) is for hops
+		// the delegate decided on; giving it to offers refused by a
+		// check would let one trusted delegator that floods such offers
+		// hold the store's room for the whole period.
+	default:
+		rec.Expires = a.now().Add(a.retention)
 	}
 	if token != nil {
 		rec.Token = token
@@ -343,7 +346,11 @@ func (a *Agent) Take(ctx context.Context, in *Received) error {
 		return fmt.Errorf("%w: only an offer this agent received and accepted can be taken", ErrArgument)
 	}
 	o := in.offer
-	defer a.lockHop(o.Iss, o.Hop)()
+	unlock, err := a.lockHop(ctx, o.Iss, o.Hop)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	key := replay.Key{Iss: string(o.Iss), Hop: string(o.Hop)}
 	rec, ok, err := a.cfg.Store.Get(ctx, key)
 	if err != nil {
@@ -911,7 +918,11 @@ func (a *Agent) cancelReceived(ctx context.Context, st *Status, res *StatusResul
 // cancelHop sets a received hop canceled unless it already has a terminal
 // state.
 func (a *Agent) cancelHop(ctx context.Context, st *Status, res *StatusResult) (bool, error) {
-	defer a.lockHop(st.Iss, st.Hop)()
+	unlock, err := a.lockHop(ctx, st.Iss, st.Hop)
+	if err != nil {
+		return true, err
+	}
+	defer unlock()
 	key := replay.Key{Iss: string(st.Iss), Hop: string(st.Hop)}
 	rec, ok, err := a.cfg.Store.Get(ctx, key)
 	if err != nil {

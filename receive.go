@@ -278,7 +278,7 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 		if err != nil {
 			return nil, err
 		}
-		rec := replay.Record{Digest: r.digest.Val, Expires: storeTime(o.Exp.plus(seconds(a.skew))), Token: token, Created: now}
+		rec := replay.Record{Digest: r.digest.Val, Expires: a.storeExpiry(o), Token: token, Created: now}
 		var inserted bool
 		held, inserted, err = a.cfg.Store.Remember(ctx, key, rec)
 		if err != nil {
@@ -350,17 +350,14 @@ func (a *Agent) fresh(o *Offer, now time.Time) *Rejection {
 	return nil
 }
 
-// maxStoreTime bounds the times given to stores, which may keep them in
-// nanoseconds since 1970 (good until 2262).
-var maxStoreTime = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// storeTime is t as an expiry for a store: a Time past 2200 is kept until
-// 2200, which outlives every store.
-func storeTime(t Time) time.Time {
-	if s := t.Std(); s.Before(maxStoreTime) {
-		return s
-	}
-	return maxStoreTime
+// storeExpiry is exp + skew, the time until which the hop's record must be
+// kept at least (HC-33), as the stores take it. It is never shortened: a
+// store keeps it as it is, or refuses it with replay.ErrExpiry when it
+// cannot represent it (the offer is then refused). Only from 2^62 seconds
+// on, where Time.Std clamps and no clock reading can tell the difference,
+// is it the clamped time.
+func (a *Agent) storeExpiry(o *Offer) time.Time {
+	return o.Exp.plus(seconds(a.skew)).Std()
 }
 
 func notChecked(refs []ContextRef) []RefResult {

@@ -15,6 +15,10 @@ import (
 // MemoryOptions.MaxEntries is zero.
 const DefaultMaxEntries = 1 << 20
 
+// DefaultIssuerShare is the fraction of a store's records that one issuer
+// may hold when the options leave its share zero: 1/DefaultIssuerShare.
+const DefaultIssuerShare = 8
+
 const memoryShards = 64
 
 // MemoryOptions configures a Memory store. The zero value is usable.
@@ -22,7 +26,14 @@ type MemoryOptions struct {
 	// MaxEntries bounds the number of records held, live or expired and not
 	// yet reclaimed. Zero or less means DefaultMaxEntries.
 	MaxEntries int
-	// Now returns the current time; nil means time.Now.
+	// MaxPerIssuer bounds the records held for one issuer (Key.Iss), so
+	// that one delegator, however trusted, cannot fill the store and make
+	// it refuse the fresh offers of the others. Zero means
+	// MaxEntries/DefaultIssuerShare (at least 1); a negative value lets one
+	// issuer take every record.
+	MaxPerIssuer int
+	// Now returns the current time; nil means time.Now. The store calls it
+	// holding none of its locks, so it may call back into the store.
 	Now func() time.Time
 }
 
@@ -36,13 +47,24 @@ type MemoryOptions struct {
 // needs a durable store such as replay/boltstore.
 //
 // Expired records are reclaimed when touched, and all at once when the
-// store is full; a live record is never evicted.
+// store is full or an issuer's share is used; a live record is never
+// evicted.
+//
+// # Cap
+//
+// The store holds at most MaxEntries records (DefaultMaxEntries, 1<<20, by
+// default), and at most MaxPerIssuer of them for one issuer (1/8 of
+// MaxEntries by default). Remember returns ErrFull beyond the first and
+// ErrIssuerFull (which wraps ErrFull) beyond the second. BENCHMARKS.md
+// gives the measured bytes per record.
 type Memory struct {
-	max    int64
-	now    func() time.Time
-	seed   maphash.Seed
-	count  atomic.Int64 // records held, live or not
-	shards [memoryShards]memoryShard
+	max       int64
+	maxIssuer int64 // records per issuer; math.MaxInt64 for no share
+	now       func() time.Time
+	seed      maphash.Seed
+	count     atomic.Int64 // records held, live or not
+	shards    [memoryShards]memoryShard
+	issuers   [memoryShards]issuerShard
 
 	// sweepMu serialises the full-store path. nextExpiry is a lower bound
 	// on the Expires (UnixNano) of every held record with an expiry, or
@@ -56,6 +78,20 @@ type memoryShard struct {
 	mu sync.Mutex
 	m  map[Key]memRecord
 	_  [48]byte // keep shards on separate cache lines
+}
+
+// issuerShard counts the records of the issuers that hash to it. Each
+// issuer's entry also holds the one copy of its name that the records'
+// keys share (interning), and is dropped when its count reaches zero.
+type issuerShard struct {
+	mu sync.Mutex
+	m  map[string]*issuer
+	_  [48]byte
+}
+
+type issuer struct {
+	name string
+	n    int64
 }
 
 // memRecord is a Record held inline, so that inserting one copies the
@@ -127,14 +163,64 @@ func NewMemory(opts MemoryOptions) *Memory {
 	if s.max <= 0 {
 		s.max = DefaultMaxEntries
 	}
+	switch {
+	case opts.MaxPerIssuer < 0:
+		s.maxIssuer = math.MaxInt64
+	case opts.MaxPerIssuer == 0:
+		s.maxIssuer = max(s.max/DefaultIssuerShare, 1)
+	default:
+		s.maxIssuer = int64(opts.MaxPerIssuer)
+	}
 	if s.now == nil {
 		s.now = time.Now
 	}
 	for i := range s.shards {
 		s.shards[i].m = make(map[Key]memRecord)
+		s.issuers[i].m = make(map[string]*issuer)
 	}
 	s.nextExpiry.Store(math.MaxInt64)
 	return s
+}
+
+func (s *Memory) issuerShard(iss string) *issuerShard {
+	return &s.issuers[maphash.String(s.seed, iss)%memoryShards]
+}
+
+// take counts one more record for iss unless its share is used, and
+// returns the interned copy of iss for the record's key.
+func (s *Memory) take(iss string) (string, bool) {
+	sh := s.issuerShard(iss)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.m[iss]
+	if e == nil {
+		e = &issuer{name: strings.Clone(iss)}
+		sh.m[e.name] = e
+	}
+	if e.n >= s.maxIssuer {
+		return "", false
+	}
+	e.n++
+	return e.name, true
+}
+
+// untake counts one record fewer for iss.
+func (s *Memory) untake(iss string) {
+	sh := s.issuerShard(iss)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.m[iss]; e != nil {
+		if e.n--; e.n <= 0 {
+			delete(sh.m, iss)
+		}
+	}
+}
+
+// drop deletes the record held for k. sh.mu is held.
+func (s *Memory) drop(sh *memoryShard, k Key) {
+	delete(sh.m, k)
+	s.count.Add(-1)
+	s.untake(k.Iss)
 }
 
 func (s *Memory) shard(k Key) *memoryShard {
@@ -164,16 +250,17 @@ func (s *Memory) Remember(ctx context.Context, k Key, rec Record) (Record, bool,
 	rec.Expires = rec.Expires.Round(0)
 	sh := s.shard(k)
 	for attempt := 0; ; attempt++ {
+		now := s.now() // never under a lock: the clock may call the store
 		sh.mu.Lock()
 		held, ok := sh.m[k]
-		if ok && held.live(s.now()) {
+		if ok && held.live(now) {
 			sh.mu.Unlock()
 			// The same call, retried, finds its own record.
 			return held.record(), held.written(rec), nil
 		}
-		// An expired record under k is replaced in place; otherwise a
-		// slot must be reserved.
-		if ok || s.reserve() {
+		if ok {
+			// An expired record under k is replaced in place; it was
+			// counted for the same issuer.
 			var m memRecord
 			m.set(rec)
 			sh.m[k] = m
@@ -181,8 +268,23 @@ func (s *Memory) Remember(ctx context.Context, k Key, rec Record) (Record, bool,
 			s.noteExpiry(rec.Expires)
 			return rec, true, nil
 		}
+		iss, shared := s.take(k.Iss)
+		if shared && s.reserve() {
+			var m memRecord
+			m.set(rec)
+			sh.m[Key{Iss: iss, Hop: strings.Clone(k.Hop)}] = m
+			sh.mu.Unlock()
+			s.noteExpiry(rec.Expires)
+			return rec, true, nil
+		}
 		sh.mu.Unlock()
-		if attempt > 0 || !s.sweep() {
+		if shared {
+			s.untake(k.Iss)
+		}
+		if attempt > 0 || !s.sweep(now) {
+			if !shared {
+				return Record{}, false, ErrIssuerFull
+			}
 			return Record{}, false, ErrFull
 		}
 	}
@@ -196,6 +298,7 @@ func (s *Memory) Get(ctx context.Context, k Key) (Record, bool, error) {
 	if err := validKey(k); err != nil {
 		return Record{}, false, err
 	}
+	now := s.now()
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -203,9 +306,8 @@ func (s *Memory) Get(ctx context.Context, k Key) (Record, bool, error) {
 	if !ok {
 		return Record{}, false, nil
 	}
-	if !held.live(s.now()) {
-		delete(sh.m, k)
-		s.count.Add(-1)
+	if !held.live(now) {
+		s.drop(sh, k)
 		return Record{}, false, nil
 	}
 	return held.record(), true, nil
@@ -222,6 +324,7 @@ func (s *Memory) Update(ctx context.Context, k Key, rec Record) error {
 	if err := validRecord(rec); err != nil {
 		return err
 	}
+	now := s.now()
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -229,9 +332,8 @@ func (s *Memory) Update(ctx context.Context, k Key, rec Record) error {
 	if !ok {
 		return ErrNotFound
 	}
-	if !held.live(s.now()) {
-		delete(sh.m, k)
-		s.count.Add(-1)
+	if !held.live(now) {
+		s.drop(sh, k)
 		return ErrNotFound
 	}
 	if [32]byte(rec.Digest) != held.digest {
@@ -283,6 +385,7 @@ func (s *Memory) Release(ctx context.Context, k Key, digest []byte) error {
 	if len(digest) != 32 {
 		return ErrInvalid
 	}
+	now := s.now()
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -290,17 +393,15 @@ func (s *Memory) Release(ctx context.Context, k Key, digest []byte) error {
 	switch {
 	case !ok:
 		return ErrNotFound
-	case !held.live(s.now()):
-		delete(sh.m, k)
-		s.count.Add(-1)
+	case !held.live(now):
+		s.drop(sh, k)
 		return ErrNotFound
 	case [32]byte(digest) != held.digest:
 		return ErrConflict
 	case held.state != "":
 		return ErrTaken
 	}
-	delete(sh.m, k)
-	s.count.Add(-1)
+	s.drop(sh, k)
 	return nil
 }
 
@@ -309,8 +410,9 @@ func (s *Memory) Close() error {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		s.count.Add(-int64(len(sh.m)))
-		clear(sh.m)
+		for k := range sh.m {
+			s.drop(sh, k)
+		}
 		sh.mu.Unlock()
 	}
 	return nil
@@ -343,15 +445,12 @@ func (s *Memory) noteExpiry(t time.Time) {
 	}
 }
 
-// sweep removes every expired record, unless the clock shows none can have
-// expired since the last sweep. It reports whether there may be room now.
-func (s *Memory) sweep() bool {
+// sweep removes every expired record by the time now, unless the clock
+// shows none can have expired since the last sweep. It reports whether
+// there may be room now.
+func (s *Memory) sweep(now time.Time) bool {
 	s.sweepMu.Lock()
 	defer s.sweepMu.Unlock()
-	if s.count.Load() < s.max {
-		return true // another caller made room meanwhile
-	}
-	now := s.now()
 	if unixNanoClamped(now) < s.nextExpiry.Load() {
 		return false
 	}
@@ -363,15 +462,14 @@ func (s *Memory) sweep() bool {
 		sh.mu.Lock()
 		for k, r := range sh.m {
 			if !r.live(now) {
-				delete(sh.m, k)
-				s.count.Add(-1)
+				s.drop(sh, k)
 			} else {
 				s.noteExpiry(r.expires)
 			}
 		}
 		sh.mu.Unlock()
 	}
-	return s.count.Load() < s.max
+	return true
 }
 
 func unixNanoClamped(t time.Time) int64 {

@@ -24,8 +24,14 @@ func TestMemory(t *testing.T) {
 func TestMemoryBounded(t *testing.T) {
 	const max = 200
 	storetest.Run(t, func(t *testing.T, now func() time.Time) replay.Store {
-		return replay.NewMemory(replay.MemoryOptions{MaxEntries: max, Now: now})
+		return replay.NewMemory(replay.MemoryOptions{MaxEntries: max, MaxPerIssuer: -1, Now: now})
 	}, storetest.Options{MaxEntries: max})
+}
+
+func TestMemoryIssuerShare(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, now func() time.Time) replay.Store {
+		return replay.NewMemory(replay.MemoryOptions{MaxEntries: 1000, MaxPerIssuer: 40, Now: now})
+	}, storetest.Options{MaxPerIssuer: 40})
 }
 
 func TestMemoryRealTime(t *testing.T) {
@@ -35,7 +41,7 @@ func TestMemoryRealTime(t *testing.T) {
 	// The real-time mode of the suite, exercised against a store known to
 	// be correct, so that its margins are checked here too.
 	storetest.Run(t, func(t *testing.T, now func() time.Time) replay.Store {
-		return replay.NewMemory(replay.MemoryOptions{MaxEntries: 64})
+		return replay.NewMemory(replay.MemoryOptions{MaxEntries: 64, MaxPerIssuer: -1})
 	}, storetest.Options{RealTime: true, MaxEntries: 64})
 }
 
@@ -60,7 +66,7 @@ func TestMemoryFullSweep(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Unix(1e9, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	s := replay.NewMemory(replay.MemoryOptions{MaxEntries: 3, Now: clock})
+	s := replay.NewMemory(replay.MemoryOptions{MaxEntries: 3, MaxPerIssuer: -1, Now: clock})
 	ctx := context.Background()
 	rec := func(i int, exp time.Time) replay.Record {
 		d := sha256.Sum256(fmt.Appendf(nil, "offer %d", i))
@@ -109,7 +115,7 @@ func TestMemoryFullSweep(t *testing.T) {
 func TestMemoryConcurrentFull(t *testing.T) {
 	// Many writers racing for the last slots never exceed the bound.
 	const max = 100
-	s := replay.NewMemory(replay.MemoryOptions{MaxEntries: max})
+	s := replay.NewMemory(replay.MemoryOptions{MaxEntries: max, MaxPerIssuer: -1})
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	var mu sync.Mutex

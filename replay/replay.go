@@ -213,6 +213,14 @@ var (
 	// ErrFull is returned by Remember when the store holds as many live
 	// records as it may and cannot take another without evicting one.
 	ErrFull = errors.New("replay: store full")
+	// ErrIssuerFull is returned by Remember when the records held for the
+	// key's issuer use its share of the store, so that one delegator
+	// cannot crowd out the others. It wraps ErrFull.
+	ErrIssuerFull = fmt.Errorf("%w: the issuer's share is used", ErrFull)
+	// ErrExpiry is returned by Remember and Update for an Expires the store
+	// cannot represent. The store refuses the record rather than forget it
+	// early; the caller must refuse the offer.
+	ErrExpiry = errors.New("replay: expiry beyond what the store can keep")
 	// ErrNotFound is returned by Update and Release when no live record is
 	// held, and by OfferStore methods when no record is held for the hop.
 	ErrNotFound = errors.New("replay: no record for hop")

@@ -18,6 +18,20 @@
 //	records  key: uvarint(len(iss)) || iss || hop   value: the record encoding below
 //	expiry   key: be64(sec ^ 1<<63) || be32(nsec) || record key   value: empty
 //	meta     "version" -> 0x01, "count" -> be64(number of records)
+//	issuers  key: iss   value: be64(number of records of iss)
+//
+// The issuers bucket, added after the first release, is built from the
+// records when a file without it is opened.
+//
+// # Cap
+//
+// The file holds at most Options.MaxEntries records (DefaultMaxEntries,
+// 1<<22, by default), and at most Options.MaxPerIssuer of them for one
+// issuer (1/8 of MaxEntries by default), so that one delegator, however
+// trusted, cannot fill the store and make it refuse the others' fresh
+// offers. Remember returns replay.ErrFull beyond the first and
+// replay.ErrIssuerFull beyond the second. BENCHMARKS.md gives the
+// measured bytes per record.
 //
 // A record value is the encoding of replay/internal/codec: the octet 0x02
 // (version); the 32-octet digest; an octet of identity flags (0x01: has a
@@ -37,6 +51,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -72,6 +87,7 @@ var (
 	bucketRecords = []byte("records")
 	bucketExpiry  = []byte("expiry")
 	bucketMeta    = []byte("meta")
+	bucketIssuers = []byte("issuers")
 	metaVersion   = []byte("version")
 	metaCount     = []byte("count")
 )
@@ -81,6 +97,10 @@ type Options struct {
 	// MaxEntries bounds the number of records in the file, live or
 	// expired and not yet reclaimed. Zero or less means DefaultMaxEntries.
 	MaxEntries int
+	// MaxPerIssuer bounds the records held for one issuer (Key.Iss). Zero
+	// means MaxEntries/replay.DefaultIssuerShare (at least 1); a negative
+	// value lets one issuer take every record.
+	MaxPerIssuer int
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 	// ReclaimEvery is the interval at which expired records are deleted in
@@ -93,10 +113,11 @@ type Options struct {
 // Store is a replay.Store kept in a bbolt file. It is safe for concurrent
 // use.
 type Store struct {
-	db   *bolt.DB
-	path string
-	max  uint64
-	now  func() time.Time
+	db        *bolt.DB
+	path      string
+	max       uint64
+	maxIssuer uint64
+	now       func() time.Time
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -128,6 +149,14 @@ func Open(path string, opts Options) (*Store, error) {
 		s.max = uint64(opts.MaxEntries)
 	} else {
 		s.max = DefaultMaxEntries
+	}
+	switch {
+	case opts.MaxPerIssuer < 0:
+		s.maxIssuer = math.MaxUint64
+	case opts.MaxPerIssuer == 0:
+		s.maxIssuer = max(s.max/replay.DefaultIssuerShare, 1)
+	default:
+		s.maxIssuer = uint64(opts.MaxPerIssuer)
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -167,11 +196,64 @@ func initFile(tx *bolt.Tx) error {
 	if len(meta.Get(metaCount)) != 8 {
 		return errors.New("malformed record count")
 	}
-	if _, err := tx.CreateBucketIfNotExists(bucketRecords); err != nil {
+	recs, err := tx.CreateBucketIfNotExists(bucketRecords)
+	if err != nil {
 		return err
 	}
-	_, err := tx.CreateBucketIfNotExists(bucketExpiry)
-	return err
+	if _, err := tx.CreateBucketIfNotExists(bucketExpiry); err != nil {
+		return err
+	}
+	if tx.Bucket(bucketIssuers) != nil {
+		return nil
+	}
+	// A file of an earlier release: count each issuer's records.
+	iss, err := tx.CreateBucket(bucketIssuers)
+	if err != nil {
+		return err
+	}
+	return recs.ForEach(func(rk, _ []byte) error {
+		return addIssuer(iss, rk, 1)
+	})
+}
+
+// issuerOf returns the issuer part of a record key.
+func issuerOf(rk []byte) ([]byte, bool) {
+	n, w := binary.Uvarint(rk)
+	if w <= 0 || n > uint64(len(rk)-w) {
+		return nil, false
+	}
+	return rk[w : w+int(n)], true
+}
+
+func issuerCount(iss *bolt.Bucket, rk []byte) uint64 {
+	name, ok := issuerOf(rk)
+	if !ok {
+		return 0
+	}
+	if v := iss.Get(name); len(v) == 8 {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}
+
+// addIssuer adds delta (1 or -1) to the count of the issuer of rk, and
+// drops an issuer whose count reaches zero.
+func addIssuer(iss *bolt.Bucket, rk []byte, delta int) error {
+	name, ok := issuerOf(rk)
+	if !ok {
+		return fmt.Errorf("malformed record key %x", rk)
+	}
+	n := issuerCount(iss, rk)
+	switch {
+	case delta > 0:
+		n++
+	case n > 0:
+		n--
+	}
+	if n == 0 {
+		return iss.Delete(name)
+	}
+	return iss.Put(name, binary.BigEndian.AppendUint64(nil, n))
 }
 
 // Path returns the path of the store's file.
@@ -201,7 +283,7 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 	var (
 		held     replay.Record
 		inserted bool
-		full     bool
+		full     error
 	)
 	err := s.db.View(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketRecords).Get(rk)
@@ -225,7 +307,7 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 	}
 	val := codec.Encode(rec)
 	err = s.db.Update(func(tx *bolt.Tx) error {
-		held, inserted, full = replay.Record{}, false, false
+		held, inserted, full = replay.Record{}, false, nil
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -253,18 +335,27 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 			if err != nil {
 				return err
 			}
-			if n >= s.max {
-				freed, _, err := reclaim(tx, now, reclaimOnFull)
-				if err != nil {
+			iss := tx.Bucket(bucketIssuers)
+			if n >= s.max || issuerCount(iss, rk) >= s.maxIssuer {
+				if _, _, err := reclaim(tx, now, reclaimOnFull); err != nil {
 					return err
 				}
-				n -= freed
+				if n, err = getCount(meta); err != nil {
+					return err
+				}
 			}
 			if n >= s.max {
-				full = true
+				full = replay.ErrFull
+				return nil
+			}
+			if issuerCount(iss, rk) >= s.maxIssuer {
+				full = replay.ErrIssuerFull
 				return nil
 			}
 			if err := putCount(meta, n+1); err != nil {
+				return err
+			}
+			if err := addIssuer(iss, rk, 1); err != nil {
 				return err
 			}
 		}
@@ -282,8 +373,8 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 	switch {
 	case err != nil:
 		return replay.Record{}, false, s.wrap(ctx, err)
-	case full:
-		return replay.Record{}, false, replay.ErrFull
+	case full != nil:
+		return replay.Record{}, false, full
 	case held.Digest != nil:
 		return held, inserted, nil
 	}
@@ -460,6 +551,9 @@ func (s *Store) Release(ctx context.Context, k replay.Key, digest []byte) error 
 		if err != nil {
 			return err
 		}
+		if err := addIssuer(tx.Bucket(bucketIssuers), rk, -1); err != nil {
+			return err
+		}
 		return putCount(meta, max(n, 1)-1)
 	})
 	switch {
@@ -570,6 +664,9 @@ func reclaim(tx *bolt.Tx, now time.Time, limit int) (freed uint64, more bool, er
 				// entry.
 				if err == nil && old.Expires.Equal(exp) && !old.Live(now) {
 					if err := recs.Delete(rk); err != nil {
+						return freed, false, err
+					}
+					if err := addIssuer(tx.Bucket(bucketIssuers), rk, -1); err != nil {
 						return freed, false, err
 					}
 					freed++

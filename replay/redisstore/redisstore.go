@@ -208,7 +208,11 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 	if err := codec.Check(k, &rec); err != nil {
 		return replay.Record{}, false, err
 	}
-	v, err := rememberScript.Run(ctx, s.client, []string{s.key(k)}, codec.Encode(rec), pxat(rec.Expires)).Result()
+	px, err := expiryArg(rec.Expires)
+	if err != nil {
+		return replay.Record{}, false, err
+	}
+	v, err := rememberScript.Run(ctx, s.client, []string{s.key(k)}, codec.Encode(rec), px).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return clone(rec), true, nil
@@ -262,7 +266,11 @@ func (s *Store) Update(ctx context.Context, k replay.Key, rec replay.Record) err
 	}
 	tail := rec
 	tail.Token, tail.Created = nil, time.Time{}
-	n, err := updateScript.Run(ctx, s.client, []string{s.key(k)}, rec.Digest, codec.Encode(tail), pxat(rec.Expires),
+	px, err := expiryArg(rec.Expires)
+	if err != nil {
+		return err
+	}
+	n, err := updateScript.Run(ctx, s.client, []string{s.key(k)}, rec.Digest, codec.Encode(tail), px,
 		codec.IdentitySize, rec.Token).Int64()
 	if err != nil {
 		return unavailable(err)
@@ -444,20 +452,30 @@ func (s *Store) key(k replay.Key) string {
 
 // pxat returns the PXAT argument for an expiry: Unix milliseconds rounded
 // up, at least 1 (already past), or empty for no expiry. A time too far
-// ahead for Unix milliseconds is kept without expiry.
-func pxat(t time.Time) string {
+// ahead for Unix milliseconds cannot be kept: ok is false, and the caller
+// refuses the record with replay.ErrExpiry rather than keep it for less.
+func pxat(t time.Time) (arg string, ok bool) {
 	if t.IsZero() {
-		return ""
+		return "", true
 	}
 	sec := t.Unix()
 	switch {
 	case sec >= math.MaxInt64/1000-1:
-		return ""
+		return "", false
 	case sec < 0:
-		return "1"
+		return "1", true
 	}
 	ms := sec*1000 + int64((t.Nanosecond()+999_999)/1_000_000)
-	return strconv.FormatInt(max(ms, 1), 10)
+	return strconv.FormatInt(max(ms, 1), 10), true
+}
+
+// expiryArg is pxat, or an error wrapping replay.ErrExpiry.
+func expiryArg(t time.Time) (string, error) {
+	arg, ok := pxat(t)
+	if !ok {
+		return "", fmt.Errorf("redisstore: %w: %s is past Unix milliseconds", replay.ErrExpiry, t)
+	}
+	return arg, nil
 }
 
 func unavailable(err error) error {

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -148,6 +149,7 @@ func TestPXAT(t *testing.T) {
 		t    time.Time
 		want string
 	}{
+		{time.Unix(math.MaxInt64/1000-2, 0), "9223372036854773000"},
 		{time.Time{}, ""},
 		{time.Unix(1, 0), "1000"},
 		{time.Unix(1, 1), "1001"},
@@ -156,9 +158,18 @@ func TestPXAT(t *testing.T) {
 		{time.Unix(0, 0), "1"},
 		{time.Unix(-5, 0), "1"},
 		{time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), "253402214400000"},
-		{time.Unix(1<<62, 0), ""},
 	} {
-		assert.Equal(t, tc.want, pxat(tc.t), "%v", tc.t)
+		got, ok := pxat(tc.t)
+		assert.True(t, ok, "%v", tc.t)
+		assert.Equal(t, tc.want, got, "%v", tc.t)
+	}
+	// A time past Unix milliseconds is refused, never kept for less (nor
+	// kept for ever).
+	for _, tt := range []time.Time{time.Unix(math.MaxInt64/1000-1, 0), time.Unix(1<<62, 0)} {
+		_, ok := pxat(tt)
+		assert.False(t, ok, "%v", tt)
+		_, err := expiryArg(tt)
+		assert.ErrorIs(t, err, replay.ErrExpiry)
 	}
 }
 
