@@ -247,7 +247,11 @@ func (a *Agent) Reply(ctx context.Context, in *Received, state State, opt ReplyO
 	if in.verdict == verdictEquivocation {
 		target = in.first
 	}
-	return a.reply(ctx, in.offer.Iss, in.offer.Hop, target, in.token, in.verdict, in.OwesAccepted(), in.equivocation, state, opt)
+	var known *replay.Record
+	if in.hasRec {
+		known = &in.rec
+	}
+	return a.reply(ctx, in.offer.Iss, in.offer.Hop, target, in.token, known, in.verdict, in.OwesAccepted(), in.equivocation, state, opt)
 }
 
 // ReplyHop signs a status for a hop this agent received and remembers, by
@@ -266,13 +270,16 @@ func (a *Agent) ReplyHop(ctx context.Context, iss AgentID, hop HopID, state Stat
 	if s := State(rec.State); s != Accepted && s != Canceled {
 		return Signed{}, rule("", "only a hop taken (or canceled while taken) can be answered without its delivery; this one is %q", rec.State)
 	}
-	return a.reply(ctx, iss, hop, Digest{Alg: SHA256Alg, Val: rec.Digest}, nil, verdictRetransmit, false, "", state, opt)
+	return a.reply(ctx, iss, hop, Digest{Alg: SHA256Alg, Val: rec.Digest}, nil, &rec, verdictRetransmit, false, "", state, opt)
 }
 
 // reply applies the delegate's table to the hop (iss, hop). token, when
 // set, is the call token of the delivery that remembered the hop: the
-// write applies only to the record that delivery inserted.
-func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target Digest, token []byte, v verdict, owes bool, eq EquivocationAnswer, state State, opt ReplyOptions) (Signed, error) {
+// write applies only to the record that delivery inserted. known, when
+// set, is the hop's record as last read: the state is then decided from
+// it and written with one compare-and-set (Store.Swap), which returns the
+// record held if another call changed it meanwhile, to decide again.
+func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target Digest, token []byte, known *replay.Record, v verdict, owes bool, eq EquivocationAnswer, state State, opt ReplyOptions) (Signed, error) {
 	var conflicts []Conflict
 	defer func() { // after the hop lock is released
 		for _, c := range conflicts {
@@ -292,49 +299,78 @@ func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target Digest
 	}
 	defer unlock()
 	key := replay.Key{Iss: string(iss), Hop: string(hop)}
-	rec, remembered, err := a.cfg.Store.Get(ctx, key)
-	if err != nil {
+	var (
+		rec        replay.Record
+		remembered bool
+	)
+	if known != nil {
+		rec, remembered = *known, true
+	} else if rec, remembered, err = a.cfg.Store.Get(ctx, key); err != nil {
 		return Signed{}, storeErr(err)
 	}
-	if remembered && !(Digest{Alg: SHA256Alg, Val: rec.Digest}).Equal(target) {
-		return Signed{}, rule("", "the hop holds another offer")
+	for attempt := 0; ; attempt++ {
+		if remembered && !(Digest{Alg: SHA256Alg, Val: rec.Digest}).Equal(target) {
+			return Signed{}, rule("", "the hop holds another offer")
+		}
+		h := delegateHop{Remembered: remembered, State: State(rec.State), Sent: rec.Status != nil, Verdict: v}
+		next, records, err := delegateStep(h, send)
+		if err != nil {
+			return Signed{}, err
+		}
+		st := &Status{Hop: hop, Offer: target, Iss: a.cfg.ID, Aud: iss, Iat: TimeOf(a.now()),
+			State: state, Reason: opt.Reason, Detail: opt.Detail, Refs: opt.Refs}
+		signed, err := a.cfg.Signer.SignStatus(st)
+		if err != nil {
+			return Signed{}, err
+		}
+		if !records {
+			return signed, nil
+		}
+		w := replay.Record{State: string(next), Status: signed.Octets, Expires: rec.Expires}
+		switch {
+		case next == Accepted:
+			w.Expires = time.Time{} // kept until resolved (HC-34)
+		case next == Rejected && v == verdictRejected:
+			// An offer that failed a check after 1-3 keeps its record
+			// until exp + skew only (HC-33), as it was remembered:
+			// retransmissions are answered with this "rejected" until
+			// then, and are stale after. The retention period of HC-34
+			// (a SHOULD) is for hops the delegate decided on; giving it
+			// to offers refused by a check would let one trusted
+			// delegator that floods such offers hold the store's room
+			// for the whole period.
+		default:
+			w.Expires = a.now().Add(a.retention)
+		}
+		held, swapped, err := a.swap(ctx, key, rec, token, w, attempt)
+		if err != nil {
+			return Signed{}, err
+		}
+		if swapped {
+			return signed, nil
+		}
+		rec = held // another call changed the hop: decide again
 	}
-	h := delegateHop{Remembered: remembered, State: State(rec.State), Sent: rec.Status != nil, Verdict: v}
-	next, records, err := delegateStep(h, send)
+}
+
+// maxSwaps bounds the compare-and-set attempts of one write to a hop's
+// record. Each failed attempt means another call moved the hop on, which
+// the lifecycle allows only a few times.
+const maxSwaps = 8
+
+// swap writes next over old, the hop's record as last read, with
+// Store.Swap; token, when set, must be the held record's. It maps the
+// store's refusals as takeErr does.
+func (a *Agent) swap(ctx context.Context, key replay.Key, old replay.Record, token []byte, next replay.Record, attempt int) (replay.Record, bool, error) {
+	if attempt >= maxSwaps {
+		return replay.Record{}, false, storeErr(fmt.Errorf("the record of hop %s of %q changed %d times while being written", key.Hop, key.Iss, attempt))
+	}
+	old.Token = token
+	held, swapped, err := a.cfg.Store.Swap(ctx, key, old, next)
 	if err != nil {
-		return Signed{}, err
+		return replay.Record{}, false, takeErr(err)
 	}
-	st := &Status{Hop: hop, Offer: target, Iss: a.cfg.ID, Aud: iss, Iat: TimeOf(a.now()),
-		State: state, Reason: opt.Reason, Detail: opt.Detail, Refs: opt.Refs}
-	signed, err := a.cfg.Signer.SignStatus(st)
-	if err != nil {
-		return Signed{}, err
-	}
-	if !records {
-		return signed, nil
-	}
-	rec.State, rec.Status = string(next), signed.Octets
-	switch {
-	case next == Accepted:
-		rec.Expires = time.Time{} // kept until resolved (HC-34)
-	case next == Rejected && v == verdictRejected:
-		// An offer that failed a check after 1-3 keeps its record until
-		// exp + skew only (HC-33), as it was remembered: retransmissions
-		// are answered with this "rejected" until then, and are stale
-		// after. The retention period of HC-34 (a SHOULD) is for hops
-		// the delegate decided on; giving it to offers refused by a
-		// check would let one trusted delegator that floods such offers
-		// hold the store's room for the whole period.
-	default:
-		rec.Expires = a.now().Add(a.retention)
-	}
-	if token != nil {
-		rec.Token = token
-	}
-	if err := a.cfg.Store.Update(ctx, key, rec); err != nil {
-		return Signed{}, takeErr(err)
-	}
-	return signed, nil
+	return held, swapped, nil
 }
 
 // Take records that the delegate has taken the work of an accepted offer
@@ -352,24 +388,20 @@ func (a *Agent) Take(ctx context.Context, in *Received) error {
 	}
 	defer unlock()
 	key := replay.Key{Iss: string(o.Iss), Hop: string(o.Hop)}
-	rec, ok, err := a.cfg.Store.Get(ctx, key)
-	if err != nil {
-		return storeErr(err)
+	rec := in.rec // an accepted offer was remembered by this delivery
+	for attempt := 0; ; attempt++ {
+		if rec.State != "" {
+			return rule("HC-23", "a hop is taken once; this one is already %s", rec.State)
+		}
+		held, swapped, err := a.swap(ctx, key, rec, in.token, replay.Record{State: string(Accepted), Status: rec.Status}, attempt)
+		if err != nil {
+			return err
+		}
+		if swapped {
+			return nil
+		}
+		rec = held
 	}
-	switch {
-	case !ok:
-		return rule("", "the hop is no longer remembered")
-	case rec.State != "":
-		return rule("HC-23", "a hop is taken once; this one is already %s", rec.State)
-	}
-	rec.State, rec.Expires = string(Accepted), time.Time{}
-	if in.token != nil {
-		rec.Token = in.token
-	}
-	if err := a.cfg.Store.Update(ctx, key, rec); err != nil {
-		return takeErr(err)
-	}
-	return nil
 }
 
 // takeErr maps a store's refusal of a write that takes a hop: the record
@@ -933,18 +965,29 @@ func (a *Agent) cancelHop(ctx context.Context, st *Status, res *StatusResult) (b
 	if !ok || !(Digest{Alg: SHA256Alg, Val: rec.Digest}).Equal(st.Offer) {
 		return false, nil
 	}
-	res.status, res.state = st, State(rec.State)
-	switch State(rec.State) {
-	case Rejected, Completed, Failed, Canceled:
-		// The first terminal state stands.
-	default:
-		rec.State, res.state, res.changed = string(Canceled), Canceled, true
-		rec.Expires = a.now().Add(a.retention)
-		if err := a.cfg.Store.Update(ctx, key, rec); err != nil {
-			return true, storeErr(err)
+	res.status = st
+	for attempt := 0; ; attempt++ {
+		res.state = State(rec.State)
+		switch State(rec.State) {
+		case Rejected, Completed, Failed, Canceled:
+			return true, nil // the first terminal state stands
 		}
+		if attempt >= maxSwaps {
+			return true, storeErr(fmt.Errorf("the record of hop %s of %q changed %d times while being written", key.Hop, key.Iss, attempt))
+		}
+		next := replay.Record{State: string(Canceled), Status: rec.Status, Expires: a.now().Add(a.retention)}
+		held, swapped, err := a.cfg.Store.Swap(ctx, key, rec, next)
+		switch {
+		case errors.Is(err, replay.ErrNotFound) || errors.Is(err, replay.ErrConflict):
+			return false, nil // released, or remembered again for another offer
+		case err != nil:
+			return true, storeErr(err)
+		case swapped:
+			res.state, res.changed = Canceled, true
+			return true, nil
+		}
+		rec = held
 	}
-	return true, nil
 }
 
 func storeErrOrNil(err error) error {

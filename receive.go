@@ -76,6 +76,10 @@ type Received struct {
 	// record; the writes that take the hop carry it, so that they apply
 	// only to that record (replay's contract on released records).
 	token []byte
+	// rec is the hop's record as the store returned it, when hasRec: the
+	// state from which Reply and Take swap, without reading it again.
+	rec    replay.Record
+	hasRec bool
 }
 
 // Accepted reports whether every check passed: the delegate may take the
@@ -253,27 +257,26 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 		return r.fail(CheckAudience, reject(ReasonWrongAudience, ErrRejected, "aud %q is not this agent %q", o.Aud, a.cfg.ID)), nil
 	}
 
-	// 3. Freshness, unless (iss, hop) is remembered.
+	// 3. Freshness, unless (iss, hop) is remembered, and 4. the (iss, hop)
+	// memory. A fresh offer is checked and recorded in one store call,
+	// which returns the record already held when the pair is remembered
+	// (HC-33, HC-35); only an offer that is not fresh costs a read, so
+	// that a remembered pair is still recognised (HC-38).
 	key := replay.Key{Iss: string(o.Iss), Hop: string(o.Hop)}
-	held, remembered, err := a.cfg.Store.Get(ctx, key)
-	if err != nil {
-		return nil, storeErr(err)
-	}
 	now := a.now()
-	if !remembered {
-		if rj := a.fresh(o, now); rj != nil {
-			return r.fail(CheckFreshness, rj), nil
+	var (
+		held       replay.Record
+		remembered bool
+	)
+	if c, rj := a.beforeMemory(o, now); rj != nil {
+		held, remembered, err = a.cfg.Store.Get(ctx, key)
+		if err != nil {
+			return nil, storeErr(err)
 		}
-		// HC-59: a receiver that lost its memory refuses offers issued
-		// before the loss until they can no longer be fresh.
-		if lost := a.cfg.MemoryLostAt; !lost.IsZero() && o.Iat.Std().Before(lost) &&
-			now.Before(lost.Add(a.maxLifetime+a.skew)) {
-			return r.fail(CheckMemory, reject(ReasonReplay, ErrRejected, "issued before this receiver lost its memory at %s", lost.UTC().Format(time.RFC3339))), nil
+		if !remembered {
+			return r.fail(c, rj), nil
 		}
-	}
-
-	// 4. (iss, hop) memory: remember, or find what was remembered.
-	if !remembered {
+	} else {
 		token, err := a.token()
 		if err != nil {
 			return nil, err
@@ -289,6 +292,7 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 			r.token = token
 		}
 	}
+	r.rec, r.hasRec = held, true
 	if remembered {
 		r.check = CheckMemory
 		r.first = Digest{Alg: SHA256Alg, Val: held.Digest}
@@ -331,6 +335,23 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 	}
 	r.verdict = verdictAccepted
 	return r, nil
+}
+
+// beforeMemory is what an offer whose (iss, hop) is not remembered must
+// pass before it is: freshness (check 3), and the rule of HC-59 for a
+// receiver that lost its memory (check 4). It returns the check failed
+// and its rejection, or nil.
+func (a *Agent) beforeMemory(o *Offer, now time.Time) (Check, *Rejection) {
+	if rj := a.fresh(o, now); rj != nil {
+		return CheckFreshness, rj
+	}
+	// HC-59: a receiver that lost its memory refuses offers issued before
+	// the loss until they can no longer be fresh.
+	if lost := a.cfg.MemoryLostAt; !lost.IsZero() && o.Iat.Std().Before(lost) &&
+		now.Before(lost.Add(a.maxLifetime+a.skew)) {
+		return CheckMemory, reject(ReasonReplay, ErrRejected, "issued before this receiver lost its memory at %s", lost.UTC().Format(time.RFC3339))
+	}
+	return CheckNone, nil
 }
 
 // fresh is "Freshness and Replay" for an offer whose (iss, hop) is not

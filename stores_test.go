@@ -185,3 +185,23 @@ func TestHopLockHonoursDeadline(t *testing.T) {
 }
 
 func setClock(c *clock, t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+
+// Swap for the stub stores of the other tests, as their Update behaves.
+
+func (forgetful) Swap(_ context.Context, _ replay.Key, old, new replay.Record) (replay.Record, bool, error) {
+	old.State, old.Status, old.Expires = new.State, new.Status, new.Expires
+	return old, true, nil
+}
+
+func (f failingStore) Swap(context.Context, replay.Key, replay.Record, replay.Record) (replay.Record, bool, error) {
+	return replay.Record{}, false, f.fail()
+}
+
+func (forgetfulStore) Swap(context.Context, replay.Key, replay.Record, replay.Record) (replay.Record, bool, error) {
+	return replay.Record{}, false, replay.ErrNotFound
+}
+
+func (s *hangingStore) Swap(ctx context.Context, k replay.Key, old, new replay.Record) (replay.Record, bool, error) {
+	s.wait(k)
+	return s.Memory.Swap(ctx, k, old, new)
+}

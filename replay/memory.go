@@ -350,6 +350,49 @@ func (s *Memory) Update(ctx context.Context, k Key, rec Record) error {
 	return nil
 }
 
+// Swap implements Store.
+func (s *Memory) Swap(ctx context.Context, k Key, old, new Record) (Record, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return Record{}, false, err
+	}
+	if err := validKey(k); err != nil {
+		return Record{}, false, err
+	}
+	if err := validRecord(old); err != nil {
+		return Record{}, false, err
+	}
+	now := s.now()
+	sh := s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	held, ok := sh.m[k]
+	if !ok {
+		return Record{}, false, ErrNotFound
+	}
+	if !held.live(now) {
+		s.drop(sh, k)
+		return Record{}, false, ErrNotFound
+	}
+	if [32]byte(old.Digest) != held.digest ||
+		(len(old.Token) == TokenSize && (!held.hasToken || [TokenSize]byte(old.Token) != held.token)) {
+		return Record{}, false, ErrConflict
+	}
+	switch {
+	case held.state == new.State && string(held.status) == string(new.Status) && held.expires.Equal(new.Expires):
+		// Written already: by an earlier attempt of this call, or old
+		// was new.
+	case held.state == old.State && string(held.status) == string(old.Status):
+		held.expires = new.Expires.Round(0)
+		held.state = new.State
+		held.status = cloneBytes(new.Status)
+		sh.m[k] = held
+		s.noteExpiry(held.expires)
+	default:
+		return held.record(), false, nil
+	}
+	return held.record(), true, nil
+}
+
 // Untaken implements Store.
 func (s *Memory) Untaken(ctx context.Context, createdBefore time.Time) ([]Untaken, error) {
 	if err := ctx.Err(); err != nil {

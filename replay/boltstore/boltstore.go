@@ -467,6 +467,70 @@ func (s *Store) Update(ctx context.Context, k replay.Key, rec replay.Record) err
 	return s.wrap(ctx, err)
 }
 
+// Swap implements replay.Store in one write transaction.
+func (s *Store) Swap(ctx context.Context, k replay.Key, old, new replay.Record) (replay.Record, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return replay.Record{}, false, err
+	}
+	if err := codec.Check(k, &old); err != nil {
+		return replay.Record{}, false, err
+	}
+	rk := recordKey(k)
+	var (
+		held    replay.Record
+		swapped bool
+	)
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		held, swapped = replay.Record{}, false
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		recs, idx, _ := buckets(tx)
+		v := recs.Get(rk)
+		if v == nil {
+			return replay.ErrNotFound
+		}
+		cur, err := codec.Decode(v)
+		if err != nil {
+			return fmt.Errorf("record for %q: %w", k, err)
+		}
+		switch {
+		case !cur.Live(s.now()):
+			return replay.ErrNotFound
+		case !bytes.Equal(cur.Digest, old.Digest) || (len(old.Token) > 0 && !bytes.Equal(cur.Token, old.Token)):
+			return replay.ErrConflict
+		case cur.State == new.State && bytes.Equal(cur.Status, new.Status) && cur.Expires.Equal(new.Expires):
+			held, swapped = cur, true // written already
+			return nil
+		case cur.State != old.State || !bytes.Equal(cur.Status, old.Status):
+			held = cur
+			return nil
+		}
+		if !cur.Expires.Equal(new.Expires) {
+			if !cur.Expires.IsZero() {
+				if err := idx.Delete(indexKey(cur.Expires, rk)); err != nil {
+					return err
+				}
+			}
+			if !new.Expires.IsZero() {
+				if err := idx.Put(indexKey(new.Expires, rk), nil); err != nil {
+					return err
+				}
+			}
+		}
+		cur.Expires, cur.State, cur.Status = new.Expires.Round(0), new.State, bytes.Clone(new.Status)
+		held, swapped = cur, true
+		return recs.Put(rk, codec.Encode(cur))
+	})
+	switch {
+	case err == nil:
+		return held, swapped, nil
+	case errors.Is(err, replay.ErrNotFound), errors.Is(err, replay.ErrConflict):
+		return replay.Record{}, false, err
+	}
+	return replay.Record{}, false, s.wrap(ctx, err)
+}
+
 // Untaken implements replay.Store. It reads every record in one read
 // transaction.
 func (s *Store) Untaken(ctx context.Context, createdBefore time.Time) ([]replay.Untaken, error) {

@@ -2,9 +2,12 @@
 // delegates that run as several replicas and must share one memory of the
 // hops they have seen.
 //
-// Each Store method is one round trip: Remember and Update are Lua scripts
-// run with EVALSHA, so the check and the write are atomic on the server;
-// Get is a GET. Every key of one hop falls in one Redis Cluster slot.
+// Each Store method is one round trip. Remember is one command, SET with
+// NX and GET (Redis 7.0 or later), which writes the record unless a value
+// is held and returns the value held before; Get is a GET; Update, Swap
+// and Release are Lua scripts run with EVALSHA, so the check and the write
+// are atomic on the server. Every key of one hop falls in one Redis
+// Cluster slot.
 //
 // # Failing closed
 //
@@ -37,8 +40,8 @@
 // # Idempotent check-and-record
 //
 // go-redis retries a command whose reply was lost (MaxRetries, 3 by
-// default). When Redis applied the check-and-record script but its reply
-// was lost, the retry finds the record the first attempt wrote. The record
+// default). When Redis applied the check-and-record but its reply was
+// lost, the retry finds the record the first attempt wrote. The record
 // carries the token of the call (replay.Record.Token), so Remember still
 // reports its own insert, as the contract of package replay requires.
 //
@@ -112,22 +115,6 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	return &Store{client: client, prefix: opts.Prefix, now: opts.Now}
 }
 
-// rememberScript returns the value held under KEYS[1], or, when there is
-// none, sets it to ARGV[1], expiring at ARGV[2] Unix milliseconds unless
-// ARGV[2] is empty, and returns nil.
-var rememberScript = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if v then
-	return v
-end
-if ARGV[2] == '' then
-	redis.call('SET', KEYS[1], ARGV[1])
-else
-	redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[2])
-end
-return false
-`)
-
 // updateScript replaces the state, status and expiry of the value held
 // under KEYS[1] with those of ARGV[2] (a version 2 encoding without token
 // or creation time), expiring at ARGV[3] Unix milliseconds unless ARGV[3]
@@ -167,6 +154,48 @@ end
 return 2
 `)
 
+// hopSwapScript replaces the expiry, state and status of the value held
+// under KEYS[1] (a version 2 record) with ARGV[4] (the encoding of the new
+// expiry, state and status: flags octet onwards), expiring at ARGV[5] Unix
+// milliseconds unless ARGV[5] is empty, provided the held value carries
+// the digest ARGV[1], the token ARGV[2] unless ARGV[2] is empty, and as its
+// state and status ARGV[3] (their encoding, from the state's length on).
+// ARGV[6] is codec.IdentitySize and ARGV[7] codec.StateOffset. It returns
+// 0 when no value is held, 1 when the digest or token differs, -1 when the
+// held value is not a record of version 2, and otherwise the value held
+// after the call, prefixed by "1" when it carries ARGV[4] (written now, or
+// already) and "0" when its state or status differ from ARGV[3].
+var hopSwapScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v then
+	return 0
+end
+local id = tonumber(ARGV[6])
+local so = tonumber(ARGV[7])
+if #v < so or string.byte(v, 1) ~= 2 then
+	return -1
+end
+if string.sub(v, 2, 33) ~= ARGV[1] then
+	return 1
+end
+if ARGV[2] ~= '' and (string.byte(v, 34) % 2 ~= 1 or string.sub(v, 47, 62) ~= ARGV[2]) then
+	return 1
+end
+if string.sub(v, id + 1) == ARGV[4] then
+	return '1' .. v
+end
+if string.sub(v, so + 1) ~= ARGV[3] then
+	return '0' .. v
+end
+local nv = string.sub(v, 1, id) .. ARGV[4]
+if ARGV[5] == '' then
+	redis.call('SET', KEYS[1], nv)
+else
+	redis.call('SET', KEYS[1], nv, 'PXAT', ARGV[5])
+end
+return '1' .. nv
+`)
+
 // releaseScript deletes the value held under KEYS[1] provided it carries
 // the digest ARGV[1] and an empty state, whose length octet is at offset
 // ARGV[2] in a version 2 value and ARGV[3] in a version 1 value (counting
@@ -200,7 +229,9 @@ redis.call('DEL', KEYS[1])
 return 3
 `)
 
-// Remember implements replay.Store in one round trip.
+// Remember implements replay.Store in one round trip and one command:
+// SET with NX and GET (Redis 7.0 or later), which writes the record unless
+// a value is held and returns the value held before.
 func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (replay.Record, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return replay.Record{}, false, err
@@ -208,11 +239,15 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 	if err := codec.Check(k, &rec); err != nil {
 		return replay.Record{}, false, err
 	}
-	px, err := expiryArg(rec.Expires)
-	if err != nil {
-		return replay.Record{}, false, err
+	args := redis.SetArgs{Mode: "NX", Get: true}
+	if !rec.Expires.IsZero() {
+		ms, err := expiryMillis(rec.Expires)
+		if err != nil {
+			return replay.Record{}, false, err
+		}
+		args.ExpireAt = time.UnixMilli(ms)
 	}
-	v, err := rememberScript.Run(ctx, s.client, []string{s.key(k)}, codec.Encode(rec), px).Result()
+	v, err := s.client.SetArgs(ctx, s.key(k), codec.Encode(rec), args).Bytes()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return clone(rec), true, nil
@@ -221,11 +256,7 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 	case err != nil:
 		return replay.Record{}, false, unavailable(err)
 	}
-	str, ok := v.(string)
-	if !ok {
-		return replay.Record{}, false, fmt.Errorf("redisstore: record for %q: unexpected reply %T", k, v)
-	}
-	held, err := codec.Decode([]byte(str))
+	held, err := codec.Decode(v)
 	if err != nil {
 		return replay.Record{}, false, fmt.Errorf("redisstore: record for %q: %w", k, err)
 	}
@@ -286,6 +317,49 @@ func (s *Store) Update(ctx context.Context, k replay.Key, rec replay.Record) err
 		return fmt.Errorf("redisstore: record for %q: %w", k, codec.ErrMalformed)
 	}
 	return fmt.Errorf("redisstore: record for %q: unexpected reply %d", k, n)
+}
+
+// Swap implements replay.Store in one round trip.
+func (s *Store) Swap(ctx context.Context, k replay.Key, old, new replay.Record) (replay.Record, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return replay.Record{}, false, err
+	}
+	if err := codec.Check(k, &old); err != nil {
+		return replay.Record{}, false, err
+	}
+	px, err := expiryArg(new.Expires)
+	if err != nil {
+		return replay.Record{}, false, err
+	}
+	// The encodings of old's and new's tails: new's from the expiry on,
+	// old's from the state on.
+	oldTail := codec.Encode(replay.Record{Digest: old.Digest, State: old.State, Status: old.Status})[codec.StateOffset:]
+	newTail := codec.Encode(replay.Record{Digest: old.Digest, Expires: new.Expires, State: new.State, Status: new.Status})[codec.IdentitySize:]
+	res, err := hopSwapScript.Run(ctx, s.client, []string{s.key(k)}, old.Digest, old.Token, oldTail, newTail, px,
+		codec.IdentitySize, codec.StateOffset).Result()
+	if err != nil {
+		return replay.Record{}, false, unavailable(err)
+	}
+	switch v := res.(type) {
+	case int64:
+		switch v {
+		case 0:
+			return replay.Record{}, false, replay.ErrNotFound
+		case 1:
+			return replay.Record{}, false, replay.ErrConflict
+		case -1:
+			return replay.Record{}, false, fmt.Errorf("redisstore: record for %q: %w", k, codec.ErrMalformed)
+		}
+	case string:
+		if len(v) > 0 && (v[0] == '0' || v[0] == '1') {
+			held, err := codec.Decode([]byte(v[1:]))
+			if err != nil {
+				return replay.Record{}, false, fmt.Errorf("redisstore: record for %q: %w", k, err)
+			}
+			return held, v[0] == '1', nil
+		}
+	}
+	return replay.Record{}, false, fmt.Errorf("redisstore: record for %q: unexpected reply %v", k, res)
 }
 
 // Release implements replay.Store in one round trip.
@@ -476,6 +550,16 @@ func expiryArg(t time.Time) (string, error) {
 		return "", fmt.Errorf("redisstore: %w: %s is past Unix milliseconds", replay.ErrExpiry, t)
 	}
 	return arg, nil
+}
+
+// expiryMillis is the PXAT of t as a number, or an error wrapping
+// replay.ErrExpiry. t is not zero.
+func expiryMillis(t time.Time) (int64, error) {
+	arg, err := expiryArg(t)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(arg, 10, 64)
 }
 
 func unavailable(err error) error {

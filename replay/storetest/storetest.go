@@ -99,6 +99,8 @@ func Run(t *testing.T, open OpenFunc, opts Options) {
 		{"ZeroExpiresNeverExpires", s.testZeroExpires},
 		{"Update", s.testUpdate},
 		{"UpdateExtendsRetention", s.testUpdateExtends},
+		{"Swap", s.testSwap},
+		{"ConcurrentSwaps", s.testConcurrentSwaps},
 		{"RoundTrip", s.testRoundTrip},
 		{"NoAliasing", s.testNoAliasing},
 		{"Context", s.testContext},
