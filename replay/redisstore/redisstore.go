@@ -9,6 +9,26 @@
 // are atomic on the server. Every key of one hop falls in one Redis
 // Cluster slot.
 //
+// # Per-issuer share
+//
+// By default the store's cap is the server's: maxmemory, with the
+// noeviction policy. One trusted delegator that floods the server could
+// then fill it, and every other delegator's fresh offer would be refused
+// with replay.ErrFull until the flood's records expire (at their exp plus
+// the skew: a "rejected" for an offer refused by a later check is not
+// kept longer). Options.MaxPerIssuer bounds the live records of each
+// issuer instead. The store then keeps, for each issuer, a sorted set of
+// its record keys scored by their expiry (prefix ":i:{" base64url(iss)
+// "}"), which Remember prunes of expired members and counts, and which
+// Update, Swap and Release keep current, in the same scripts. Its cost:
+// Remember becomes a script of up to six commands (one round trip), and
+// each record takes a set member as well (BENCHMARKS.md gives the bytes).
+// The set and the record are different keys in different hash slots, so
+// the share needs a single Redis primary (with replicas if wanted), not
+// Redis Cluster. Size maxmemory for MaxPerIssuer times the number of
+// trusted delegators, so that the issuers' shares, not the server,
+// bound the store.
+//
 // # Failing closed
 //
 // Any error from Redis (a refused connection, a timeout, a server that is
@@ -88,13 +108,21 @@ type Options struct {
 	// Now returns the current time, from which Untaken reports ages; nil
 	// means time.Now. Expiry is the server's clock in any case.
 	Now func() time.Time
+	// MaxPerIssuer, when positive, bounds the live records held for one
+	// issuer (Key.Iss): Remember returns replay.ErrIssuerFull beyond it,
+	// so that one delegator cannot fill the server and make it refuse the
+	// others' fresh offers. Zero means no share: the server's maxmemory
+	// is then the only cap. See "Per-issuer share" in the package
+	// documentation for its cost and its limits.
+	MaxPerIssuer int
 }
 
 // Store is a replay.Store kept in Redis. It is safe for concurrent use.
 type Store struct {
-	client redis.UniversalClient
-	prefix string
-	now    func() time.Time
+	client    redis.UniversalClient
+	prefix    string
+	now       func() time.Time
+	maxIssuer int
 }
 
 var _ replay.Store = (*Store)(nil)
@@ -112,7 +140,22 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Store{client: client, prefix: opts.Prefix, now: opts.Now}
+	return &Store{client: client, prefix: opts.Prefix, now: opts.Now, maxIssuer: max(opts.MaxPerIssuer, 0)}
+}
+
+// keys returns the keys a script of hop k touches: the record's, and the
+// issuer's set when the store keeps a share.
+func (s *Store) keys(k replay.Key) []string {
+	if s.maxIssuer > 0 {
+		return []string{s.key(k), s.issuerKey(k.Iss)}
+	}
+	return []string{s.key(k)}
+}
+
+// issuerKey is the key of the sorted set of iss's record keys:
+// prefix ":i:{" base64url(iss) "}".
+func (s *Store) issuerKey(iss string) string {
+	return s.prefix + ":i:{" + base64.RawURLEncoding.EncodeToString([]byte(iss)) + "}"
 }
 
 // updateScript replaces the state, status and expiry of the value held
@@ -150,6 +193,9 @@ if ARGV[3] == '' then
 	redis.call('SET', KEYS[1], nv)
 else
 	redis.call('SET', KEYS[1], nv, 'PXAT', ARGV[3])
+end
+if KEYS[2] then
+	redis.call('ZADD', KEYS[2], 'XX', ARGV[3] == '' and '+inf' or ARGV[3], KEYS[1])
 end
 return 2
 `)
@@ -193,6 +239,9 @@ if ARGV[5] == '' then
 else
 	redis.call('SET', KEYS[1], nv, 'PXAT', ARGV[5])
 end
+if KEYS[2] then
+	redis.call('ZADD', KEYS[2], 'XX', ARGV[5] == '' and '+inf' or ARGV[5], KEYS[1])
+end
 return '1' .. nv
 `)
 
@@ -226,7 +275,38 @@ if string.byte(v, off + 1) ~= 0 then
 	return 2
 end
 redis.call('DEL', KEYS[1])
+if KEYS[2] then
+	redis.call('ZREM', KEYS[2], KEYS[1])
+end
 return 3
+`)
+
+// shareRememberScript is Remember with a per-issuer share: KEYS[2] is the
+// sorted set of the issuer's record keys, each scored by its expiry in
+// Unix milliseconds (+inf for none). It returns the value held under
+// KEYS[1] if any; else it drops the set's members that expired by the
+// server's clock and, when ARGV[3] or more remain, returns 1; else it
+// writes ARGV[1] under KEYS[1], expiring at ARGV[2] unless ARGV[2] is
+// empty, adds KEYS[1] to the set and returns 0.
+var shareRememberScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v then
+	return v
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. now)
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then
+	return 1
+end
+if ARGV[2] == '' then
+	redis.call('SET', KEYS[1], ARGV[1])
+	redis.call('ZADD', KEYS[2], '+inf', KEYS[1])
+else
+	redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[2])
+	redis.call('ZADD', KEYS[2], ARGV[2], KEYS[1])
+end
+return 0
 `)
 
 // Remember implements replay.Store in one round trip and one command:
@@ -238,6 +318,9 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 	}
 	if err := codec.Check(k, &rec); err != nil {
 		return replay.Record{}, false, err
+	}
+	if s.maxIssuer > 0 {
+		return s.rememberShared(ctx, k, rec)
 	}
 	args := redis.SetArgs{Mode: "NX", Get: true}
 	if !rec.Expires.IsZero() {
@@ -263,6 +346,35 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 	// A retry of this call (by the client, after a lost reply) finds the
 	// record its first attempt wrote.
 	return held, replay.Written(held, rec), nil
+}
+
+// rememberShared is Remember with the per-issuer share, in one round trip.
+func (s *Store) rememberShared(ctx context.Context, k replay.Key, rec replay.Record) (replay.Record, bool, error) {
+	px, err := expiryArg(rec.Expires)
+	if err != nil {
+		return replay.Record{}, false, err
+	}
+	v, err := shareRememberScript.Run(ctx, s.client, s.keys(k), codec.Encode(rec), px, s.maxIssuer).Result()
+	switch {
+	case err != nil && redis.IsOOMError(err):
+		return replay.Record{}, false, fmt.Errorf("redisstore: %w: %w", replay.ErrFull, err)
+	case err != nil:
+		return replay.Record{}, false, unavailable(err)
+	}
+	switch v := v.(type) {
+	case int64:
+		if v == 0 {
+			return clone(rec), true, nil
+		}
+		return replay.Record{}, false, replay.ErrIssuerFull
+	case string:
+		held, err := codec.Decode([]byte(v))
+		if err != nil {
+			return replay.Record{}, false, fmt.Errorf("redisstore: record for %q: %w", k, err)
+		}
+		return held, replay.Written(held, rec), nil
+	}
+	return replay.Record{}, false, fmt.Errorf("redisstore: record for %q: unexpected reply %T", k, v)
 }
 
 // Get implements replay.Store.
@@ -301,7 +413,7 @@ func (s *Store) Update(ctx context.Context, k replay.Key, rec replay.Record) err
 	if err != nil {
 		return err
 	}
-	n, err := updateScript.Run(ctx, s.client, []string{s.key(k)}, rec.Digest, codec.Encode(tail), px,
+	n, err := updateScript.Run(ctx, s.client, s.keys(k), rec.Digest, codec.Encode(tail), px,
 		codec.IdentitySize, rec.Token).Int64()
 	if err != nil {
 		return unavailable(err)
@@ -335,7 +447,7 @@ func (s *Store) Swap(ctx context.Context, k replay.Key, old, new replay.Record) 
 	// old's from the state on.
 	oldTail := codec.Encode(replay.Record{Digest: old.Digest, State: old.State, Status: old.Status})[codec.StateOffset:]
 	newTail := codec.Encode(replay.Record{Digest: old.Digest, Expires: new.Expires, State: new.State, Status: new.Status})[codec.IdentitySize:]
-	res, err := hopSwapScript.Run(ctx, s.client, []string{s.key(k)}, old.Digest, old.Token, oldTail, newTail, px,
+	res, err := hopSwapScript.Run(ctx, s.client, s.keys(k), old.Digest, old.Token, oldTail, newTail, px,
 		codec.IdentitySize, codec.StateOffset).Result()
 	if err != nil {
 		return replay.Record{}, false, unavailable(err)
@@ -370,7 +482,7 @@ func (s *Store) Release(ctx context.Context, k replay.Key, digest []byte) error 
 	if err := codec.Check(k, &replay.Record{Digest: digest}); err != nil {
 		return err
 	}
-	n, err := releaseScript.Run(ctx, s.client, []string{s.key(k)}, digest, codec.StateOffset, codec.StateOffset1).Int64()
+	n, err := releaseScript.Run(ctx, s.client, s.keys(k), digest, codec.StateOffset, codec.StateOffset1).Int64()
 	if err != nil {
 		return unavailable(err)
 	}

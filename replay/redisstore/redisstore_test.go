@@ -115,6 +115,54 @@ func TestStore(t *testing.T) {
 	})
 }
 
+// TestStoreIssuerShare runs the suite against a store that keeps a
+// per-issuer share: among others, its IssuerShare subtest floods one
+// issuer and checks that another's fresh record is still taken.
+func TestStoreIssuerShare(t *testing.T) {
+	c := testClient(t)
+	storetest.Run(t, func(t *testing.T, now func() time.Time) replay.Store {
+		return New(c, Options{Prefix: testPrefix(t, c), MaxPerIssuer: 40})
+	}, storetest.Options{
+		RealTime:     true,
+		MaxPerIssuer: 40,
+		Reopen: func(t *testing.T, closed replay.Store, now func() time.Time) replay.Store {
+			return New(c, Options{Prefix: closed.(*Store).prefix, MaxPerIssuer: 40})
+		},
+	})
+}
+
+// TestIssuerShareFloodedServer: with the documented setting (a server
+// whose maxmemory holds the shares, and MaxPerIssuer), a trusted
+// delegator that floods the store to its cap is refused with
+// ErrIssuerFull, and another delegator's fresh offer is still accepted.
+func TestIssuerShareFloodedServer(t *testing.T) {
+	srv := startServer(t, "--maxmemory", "8mb", "--maxmemory-policy", "noeviction", "--appendonly", "no")
+	c := redis.NewClient(clientOptions(srv.addr))
+	defer c.Close()
+	const share = 2000
+	s := New(c, Options{MaxPerIssuer: share})
+	ctx := context.Background()
+	exp := time.Now().Add(time.Hour)
+	flooded := 0
+	for i := range 10 * share {
+		_, inserted, err := s.Remember(ctx, replay.Key{Iss: "https://flooder.example", Hop: fmt.Sprint("f", i)},
+			replay.Record{Digest: digest(fmt.Sprint(i)), Token: bytes.Repeat([]byte{1}, replay.TokenSize), Expires: exp})
+		if err != nil {
+			require.ErrorIs(t, err, replay.ErrIssuerFull, "the flooder meets its share, not the server's cap")
+			flooded = i
+			break
+		}
+		require.True(t, inserted)
+	}
+	require.Equal(t, share, flooded)
+	for i := range 100 {
+		_, inserted, err := s.Remember(ctx, replay.Key{Iss: "https://innocent.example", Hop: fmt.Sprint("i", i)},
+			replay.Record{Digest: digest(fmt.Sprint(i)), Expires: exp})
+		require.NoError(t, err, "an innocent delegator's fresh offer during the flood")
+		assert.True(t, inserted)
+	}
+}
+
 func TestKey(t *testing.T) {
 	s := New(nil, Options{})
 	for _, k := range []replay.Key{
