@@ -2,8 +2,11 @@
 // receiver or delegate that runs as a single process and must keep what it
 // answered across a restart (HC-34 of the draft).
 //
-// Every Remember and Update is one bbolt write transaction, synced to disk
-// before the call returns: a hop acknowledged by the store is on disk. A
+// Every Remember, Update, Swap and Release is written in a bbolt write
+// transaction, synced to disk before the call returns: a hop acknowledged
+// by the store is on disk. Concurrent writers share one transaction and
+// one sync (bbolt's Batch, waiting at most Options.MaxBatchDelay for
+// others to join), so that many receivers do not pay one sync each. A
 // background goroutine deletes expired records in small transactions;
 // until it does, they are absent to every method all the same.
 //
@@ -65,6 +68,10 @@ import (
 // Options.MaxEntries is zero.
 const DefaultMaxEntries = 1 << 22
 
+// DefaultMaxBatchDelay is the longest a write waits for others to share
+// its transaction when Options.MaxBatchDelay is zero.
+const DefaultMaxBatchDelay = time.Millisecond
+
 // DefaultReclaimEvery is the interval of the background reclaimer when
 // Options.ReclaimEvery is zero.
 const DefaultReclaimEvery = time.Minute
@@ -103,6 +110,10 @@ type Options struct {
 	MaxPerIssuer int
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
+	// MaxBatchDelay is the longest a write waits for concurrent writes to
+	// share its transaction and its sync. Zero means DefaultMaxBatchDelay;
+	// a negative value writes each alone.
+	MaxBatchDelay time.Duration
 	// ReclaimEvery is the interval at which expired records are deleted in
 	// the background. Zero means DefaultReclaimEvery; a negative value
 	// turns the background reclaimer off (expired records are then only
@@ -144,6 +155,14 @@ func Open(path string, opts Options) (*Store, error) {
 		now:  opts.Now,
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
+	}
+	switch {
+	case opts.MaxBatchDelay < 0:
+		db.MaxBatchSize = 1 // each write alone (bbolt runs a batch of one at once)
+	case opts.MaxBatchDelay == 0:
+		db.MaxBatchDelay = DefaultMaxBatchDelay
+	default:
+		db.MaxBatchDelay = opts.MaxBatchDelay
 	}
 	if opts.MaxEntries > 0 {
 		s.max = uint64(opts.MaxEntries)
@@ -306,7 +325,7 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 		return held, inserted, nil
 	}
 	val := codec.Encode(rec)
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.batch(func(tx *bolt.Tx) error {
 		held, inserted, full = replay.Record{}, false, nil
 		if err := ctx.Err(); err != nil {
 			return err
@@ -423,7 +442,7 @@ func (s *Store) Update(ctx context.Context, k replay.Key, rec replay.Record) err
 		return err
 	}
 	rk := recordKey(k)
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.batch(func(tx *bolt.Tx) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -480,7 +499,7 @@ func (s *Store) Swap(ctx context.Context, k replay.Key, old, new replay.Record) 
 		held    replay.Record
 		swapped bool
 	)
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.batch(func(tx *bolt.Tx) error {
 		held, swapped = replay.Record{}, false
 		if err := ctx.Err(); err != nil {
 			return err
@@ -583,7 +602,7 @@ func (s *Store) Release(ctx context.Context, k replay.Key, digest []byte) error 
 		return err
 	}
 	rk := recordKey(k)
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.batch(func(tx *bolt.Tx) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -627,6 +646,30 @@ func (s *Store) Release(ctx context.Context, k replay.Key, digest []byte) error 
 		return err
 	}
 	return s.wrap(ctx, err)
+}
+
+// batch runs fn in a write transaction that concurrent callers share
+// (bbolt's Batch): one commit, synced to disk, for all of them, before any
+// of them returns, so that every write is durable before it is
+// acknowledged. fn may run more than once and sets its results afresh each
+// time. A refusal fn returns (replay.ErrNotFound, ErrConflict, ErrTaken),
+// before writing anything, is returned to its caller alone, without
+// undoing the other callers' writes.
+func (s *Store) batch(fn func(tx *bolt.Tx) error) error {
+	var refusal error
+	err := s.db.Batch(func(tx *bolt.Tx) error {
+		refusal = nil
+		err := fn(tx)
+		if errors.Is(err, replay.ErrNotFound) || errors.Is(err, replay.ErrConflict) || errors.Is(err, replay.ErrTaken) {
+			refusal = err
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return refusal
 }
 
 // wrap annotates an error from a transaction. Context errors pass as they
