@@ -63,7 +63,9 @@ type MemoryOptions struct {
 // The store holds at most MaxEntries records (DefaultMaxEntries, 1<<20, by
 // default), and at most MaxPerIssuer of them for one issuer (1/8 of
 // MaxEntries by default). Remember returns ErrFull beyond the first and
-// ErrIssuerFull (which wraps ErrFull) beyond the second.
+// ErrIssuerFull (which wraps ErrFull) beyond the second. In bytes: about
+// 150 per record without a status at 1<<20 records, so about 150 MiB for
+// a full store at the default cap, plus each status's octets.
 //
 // A record without a status is one fixed-size slot without pointers (the
 // digest, the token, the times in Unix nanoseconds, the issuer as a number

@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"testing"
@@ -69,6 +70,14 @@ func BenchmarkReceiveStoreSize(b *testing.B) {
 			st := openTemp(b, Options{MaxEntries: 2 * size, MaxPerIssuer: -1, ReclaimEvery: -1})
 			defer st.Close()
 			fillBolt(b, st, size)
+			var file int64
+			if size > 0 {
+				fi, err := os.Stat(st.Path())
+				if err != nil {
+					b.Fatal(err)
+				}
+				file = fi.Size()
+			}
 			a, err := handoff.NewAgent(handoff.Config{ID: self, Signer: me, Trust: trust, Store: st})
 			if err != nil {
 				b.Fatal(err)
@@ -82,6 +91,9 @@ func BenchmarkReceiveStoreSize(b *testing.B) {
 					b.Fatal(err, in.Reason())
 				}
 				i++
+			}
+			if file > 0 {
+				b.ReportMetric(float64(file)/float64(size), "file-B/record")
 			}
 			per := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 			if size == 0 {

@@ -12,7 +12,11 @@
 // # Per-issuer share
 //
 // By default the store's cap is the server's: maxmemory, with the
-// noeviction policy. One trusted delegator that floods the server could
+// noeviction policy. A record takes about 250 bytes of it without a
+// status (MEMORY USAGE of its key, for a hop of 22 characters and an
+// issuer of 32) and its status's octets more, rounded up to the
+// allocator's class (BENCHMARKS.md): a maxmemory of 1 GiB holds about 4
+// million hops without a status, about 1.3 million with a JWS status. One trusted delegator that floods the server could
 // then fill it, and every other delegator's fresh offer would be refused
 // with replay.ErrFull until the flood's records expire (at their exp plus
 // the skew: a "rejected" for an offer refused by a later check is not
