@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -217,4 +218,48 @@ func BenchmarkMemoryRemember(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// TestMemoryBeyondSlot: what does not fit a record's slot (a hop of more
+// than 29 octets, a state the draft does not name, a status, times outside
+// 1678 to 2262) is kept exactly, and expires exactly, as well.
+func TestMemoryBeyondSlot(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2999, 1, 1, 0, 0, 0, 5, time.UTC)
+	clock := func() time.Time { return now }
+	s := replay.NewMemory(replay.MemoryOptions{Now: clock})
+	d := sha256.Sum256([]byte("offer"))
+	k := replay.Key{Iss: "iss", Hop: strings.Repeat("h", 100)}
+	rec := replay.Record{Digest: d[:], Token: d[:16], Created: time.Date(1500, 1, 1, 0, 0, 0, 7, time.UTC),
+		Expires: time.Date(3000, 1, 1, 0, 0, 0, 9, time.UTC)}
+	_, ok, err := s.Remember(ctx, k, rec)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got, ok, err := s.Get(ctx, k)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.True(t, rec.Equal(got), "got %+v", got)
+
+	next := replay.Record{State: "a state of its own", Status: []byte{0, 1, 2}, Expires: time.Date(3000, 1, 1, 0, 0, 0, 10, time.UTC)}
+	held, swapped, err := s.Swap(ctx, k, rec, next)
+	require.NoError(t, err)
+	require.True(t, swapped)
+	want := rec
+	want.State, want.Status, want.Expires = next.State, next.Status, next.Expires
+	assert.True(t, want.Equal(held), "held %+v", held)
+	u, err := s.Untaken(ctx, now)
+	require.NoError(t, err)
+	assert.Empty(t, u)
+
+	now = next.Expires.Add(-1)
+	_, ok, err = s.Get(ctx, k)
+	require.NoError(t, err)
+	assert.True(t, ok, "kept until its expiry past 2262")
+	now = next.Expires
+	_, ok, err = s.Get(ctx, k)
+	require.NoError(t, err)
+	assert.False(t, ok, "gone at its expiry")
+	_, ok, err = s.Remember(ctx, k, rec)
+	require.NoError(t, err)
+	assert.True(t, ok, "the slot and what was beside it are free again")
 }
