@@ -343,13 +343,19 @@ func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target Digest
 			w.Expires = a.now().Add(a.retention)
 		}
 		held, swapped, err := a.swap(ctx, key, rec, token, w, attempt)
-		if err != nil {
-			return Signed{}, err
-		}
-		if swapped {
+		switch {
+		case errors.Is(err, replay.ErrNotFound):
+			// The record expired or was released since it was read:
+			// decide again as for a hop not remembered, which never
+			// takes it.
+			rec, remembered = replay.Record{}, false
+		case err != nil:
+			return Signed{}, takeErr(err)
+		case swapped:
 			return signed, nil
+		default:
+			rec = held // another call changed the hop: decide again
 		}
-		rec = held // another call changed the hop: decide again
 	}
 }
 
@@ -359,18 +365,13 @@ func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target Digest
 const maxSwaps = 8
 
 // swap writes next over old, the hop's record as last read, with
-// Store.Swap; token, when set, must be the held record's. It maps the
-// store's refusals as takeErr does.
+// Store.Swap; token, when set, must be the held record's.
 func (a *Agent) swap(ctx context.Context, key replay.Key, old replay.Record, token []byte, next replay.Record, attempt int) (replay.Record, bool, error) {
 	if attempt >= maxSwaps {
-		return replay.Record{}, false, storeErr(fmt.Errorf("the record of hop %s of %q changed %d times while being written", key.Hop, key.Iss, attempt))
+		return replay.Record{}, false, fmt.Errorf("the record of hop %s of %q changed %d times while being written", key.Hop, key.Iss, attempt)
 	}
 	old.Token = token
-	held, swapped, err := a.cfg.Store.Swap(ctx, key, old, next)
-	if err != nil {
-		return replay.Record{}, false, takeErr(err)
-	}
-	return held, swapped, nil
+	return a.cfg.Store.Swap(ctx, key, old, next)
 }
 
 // Take records that the delegate has taken the work of an accepted offer
@@ -395,7 +396,7 @@ func (a *Agent) Take(ctx context.Context, in *Received) error {
 		}
 		held, swapped, err := a.swap(ctx, key, rec, in.token, replay.Record{State: string(Accepted), Status: rec.Status}, attempt)
 		if err != nil {
-			return err
+			return takeErr(err)
 		}
 		if swapped {
 			return nil

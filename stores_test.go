@@ -205,3 +205,33 @@ func (s *hangingStore) Swap(ctx context.Context, k replay.Key, old, new replay.R
 	s.wait(k)
 	return s.Memory.Swap(ctx, k, old, new)
 }
+
+// TestReplyAfterTheRecordExpired: a Reply decides from the record Receive
+// returned; when the record has expired since, it decides again as for a
+// hop not remembered: a "rejected" for an offer refused by a check is still
+// signed (and recorded nowhere), an "accepted" is refused.
+func TestReplyAfterTheRecordExpired(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, JWS, stPlanner, stWorker)
+	a := w.agent(stWorker)
+	s := w.offer(stPlanner, stWorker, nil)
+	o, _, err := InspectUnverified(s, Limits{})
+	require.NoError(t, err)
+	data := encodeHandoff(t, handoffOf(s), JSON)
+	refused := receive(t, a, data, Host{Dialog: "another dialog"})
+	require.True(t, refused.StatusDue())
+
+	setClock(w.clock, o.Exp.Std().Add(DefaultSkew)) // the record is gone
+	st, err := a.Reply(ctx, refused, Rejected, ReplyOptions{Reason: ReasonPolicy})
+	require.NoError(t, err)
+	assert.NotEmpty(t, st.Octets)
+
+	s2 := w.offer(stPlanner, stWorker, func(o *Offer) { o.Exp = o.Iat + 60 })
+	o2, _, err := InspectUnverified(s2, Limits{})
+	require.NoError(t, err)
+	in := receive(t, a, encodeHandoff(t, handoffOf(s2), JSON), Host{})
+	require.True(t, in.Accepted())
+	setClock(w.clock, o2.Exp.Std().Add(DefaultSkew))
+	_, err = a.Reply(ctx, in, Accepted, ReplyOptions{})
+	assert.ErrorIs(t, err, ErrState, "an accepted for a hop no longer remembered")
+}
