@@ -4,7 +4,8 @@
 //
 // Each Store method is one round trip. Remember is one command, SET with
 // NX and GET (Redis 7.0 or later), which writes the record unless a value
-// is held and returns the value held before; Get is a GET; Update, Swap
+// is held and returns the value held before; the commands of concurrent
+// Remember calls are sent together, as one pipeline; Get is a GET; Update, Swap
 // and Release are Lua scripts run with EVALSHA, so the check and the write
 // are atomic on the server. Every key of one hop falls in one Redis
 // Cluster slot.
@@ -127,6 +128,97 @@ type Store struct {
 	prefix    string
 	now       func() time.Time
 	maxIssuer int
+	sets      *setBatch
+}
+
+// setBatch sends the SET NX GET of concurrent Remember calls together, as
+// one pipeline: one write and one read of a connection for all the calls
+// that arrived while the previous pipeline was on its way, instead of one
+// each. Each call is still one command, and waits for its own reply (or
+// its context); a call whose context ends first may still be applied, as
+// any call whose reply is lost may (see "Records written by a call that
+// failed" in package replay).
+type setBatch struct {
+	client redis.UniversalClient
+
+	mu       sync.Mutex
+	queue    []*setCall
+	flushing bool
+}
+
+type setCall struct {
+	ctx  context.Context
+	key  string
+	val  []byte
+	args redis.SetArgs
+	done chan struct{}
+	res  []byte
+	err  error
+}
+
+// set runs SET key val with args and returns its reply.
+func (b *setBatch) set(ctx context.Context, key string, val []byte, args redis.SetArgs) ([]byte, error) {
+	c := &setCall{ctx: ctx, key: key, val: val, args: args, done: make(chan struct{})}
+	b.mu.Lock()
+	b.queue = append(b.queue, c)
+	start := !b.flushing
+	b.flushing = true
+	b.mu.Unlock()
+	if start {
+		go b.flush()
+	}
+	select {
+	case <-c.done:
+		return c.res, c.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// flush sends what is queued, one pipeline at a time, until nothing is.
+func (b *setBatch) flush() {
+	for {
+		b.mu.Lock()
+		q := b.queue
+		b.queue = nil
+		if len(q) == 0 {
+			b.flushing = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		ctx, cancel := patience(q)
+		cmds := make([]*redis.StatusCmd, len(q))
+		_, _ = b.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, c := range q {
+				cmds[i] = p.SetArgs(ctx, c.key, c.val, c.args)
+			}
+			return nil
+		})
+		cancel()
+		for i, c := range q {
+			c.res, c.err = cmds[i].Bytes()
+			close(c.done)
+		}
+	}
+}
+
+// patience returns the context of a pipeline for the calls q: it ends at
+// the latest of their deadlines, or never when one of them has none (the
+// client's timeouts bound it then, as they bound that call alone), so that
+// the pipeline waits as long as its most patient caller.
+func patience(q []*setCall) (context.Context, context.CancelFunc) {
+	var last time.Time
+	for _, c := range q {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			return context.Background(), func() {}
+		}
+		if d.After(last) {
+			last = d
+		}
+	}
+	return context.WithDeadline(context.Background(), last)
 }
 
 var _ replay.Store = (*Store)(nil)
@@ -144,7 +236,8 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Store{client: client, prefix: opts.Prefix, now: opts.Now, maxIssuer: max(opts.MaxPerIssuer, 0)}
+	return &Store{client: client, prefix: opts.Prefix, now: opts.Now, maxIssuer: max(opts.MaxPerIssuer, 0),
+		sets: &setBatch{client: client}}
 }
 
 // keys returns the keys a script of hop k touches: the record's, and the
@@ -334,7 +427,7 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 		}
 		args.ExpireAt = time.UnixMilli(ms)
 	}
-	v, err := s.client.SetArgs(ctx, s.key(k), codec.Encode(rec), args).Bytes()
+	v, err := s.sets.set(ctx, s.key(k), codec.Encode(rec), args)
 	switch {
 	case errors.Is(err, redis.Nil):
 		return clone(rec), true, nil
