@@ -29,7 +29,9 @@ import (
 // goroutines, then answers "accepted" to half of them, so that half the
 // hops hold a status. For each store it reports the receive throughput as
 // a multiple of the in-memory store's in the same run (x-memory), and for
-// Redis the commands per fresh receive and per accepted reply (from the
+// Redis the same ratio over hopRounds passes of each store alternating
+// (x-memory-alternating, the one to read on a loaded machine), the
+// commands per fresh receive and per accepted reply (from the
 // server's INFO commandstats, script-internal commands included) and the
 // server's memory per hop (averaged over the hops with and
 // without a status, from MEMORY USAGE of each key). It reports figures, not pass or fail:
@@ -38,6 +40,7 @@ import (
 const (
 	hopOffers    = 4000
 	hopReceivers = 32
+	hopRounds    = 3 // alternating passes for the throughput ratio
 )
 
 type hopWorld struct {
@@ -263,6 +266,7 @@ func BenchmarkHop(b *testing.B) {
 			d                     time.Duration
 			perReceive, perReply  float64
 			perHop, bare, perStat float64
+			alternating           float64
 		)
 		for b.Loop() {
 			var rb [8]byte
@@ -286,13 +290,29 @@ func BenchmarkHop(b *testing.B) {
 			bare = float64(memR-mem0) / float64(len(ins))
 			perStat = float64(mem1-memR) / float64(replied)
 			b.StopTimer()
-			iter := c.Scan(context.Background(), 0, prefix+":*", 1000).Iterator()
-			for iter.Next(context.Background()) {
-				c.Del(context.Background(), iter.Val())
+			clear := func(prefix string) {
+				iter := c.Scan(context.Background(), 0, prefix+":*", 1000).Iterator()
+				for iter.Next(context.Background()) {
+					c.Del(context.Background(), iter.Val())
+				}
 			}
+			clear(prefix)
+			// The throughput ratio: passes of the memory store and of
+			// Redis, alternating, each with a fresh store, so that a
+			// drift of the machine's load weighs on both alike.
+			var mem, red time.Duration
+			for round := range hopRounds {
+				_, dm := w.receiveAll(b, w.agent(b, replay.NewMemory(replay.MemoryOptions{})))
+				p := fmt.Sprintf("%s-%d", prefix, round)
+				_, dr := w.receiveAll(b, w.agent(b, redisstore.New(c, redisstore.Options{Prefix: p})))
+				clear(p)
+				mem, red = mem+dm, red+dr
+			}
+			alternating = mem.Seconds() / red.Seconds()
 			b.StartTimer()
 		}
 		ratio(b, d)
+		b.ReportMetric(alternating, "x-memory-alternating")
 		b.ReportMetric(perReceive, "cmds/receive")
 		b.ReportMetric(perReply, "cmds/reply")
 		b.ReportMetric(perHop, "B/hop")
