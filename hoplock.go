@@ -16,7 +16,11 @@ import (
 // last holder or waiter leaves, so that unrelated hops never wait on each
 // other's store calls; and waiting for a lock ends with the caller's
 // context, so that a hop whose store call hangs holds up only the callers
-// of that hop, each until its own deadline.
+// of that hop, each until its own deadline. The store calls made under a
+// hop lock run under the context of the call that holds it, never a
+// context of their own; and since every write is a compare-and-set
+// (replay.Store.Swap), the lock saves only wasted signatures, never the
+// lifecycle's correctness, which replicas without a shared lock rely on.
 type hopLocks struct {
 	mu sync.Mutex
 	m  map[replay.Key]*hopLock
