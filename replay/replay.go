@@ -77,8 +77,8 @@
 // Release cannot lead to a second acceptance, because of the rule the
 // library keeps on the delegate's side: work on a hop starts only after
 // its State has been set, by Take or by Reply("accepted"), in this store,
-// with an Update that carries the Token of the Remember that inserted the
-// record. A record whose State is empty has therefore never been worked
+// with a Swap (or an Update) that carries the Token of the Remember that
+// inserted the record. A record whose State is empty has therefore never been worked
 // on, and no status has been sent for it. Release and the write that sets
 // State are each atomic on the record and Release requires State to be
 // empty, so they are ordered: either the State write comes first, Release
@@ -249,16 +249,17 @@ var (
 	// key's issuer use its share of the store, so that one delegator
 	// cannot crowd out the others. It wraps ErrFull.
 	ErrIssuerFull = fmt.Errorf("%w: the issuer's share is used", ErrFull)
-	// ErrExpiry is returned by Remember and Update for an Expires the store
-	// cannot represent. The store refuses the record rather than forget it
-	// early; the caller must refuse the offer.
+	// ErrExpiry is returned by Remember, Update and Swap for an Expires the
+	// store cannot represent. The store refuses the record rather than
+	// forget it early; the caller must refuse the offer.
 	ErrExpiry = errors.New("replay: expiry beyond what the store can keep")
-	// ErrNotFound is returned by Update and Release when no live record is
-	// held, and by OfferStore methods when no record is held for the hop.
+	// ErrNotFound is returned by Update, Swap and Release when no live
+	// record is held, and by OfferStore methods when no record is held for
+	// the hop.
 	ErrNotFound = errors.New("replay: no record for hop")
-	// ErrConflict is returned by Update and Release when the held digest
-	// differs, and by OfferStore.Swap and Delete when the held Version
-	// differs.
+	// ErrConflict is returned by Update, Swap and Release when the held
+	// digest (or token) differs, and by OfferStore.Swap and Delete when the
+	// held Version differs.
 	ErrConflict = errors.New("replay: held record differs (digest or version)")
 	// ErrUnavailable marks a store that cannot answer now.
 	ErrUnavailable = errors.New("replay: store unavailable")
