@@ -235,3 +235,32 @@ func TestReplyAfterTheRecordExpired(t *testing.T) {
 	_, err = a.Reply(ctx, in, Accepted, ReplyOptions{})
 	assert.ErrorIs(t, err, ErrState, "an accepted for a hop no longer remembered")
 }
+
+// TestFloodingDelegatorCannotCrowdOut: a trusted delegator floods the
+// receiver with offers that fail a later check (a wrong dialog), each
+// answered "rejected", until the store refuses it its share; another
+// delegator's fresh offer is still accepted meanwhile (issue 20, point 3).
+func TestFloodingDelegatorCannotCrowdOut(t *testing.T) {
+	const innocent AgentID = "spiffe://example.org/innocent"
+	ctx := context.Background()
+	w := newWorld(t, JWS, stPlanner, stWorker, innocent)
+	store := replay.NewMemory(replay.MemoryOptions{MaxEntries: 80, Now: w.clock.Now}) // a share of 10
+	a := w.agent(stWorker, func(c *Config) { c.Store = store })
+	flooded := false
+	for i := 0; i < 80 && !flooded; i++ {
+		data := encodeHandoff(t, handoffOf(w.offer(stPlanner, stWorker, nil)), JSON)
+		in, err := a.Receive(ctx, data, Host{Dialog: "not the offer's"})
+		if err != nil {
+			require.ErrorIs(t, err, replay.ErrIssuerFull, "the flood meets its issuer's share")
+			require.ErrorIs(t, err, ErrStore)
+			flooded = true
+			break
+		}
+		require.True(t, in.StatusDue())
+		_, err = a.Reply(ctx, in, Rejected, ReplyOptions{Reason: ReasonPolicy})
+		require.NoError(t, err)
+	}
+	require.True(t, flooded, "the flooding delegator was never refused")
+	in := receive(t, a, encodeHandoff(t, handoffOf(w.offer(innocent, stWorker, nil)), JSON), Host{})
+	assert.True(t, in.Accepted(), "the innocent delegator's fresh offer: %s", in.Reason())
+}
