@@ -180,7 +180,9 @@ func TestRememberReplyLost(t *testing.T) {
 // TestSwapReplyLost: Redis applies the Swap script but its reply is lost;
 // go-redis runs it again, which finds the state the first attempt wrote.
 // Swap must still report its write: a delegate told "not swapped" would
-// decide again from a record that is its own answer.
+// decide again from a record that is its own answer. Both scripts: the one
+// for a caller that knows the held record whole, and the one for a caller
+// that names its digest only.
 func TestSwapReplyLost(t *testing.T) {
 	direct := testClient(t)
 	addr := os.Getenv("HANDOFF_REDIS_ADDR")
@@ -188,27 +190,42 @@ func TestSwapReplyLost(t *testing.T) {
 		addr = defaultAddr
 	}
 	ctx := context.Background()
-	require.NoError(t, hopSwapScript.Load(ctx, direct).Err())
-	prefix := testPrefix(t, direct)
-	k := replay.Key{Iss: "https://delegator.example", Hop: "swapped"}
-	rec := replay.Record{Digest: digest("offer"), Token: bytes.Repeat([]byte{0x5a}, replay.TokenSize),
-		Created: time.Now(), Expires: time.Now().Add(time.Hour)}
-	_, inserted, err := New(direct, Options{Prefix: prefix}).Remember(ctx, k, rec)
-	require.NoError(t, err)
-	require.True(t, inserted)
+	for _, tc := range []struct {
+		name   string
+		script *redis.Script
+		old    func(replay.Record) replay.Record
+	}{
+		{"known record", knownSwapScript, func(r replay.Record) replay.Record { return r }},
+		{"digest only", hopSwapScript, func(r replay.Record) replay.Record { return replay.Record{Digest: r.Digest} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, tc.script.Load(ctx, direct).Err())
+			prefix := testPrefix(t, direct)
+			k := replay.Key{Iss: "https://delegator.example", Hop: "swapped"}
+			rec := replay.Record{Digest: digest("offer"), Token: bytes.Repeat([]byte{0x5a}, replay.TokenSize),
+				Created: time.Now(), Expires: time.Now().Add(time.Hour)}
+			_, inserted, err := New(direct, Options{Prefix: prefix}).Remember(ctx, k, rec)
+			require.NoError(t, err)
+			require.True(t, inserted)
 
-	proxy := newDropProxy(t, addr, []byte(hopSwapScript.Hash()))
-	c := redis.NewClient(&redis.Options{Addr: proxy.addr()}) // default retries
-	defer c.Close()
-	s := New(c, Options{Prefix: prefix})
-	want := rec
-	want.State, want.Status, want.Expires = "accepted", []byte("signed accepted"), time.Time{}
-	held, swapped, err := s.Swap(ctx, k, rec, replay.Record{State: want.State, Status: want.Status})
-	require.NoError(t, err, "the client retries after the lost reply")
-	assert.Equal(t, int32(1), proxy.dropped.Load(), "one reply was dropped")
-	assert.Equal(t, int32(2), proxy.seen.Load(), "the script ran twice")
-	assert.True(t, swapped, "a retried Swap reports its own write")
-	assert.True(t, want.Equal(held), "held %+v, want %+v", held, want)
+			proxy := newDropProxy(t, addr, []byte(tc.script.Hash()))
+			c := redis.NewClient(&redis.Options{Addr: proxy.addr()}) // default retries
+			defer c.Close()
+			s := New(c, Options{Prefix: prefix})
+			want := rec
+			want.State, want.Status, want.Expires = "accepted", []byte("signed accepted"), time.Time{}
+			held, swapped, err := s.Swap(ctx, k, tc.old(rec), replay.Record{State: want.State, Status: want.Status})
+			require.NoError(t, err, "the client retries after the lost reply")
+			assert.Equal(t, int32(1), proxy.dropped.Load(), "one reply was dropped")
+			assert.Equal(t, int32(2), proxy.seen.Load(), "the script ran twice")
+			assert.True(t, swapped, "a retried Swap reports its own write")
+			assert.True(t, want.Equal(held), "held %+v, want %+v", held, want)
+			got, ok, err := New(direct, Options{Prefix: prefix}).Get(ctx, k)
+			require.NoError(t, err)
+			require.True(t, ok)
+			assert.True(t, want.Equal(got), "held %+v, want %+v", got, want)
+		})
+	}
 }
 
 // TestOfferCreateReplyLost: the reply of the Create script is lost and

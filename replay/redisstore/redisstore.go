@@ -5,10 +5,11 @@
 // Each Store method is one round trip. Remember is one command, SET with
 // NX and GET (Redis 7.0 or later), which writes the record unless a value
 // is held and returns the value held before; the commands of concurrent
-// Remember calls are sent together, as one pipeline; Get is a GET; Update, Swap
-// and Release are Lua scripts run with EVALSHA, so the check and the write
-// are atomic on the server. Every key of one hop falls in one Redis
-// Cluster slot.
+// Remember calls are sent together, as one pipeline; Get is a GET; Update,
+// Swap and Release are Lua scripts run with EVALSHA, so the check and the
+// write are atomic on the server. Swap for a caller that knows the held
+// record whole is one SET XX GET inside its script. Every key of one hop
+// falls in one Redis Cluster slot.
 //
 // # Per-issuer share
 //
@@ -342,6 +343,68 @@ end
 return '1' .. nv
 `)
 
+// knownSwapScript is hopSwapScript for a caller that knows the held
+// record's identity (its token and creation time): ARGV[1] is the whole new
+// value, written at once with SET XX GET, which returns the value it
+// replaced, so that the usual swap costs one command inside the script
+// instead of a GET and a SET. When the value replaced is not the one
+// expected (ARGV[2], its identity and, from the state on, its state and
+// status), it is written back at once, with its own expiry, before the
+// script returns, so that no other command ever sees the new value. ARGV[3]
+// is the new value's PXAT or empty, ARGV[4] codec.IdentitySize and ARGV[5]
+// codec.StateOffset. It returns what hopSwapScript returns.
+var knownSwapScript = redis.NewScript(`
+local id = tonumber(ARGV[4])
+local so = tonumber(ARGV[5])
+local v
+if ARGV[3] == '' then
+	v = redis.call('SET', KEYS[1], ARGV[1], 'XX', 'GET')
+else
+	v = redis.call('SET', KEYS[1], ARGV[1], 'XX', 'GET', 'PXAT', ARGV[3])
+end
+if not v then
+	return 0
+end
+if v == ARGV[1] then
+	return '1' .. v
+end
+if string.sub(v, 1, id) == string.sub(ARGV[2], 1, id) and string.sub(v, so + 1) == string.sub(ARGV[2], so + 1) then
+	if KEYS[2] then
+		redis.call('ZADD', KEYS[2], 'XX', ARGV[3] == '' and '+inf' or ARGV[3], KEYS[1])
+	end
+	return '1' .. ARGV[1]
+end
+-- Not the value expected: put it back as it was, expiry included.
+local px = nil
+if #v >= so and string.byte(v, 1) == 2 and string.byte(v, id + 1) % 2 == 1 then
+	local sec = 0
+	for i = id + 2, id + 9 do
+		sec = sec * 256 + string.byte(v, i)
+	end
+	local ns = 0
+	for i = id + 10, id + 13 do
+		ns = ns * 256 + string.byte(v, i)
+	end
+	if string.byte(v, id + 2) >= 128 then
+		px = 1
+	else
+		px = math.max(sec * 1000 + math.ceil(ns / 1000000), 1)
+	end
+end
+if px then
+	redis.call('SET', KEYS[1], v, 'PXAT', string.format('%.0f', px))
+else
+	redis.call('SET', KEYS[1], v)
+end
+if #v < so or string.byte(v, 1) ~= 2 then
+	return -1
+end
+if string.sub(v, 2, 33) ~= string.sub(ARGV[2], 2, 33) or string.sub(v, 34, id) ~= string.sub(ARGV[2], 34, id) then
+	return 1
+end
+return '0' .. v
+`)
+
 // releaseScript deletes the value held under KEYS[1] provided it carries
 // the digest ARGV[1] and an empty state, whose length octet is at offset
 // ARGV[2] in a version 2 value and ARGV[3] in a version 1 value (counting
@@ -540,12 +603,23 @@ func (s *Store) Swap(ctx context.Context, k replay.Key, old, new replay.Record) 
 	if err != nil {
 		return replay.Record{}, false, err
 	}
-	// The encodings of old's and new's tails: new's from the expiry on,
-	// old's from the state on.
-	oldTail := codec.Encode(replay.Record{Digest: old.Digest, State: old.State, Status: old.Status})[codec.StateOffset:]
-	newTail := codec.Encode(replay.Record{Digest: old.Digest, Expires: new.Expires, State: new.State, Status: new.Status})[codec.IdentitySize:]
-	res, err := hopSwapScript.Run(ctx, s.client, s.keys(k), old.Digest, old.Token, oldTail, newTail, px,
-		codec.IdentitySize, codec.StateOffset).Result()
+	var res any
+	if len(old.Token) == replay.TokenSize && !old.Created.IsZero() {
+		// old names the held record's whole identity, as the records
+		// Remember and Get return do: the new value is known in full.
+		want := codec.Encode(old)
+		next := old
+		next.State, next.Status, next.Expires = new.State, new.Status, new.Expires
+		res, err = knownSwapScript.Run(ctx, s.client, s.keys(k), codec.Encode(next), want, px,
+			codec.IdentitySize, codec.StateOffset).Result()
+	} else {
+		// The encodings of old's and new's tails: new's from the expiry
+		// on, old's from the state on.
+		oldTail := codec.Encode(replay.Record{Digest: old.Digest, State: old.State, Status: old.Status})[codec.StateOffset:]
+		newTail := codec.Encode(replay.Record{Digest: old.Digest, Expires: new.Expires, State: new.State, Status: new.Status})[codec.IdentitySize:]
+		res, err = hopSwapScript.Run(ctx, s.client, s.keys(k), old.Digest, old.Token, oldTail, newTail, px,
+			codec.IdentitySize, codec.StateOffset).Result()
+	}
 	if err != nil {
 		return replay.Record{}, false, unavailable(err)
 	}

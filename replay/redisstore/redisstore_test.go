@@ -642,3 +642,43 @@ func TestOfferStoreDeadline(t *testing.T) {
 		assert.Less(t, time.Since(start), 5*time.Second, name)
 	}
 }
+
+// TestKnownSwapPutsBack: a Swap whose old names a whole record that is not
+// the one held writes the new value with SET XX GET and puts the held one
+// back in the same script: afterwards the held value and its expiry are
+// exactly as before, whether the state or the identity differed.
+func TestKnownSwapPutsBack(t *testing.T) {
+	c := testClient(t)
+	s := New(c, Options{Prefix: testPrefix(t, c)})
+	ctx := context.Background()
+	k := replay.Key{Iss: "https://delegator.example", Hop: "put back"}
+	exp := time.Now().Add(time.Hour).Truncate(time.Millisecond).Add(123456 * time.Nanosecond)
+	rec := replay.Record{Digest: digest("offer"), Token: bytes.Repeat([]byte{1}, replay.TokenSize), Created: time.Now(), Expires: exp}
+	_, inserted, err := s.Remember(ctx, k, rec)
+	require.NoError(t, err)
+	require.True(t, inserted)
+	before, err := c.PExpireTime(ctx, s.key(k)).Result()
+	require.NoError(t, err)
+
+	stale := rec
+	stale.State = "accepted" // not the held state
+	other := rec
+	other.Token = bytes.Repeat([]byte{2}, replay.TokenSize) // another call's record
+	for name, old := range map[string]replay.Record{"state": stale, "token": other} {
+		held, swapped, err := s.Swap(ctx, k, old, replay.Record{State: "completed", Status: []byte("s")})
+		if name == "token" {
+			require.ErrorIs(t, err, replay.ErrConflict)
+		} else {
+			require.NoError(t, err)
+			assert.True(t, rec.Equal(held), "held %+v", held)
+		}
+		assert.False(t, swapped)
+		got, ok, err := s.Get(ctx, k)
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.True(t, rec.Equal(got), "%s: the held record is back: %+v", name, got)
+		after, err := c.PExpireTime(ctx, s.key(k)).Result()
+		require.NoError(t, err)
+		assert.Equal(t, before, after, "%s: and its expiry", name)
+	}
+}
