@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -35,7 +36,7 @@ func heapInUse() uint64 {
 //	go test -run '^$' -bench MemoryBytesPerRecord -benchtime 1x ./replay
 func BenchmarkMemoryBytesPerRecord(b *testing.B) {
 	for _, n := range []int{1 << 16, 1 << 20} {
-		b.Run(byteCount(n), func(b *testing.B) {
+		b.Run(fmt.Sprint("records=", n), func(b *testing.B) {
 			ctx := context.Background()
 			now := time.Unix(1793000000, 123456789)
 			var perRecord float64
@@ -61,12 +62,4 @@ func BenchmarkMemoryBytesPerRecord(b *testing.B) {
 			b.ReportMetric(perRecord, "B/record")
 		})
 	}
-}
-
-func byteCount(n int) string {
-	switch {
-	case n >= 1<<20:
-		return string(rune('0'+n>>20)) + "M"
-	}
-	return string(rune('0'+n>>16)) + "x64K"
 }
