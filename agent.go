@@ -5,10 +5,8 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -93,11 +91,9 @@ type Agent struct {
 	skew, maxLifetime, retention time.Duration
 	trust                        atomic.Pointer[trustState]
 
-	// hopLocks serialise, within this Agent, the read-check-write of a
-	// received hop's state (Reply, Take, a received cancel), so that two
-	// calls cannot both pass the lifecycle rules for one hop (HC-23).
-	// Replicas sharing a store rely on the store's compare-and-set.
-	hopLocks [64]sync.Mutex
+	// hops serialise, within this Agent, the read-check-write of a
+	// received hop's state: see hopLocks.
+	hops hopLocks
 }
 
 // NewAgent validates cfg and returns an Agent.
@@ -207,15 +203,9 @@ func (a *Agent) token() ([]byte, error) {
 }
 
 // lockHop locks the state of the received hop (iss, hop) and returns the
-// unlock function.
-func (a *Agent) lockHop(iss AgentID, hop HopID) func() {
-	h := fnv.New32a()
-	h.Write([]byte(iss))
-	h.Write([]byte{0})
-	h.Write([]byte(hop))
-	m := &a.hopLocks[h.Sum32()%uint32(len(a.hopLocks))]
-	m.Lock()
-	return m.Unlock
+// unlock function, or ctx's error when ctx ends before the lock is free.
+func (a *Agent) lockHop(ctx context.Context, iss AgentID, hop HopID) (func(), error) {
+	return a.hops.lock(ctx, replay.Key{Iss: string(iss), Hop: string(hop)})
 }
 
 // ---- The delegate's verbs ----
@@ -258,7 +248,11 @@ func (a *Agent) Reply(ctx context.Context, in *Received, state State, opt ReplyO
 	if in.verdict == verdictEquivocation {
 		target = in.first
 	}
-	return a.reply(ctx, in.offer.Iss, in.offer.Hop, target, in.token, in.verdict, in.OwesAccepted(), in.equivocation, state, opt)
+	var known *replay.Record
+	if in.hasRec {
+		known = &in.rec
+	}
+	return a.reply(ctx, in.offer.Iss, in.offer.Hop, target, in.token, known, in.verdict, in.OwesAccepted(), in.equivocation, state, opt)
 }
 
 // ReplyHop signs a status for a hop this agent received and remembers, by
@@ -277,13 +271,16 @@ func (a *Agent) ReplyHop(ctx context.Context, iss AgentID, hop HopID, state Stat
 	if s := State(rec.State); s != Accepted && s != Canceled {
 		return Signed{}, rule("", "only a hop taken (or canceled while taken) can be answered without its delivery; this one is %q", rec.State)
 	}
-	return a.reply(ctx, iss, hop, Digest{Alg: SHA256Alg, Val: rec.Digest}, nil, verdictRetransmit, false, "", state, opt)
+	return a.reply(ctx, iss, hop, Digest{Alg: SHA256Alg, Val: rec.Digest}, nil, &rec, verdictRetransmit, false, "", state, opt)
 }
 
 // reply applies the delegate's table to the hop (iss, hop). token, when
 // set, is the call token of the delivery that remembered the hop: the
-// write applies only to the record that delivery inserted.
-func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target Digest, token []byte, v verdict, owes bool, eq EquivocationAnswer, state State, opt ReplyOptions) (Signed, error) {
+// write applies only to the record that delivery inserted. known, when
+// set, is the hop's record as last read: the state is then decided from
+// it and written with one compare-and-set (Store.Swap), which returns the
+// record held if another call changed it meanwhile, to decide again.
+func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target Digest, token []byte, known *replay.Record, v verdict, owes bool, eq EquivocationAnswer, state State, opt ReplyOptions) (Signed, error) {
 	var conflicts []Conflict
 	defer func() { // after the hop lock is released
 		for _, c := range conflicts {
@@ -297,42 +294,85 @@ func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target Digest
 			Detail: "the outcome of the work could not be established; the hop stays accepted"})
 		return Signed{}, effectRule(send)
 	}
-	unlock := a.lockHop(iss, hop)
+	unlock, err := a.lockHop(ctx, iss, hop)
+	if err != nil {
+		return Signed{}, err
+	}
 	defer unlock()
 	key := replay.Key{Iss: string(iss), Hop: string(hop)}
-	rec, remembered, err := a.cfg.Store.Get(ctx, key)
-	if err != nil {
+	var (
+		rec        replay.Record
+		remembered bool
+	)
+	if known != nil {
+		rec, remembered = *known, true
+	} else if rec, remembered, err = a.cfg.Store.Get(ctx, key); err != nil {
 		return Signed{}, storeErr(err)
 	}
-	if remembered && !(Digest{Alg: SHA256Alg, Val: rec.Digest}).Equal(target) {
-		return Signed{}, rule("", "the hop holds another offer")
+	for attempt := 0; ; attempt++ {
+		if remembered && !(Digest{Alg: SHA256Alg, Val: rec.Digest}).Equal(target) {
+			return Signed{}, rule("", "the hop holds another offer")
+		}
+		h := delegateHop{Remembered: remembered, State: State(rec.State), Sent: rec.Status != nil, Verdict: v}
+		next, records, err := delegateStep(h, send)
+		if err != nil {
+			return Signed{}, err
+		}
+		st := &Status{Hop: hop, Offer: target, Iss: a.cfg.ID, Aud: iss, Iat: TimeOf(a.now()),
+			State: state, Reason: opt.Reason, Detail: opt.Detail, Refs: opt.Refs}
+		signed, err := a.cfg.Signer.SignStatus(st)
+		if err != nil {
+			return Signed{}, err
+		}
+		if !records {
+			return signed, nil
+		}
+		w := replay.Record{State: string(next), Status: signed.Octets, Expires: rec.Expires}
+		switch {
+		case next == Accepted:
+			w.Expires = time.Time{} // kept until resolved (HC-34)
+		case next == Rejected && v == verdictRejected:
+			// An offer that failed a check after 1-3 keeps its record
+			// until exp + skew only (HC-33), as it was remembered:
+			// retransmissions are answered with this "rejected" until
+			// then, and are stale after. The retention period of HC-34
+			// (a SHOULD) is for hops the delegate decided on; giving it
+			// to offers refused by a check would let one trusted
+			// delegator that floods such offers hold the store's room
+			// for the whole period.
+		default:
+			w.Expires = a.now().Add(a.retention)
+		}
+		held, swapped, err := a.swap(ctx, key, rec, token, w, attempt)
+		switch {
+		case errors.Is(err, replay.ErrNotFound):
+			// The record expired or was released since it was read:
+			// decide again as for a hop not remembered, which never
+			// takes it.
+			rec, remembered = replay.Record{}, false
+		case err != nil:
+			return Signed{}, takeErr(err)
+		case swapped:
+			return signed, nil
+		default:
+			rec = held // another call changed the hop: decide again
+		}
 	}
-	h := delegateHop{Remembered: remembered, State: State(rec.State), Sent: rec.Status != nil, Verdict: v}
-	next, records, err := delegateStep(h, send)
-	if err != nil {
-		return Signed{}, err
+}
+
+// maxSwaps bounds the compare-and-set attempts of one write to a hop's
+// record. Each failed attempt means another call moved the hop on, which
+// the lifecycle allows only a few times.
+const maxSwaps = 8
+
+// swap writes next over old, the hop's record as last read, with
+// Store.Swap; token, when set, must be the held record's.
+func (a *Agent) swap(ctx context.Context, key replay.Key, old replay.Record, token []byte, next replay.Record, attempt int) (replay.Record, bool, error) {
+	if attempt >= maxSwaps {
+		return replay.Record{}, false, fmt.Errorf("the record of hop %s of %q changed %d times while being written", key.Hop, key.Iss, attempt)
 	}
-	st := &Status{Hop: hop, Offer: target, Iss: a.cfg.ID, Aud: iss, Iat: TimeOf(a.now()),
-		State: state, Reason: opt.Reason, Detail: opt.Detail, Refs: opt.Refs}
-	signed, err := a.cfg.Signer.SignStatus(st)
-	if err != nil {
-		return Signed{}, err
-	}
-	if !records {
-		return signed, nil
-	}
-	rec.State, rec.Status = string(next), signed.Octets
-	rec.Expires = a.now().Add(a.retention)
-	if next == Accepted {
-		rec.Expires = time.Time{} // kept until resolved (HC-34)
-	}
-	if token != nil {
-		rec.Token = token
-	}
-	if err := a.cfg.Store.Update(ctx, key, rec); err != nil {
-		return Signed{}, takeErr(err)
-	}
-	return signed, nil
+	old.Token = token
+	return a.cfg.Store.Swap(ctx, key, old, next)
 }
 
 // Take records that the delegate has taken the work of an accepted offer
@@ -344,26 +384,26 @@ func (a *Agent) Take(ctx context.Context, in *Received) error {
 		return fmt.Errorf("%w: only an offer this agent received and accepted can be taken", ErrArgument)
 	}
 	o := in.offer
-	defer a.lockHop(o.Iss, o.Hop)()
-	key := replay.Key{Iss: string(o.Iss), Hop: string(o.Hop)}
-	rec, ok, err := a.cfg.Store.Get(ctx, key)
+	unlock, err := a.lockHop(ctx, o.Iss, o.Hop)
 	if err != nil {
-		return storeErr(err)
+		return err
 	}
-	switch {
-	case !ok:
-		return rule("", "the hop is no longer remembered")
-	case rec.State != "":
-		return rule("HC-23", "a hop is taken once; this one is already %s", rec.State)
+	defer unlock()
+	key := replay.Key{Iss: string(o.Iss), Hop: string(o.Hop)}
+	rec := in.rec // an accepted offer was remembered by this delivery
+	for attempt := 0; ; attempt++ {
+		if rec.State != "" {
+			return rule("HC-23", "a hop is taken once; this one is already %s", rec.State)
+		}
+		held, swapped, err := a.swap(ctx, key, rec, in.token, replay.Record{State: string(Accepted), Status: rec.Status}, attempt)
+		if err != nil {
+			return takeErr(err)
+		}
+		if swapped {
+			return nil
+		}
+		rec = held
 	}
-	rec.State, rec.Expires = string(Accepted), time.Time{}
-	if in.token != nil {
-		rec.Token = in.token
-	}
-	if err := a.cfg.Store.Update(ctx, key, rec); err != nil {
-		return takeErr(err)
-	}
-	return nil
 }
 
 // takeErr maps a store's refusal of a write that takes a hop: the record
@@ -921,7 +961,11 @@ func (a *Agent) cancelReceived(ctx context.Context, st *Status, res *StatusResul
 // cancelHop sets a received hop canceled unless it already has a terminal
 // state.
 func (a *Agent) cancelHop(ctx context.Context, st *Status, res *StatusResult) (bool, error) {
-	defer a.lockHop(st.Iss, st.Hop)()
+	unlock, err := a.lockHop(ctx, st.Iss, st.Hop)
+	if err != nil {
+		return true, err
+	}
+	defer unlock()
 	key := replay.Key{Iss: string(st.Iss), Hop: string(st.Hop)}
 	rec, ok, err := a.cfg.Store.Get(ctx, key)
 	if err != nil {
@@ -932,18 +976,29 @@ func (a *Agent) cancelHop(ctx context.Context, st *Status, res *StatusResult) (b
 	if !ok || !(Digest{Alg: SHA256Alg, Val: rec.Digest}).Equal(st.Offer) {
 		return false, nil
 	}
-	res.status, res.state = st, State(rec.State)
-	switch State(rec.State) {
-	case Rejected, Completed, Failed, Canceled:
-		// The first terminal state stands.
-	default:
-		rec.State, res.state, res.changed = string(Canceled), Canceled, true
-		rec.Expires = a.now().Add(a.retention)
-		if err := a.cfg.Store.Update(ctx, key, rec); err != nil {
-			return true, storeErr(err)
+	res.status = st
+	for attempt := 0; ; attempt++ {
+		res.state = State(rec.State)
+		switch State(rec.State) {
+		case Rejected, Completed, Failed, Canceled:
+			return true, nil // the first terminal state stands
 		}
+		if attempt >= maxSwaps {
+			return true, storeErr(fmt.Errorf("the record of hop %s of %q changed %d times while being written", key.Hop, key.Iss, attempt))
+		}
+		next := replay.Record{State: string(Canceled), Status: rec.Status, Expires: a.now().Add(a.retention)}
+		held, swapped, err := a.cfg.Store.Swap(ctx, key, rec, next)
+		switch {
+		case errors.Is(err, replay.ErrNotFound) || errors.Is(err, replay.ErrConflict):
+			return false, nil // released, or remembered again for another offer
+		case err != nil:
+			return true, storeErr(err)
+		case swapped:
+			res.state, res.changed = Canceled, true
+			return true, nil
+		}
+		rec = held
 	}
-	return true, nil
 }
 
 func storeErrOrNil(err error) error {

@@ -492,7 +492,7 @@ func BenchmarkReplayMemory(b *testing.B) {
 		// Records expire at once, so that a key comes round again as new
 		// and the store stays at its bound without growing.
 		t := time.Unix(1793000000, 0)
-		return replay.NewMemory(replay.MemoryOptions{MaxEntries: keys, Now: func() time.Time { return t }}), new(atomic.Int64)
+		return replay.NewMemory(replay.MemoryOptions{MaxEntries: keys, MaxPerIssuer: -1, Now: func() time.Time { return t }}), new(atomic.Int64)
 	}
 	rec := replay.Record{Digest: digest[:], Expires: time.Unix(1793000000, 0)}
 	b.Run("serial", func(b *testing.B) {

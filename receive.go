@@ -76,6 +76,10 @@ type Received struct {
 	// record; the writes that take the hop carry it, so that they apply
 	// only to that record (replay's contract on released records).
 	token []byte
+	// rec is the hop's record as the store returned it, when hasRec: the
+	// state from which Reply and Take swap, without reading it again.
+	rec    replay.Record
+	hasRec bool
 }
 
 // Accepted reports whether every check passed: the delegate may take the
@@ -281,32 +285,31 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 		return r.fail(CheckAudience, reject(ReasonWrongAudience, ErrRejected, "aud %q is not this agent %q", o.Aud, a.cfg.ID)), nil
 	}
 
-	// 3. Freshness, unless (iss, hop) is remembered.
+	// 3. Freshness, unless (iss, hop) is remembered, and 4. the (iss, hop)
+	// memory. A fresh offer is checked and recorded in one store call,
+	// which returns the record already held when the pair is remembered
+	// (HC-33, HC-35); only an offer that is not fresh costs a read, so
+	// that a remembered pair is still recognised (HC-38).
 	key := replay.Key{Iss: string(o.Iss), Hop: string(o.Hop)}
-	held, remembered, err := a.cfg.Store.Get(ctx, key)
-	if err != nil {
-		return nil, storeErr(err)
-	}
 	now := a.now()
-	if !remembered {
-		if rj := a.fresh(o, now); rj != nil {
-			return r.fail(CheckFreshness, rj), nil
+	var (
+		held       replay.Record
+		remembered bool
+	)
+	if c, rj := a.beforeMemory(o, now); rj != nil {
+		held, remembered, err = a.cfg.Store.Get(ctx, key)
+		if err != nil {
+			return nil, storeErr(err)
 		}
-		// HC-59: a receiver that lost its memory refuses offers issued
-		// before the loss until they can no longer be fresh.
-		if lost := a.cfg.MemoryLostAt; !lost.IsZero() && o.Iat.Std().Before(lost) &&
-			now.Before(lost.Add(a.maxLifetime+a.skew)) {
-			return r.fail(CheckMemory, reject(ReasonReplay, ErrRejected, "issued before this receiver lost its memory at %s", lost.UTC().Format(time.RFC3339))), nil
+		if !remembered {
+			return r.fail(c, rj), nil
 		}
-	}
-
-	// 4. (iss, hop) memory: remember, or find what was remembered.
-	if !remembered {
+	} else {
 		token, err := a.token()
 		if err != nil {
 			return nil, err
 		}
-		rec := replay.Record{Digest: r.digest.Val, Expires: storeTime(o.Exp.plus(seconds(a.skew))), Token: token, Created: now}
+		rec := replay.Record{Digest: r.digest.Val, Expires: a.storeExpiry(o), Token: token, Created: now}
 		var inserted bool
 		held, inserted, err = a.cfg.Store.Remember(ctx, key, rec)
 		if err != nil {
@@ -317,6 +320,7 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 			r.token = token
 		}
 	}
+	r.rec, r.hasRec = held, true
 	if remembered {
 		r.check = CheckMemory
 		r.first = Digest{Alg: SHA256Alg, Val: held.Digest}
@@ -361,6 +365,23 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 	return r, nil
 }
 
+// beforeMemory is what an offer whose (iss, hop) is not remembered must
+// pass before it is: freshness (check 3), and the rule of HC-59 for a
+// receiver that lost its memory (check 4). It returns the check failed
+// and its rejection, or nil.
+func (a *Agent) beforeMemory(o *Offer, now time.Time) (Check, *Rejection) {
+	if rj := a.fresh(o, now); rj != nil {
+		return CheckFreshness, rj
+	}
+	// HC-59: a receiver that lost its memory refuses offers issued before
+	// the loss until they can no longer be fresh.
+	if lost := a.cfg.MemoryLostAt; !lost.IsZero() && o.Iat.Std().Before(lost) &&
+		now.Before(lost.Add(a.maxLifetime+a.skew)) {
+		return CheckMemory, reject(ReasonReplay, ErrRejected, "issued before this receiver lost its memory at %s", lost.UTC().Format(time.RFC3339))
+	}
+	return CheckNone, nil
+}
+
 // fresh is "Freshness and Replay" for an offer whose (iss, hop) is not
 // remembered (HC-31, HC-32).
 func (a *Agent) fresh(o *Offer, now time.Time) *Rejection {
@@ -378,17 +399,14 @@ func (a *Agent) fresh(o *Offer, now time.Time) *Rejection {
 	return nil
 }
 
-// maxStoreTime bounds the times given to stores, which may keep them in
-// nanoseconds since 1970 (good until 2262).
-var maxStoreTime = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// storeTime is t as an expiry for a store: a Time past 2200 is kept until
-// 2200, which outlives every store.
-func storeTime(t Time) time.Time {
-	if s := t.Std(); s.Before(maxStoreTime) {
-		return s
-	}
-	return maxStoreTime
+// storeExpiry is exp + skew, the time until which the hop's record must be
+// kept at least (HC-33), as the stores take it. It is never shortened: a
+// store keeps it as it is, or refuses it with replay.ErrExpiry when it
+// cannot represent it (the offer is then refused). Only from 2^62 seconds
+// on, where Time.Std clamps and no clock reading can tell the difference,
+// is it the clamped time.
+func (a *Agent) storeExpiry(o *Offer) time.Time {
+	return o.Exp.plus(seconds(a.skew)).Std()
 }
 
 func notChecked(refs []ContextRef) []RefResult {

@@ -80,7 +80,7 @@ func (c *calls) Reset() {
 }
 
 // RecordingStore wraps a replay.Store and records every call of the
-// methods it knows (Remember, Get, Update, Close) with its result. It
+// methods it knows (Remember, Get, Update, Swap, Close) with its result. It
 // embeds the store it wraps, so that a method added to replay.Store later
 // reaches the wrapped store unrecorded.
 type RecordingStore struct {
@@ -110,6 +110,14 @@ func (s *RecordingStore) Update(ctx context.Context, k replay.Key, rec replay.Re
 	err := s.Store.Update(ctx, k, rec)
 	s.add(Call{Method: MethodUpdate, Key: k, Record: rec, Err: err})
 	return err
+}
+
+// Swap calls the wrapped store and records the call: Record is new, Held
+// the record returned and Inserted whether it swapped.
+func (s *RecordingStore) Swap(ctx context.Context, k replay.Key, old, new replay.Record) (replay.Record, bool, error) {
+	held, swapped, err := s.Store.Swap(ctx, k, old, new)
+	s.add(Call{Method: MethodSwap, Key: k, Record: new, Held: held, Inserted: swapped, Err: err})
+	return held, swapped, err
 }
 
 // Close calls the wrapped store and records the call.
@@ -354,6 +362,14 @@ func (s *FaultStore) Update(ctx context.Context, k replay.Key, rec replay.Record
 		return err
 	}
 	return s.Store.Update(ctx, k, rec)
+}
+
+// Swap injects the fault due, or calls the wrapped store.
+func (s *FaultStore) Swap(ctx context.Context, k replay.Key, old, new replay.Record) (replay.Record, bool, error) {
+	if err := s.inject(ctx, MethodSwap); err != nil {
+		return replay.Record{}, false, err
+	}
+	return s.Store.Swap(ctx, k, old, new)
 }
 
 // Close closes the wrapped store; it fails only when the store has gone

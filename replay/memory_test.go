@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,8 +25,14 @@ func TestMemory(t *testing.T) {
 func TestMemoryBounded(t *testing.T) {
 	const max = 200
 	storetest.Run(t, func(t *testing.T, now func() time.Time) replay.Store {
-		return replay.NewMemory(replay.MemoryOptions{MaxEntries: max, Now: now})
+		return replay.NewMemory(replay.MemoryOptions{MaxEntries: max, MaxPerIssuer: -1, Now: now})
 	}, storetest.Options{MaxEntries: max})
+}
+
+func TestMemoryIssuerShare(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, now func() time.Time) replay.Store {
+		return replay.NewMemory(replay.MemoryOptions{MaxEntries: 1000, MaxPerIssuer: 40, Now: now})
+	}, storetest.Options{MaxPerIssuer: 40})
 }
 
 func TestMemoryRealTime(t *testing.T) {
@@ -35,7 +42,7 @@ func TestMemoryRealTime(t *testing.T) {
 	// The real-time mode of the suite, exercised against a store known to
 	// be correct, so that its margins are checked here too.
 	storetest.Run(t, func(t *testing.T, now func() time.Time) replay.Store {
-		return replay.NewMemory(replay.MemoryOptions{MaxEntries: 64})
+		return replay.NewMemory(replay.MemoryOptions{MaxEntries: 64, MaxPerIssuer: -1})
 	}, storetest.Options{RealTime: true, MaxEntries: 64})
 }
 
@@ -60,7 +67,7 @@ func TestMemoryFullSweep(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Unix(1e9, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	s := replay.NewMemory(replay.MemoryOptions{MaxEntries: 3, Now: clock})
+	s := replay.NewMemory(replay.MemoryOptions{MaxEntries: 3, MaxPerIssuer: -1, Now: clock})
 	ctx := context.Background()
 	rec := func(i int, exp time.Time) replay.Record {
 		d := sha256.Sum256(fmt.Appendf(nil, "offer %d", i))
@@ -109,7 +116,7 @@ func TestMemoryFullSweep(t *testing.T) {
 func TestMemoryConcurrentFull(t *testing.T) {
 	// Many writers racing for the last slots never exceed the bound.
 	const max = 100
-	s := replay.NewMemory(replay.MemoryOptions{MaxEntries: max})
+	s := replay.NewMemory(replay.MemoryOptions{MaxEntries: max, MaxPerIssuer: -1})
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -211,4 +218,48 @@ func BenchmarkMemoryRemember(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// TestMemoryBeyondSlot: what does not fit a record's slot (a hop of more
+// than 29 octets, a state the draft does not name, a status, times outside
+// 1678 to 2262) is kept exactly, and expires exactly, as well.
+func TestMemoryBeyondSlot(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2999, 1, 1, 0, 0, 0, 5, time.UTC)
+	clock := func() time.Time { return now }
+	s := replay.NewMemory(replay.MemoryOptions{Now: clock})
+	d := sha256.Sum256([]byte("offer"))
+	k := replay.Key{Iss: "iss", Hop: strings.Repeat("h", 100)}
+	rec := replay.Record{Digest: d[:], Token: d[:16], Created: time.Date(1500, 1, 1, 0, 0, 0, 7, time.UTC),
+		Expires: time.Date(3000, 1, 1, 0, 0, 0, 9, time.UTC)}
+	_, ok, err := s.Remember(ctx, k, rec)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got, ok, err := s.Get(ctx, k)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.True(t, rec.Equal(got), "got %+v", got)
+
+	next := replay.Record{State: "a state of its own", Status: []byte{0, 1, 2}, Expires: time.Date(3000, 1, 1, 0, 0, 0, 10, time.UTC)}
+	held, swapped, err := s.Swap(ctx, k, rec, next)
+	require.NoError(t, err)
+	require.True(t, swapped)
+	want := rec
+	want.State, want.Status, want.Expires = next.State, next.Status, next.Expires
+	assert.True(t, want.Equal(held), "held %+v", held)
+	u, err := s.Untaken(ctx, now)
+	require.NoError(t, err)
+	assert.Empty(t, u)
+
+	now = next.Expires.Add(-1)
+	_, ok, err = s.Get(ctx, k)
+	require.NoError(t, err)
+	assert.True(t, ok, "kept until its expiry past 2262")
+	now = next.Expires
+	_, ok, err = s.Get(ctx, k)
+	require.NoError(t, err)
+	assert.False(t, ok, "gone at its expiry")
+	_, ok, err = s.Remember(ctx, k, rec)
+	require.NoError(t, err)
+	assert.True(t, ok, "the slot and what was beside it are free again")
 }

@@ -22,7 +22,8 @@ type MemoryOffers struct {
 var _ OfferStore = (*MemoryOffers)(nil)
 
 // NewMemoryOffers returns an empty MemoryOffers that reads the time from
-// now, or from time.Now when now is nil.
+// now, or from time.Now when now is nil. The store calls now holding none
+// of its locks, so the clock may call back into it.
 func NewMemoryOffers(now func() time.Time) *MemoryOffers {
 	if now == nil {
 		now = time.Now
@@ -30,14 +31,15 @@ func NewMemoryOffers(now func() time.Time) *MemoryOffers {
 	return &MemoryOffers{now: now, recs: map[string]OfferRecord{}, work: map[string]string{}}
 }
 
-// live returns the live record held for hop, dropping an expired one.
-// s.mu is held.
-func (s *MemoryOffers) live(hop string) (OfferRecord, bool) {
+// live returns the live record held for hop at time now, dropping an
+// expired one. s.mu is held; now was read before it was taken, since the
+// clock may call back into the store (or the Agent that owns it).
+func (s *MemoryOffers) live(hop string, now time.Time) (OfferRecord, bool) {
 	r, ok := s.recs[hop]
 	if !ok {
 		return OfferRecord{}, false
 	}
-	if !r.Live(s.now()) {
+	if !r.Live(now) {
 		s.drop(r)
 		return OfferRecord{}, false
 	}
@@ -61,9 +63,10 @@ func (s *MemoryOffers) Create(ctx context.Context, rec OfferRecord) (OfferRecord
 		return OfferRecord{}, err
 	}
 	rec = rec.Clone()
+	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if held, ok := s.live(rec.Hop); ok {
+	if held, ok := s.live(rec.Hop, now); ok {
 		if rec.Version = held.Version; held.Equal(rec) {
 			return held.Clone(), nil // the same Create again
 		}
@@ -89,9 +92,10 @@ func (s *MemoryOffers) Get(ctx context.Context, hop string) (OfferRecord, bool, 
 	if hop == "" {
 		return OfferRecord{}, false, ErrInvalid
 	}
+	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.live(hop)
+	r, ok := s.live(hop, now)
 	if !ok {
 		return OfferRecord{}, false, nil
 	}
@@ -107,9 +111,10 @@ func (s *MemoryOffers) Swap(ctx context.Context, old, new OfferRecord) (OfferRec
 		return OfferRecord{}, err
 	}
 	new = new.Clone()
+	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	held, ok := s.live(old.Hop)
+	held, ok := s.live(old.Hop, now)
 	if !ok {
 		return OfferRecord{}, ErrNotFound
 	}
@@ -133,9 +138,10 @@ func (s *MemoryOffers) Delete(ctx context.Context, hop string, version uint64) e
 	if hop == "" {
 		return ErrInvalid
 	}
+	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	held, ok := s.live(hop)
+	held, ok := s.live(hop, now)
 	if !ok {
 		return ErrNotFound
 	}
@@ -151,9 +157,9 @@ func (s *MemoryOffers) List(ctx context.Context, q OfferQuery) ([]OfferRecord, e
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
 	var out []OfferRecord
 	for _, r := range s.recs {
 		if !r.Live(now) {

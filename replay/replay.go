@@ -35,6 +35,24 @@
 //     (ErrConflict otherwise), so that a call whose record was released and
 //     remembered again by another delivery cannot take the hop too; one
 //     without a Token compares the Digest only.
+//   - Swap is Update as one atomic compare-and-set on the held State and
+//     Status, with the same identity checks. It returns the record held
+//     after the call, so that a caller whose expected state is stale
+//     decides again without another read, and it is idempotent per call:
+//     a retry that finds the State, Status and Expires it writes reports
+//     swapped. The Agent writes a hop's state with Swap only (one round
+//     trip per Reply or Take); Update stays for callers that set a state
+//     unconditionally.
+//   - Remember and Get are the Agent's only reads: a fresh offer costs one
+//     Remember, which returns the record already held; Get is called only
+//     for an offer that is no longer fresh, to recognise a remembered pair
+//     (HC-38). A store that answers Remember in one round trip answers a
+//     fresh receive in one.
+//   - Records, keys and Expires are kept as given: an Expires the store
+//     cannot represent is refused with ErrExpiry, never shortened.
+//   - A store may bound the records held for one issuer (Key.Iss), so
+//     that one delegator cannot crowd out the others; beyond that share
+//     Remember returns ErrIssuerFull, which wraps ErrFull.
 //   - A store never evicts an unexpired record to make room. A store that is
 //     full returns ErrFull from Remember; the caller must refuse the offer.
 //   - A store that cannot answer returns an error (wrapping ErrUnavailable
@@ -59,8 +77,8 @@
 // Release cannot lead to a second acceptance, because of the rule the
 // library keeps on the delegate's side: work on a hop starts only after
 // its State has been set, by Take or by Reply("accepted"), in this store,
-// with an Update that carries the Token of the Remember that inserted the
-// record. A record whose State is empty has therefore never been worked
+// with a Swap (or an Update) that carries the Token of the Remember that
+// inserted the record. A record whose State is empty has therefore never been worked
 // on, and no status has been sent for it. Release and the write that sets
 // State are each atomic on the record and Release requires State to be
 // empty, so they are ordered: either the State write comes first, Release
@@ -191,6 +209,20 @@ type Store interface {
 	// live record is held and ErrConflict when the digest or token differs.
 	Update(ctx context.Context, k Key, rec Record) error
 
+	// Swap is Update as a compare-and-set, in one step: it replaces the
+	// State, Status and Expires of the live record held for k with those
+	// of new, provided the held record's State and Status equal old's. Its
+	// Digest must equal old.Digest and, when old.Token is not empty, its
+	// Token old.Token, else Swap returns ErrConflict (ErrNotFound when no
+	// live record is held); new's Digest, Token and Created are not used.
+	// It returns the record held after the call and whether that record
+	// carries new's State, Status and Expires: swapped is true when this
+	// call wrote them or an earlier attempt of it did (a client library's
+	// retry after a lost reply), false when the held State or Status
+	// differ from old's, and then held is the record as it is, so that the
+	// caller can decide again without another read.
+	Swap(ctx context.Context, k Key, old, new Record) (held Record, swapped bool, err error)
+
 	// Untaken returns the live records whose State is empty and whose
 	// Created is before the given time (or zero), oldest first. A store may
 	// return them in several calls' worth of work; it reads them all.
@@ -213,12 +245,21 @@ var (
 	// ErrFull is returned by Remember when the store holds as many live
 	// records as it may and cannot take another without evicting one.
 	ErrFull = errors.New("replay: store full")
-	// ErrNotFound is returned by Update and Release when no live record is
-	// held, and by OfferStore methods when no record is held for the hop.
+	// ErrIssuerFull is returned by Remember when the records held for the
+	// key's issuer use its share of the store, so that one delegator
+	// cannot crowd out the others. It wraps ErrFull.
+	ErrIssuerFull = fmt.Errorf("%w: the issuer's share is used", ErrFull)
+	// ErrExpiry is returned by Remember, Update and Swap for an Expires the
+	// store cannot represent. The store refuses the record rather than
+	// forget it early; the caller must refuse the offer.
+	ErrExpiry = errors.New("replay: expiry beyond what the store can keep")
+	// ErrNotFound is returned by Update, Swap and Release when no live
+	// record is held, and by OfferStore methods when no record is held for
+	// the hop.
 	ErrNotFound = errors.New("replay: no record for hop")
-	// ErrConflict is returned by Update and Release when the held digest
-	// differs, and by OfferStore.Swap and Delete when the held Version
-	// differs.
+	// ErrConflict is returned by Update, Swap and Release when the held
+	// digest (or token) differs, and by OfferStore.Swap and Delete when the
+	// held Version differs.
 	ErrConflict = errors.New("replay: held record differs (digest or version)")
 	// ErrUnavailable marks a store that cannot answer now.
 	ErrUnavailable = errors.New("replay: store unavailable")

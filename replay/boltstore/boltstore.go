@@ -2,8 +2,11 @@
 // receiver or delegate that runs as a single process and must keep what it
 // answered across a restart (HC-34 of the draft).
 //
-// Every Remember and Update is one bbolt write transaction, synced to disk
-// before the call returns: a hop acknowledged by the store is on disk. A
+// Every Remember, Update, Swap and Release is written in a bbolt write
+// transaction, synced to disk before the call returns: a hop acknowledged
+// by the store is on disk. Concurrent writers share one transaction and
+// one sync (bbolt's Batch, waiting at most Options.MaxBatchDelay for
+// others to join), so that many receivers do not pay one sync each. A
 // background goroutine deletes expired records in small transactions;
 // until it does, they are absent to every method all the same.
 //
@@ -18,6 +21,23 @@
 //	records  key: uvarint(len(iss)) || iss || hop   value: the record encoding below
 //	expiry   key: be64(sec ^ 1<<63) || be32(nsec) || record key   value: empty
 //	meta     "version" -> 0x01, "count" -> be64(number of records)
+//	issuers  key: iss   value: be64(number of records of iss)
+//
+// The issuers bucket, added after the first release, is built from the
+// records when a file without it is opened.
+//
+// # Cap
+//
+// The file holds at most Options.MaxEntries records (DefaultMaxEntries,
+// 1<<22, by default), and at most Options.MaxPerIssuer of them for one
+// issuer (1/8 of MaxEntries by default), so that one delegator, however
+// trusted, cannot fill the store and make it refuse the others' fresh
+// offers. Remember returns replay.ErrFull beyond the first and
+// replay.ErrIssuerFull beyond the second. In bytes: about 290 per record
+// without a status in a file written in key order (BenchmarkReceiveStoreSize
+// reports it), up to about twice that for records written in random order,
+// which fill bbolt's pages by half; so about 1.2 to 2.4 GiB at the default
+// cap, plus each status's octets.
 //
 // A record value is the encoding of replay/internal/codec: the octet 0x02
 // (version); the 32-octet digest; an octet of identity flags (0x01: has a
@@ -37,6 +57,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -49,6 +70,10 @@ import (
 // DefaultMaxEntries is the number of records a store holds when
 // Options.MaxEntries is zero.
 const DefaultMaxEntries = 1 << 22
+
+// DefaultMaxBatchDelay is the longest a write waits for others to share
+// its transaction when Options.MaxBatchDelay is zero.
+const DefaultMaxBatchDelay = time.Millisecond
 
 // DefaultReclaimEvery is the interval of the background reclaimer when
 // Options.ReclaimEvery is zero.
@@ -72,6 +97,7 @@ var (
 	bucketRecords = []byte("records")
 	bucketExpiry  = []byte("expiry")
 	bucketMeta    = []byte("meta")
+	bucketIssuers = []byte("issuers")
 	metaVersion   = []byte("version")
 	metaCount     = []byte("count")
 )
@@ -81,8 +107,16 @@ type Options struct {
 	// MaxEntries bounds the number of records in the file, live or
 	// expired and not yet reclaimed. Zero or less means DefaultMaxEntries.
 	MaxEntries int
+	// MaxPerIssuer bounds the records held for one issuer (Key.Iss). Zero
+	// means MaxEntries/replay.DefaultIssuerShare (at least 1); a negative
+	// value lets one issuer take every record.
+	MaxPerIssuer int
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
+	// MaxBatchDelay is the longest a write waits for concurrent writes to
+	// share its transaction and its sync. Zero means DefaultMaxBatchDelay;
+	// a negative value writes each alone.
+	MaxBatchDelay time.Duration
 	// ReclaimEvery is the interval at which expired records are deleted in
 	// the background. Zero means DefaultReclaimEvery; a negative value
 	// turns the background reclaimer off (expired records are then only
@@ -93,10 +127,11 @@ type Options struct {
 // Store is a replay.Store kept in a bbolt file. It is safe for concurrent
 // use.
 type Store struct {
-	db   *bolt.DB
-	path string
-	max  uint64
-	now  func() time.Time
+	db        *bolt.DB
+	path      string
+	max       uint64
+	maxIssuer uint64
+	now       func() time.Time
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -124,10 +159,26 @@ func Open(path string, opts Options) (*Store, error) {
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
 	}
+	switch {
+	case opts.MaxBatchDelay < 0:
+		db.MaxBatchSize = 1 // each write alone (bbolt runs a batch of one at once)
+	case opts.MaxBatchDelay == 0:
+		db.MaxBatchDelay = DefaultMaxBatchDelay
+	default:
+		db.MaxBatchDelay = opts.MaxBatchDelay
+	}
 	if opts.MaxEntries > 0 {
 		s.max = uint64(opts.MaxEntries)
 	} else {
 		s.max = DefaultMaxEntries
+	}
+	switch {
+	case opts.MaxPerIssuer < 0:
+		s.maxIssuer = math.MaxUint64
+	case opts.MaxPerIssuer == 0:
+		s.maxIssuer = max(s.max/replay.DefaultIssuerShare, 1)
+	default:
+		s.maxIssuer = uint64(opts.MaxPerIssuer)
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -167,11 +218,64 @@ func initFile(tx *bolt.Tx) error {
 	if len(meta.Get(metaCount)) != 8 {
 		return errors.New("malformed record count")
 	}
-	if _, err := tx.CreateBucketIfNotExists(bucketRecords); err != nil {
+	recs, err := tx.CreateBucketIfNotExists(bucketRecords)
+	if err != nil {
 		return err
 	}
-	_, err := tx.CreateBucketIfNotExists(bucketExpiry)
-	return err
+	if _, err := tx.CreateBucketIfNotExists(bucketExpiry); err != nil {
+		return err
+	}
+	if tx.Bucket(bucketIssuers) != nil {
+		return nil
+	}
+	// A file of an earlier release: count each issuer's records.
+	iss, err := tx.CreateBucket(bucketIssuers)
+	if err != nil {
+		return err
+	}
+	return recs.ForEach(func(rk, _ []byte) error {
+		return addIssuer(iss, rk, 1)
+	})
+}
+
+// issuerOf returns the issuer part of a record key.
+func issuerOf(rk []byte) ([]byte, bool) {
+	n, w := binary.Uvarint(rk)
+	if w <= 0 || n > uint64(len(rk)-w) {
+		return nil, false
+	}
+	return rk[w : w+int(n)], true
+}
+
+func issuerCount(iss *bolt.Bucket, rk []byte) uint64 {
+	name, ok := issuerOf(rk)
+	if !ok {
+		return 0
+	}
+	if v := iss.Get(name); len(v) == 8 {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}
+
+// addIssuer adds delta (1 or -1) to the count of the issuer of rk, and
+// drops an issuer whose count reaches zero.
+func addIssuer(iss *bolt.Bucket, rk []byte, delta int) error {
+	name, ok := issuerOf(rk)
+	if !ok {
+		return fmt.Errorf("malformed record key %x", rk)
+	}
+	n := issuerCount(iss, rk)
+	switch {
+	case delta > 0:
+		n++
+	case n > 0:
+		n--
+	}
+	if n == 0 {
+		return iss.Delete(name)
+	}
+	return iss.Put(name, binary.BigEndian.AppendUint64(nil, n))
 }
 
 // Path returns the path of the store's file.
@@ -201,7 +305,7 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 	var (
 		held     replay.Record
 		inserted bool
-		full     bool
+		full     error
 	)
 	err := s.db.View(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketRecords).Get(rk)
@@ -224,8 +328,8 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 		return held, inserted, nil
 	}
 	val := codec.Encode(rec)
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		held, inserted, full = replay.Record{}, false, false
+	err = s.batch(func(tx *bolt.Tx) error {
+		held, inserted, full = replay.Record{}, false, nil
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -253,18 +357,27 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 			if err != nil {
 				return err
 			}
-			if n >= s.max {
-				freed, _, err := reclaim(tx, now, reclaimOnFull)
-				if err != nil {
+			iss := tx.Bucket(bucketIssuers)
+			if n >= s.max || issuerCount(iss, rk) >= s.maxIssuer {
+				if _, _, err := reclaim(tx, now, reclaimOnFull); err != nil {
 					return err
 				}
-				n -= freed
+				if n, err = getCount(meta); err != nil {
+					return err
+				}
 			}
 			if n >= s.max {
-				full = true
+				full = replay.ErrFull
+				return nil
+			}
+			if issuerCount(iss, rk) >= s.maxIssuer {
+				full = replay.ErrIssuerFull
 				return nil
 			}
 			if err := putCount(meta, n+1); err != nil {
+				return err
+			}
+			if err := addIssuer(iss, rk, 1); err != nil {
 				return err
 			}
 		}
@@ -282,8 +395,8 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 	switch {
 	case err != nil:
 		return replay.Record{}, false, s.wrap(ctx, err)
-	case full:
-		return replay.Record{}, false, replay.ErrFull
+	case full != nil:
+		return replay.Record{}, false, full
 	case held.Digest != nil:
 		return held, inserted, nil
 	}
@@ -332,7 +445,7 @@ func (s *Store) Update(ctx context.Context, k replay.Key, rec replay.Record) err
 		return err
 	}
 	rk := recordKey(k)
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.batch(func(tx *bolt.Tx) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -374,6 +487,70 @@ func (s *Store) Update(ctx context.Context, k replay.Key, rec replay.Record) err
 		return err
 	}
 	return s.wrap(ctx, err)
+}
+
+// Swap implements replay.Store in one write transaction.
+func (s *Store) Swap(ctx context.Context, k replay.Key, old, new replay.Record) (replay.Record, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return replay.Record{}, false, err
+	}
+	if err := codec.Check(k, &old); err != nil {
+		return replay.Record{}, false, err
+	}
+	rk := recordKey(k)
+	var (
+		held    replay.Record
+		swapped bool
+	)
+	err := s.batch(func(tx *bolt.Tx) error {
+		held, swapped = replay.Record{}, false
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		recs, idx, _ := buckets(tx)
+		v := recs.Get(rk)
+		if v == nil {
+			return replay.ErrNotFound
+		}
+		cur, err := codec.Decode(v)
+		if err != nil {
+			return fmt.Errorf("record for %q: %w", k, err)
+		}
+		switch {
+		case !cur.Live(s.now()):
+			return replay.ErrNotFound
+		case !bytes.Equal(cur.Digest, old.Digest) || (len(old.Token) > 0 && !bytes.Equal(cur.Token, old.Token)):
+			return replay.ErrConflict
+		case cur.State == new.State && bytes.Equal(cur.Status, new.Status) && cur.Expires.Equal(new.Expires):
+			held, swapped = cur, true // written already
+			return nil
+		case cur.State != old.State || !bytes.Equal(cur.Status, old.Status):
+			held = cur
+			return nil
+		}
+		if !cur.Expires.Equal(new.Expires) {
+			if !cur.Expires.IsZero() {
+				if err := idx.Delete(indexKey(cur.Expires, rk)); err != nil {
+					return err
+				}
+			}
+			if !new.Expires.IsZero() {
+				if err := idx.Put(indexKey(new.Expires, rk), nil); err != nil {
+					return err
+				}
+			}
+		}
+		cur.Expires, cur.State, cur.Status = new.Expires.Round(0), new.State, bytes.Clone(new.Status)
+		held, swapped = cur, true
+		return recs.Put(rk, codec.Encode(cur))
+	})
+	switch {
+	case err == nil:
+		return held, swapped, nil
+	case errors.Is(err, replay.ErrNotFound), errors.Is(err, replay.ErrConflict):
+		return replay.Record{}, false, err
+	}
+	return replay.Record{}, false, s.wrap(ctx, err)
 }
 
 // Untaken implements replay.Store. It reads every record in one read
@@ -428,7 +605,7 @@ func (s *Store) Release(ctx context.Context, k replay.Key, digest []byte) error 
 		return err
 	}
 	rk := recordKey(k)
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.batch(func(tx *bolt.Tx) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -460,6 +637,9 @@ func (s *Store) Release(ctx context.Context, k replay.Key, digest []byte) error 
 		if err != nil {
 			return err
 		}
+		if err := addIssuer(tx.Bucket(bucketIssuers), rk, -1); err != nil {
+			return err
+		}
 		return putCount(meta, max(n, 1)-1)
 	})
 	switch {
@@ -469,6 +649,30 @@ func (s *Store) Release(ctx context.Context, k replay.Key, digest []byte) error 
 		return err
 	}
 	return s.wrap(ctx, err)
+}
+
+// batch runs fn in a write transaction that concurrent callers share
+// (bbolt's Batch): one commit, synced to disk, for all of them, before any
+// of them returns, so that every write is durable before it is
+// acknowledged. fn may run more than once and sets its results afresh each
+// time. A refusal fn returns (replay.ErrNotFound, ErrConflict, ErrTaken),
+// before writing anything, is returned to its caller alone, without
+// undoing the other callers' writes.
+func (s *Store) batch(fn func(tx *bolt.Tx) error) error {
+	var refusal error
+	err := s.db.Batch(func(tx *bolt.Tx) error {
+		refusal = nil
+		err := fn(tx)
+		if errors.Is(err, replay.ErrNotFound) || errors.Is(err, replay.ErrConflict) || errors.Is(err, replay.ErrTaken) {
+			refusal = err
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return refusal
 }
 
 // wrap annotates an error from a transaction. Context errors pass as they
@@ -570,6 +774,9 @@ func reclaim(tx *bolt.Tx, now time.Time, limit int) (freed uint64, more bool, er
 				// entry.
 				if err == nil && old.Expires.Equal(exp) && !old.Live(now) {
 					if err := recs.Delete(rk); err != nil {
+						return freed, false, err
+					}
+					if err := addIssuer(tx.Bucket(bucketIssuers), rk, -1); err != nil {
 						return freed, false, err
 					}
 					freed++

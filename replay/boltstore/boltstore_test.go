@@ -44,8 +44,14 @@ func TestStoreBoundedWithReclaimer(t *testing.T) {
 	// A reclaimer that runs all the time, racing with every operation.
 	const max = 64
 	storetest.Run(t, func(t *testing.T, now func() time.Time) replay.Store {
-		return openTemp(t, Options{Now: now, MaxEntries: max, ReclaimEvery: time.Millisecond})
+		return openTemp(t, Options{Now: now, MaxEntries: max, MaxPerIssuer: -1, ReclaimEvery: time.Millisecond})
 	}, storetest.Options{MaxEntries: max})
+}
+
+func TestStoreIssuerShare(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, now func() time.Time) replay.Store {
+		return openTemp(t, Options{Now: now, MaxEntries: 1000, MaxPerIssuer: 40, ReclaimEvery: -1})
+	}, storetest.Options{MaxPerIssuer: 40, Reopen: reopen})
 }
 
 func digest(s string) []byte {
@@ -434,4 +440,32 @@ func TestOfferStoreClosed(t *testing.T) {
 	assert.ErrorIs(t, err, replay.ErrUnavailable)
 	_, _, err = s.Get(context.Background(), "h")
 	assert.ErrorIs(t, err, replay.ErrUnavailable)
+}
+
+// TestIssuerCountsOfAnEarlierFile: a file written before the per-issuer
+// counts existed has them built when opened, so that its records count
+// against their issuers' shares.
+func TestIssuerCountsOfAnEarlierFile(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t, Options{ReclaimEvery: -1})
+	path := s.Path()
+	for i := range 3 {
+		_, ok, err := s.Remember(ctx, replay.Key{Iss: "x", Hop: fmt.Sprint(i)}, replay.Record{Digest: digest(fmt.Sprint(i))})
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	require.NoError(t, s.Close())
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketIssuers) }))
+	require.NoError(t, db.Close())
+
+	s, err = Open(path, Options{MaxPerIssuer: 3, ReclaimEvery: -1})
+	require.NoError(t, err)
+	defer s.Close()
+	_, _, err = s.Remember(ctx, replay.Key{Iss: "x", Hop: "3"}, replay.Record{Digest: digest("3")})
+	require.ErrorIs(t, err, replay.ErrIssuerFull)
+	_, ok, err := s.Remember(ctx, replay.Key{Iss: "y", Hop: "3"}, replay.Record{Digest: digest("3")})
+	require.NoError(t, err)
+	assert.True(t, ok)
 }

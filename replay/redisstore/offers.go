@@ -161,9 +161,13 @@ func (s *OfferStore) Create(ctx context.Context, rec replay.OfferRecord) (replay
 		return replay.OfferRecord{}, err
 	}
 	rec = rec.Clone()
+	px, err := expiryArg(rec.Expires)
+	if err != nil {
+		return replay.OfferRecord{}, err
+	}
 	res, err := createScript.Run(ctx, s.client,
 		[]string{s.recKey(rec.Hop), s.workKey(rec.Work), s.allKey(), s.seqKey()},
-		value(rec), rec.Hop, rec.Work, flag(rec.Open), pxat(rec.Expires)).Slice()
+		value(rec), rec.Hop, rec.Work, flag(rec.Open), px).Slice()
 	if err != nil {
 		return replay.OfferRecord{}, s.fail(ctx, err)
 	}
@@ -236,11 +240,15 @@ func (s *OfferStore) Swap(ctx context.Context, old, new replay.OfferRecord) (rep
 		return replay.OfferRecord{}, err
 	}
 	new = new.Clone()
+	px, err := expiryArg(new.Expires)
+	if err != nil {
+		return replay.OfferRecord{}, err
+	}
 	// Work never changes, and a Version is never given twice: when the
 	// held Version is old's, the held Work is old's.
 	res, err := swapScript.Run(ctx, s.client,
 		[]string{s.recKey(old.Hop), s.workKey(old.Work), s.seqKey()},
-		strconv.FormatUint(old.Version, 10), value(new), flag(new.Open), pxat(new.Expires), old.Hop).Slice()
+		strconv.FormatUint(old.Version, 10), value(new), flag(new.Open), px, old.Hop).Slice()
 	if err != nil {
 		return replay.OfferRecord{}, s.fail(ctx, err)
 	}

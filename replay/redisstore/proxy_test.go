@@ -127,9 +127,9 @@ func (p *dropProxy) accept() {
 	}
 }
 
-// TestRememberReplyLost: Redis applies the check-and-record script but its
-// reply is lost; go-redis, with its default options (3 retries), runs the
-// script again, which finds the record the first attempt wrote. Remember
+// TestRememberReplyLost: Redis applies the check-and-record (SET NX GET)
+// but its reply is lost; go-redis, with its default options (3 retries),
+// sends the command again, which finds the record the first attempt wrote. Remember
 // must still report its own insert: a receiver that saw "not inserted"
 // would answer "retransmission" for an offer no replica accepted, and the
 // hop would be stranded (HC-33, HC-35).
@@ -140,9 +140,6 @@ func TestRememberReplyLost(t *testing.T) {
 		addr = defaultAddr
 	}
 	ctx := context.Background()
-	// The script is loaded first, so that the first EVALSHA is applied by
-	// the server (and not answered NOSCRIPT).
-	require.NoError(t, rememberScript.Load(ctx, direct).Err())
 	prefix := testPrefix(t, direct)
 
 	for _, tc := range []struct {
@@ -156,17 +153,18 @@ func TestRememberReplyLost(t *testing.T) {
 		{"without a token", nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			proxy := newDropProxy(t, addr, []byte(rememberScript.Hash()))
+			k := replay.Key{Iss: "https://delegator.example", Hop: "hop " + tc.name}
+			// The hop's key is in the command and in its retry.
+			proxy := newDropProxy(t, addr, []byte(New(nil, Options{Prefix: prefix}).key(k)))
 			c := redis.NewClient(&redis.Options{Addr: proxy.addr()}) // default retries
 			defer c.Close()
 			s := New(c, Options{Prefix: prefix})
-			k := replay.Key{Iss: "https://delegator.example", Hop: "hop " + tc.name}
 			rec := replay.Record{Digest: digest("offer"), Token: tc.token, Created: time.Now(), Expires: time.Now().Add(time.Hour)}
 
 			held, inserted, err := s.Remember(ctx, k, rec)
 			require.NoError(t, err, "the client retries after the lost reply")
 			assert.Equal(t, int32(1), proxy.dropped.Load(), "one reply was dropped")
-			assert.Equal(t, int32(2), proxy.seen.Load(), "the script ran twice: the call and the client's retry")
+			assert.Equal(t, int32(2), proxy.seen.Load(), "the command ran twice: the call and the client's retry")
 			assert.Equal(t, tc.wantInserted, inserted)
 			assert.True(t, rec.Equal(held), "held %+v, want %+v", held, rec)
 
@@ -175,6 +173,57 @@ func TestRememberReplyLost(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, ok)
 			assert.Equal(t, tc.token, got.Token)
+		})
+	}
+}
+
+// TestSwapReplyLost: Redis applies the Swap script but its reply is lost;
+// go-redis runs it again, which finds the state the first attempt wrote.
+// Swap must still report its write: a delegate told "not swapped" would
+// decide again from a record that is its own answer. Both scripts: the one
+// for a caller that knows the held record whole, and the one for a caller
+// that names its digest only.
+func TestSwapReplyLost(t *testing.T) {
+	direct := testClient(t)
+	addr := os.Getenv("HANDOFF_REDIS_ADDR")
+	if addr == "" {
+		addr = defaultAddr
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		script *redis.Script
+		old    func(replay.Record) replay.Record
+	}{
+		{"known record", knownSwapScript, func(r replay.Record) replay.Record { return r }},
+		{"digest only", hopSwapScript, func(r replay.Record) replay.Record { return replay.Record{Digest: r.Digest} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, tc.script.Load(ctx, direct).Err())
+			prefix := testPrefix(t, direct)
+			k := replay.Key{Iss: "https://delegator.example", Hop: "swapped"}
+			rec := replay.Record{Digest: digest("offer"), Token: bytes.Repeat([]byte{0x5a}, replay.TokenSize),
+				Created: time.Now(), Expires: time.Now().Add(time.Hour)}
+			_, inserted, err := New(direct, Options{Prefix: prefix}).Remember(ctx, k, rec)
+			require.NoError(t, err)
+			require.True(t, inserted)
+
+			proxy := newDropProxy(t, addr, []byte(tc.script.Hash()))
+			c := redis.NewClient(&redis.Options{Addr: proxy.addr()}) // default retries
+			defer c.Close()
+			s := New(c, Options{Prefix: prefix})
+			want := rec
+			want.State, want.Status, want.Expires = "accepted", []byte("signed accepted"), time.Time{}
+			held, swapped, err := s.Swap(ctx, k, tc.old(rec), replay.Record{State: want.State, Status: want.Status})
+			require.NoError(t, err, "the client retries after the lost reply")
+			assert.Equal(t, int32(1), proxy.dropped.Load(), "one reply was dropped")
+			assert.Equal(t, int32(2), proxy.seen.Load(), "the script ran twice")
+			assert.True(t, swapped, "a retried Swap reports its own write")
+			assert.True(t, want.Equal(held), "held %+v, want %+v", held, want)
+			got, ok, err := New(direct, Options{Prefix: prefix}).Get(ctx, k)
+			require.NoError(t, err)
+			require.True(t, ok)
+			assert.True(t, want.Equal(got), "held %+v, want %+v", got, want)
 		})
 	}
 }

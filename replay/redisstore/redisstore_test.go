@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -114,6 +115,54 @@ func TestStore(t *testing.T) {
 	})
 }
 
+// TestStoreIssuerShare runs the suite against a store that keeps a
+// per-issuer share: among others, its IssuerShare subtest floods one
+// issuer and checks that another's fresh record is still taken.
+func TestStoreIssuerShare(t *testing.T) {
+	c := testClient(t)
+	storetest.Run(t, func(t *testing.T, now func() time.Time) replay.Store {
+		return New(c, Options{Prefix: testPrefix(t, c), MaxPerIssuer: 40})
+	}, storetest.Options{
+		RealTime:     true,
+		MaxPerIssuer: 40,
+		Reopen: func(t *testing.T, closed replay.Store, now func() time.Time) replay.Store {
+			return New(c, Options{Prefix: closed.(*Store).prefix, MaxPerIssuer: 40})
+		},
+	})
+}
+
+// TestIssuerShareFloodedServer: with the documented setting (a server
+// whose maxmemory holds the shares, and MaxPerIssuer), a trusted
+// delegator that floods the store to its cap is refused with
+// ErrIssuerFull, and another delegator's fresh offer is still accepted.
+func TestIssuerShareFloodedServer(t *testing.T) {
+	srv := startServer(t, "--maxmemory", "8mb", "--maxmemory-policy", "noeviction", "--appendonly", "no")
+	c := redis.NewClient(clientOptions(srv.addr))
+	defer c.Close()
+	const share = 2000
+	s := New(c, Options{MaxPerIssuer: share})
+	ctx := context.Background()
+	exp := time.Now().Add(time.Hour)
+	flooded := 0
+	for i := range 10 * share {
+		_, inserted, err := s.Remember(ctx, replay.Key{Iss: "https://flooder.example", Hop: fmt.Sprint("f", i)},
+			replay.Record{Digest: digest(fmt.Sprint(i)), Token: bytes.Repeat([]byte{1}, replay.TokenSize), Expires: exp})
+		if err != nil {
+			require.ErrorIs(t, err, replay.ErrIssuerFull, "the flooder meets its share, not the server's cap")
+			flooded = i
+			break
+		}
+		require.True(t, inserted)
+	}
+	require.Equal(t, share, flooded)
+	for i := range 100 {
+		_, inserted, err := s.Remember(ctx, replay.Key{Iss: "https://innocent.example", Hop: fmt.Sprint("i", i)},
+			replay.Record{Digest: digest(fmt.Sprint(i)), Expires: exp})
+		require.NoError(t, err, "an innocent delegator's fresh offer during the flood")
+		assert.True(t, inserted)
+	}
+}
+
 func TestKey(t *testing.T) {
 	s := New(nil, Options{})
 	for _, k := range []replay.Key{
@@ -148,6 +197,7 @@ func TestPXAT(t *testing.T) {
 		t    time.Time
 		want string
 	}{
+		{time.Unix(math.MaxInt64/1000-2, 0), "9223372036854773000"},
 		{time.Time{}, ""},
 		{time.Unix(1, 0), "1000"},
 		{time.Unix(1, 1), "1001"},
@@ -156,9 +206,18 @@ func TestPXAT(t *testing.T) {
 		{time.Unix(0, 0), "1"},
 		{time.Unix(-5, 0), "1"},
 		{time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), "253402214400000"},
-		{time.Unix(1<<62, 0), ""},
 	} {
-		assert.Equal(t, tc.want, pxat(tc.t), "%v", tc.t)
+		got, ok := pxat(tc.t)
+		assert.True(t, ok, "%v", tc.t)
+		assert.Equal(t, tc.want, got, "%v", tc.t)
+	}
+	// A time past Unix milliseconds is refused, never kept for less (nor
+	// kept for ever).
+	for _, tt := range []time.Time{time.Unix(math.MaxInt64/1000-1, 0), time.Unix(1<<62, 0)} {
+		_, ok := pxat(tt)
+		assert.False(t, ok, "%v", tt)
+		_, err := expiryArg(tt)
+		assert.ErrorIs(t, err, replay.ErrExpiry)
 	}
 }
 
@@ -581,5 +640,45 @@ func TestOfferStoreDeadline(t *testing.T) {
 		cancel()
 		assert.ErrorIs(t, err, context.DeadlineExceeded, name)
 		assert.Less(t, time.Since(start), 5*time.Second, name)
+	}
+}
+
+// TestKnownSwapPutsBack: a Swap whose old names a whole record that is not
+// the one held writes the new value with SET XX GET and puts the held one
+// back in the same script: afterwards the held value and its expiry are
+// exactly as before, whether the state or the identity differed.
+func TestKnownSwapPutsBack(t *testing.T) {
+	c := testClient(t)
+	s := New(c, Options{Prefix: testPrefix(t, c)})
+	ctx := context.Background()
+	k := replay.Key{Iss: "https://delegator.example", Hop: "put back"}
+	exp := time.Now().Add(time.Hour).Truncate(time.Millisecond).Add(123456 * time.Nanosecond)
+	rec := replay.Record{Digest: digest("offer"), Token: bytes.Repeat([]byte{1}, replay.TokenSize), Created: time.Now(), Expires: exp}
+	_, inserted, err := s.Remember(ctx, k, rec)
+	require.NoError(t, err)
+	require.True(t, inserted)
+	before, err := c.PExpireTime(ctx, s.key(k)).Result()
+	require.NoError(t, err)
+
+	stale := rec
+	stale.State = "accepted" // not the held state
+	other := rec
+	other.Token = bytes.Repeat([]byte{2}, replay.TokenSize) // another call's record
+	for name, old := range map[string]replay.Record{"state": stale, "token": other} {
+		held, swapped, err := s.Swap(ctx, k, old, replay.Record{State: "completed", Status: []byte("s")})
+		if name == "token" {
+			require.ErrorIs(t, err, replay.ErrConflict)
+		} else {
+			require.NoError(t, err)
+			assert.True(t, rec.Equal(held), "held %+v", held)
+		}
+		assert.False(t, swapped)
+		got, ok, err := s.Get(ctx, k)
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.True(t, rec.Equal(got), "%s: the held record is back: %+v", name, got)
+		after, err := c.PExpireTime(ctx, s.key(k)).Result()
+		require.NoError(t, err)
+		assert.Equal(t, before, after, "%s: and its expiry", name)
 	}
 }

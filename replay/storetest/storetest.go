@@ -51,6 +51,13 @@ type Options struct {
 	// fill in a test. When set, the Bounded subtest fills the store.
 	MaxEntries int
 
+	// MaxPerIssuer is the number of records the stores returned by open
+	// hold for one issuer (Key.Iss) at most, or zero when they keep no
+	// per-issuer share or it is too large to fill in a test. When set, the
+	// IssuerShare subtest floods one issuer to its share and checks that
+	// another issuer's fresh record is still taken.
+	MaxPerIssuer int
+
 	// Reopen is given a store returned by open or by Reopen, which the
 	// suite has already closed, and returns a new store over the same
 	// storage, as a process would open it after a restart. Nil when the
@@ -92,10 +99,13 @@ func Run(t *testing.T, open OpenFunc, opts Options) {
 		{"ZeroExpiresNeverExpires", s.testZeroExpires},
 		{"Update", s.testUpdate},
 		{"UpdateExtendsRetention", s.testUpdateExtends},
+		{"Swap", s.testSwap},
+		{"ConcurrentSwaps", s.testConcurrentSwaps},
 		{"RoundTrip", s.testRoundTrip},
 		{"NoAliasing", s.testNoAliasing},
 		{"Context", s.testContext},
 		{"Bounded", s.testBounded},
+		{"IssuerShare", s.testIssuerShare},
 		{"Restart", s.testRestart},
 		{"TokenIdempotent", s.testToken},
 		{"ConcurrentTokens", s.testConcurrentTokens},
@@ -708,6 +718,56 @@ func (s *suite) testBounded(t *testing.T) {
 	for i := short; i < n; i++ {
 		mustGet(t, st, key(fmt.Sprint("h", i)), recs[i])
 	}
+}
+
+// testIssuerShare: a trusted delegator that floods the store is refused
+// once its share is used, and another delegator's fresh record is still
+// taken; the flooder's room comes back as its records expire or are
+// released.
+func (s *suite) testIssuerShare(t *testing.T) {
+	n := s.opts.MaxPerIssuer
+	if n <= 0 {
+		t.Skip("store declares no per-issuer share (Options.MaxPerIssuer is zero)")
+	}
+	st, c := s.start(t)
+	ctx := context.Background()
+	exp := c.Now().Add(c.ttl())
+	flooder := func(i int) replay.Key { return replay.Key{Iss: "https://flooder.example", Hop: fmt.Sprint("f", i)} }
+	for i := range n {
+		e := exp
+		if i > 0 {
+			e = exp.Add(c.long())
+		}
+		mustRemember(t, st, flooder(i), remembered(fmt.Sprint("flood ", i), e))
+	}
+	for i := n; i < n+3; i++ {
+		_, inserted, err := st.Remember(ctx, flooder(i), remembered(fmt.Sprint("flood ", i), exp.Add(c.long())))
+		require.ErrorIs(t, err, replay.ErrFull, "Remember beyond the issuer's share")
+		assert.False(t, inserted)
+		mustBeAbsent(t, st, flooder(i))
+	}
+	// The flooder's held records are still answered for.
+	held, inserted, err := st.Remember(ctx, flooder(1), remembered("flood 1", time.Time{}))
+	require.NoError(t, err, "Remember of a held key of an issuer at its share")
+	assert.False(t, inserted)
+	assert.Equal(t, digest("flood 1"), held.Digest)
+
+	// An innocent delegator's fresh offers are taken.
+	for i := range 3 {
+		k := replay.Key{Iss: "https://innocent.example", Hop: fmt.Sprint("i", i)}
+		mustRemember(t, st, k, remembered(fmt.Sprint("innocent ", i), exp.Add(c.long())))
+	}
+
+	// A released record, and an expired one, give the flooder its room back,
+	// one record each.
+	require.NoError(t, st.Release(ctx, flooder(n-1), digest(fmt.Sprint("flood ", n-1))))
+	mustRemember(t, st, flooder(n), remembered(fmt.Sprint("flood ", n), exp.Add(c.long())))
+	_, _, err = st.Remember(ctx, flooder(n+1), remembered(fmt.Sprint("flood ", n+1), exp.Add(c.long())))
+	require.ErrorIs(t, err, replay.ErrFull, "Remember beyond the share once the released room is taken")
+	c.at(exp) // flooder(0) expires
+	mustRemember(t, st, flooder(n+1), remembered(fmt.Sprint("flood ", n+1), exp.Add(c.long())))
+	_, _, err = st.Remember(ctx, flooder(n+2), remembered(fmt.Sprint("flood ", n+2), exp.Add(c.long())))
+	require.ErrorIs(t, err, replay.ErrFull, "Remember beyond the share once the expired room is taken")
 }
 
 func (s *suite) testRestart(t *testing.T) {
