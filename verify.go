@@ -3,6 +3,8 @@ package handoff
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/agentproto/handoff/cose"
 	"github.com/agentproto/handoff/jws"
@@ -115,6 +117,7 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 	// receiver does not trust for iss (untrusted-key), not iss's key over
 	// altered octets (bad-signature).
 	var foreignKID bool
+	var why keyMismatch // what the trust configuration holds for iss, for the message
 	var iss AgentID
 	var payload []byte
 	var enc Encoding
@@ -125,10 +128,11 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 		payload, _, err = jws.OpenWith(s.Octets, func(h jws.Header, p []byte) ([]jws.Key, error) {
 			var err error
 			if iss, err = decode(p, JSON); err != nil {
-				return nil, err
+				return nil, unprefixed{err}
 			}
 			bound, named := trust.candidates(iss, h.KID)
 			foreignKID = h.KID != "" && !named
+			why = keyMismatch{alg: h.Alg, kid: h.KID, bound: bound}
 			var keys []jws.Key
 			for _, k := range bound {
 				keys = append(keys, jws.Key{Public: k.Public, Alg: k.Alg})
@@ -143,13 +147,14 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 		payload, _, err = cose.OpenWith(s.Octets, func(h cose.Header, p []byte) ([]cose.Key, error) {
 			var err error
 			if iss, err = decode(p, CBOR); err != nil {
-				return nil, err
+				return nil, unprefixed{err}
 			}
 			// The kid may sit in either header (HC-18): an unprotected one
 			// only orders the keys bound to iss, which are all tried.
 			kid, _ := h.KeyHint()
 			bound, named := trust.candidates(iss, kid)
 			foreignKID = kid != "" && !named
+			why = keyMismatch{alg: h.Alg, kid: kid, bound: bound}
 			var keys []cose.Key
 			for _, k := range bound {
 				keys = append(keys, cose.Key{Public: k.Public, Alg: k.Alg})
@@ -165,12 +170,52 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 	if err == nil {
 		return payload, enc, nil
 	}
-	return nil, 0, openErr(err, iss, foreignKID)
+	return nil, 0, openErr(err, iss, foreignKID, why)
 }
 
-// openErr classifies why open failed.
-func openErr(err error, iss AgentID, foreignKID bool) error {
+// keyMismatch is what open saw of a message's header and of the keys the
+// trust configuration binds to its iss, so that a refusal names the
+// cause: a key that is not bound to iss, or keys pinned to another alg.
+type keyMismatch struct {
+	alg, kid string
+	bound    []TrustedKey
+}
+
+// otherAlg reports whether no key bound to iss is pinned to the header's
+// alg, and the algs they are pinned to.
+func (m keyMismatch) otherAlg() (bool, []string) {
+	var algs []string
+	for _, k := range m.bound {
+		if k.Alg == m.alg {
+			return false, nil
+		}
+		if !slices.Contains(algs, k.Alg) {
+			algs = append(algs, k.Alg)
+		}
+	}
+	return len(algs) > 0, algs
+}
+
+// algDetail says why an element signed under an alg no key of iss is
+// pinned to does not verify (HC-22), and, when its kid names none of
+// those keys, that the signing key is likely not one bound to iss (HC-21).
+func algDetail(iss AgentID, m keyMismatch, foreignKID bool) string {
+	_, algs := m.otherAlg()
+	d := fmt.Sprintf("the trust configuration pins the key(s) of %q to %s, but the element is signed with %s (HC-22)",
+		iss, strings.Join(algs, ", "), m.alg)
+	if foreignKID {
+		d += fmt.Sprintf("; its kid %q names none of those keys: the signing key is not one bound to %q (HC-21)", m.kid, iss)
+	}
+	return d
+}
+
+// openErr classifies why open failed. The reason codes are the draft's
+// and the vectors' (choices where the draft is silent, 4); the detail
+// names the cause a user can act on: a signing key not bound to iss, or
+// keys of iss pinned to another alg.
+func openErr(err error, iss AgentID, foreignKID bool, why keyMismatch) error {
 	var nk errNoTrustedKey
+	otherAlg, _ := why.otherAlg()
 	switch {
 	case errors.As(err, &nk):
 		return reject(ReasonUntrustedKey, ErrUntrustedKey, "%v", nk)
@@ -178,8 +223,13 @@ func openErr(err error, iss AgentID, foreignKID bool) error {
 		return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: errClass(err)}
 	case errors.Is(err, jws.ErrTooLarge), errors.Is(err, cose.ErrTooLarge):
 		return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: ErrTooLarge}
+	case (errors.Is(err, jws.ErrAlg) || errors.Is(err, cose.ErrAlg)) && otherAlg:
+		// HC-22: vector #040 is bad-signature, whatever the kid names.
+		return &Rejection{Reason: ReasonBadSignature, Detail: algDetail(iss, why, foreignKID), Err: fmt.Errorf("%w: %w", ErrSignature, err)}
 	case (errors.Is(err, jws.ErrSignature) || errors.Is(err, cose.ErrSignature)) && foreignKID:
-		return reject(ReasonUntrustedKey, ErrUntrustedKey, "the kid names no key bound to %q, and no key bound to it verifies: %v", iss, err)
+		return reject(ReasonUntrustedKey, ErrUntrustedKey,
+			"the signing key is not one the trust configuration binds to %q: the kid %q names none of the %d key(s) bound to it, and none of them verifies the signature (HC-21)",
+			iss, why.kid, len(why.bound))
 	case errors.Is(err, jws.ErrSignature), errors.Is(err, cose.ErrSignature):
 		return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: ErrSignature}
 	default:
