@@ -79,23 +79,28 @@ func TestMessage_WrongKeyOtherAlg(t *testing.T) {
 // of a foreign key.
 func TestMessage_AlgNotPinnedKidNamed(t *testing.T) {
 	w := newWorld(t, JWS, rxPlanner, rxCoder)
-	s := w.offer(rxPlanner, rxCoder, nil)
-	parts := strings.SplitN(string(s.Octets), ".", 3)
-	h, err := base64.RawURLEncoding.DecodeString(parts[0])
-	require.NoError(t, err)
-	var hdr map[string]any
-	require.NoError(t, json.Unmarshal(h, &hdr))
-	hdr["alg"] = "ES384"
-	h, err = json.Marshal(hdr)
-	require.NoError(t, err)
-	forged := Signed{Format: JWS, Octets: []byte(base64.RawURLEncoding.EncodeToString(h) + "." + parts[1] + "." + parts[2])}
-
-	_, err = OpenOffer(forged, w.trust, Limits{})
+	forged := withHeader(t, w.offer(rxPlanner, rxCoder, nil), "alg", "ES384")
+	_, err := OpenOffer(forged, w.trust, Limits{})
 	assert.Equal(t, ReasonBadSignature, ReasonOf(err))
 	msg := err.Error()
 	assert.Contains(t, msg, `pins the key(s) of "`+string(rxPlanner)+`" to ES256, but the element is signed with ES384 (HC-22)`)
 	assert.NotContains(t, msg, "not one bound", "the kid names iss's own key")
 	saysOnce(t, msg)
+}
+
+// withHeader returns s, a JWS, with its protected header's member name
+// set to v, the signature left as it was.
+func withHeader(t *testing.T, s Signed, name string, v any) Signed {
+	t.Helper()
+	parts := strings.SplitN(string(s.Octets), ".", 3)
+	h, err := base64.RawURLEncoding.DecodeString(parts[0])
+	require.NoError(t, err)
+	var hdr map[string]any
+	require.NoError(t, json.Unmarshal(h, &hdr))
+	hdr[name] = v
+	h, err = json.Marshal(hdr)
+	require.NoError(t, err)
+	return Signed{Format: JWS, Octets: []byte(base64.RawURLEncoding.EncodeToString(h) + "." + parts[1] + "." + parts[2])}
 }
 
 // A bare JWK or JWK Set given where a trust document belongs is named for
@@ -198,6 +203,10 @@ func TestMessage_NoStutter(t *testing.T) {
 		_, err = OpenOffer(st, w.trust, Limits{})
 		require.ErrorIs(t, err, ErrMalformed)
 		check(t, err, `handoff: rejected: bad-signature: jws: key lookup: malformed input: type: "status", want "offer"`)
+	})
+	t.Run("wrong typ", func(t *testing.T) {
+		_, err := OpenOffer(withHeader(t, w.offer(rxPlanner, rxCoder, nil), "typ", "JWT"), w.trust, Limits{})
+		check(t, err, `handoff: rejected: bad-signature: jws: wrong typ: "JWT", want "agent-handoff+jwt"`)
 	})
 	t.Run("chain element not signed", func(t *testing.T) {
 		a := w.agent(rxCoder)
