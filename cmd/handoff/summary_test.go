@@ -56,3 +56,17 @@ func TestVerifySummary_Safe(t *testing.T) {
 	line = summaryLine(&verifyOutput{Retransmission: true, OfferDigest: "D", Iss: "a\rb", Aud: "c", Hop: "h"})
 	assert.Equal(t, `retransmission: offer D from "a\rb" to c, hop h (UNVERIFIED), already received; not processed again`, line)
 }
+
+// A JWK given as --trust is named for what it is, and the message says
+// "handoff" once.
+func TestVerify_JWKAsTrustFile(t *testing.T) {
+	dir := t.TempDir()
+	r := cli(t, nil, "keygen", "--out", filepath.Join(dir, "k.jwk"))
+	mustCode(t, r, 0)
+	pub := writeFile(t, filepath.Join(dir, "k.pub.jwk"), []byte(r.stdout))
+	r = cli(t, nil, "verify", "--self", draftSelf, "--trust", pub, draftHO)
+	mustCode(t, r, 2)
+	assert.Empty(t, r.stdout)
+	assert.Contains(t, r.stderr, `this is a JWK (it has "kty"), not a trust document`)
+	assert.Equal(t, 1, strings.Count(r.stderr, "handoff"), r.stderr)
+}
