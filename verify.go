@@ -74,19 +74,26 @@ func signedMalformed(err error) error {
 // peekIss reads, before the signature is checked, what step 1 needs from
 // a payload: that it is a well-formed map whose v is 1 and type is want,
 // and its iss, whose keys verify it. Nothing else is decoded.
+//
+// Its errors say the package once: the jws or cose package wraps them in
+// the middle of a message ("jws: key lookup: malformed input: ...").
 func peekIss(payload []byte, enc Encoding, lim Limits, want string) (AgentID, error) {
 	m, err := peekMembers(payload, enc, lim.withDefaults(), "v", "type", "iss")
 	if err != nil {
-		return "", err
+		return "", unprefixed{err}
 	}
 	f := fields{m: m}
 	if err := f.version(); err != nil {
-		return "", err
+		return "", unprefixed{err}
 	}
 	if err := f.typ(want); err != nil {
-		return "", err
+		return "", unprefixed{err}
 	}
-	return f.agent("iss")
+	iss, err := f.agent("iss")
+	if err != nil {
+		return "", unprefixed{err}
+	}
+	return iss, nil
 }
 
 // errNoTrustedKey is returned by the key lookups so that open can tell an
@@ -128,14 +135,17 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 		payload, _, err = jws.OpenWith(s.Octets, func(h jws.Header, p []byte) ([]jws.Key, error) {
 			var err error
 			if iss, err = decode(p, JSON); err != nil {
-				return nil, unprefixed{err}
+				return nil, err
 			}
 			bound, named := trust.candidates(iss, h.KID)
 			foreignKID = h.KID != "" && !named
-			why = keyMismatch{alg: h.Alg, kid: h.KID, bound: bound}
 			var keys []jws.Key
 			for _, k := range bound {
 				keys = append(keys, jws.Key{Public: k.Public, Alg: k.Alg})
+			}
+			why = keyMismatch{alg: h.Alg, kid: h.KID}
+			for _, k := range keys {
+				why.pinned = append(why.pinned, k.Alg)
 			}
 			if len(keys) == 0 {
 				return nil, trust.noKey(iss)
@@ -147,17 +157,20 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 		payload, _, err = cose.OpenWith(s.Octets, func(h cose.Header, p []byte) ([]cose.Key, error) {
 			var err error
 			if iss, err = decode(p, CBOR); err != nil {
-				return nil, unprefixed{err}
+				return nil, err
 			}
 			// The kid may sit in either header (HC-18): an unprotected one
 			// only orders the keys bound to iss, which are all tried.
 			kid, _ := h.KeyHint()
 			bound, named := trust.candidates(iss, kid)
 			foreignKID = kid != "" && !named
-			why = keyMismatch{alg: h.Alg, kid: kid, bound: bound}
 			var keys []cose.Key
 			for _, k := range bound {
 				keys = append(keys, cose.Key{Public: k.Public, Alg: k.Alg})
+			}
+			why = keyMismatch{alg: h.Alg, kid: kid}
+			for _, k := range keys {
+				why.pinned = append(why.pinned, k.Alg)
 			}
 			if len(keys) == 0 {
 				return nil, trust.noKey(iss)
@@ -177,20 +190,20 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 // trust configuration binds to its iss, so that a refusal names the
 // cause: a key that is not bound to iss, or keys pinned to another alg.
 type keyMismatch struct {
-	alg, kid string
-	bound    []TrustedKey
+	alg, kid string   // the header's
+	pinned   []string // the alg of each key bound to iss
 }
 
 // otherAlg reports whether no key bound to iss is pinned to the header's
 // alg, and the algs they are pinned to.
 func (m keyMismatch) otherAlg() (bool, []string) {
 	var algs []string
-	for _, k := range m.bound {
-		if k.Alg == m.alg {
+	for _, a := range m.pinned {
+		if a == m.alg {
 			return false, nil
 		}
-		if !slices.Contains(algs, k.Alg) {
-			algs = append(algs, k.Alg)
+		if !slices.Contains(algs, a) {
+			algs = append(algs, a)
 		}
 	}
 	return len(algs) > 0, algs
@@ -229,7 +242,7 @@ func openErr(err error, iss AgentID, foreignKID bool, why keyMismatch) error {
 	case (errors.Is(err, jws.ErrSignature) || errors.Is(err, cose.ErrSignature)) && foreignKID:
 		return reject(ReasonUntrustedKey, ErrUntrustedKey,
 			"the signing key is not one the trust configuration binds to %q: the kid %q names none of the %d key(s) bound to it, and none of them verifies the signature (HC-21)",
-			iss, why.kid, len(why.bound))
+			iss, why.kid, len(why.pinned))
 	case errors.Is(err, jws.ErrSignature), errors.Is(err, cose.ErrSignature):
 		return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: ErrSignature}
 	default:
