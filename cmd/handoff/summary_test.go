@@ -28,6 +28,8 @@ func TestVerifySummary_OneLine(t *testing.T) {
 			"refused: stale at check 3 (freshness): "},
 		{"other dialog", []string{"--now", draftNow, "--dialog", "ctx-other", draftHO}, 1,
 			"refused: policy at check 5 (dialog): "},
+		{"origin not trusted", []string{"--now", draftNow, "--trusted-origin", "spiffe://x.example/agent", draftHO}, 1,
+			`refused: policy at check 6 (chain): chain[0]: the chain's origin "spiffe://u.example/agent/assistant" is not one of ChainPolicy.TrustedOrigins`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := cli(t, nil, append(base, c.args...)...)

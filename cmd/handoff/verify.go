@@ -46,6 +46,10 @@ type verifyOutput struct {
 	Refs           []refOut   `json:"refs"`
 	Checks         []checkOut `json:"checks"`
 	Now            int64      `json:"now"`
+
+	// why is the refusal's message after its reason, for --summary: the
+	// detail with where in the chain, said once (not printed in JSON).
+	why string
 }
 
 type linkOut struct {
@@ -459,6 +463,9 @@ func verifyResult(r *handoff.Received, trust *handoff.Trust, lim handoff.Limits,
 		out.Links = append(out.Links, lo)
 	}
 	out.Checks = checksOf(r, dialogGiven, refPol)
+	if err := r.Err(); err != nil {
+		out.why = strings.TrimPrefix(err.Error(), "handoff: rejected: "+out.Reason+": ")
+	}
 	return out
 }
 
@@ -494,8 +501,12 @@ func summaryLine(res *verifyOutput) string {
 				break
 			}
 		}
-		if res.Detail != "" {
-			b.WriteString(": " + safe(res.Detail))
+		why := res.why
+		if why == "" {
+			why = res.Detail
+		}
+		if why != "" {
+			b.WriteString(": " + safe(why))
 		}
 	}
 	return b.String()
