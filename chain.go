@@ -122,8 +122,11 @@ func (e *ChainError) parts() (where, detail string) {
 		where = fmt.Sprintf("chain[%d]", e.Index)
 	}
 	d := strings.TrimPrefix(e.Detail, pkgPrefix)
-	if i := strings.Index(d, where+": "); i >= 0 {
-		d = d[:i] + d[i+len(where)+2:]
+	class := strings.TrimPrefix(ErrMalformed.Error(), pkgPrefix) + ": "
+	if rest, ok := strings.CutPrefix(d, where+": "); ok {
+		d = rest
+	} else if rest, ok := strings.CutPrefix(d, class+where+": "); ok {
+		d = class + rest
 	}
 	return where, d
 }

@@ -216,6 +216,13 @@ func TestMessage_NoStutter(t *testing.T) {
 		check(t, in.Err(), "handoff: rejected: bad-signature: chain[0]: malformed input: ")
 		assert.Equal(t, 1, strings.Count(in.Err().Error(), "chain[0]"), in.Err().Error())
 	})
+	t.Run("chain not an array", func(t *testing.T) {
+		a := w.agent(rxCoder)
+		data := []byte(`{"offer":"` + string(w.offer(rxPlanner, rxCoder, nil).Octets) + `","chain":"x"}`)
+		in := receive(t, a, data, Host{})
+		require.Equal(t, ReasonBadSignature, in.Reason())
+		check(t, in.Err(), "handoff: rejected: bad-signature: chain: want an array of signed handoffs")
+	})
 	t.Run("status for an offer that does not decode", func(t *testing.T) {
 		_, err := VerifyStatus(w.offer(rxPlanner, rxCoder, nil), Signed{Format: JWS, Octets: []byte("x")}, w.trust, Limits{})
 		check(t, err, "handoff: rejected: policy: the offer does not decode: malformed input: ")
