@@ -3,6 +3,7 @@ package handoff
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -105,13 +106,29 @@ type ChainError struct {
 	err    error
 }
 
+// Error says each thing once: the package and the element's place lead
+// the message, and a Detail made from another error that says them again
+// is printed without them.
 func (e *ChainError) Error() string {
-	switch {
-	case e.Index < 0:
-		return fmt.Sprintf("handoff: chain: %s: %s", e.Reason, e.Detail)
-	default:
-		return fmt.Sprintf("handoff: chain[%d]: %s: %s", e.Index, e.Reason, e.Detail)
+	where, d := e.parts()
+	return fmt.Sprintf("handoff: %s: %s: %s", where, e.Reason, d)
+}
+
+// parts returns where the failure is ("chain" or "chain[i]") and the
+// detail without what the message says before it.
+func (e *ChainError) parts() (where, detail string) {
+	where = "chain"
+	if e.Index >= 0 {
+		where = fmt.Sprintf("chain[%d]", e.Index)
 	}
+	d := strings.TrimPrefix(e.Detail, pkgPrefix)
+	class := strings.TrimPrefix(ErrMalformed.Error(), pkgPrefix) + ": "
+	if rest, ok := strings.CutPrefix(d, where+": "); ok {
+		d = rest
+	} else if rest, ok := strings.CutPrefix(d, class+where+": "); ok {
+		d = class + rest
+	}
+	return where, d
 }
 
 // Unwrap returns the failure class: ErrRejected for checks 2 to 7, or the
@@ -239,7 +256,7 @@ func verifyElement(chain []Signed, digests []Digest, i int, ts *trustState, lim 
 	if err != nil {
 		// Unreachable in practice: the lookup decoded the payload as an
 		// offer before it found no key.
-		return chainErr(i, ReasonBadSignature, "not a well-formed offer: %v", err)
+		return chainErr(i, ReasonBadSignature, "not a well-formed offer: %s", bare(err))
 	}
 	out[i] = element{offer: u, untrusted: true}
 	return nil
@@ -262,7 +279,7 @@ func decodeElements(chain []Signed, digests []Digest, ts *trustState, lim Limits
 		o, err := inspectOffer(chain[i], lim)
 		if err != nil {
 			r := asRejection(err)
-			return nil, nil, &ChainError{Index: i, Reason: ReasonBadSignature, Detail: "not a well-formed signed offer: " + r.Detail, err: errClass(err)}
+			return nil, nil, &ChainError{Index: i, Reason: ReasonBadSignature, Detail: "not a well-formed signed offer: " + strings.TrimPrefix(r.Detail, pkgPrefix), err: errClass(err)}
 		}
 		elems[i], pre[i] = element{offer: o}, o
 	}
@@ -388,7 +405,12 @@ func applyChainPolicy(state ChainState, links []Link, o *Offer, pol ChainPolicy)
 		return nil
 	}
 	if state != ChainFull {
-		return chainErr(-1, ReasonPolicy, "policy requires a full verified chain; the chain is %s", state)
+		// The reason says "policy" already: the detail names the setting.
+		setting := "ChainPolicy.RequireFull"
+		if !pol.RequireFull {
+			setting = "ChainPolicy.TrustedOrigins (the origin is known only from a full chain)"
+		}
+		return chainErr(-1, ReasonPolicy, "%s requires a full verified chain; this one is %s", setting, state)
 	}
 	if len(pol.TrustedOrigins) > 0 {
 		origin := o.Iss
@@ -396,7 +418,7 @@ func applyChainPolicy(state ChainState, links []Link, o *Offer, pol ChainPolicy)
 			origin = links[0].offer.Iss
 		}
 		if !slices.Contains(pol.TrustedOrigins, origin) {
-			return chainErr(0, ReasonPolicy, "the chain's origin %q is not a trusted origin", origin)
+			return chainErr(0, ReasonPolicy, "the chain's origin %q is not one of ChainPolicy.TrustedOrigins", origin)
 		}
 	}
 	return nil

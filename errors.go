@@ -3,6 +3,7 @@ package handoff
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Failure classes. Every error this package returns for bad input wraps one
@@ -51,11 +52,18 @@ type Rejection struct {
 	Err    error
 }
 
+// Error says the package once: a Detail made from another error of this
+// package is printed without its own "handoff: ".
 func (r *Rejection) Error() string {
 	if r.Detail == "" {
 		return fmt.Sprintf("handoff: rejected: %s", r.Reason)
 	}
-	return fmt.Sprintf("handoff: rejected: %s: %s", r.Reason, r.Detail)
+	if ce, ok := r.Err.(*ChainError); ok && ce.Reason == r.Reason && r.Detail == ce.Error() {
+		// A step 6 refusal: the reason once, then where in the chain.
+		where, d := ce.parts()
+		return fmt.Sprintf("handoff: rejected: %s: %s: %s", r.Reason, where, d)
+	}
+	return fmt.Sprintf("handoff: rejected: %s: %s", r.Reason, strings.TrimPrefix(r.Detail, pkgPrefix))
 }
 
 func (r *Rejection) Unwrap() error {
@@ -78,6 +86,23 @@ func ReasonOf(err error) Reason {
 	}
 	return ""
 }
+
+// pkgPrefix begins the text of every error of this package.
+const pkgPrefix = "handoff: "
+
+// bare is err's text without the package's prefix, for a message that
+// says it already, so that each thing is said once ("handoff: rejected:
+// bad-signature: malformed input: ...", not "... handoff: malformed
+// input: ...").
+func bare(err error) string { return strings.TrimPrefix(err.Error(), pkgPrefix) }
+
+// unprefixed is err with the text of bare, for an error of this package
+// that another package's error wraps in the middle of a message. errors.Is
+// and errors.As see err.
+type unprefixed struct{ err error }
+
+func (u unprefixed) Error() string { return bare(u.err) }
+func (u unprefixed) Unwrap() error { return u.err }
 
 func malformed(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))

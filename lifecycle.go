@@ -82,6 +82,28 @@ func rule(hc, format string, args ...any) error {
 	return &ruleError{rule: fmt.Sprintf(format, args...), hc: hc}
 }
 
+// argError is a status request whose options contradict the state asked
+// for, whatever the hop's state: it wraps ErrArgument, names the field of
+// ReplyOptions to set, and says the rule, the HC-ID after it.
+type argError struct {
+	field string // the ReplyOptions field to set
+	rule  string
+	hc    string
+}
+
+func (e *argError) Error() string {
+	if e.hc == "" {
+		return fmt.Sprintf("handoff: invalid argument: ReplyOptions.%s: %s", e.field, e.rule)
+	}
+	return fmt.Sprintf("handoff: invalid argument: ReplyOptions.%s: %s (%s)", e.field, e.rule, e.hc)
+}
+
+func (e *argError) Unwrap() error { return ErrArgument }
+
+func optionErr(field, hc, format string, args ...any) error {
+	return &argError{field: field, rule: fmt.Sprintf(format, args...), hc: hc}
+}
+
 // delegateHop is what a delegate knows of a hop when it is about to send a
 // status for it.
 type delegateHop struct {
@@ -178,29 +200,35 @@ func delegateStep(h delegateHop, s delegateSend) (next State, records bool, err 
 
 // effectRule is "Knowing the Outcome": "completed" only when the work took
 // full effect, "failed" only when its effect is known, with refs exactly
-// when part of it took effect (HC-25, HC-44, HC-45).
+// when part of it took effect (HC-25, HC-44, HC-45), and "rejected" only
+// with a reason. These hold in every state, so a breach is an argument
+// error (ErrArgument) naming the ReplyOptions field, not a state error.
 func effectRule(s delegateSend) error {
 	switch s.State {
 	case Completed:
 		if s.Effect != EffectFull {
-			return rule("HC-25", "\"completed\" is sent only when the work took full effect")
+			return optionErr("Effect", "HC-25", "\"completed\" is sent only when the work took full effect: set Effect to EffectFull; "+
+				"if it did not, send \"failed\" with EffectNone or EffectPartial")
 		}
 	case Failed:
 		switch s.Effect {
 		case EffectNone:
 			if s.Refs > 0 {
-				return rule("HC-44", "\"failed\" with refs says part of the work took effect; use EffectPartial")
+				return optionErr("Effect", "HC-44", "\"failed\" with Refs says part of the work took effect: set Effect to EffectPartial, or leave Refs empty")
 			}
 		case EffectPartial:
 			if s.Refs == 0 {
-				return rule("HC-44", "\"failed\" after a partial effect must list in refs what took effect")
+				return optionErr("Refs", "HC-44", "\"failed\" with EffectPartial must list in Refs what took effect")
 			}
+		case EffectFull:
+			return optionErr("Effect", "HC-25", "the work took full effect: send \"completed\", not \"failed\"")
 		default:
-			return rule("HC-25, HC-45", "\"failed\" is sent only when the work's effect is known; until then the hop stays \"accepted\"")
+			return optionErr("Effect", "HC-25, HC-45", "\"failed\" is sent only when the work's effect is known: set Effect to EffectNone or EffectPartial; "+
+				"until it is known, send nothing (the hop stays \"accepted\")")
 		}
 	case Rejected:
 		if s.Reason == "" {
-			return rule("", "\"rejected\" needs a reason")
+			return optionErr("Reason", "", "\"rejected\" needs a reason: set Reason to the draft's reason code (Reasons lists them)")
 		}
 	}
 	return nil

@@ -222,6 +222,13 @@ func TestLifecycle_DelegateTable(t *testing.T) {
 		"failed-unknown":         {Failed, ReplyOptions{Effect: EffectUnknown}},
 		"canceled":               {Canceled, ReplyOptions{}},
 	}
+	// argument[request] = the ReplyOptions field an argument error names.
+	argument := map[string]string{
+		"completed-unknown":      "ReplyOptions.Effect",
+		"failed-partial-no-refs": "ReplyOptions.Refs",
+		"failed-none-with-refs":  "ReplyOptions.Effect",
+		"failed-unknown":         "ReplyOptions.Effect",
+	}
 	// allowed[state][request] = the state recorded afterwards.
 	allowed := map[State]map[string]State{
 		"":        {"accepted": Accepted, "rejected": Rejected, "completed": Completed, "failed-none": Failed, "failed-partial": Failed},
@@ -238,7 +245,15 @@ func TestLifecycle_DelegateTable(t *testing.T) {
 				s, err := p.dte.Reply(ctx, p.in, r.state, r.opt)
 				want, ok := allowed[from][name]
 				if !ok {
-					require.ErrorIs(t, err, ErrState)
+					if field, bad := argument[name]; bad {
+						// Options that contradict the state asked for, in
+						// every state: an argument error naming the field.
+						require.ErrorIs(t, err, ErrArgument)
+						assert.NotErrorIs(t, err, ErrState)
+						assert.Contains(t, err.Error(), field)
+					} else {
+						require.ErrorIs(t, err, ErrState)
+					}
 					assert.True(t, s.IsZero(), "nothing is sent")
 					return
 				}
@@ -538,7 +553,8 @@ func TestLifecycle_HC45_UnknownOutcomeFlagged(t *testing.T) {
 	_, err := p.dte.Reply(ctx, p.in, Accepted, ReplyOptions{})
 	require.NoError(t, err)
 	_, err = p.dte.Reply(ctx, p.in, Completed, ReplyOptions{Effect: EffectUnknown})
-	require.ErrorIs(t, err, ErrState)
+	require.ErrorIs(t, err, ErrArgument, "the option contradicts the state asked for")
+	assert.Contains(t, err.Error(), "ReplyOptions.Effect")
 	assert.Contains(t, p.log.kinds(), ConflictUnresolved)
 	rec, ok, err := p.dte.cfg.Store.Get(ctx, replayKey(p.in.Offer()))
 	require.NoError(t, err)

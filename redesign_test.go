@@ -187,7 +187,7 @@ func TestAgent_ReplyHopAfterRestart(t *testing.T) {
 	_, err = coder2.ReplyHop(ctx, rxPlanner, "AAAAAAAAAAAAAAAAAAAAAA", Completed, ReplyOptions{Effect: EffectFull})
 	assert.ErrorIs(t, err, ErrState, "a hop not remembered")
 	_, err = coder2.ReplyHop(ctx, rxPlanner, out.Offer.Hop, Completed, ReplyOptions{})
-	assert.ErrorIs(t, err, ErrState, "completed needs a known effect (HC-25)")
+	assert.ErrorIs(t, err, ErrArgument, "completed needs a known effect (HC-25)")
 	done, err := coder2.ReplyHop(ctx, rxPlanner, out.Offer.Hop, Completed, ReplyOptions{Effect: EffectFull})
 	require.NoError(t, err)
 	_, err = coder2.ReplyHop(ctx, rxPlanner, out.Offer.Hop, Failed, ReplyOptions{Effect: EffectNone})
@@ -263,6 +263,14 @@ func TestLifecycle_DelegateStepTable(t *testing.T) {
 		{"equivocation: finish the first", delegateHop{true, Accepted, false, verdictEquivocation}, delegateSend{State: Failed, Reason: ReasonEquivocation, Effect: none, Equivocation: AnswerFinishFirst}, Failed, true, ""},
 		{"equivocation: nothing more", delegateHop{true, Completed, true, verdictEquivocation}, delegateSend{State: Completed, Effect: full, Equivocation: AnswerNone}, "", false, "HC-54"},
 	}
+	// Options that contradict the state asked for are argument errors in
+	// every state: they name the ReplyOptions field to set.
+	argument := map[string]string{
+		"reject without a reason":      "ReplyOptions.Reason",
+		"complete, effect unknown":     "ReplyOptions.Effect",
+		"fail with no effect but refs": "ReplyOptions.Effect",
+		"fail partly without refs":     "ReplyOptions.Refs",
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			next, rec, err := delegateStep(c.hop, c.send)
@@ -272,7 +280,13 @@ func TestLifecycle_DelegateStepTable(t *testing.T) {
 				assert.Equal(t, c.rec, rec)
 				return
 			}
-			require.ErrorIs(t, err, ErrState)
+			if field, ok := argument[c.name]; ok {
+				require.ErrorIs(t, err, ErrArgument)
+				assert.NotErrorIs(t, err, ErrState)
+				assert.Contains(t, err.Error(), field, "the field to set is named")
+			} else {
+				require.ErrorIs(t, err, ErrState)
+			}
 			assert.Contains(t, err.Error(), c.hc, "the rule is named")
 			assert.False(t, rec)
 		})

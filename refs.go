@@ -122,7 +122,7 @@ type DigestChecker struct{}
 func (DigestChecker) CheckRef(ctx context.Context, ref ContextRef, src RefSource) RefResult {
 	obj, err := src.Object(ctx, ref)
 	if err != nil {
-		return RefResult{Ref: ref, Outcome: RefUnverifiable, Detail: err.Error()}
+		return RefResult{Ref: ref, Outcome: RefUnverifiable, Detail: bare(err)}
 	}
 	ok, err := ref.Dig.Matches(obj.Octets)
 	return digestResult(ref, ok, err)
@@ -138,7 +138,7 @@ type SaltedDigestChecker struct{}
 func (SaltedDigestChecker) CheckRef(ctx context.Context, ref ContextRef, src RefSource) RefResult {
 	obj, err := src.Object(ctx, ref)
 	if err != nil {
-		return RefResult{Ref: ref, Outcome: RefUnverifiable, Detail: err.Error()}
+		return RefResult{Ref: ref, Outcome: RefUnverifiable, Detail: bare(err)}
 	}
 	ok, err := ref.Dig.MatchesSalted(obj.Salt, obj.Octets)
 	return digestResult(ref, ok, err)
@@ -147,7 +147,7 @@ func (SaltedDigestChecker) CheckRef(ctx context.Context, ref ContextRef, src Ref
 func digestResult(ref ContextRef, ok bool, err error) RefResult {
 	switch {
 	case err != nil:
-		return RefResult{Ref: ref, Outcome: RefUnverifiable, Detail: err.Error()}
+		return RefResult{Ref: ref, Outcome: RefUnverifiable, Detail: bare(err)}
 	case ok:
 		return RefResult{Ref: ref, Outcome: RefVerified}
 	default:

@@ -197,7 +197,7 @@ func (s *Status) validate() error {
 func VerifyStatus(status, offer Signed, trust *Trust, lim Limits) (*Status, error) {
 	o, _, err := InspectUnverified(offer, lim)
 	if err != nil {
-		return nil, reject(ReasonPolicy, ErrMalformed, "the offer does not decode: %v", err)
+		return nil, reject(ReasonPolicy, ErrMalformed, "the offer does not decode: %s", bare(err))
 	}
 	if o == nil {
 		return nil, reject(ReasonPolicy, ErrMalformed, "the element given as the offer is a status")

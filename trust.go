@@ -67,15 +67,15 @@ func NewTrust(keys map[AgentID][]TrustedKey) (*Trust, error) {
 		}
 		for _, k := range ks {
 			if err := checkKeyAlg(k.Public, k.Alg); err != nil {
-				return nil, fmt.Errorf("handoff: trust: %s: %w", id, err)
+				return nil, fmt.Errorf("handoff: trust: %s: %w", id, unprefixed{err})
 			}
 			thumb, err := jws.Thumbprint(k.Public)
 			if err != nil {
-				return nil, fmt.Errorf("handoff: trust: %s: %w", id, err)
+				return nil, fmt.Errorf("handoff: trust: %s: %w", id, unprefixed{err})
 			}
 			raw, err := base64.RawURLEncoding.DecodeString(thumb)
 			if err != nil {
-				return nil, fmt.Errorf("handoff: trust: %s: %w", id, err)
+				return nil, fmt.Errorf("handoff: trust: %s: %w", id, unprefixed{err})
 			}
 			if k.KID == "" {
 				k.KID = thumb
@@ -214,17 +214,34 @@ func ParseTrust(doc []byte) (*Trust, error) {
 	lim := Limits{MaxDepth: 8, MaxMembers: 4096}.withDefaults()
 	m, err := decodeJSON(doc, lim)
 	if err != nil {
-		return nil, fmt.Errorf("handoff: trust document: %w", err)
+		return nil, fmt.Errorf("handoff: trust document: %w", unprefixed{err})
 	}
 	keys := map[AgentID][]TrustedKey{}
 	for id, v := range m {
 		ks, err := jwkSet(v, "")
 		if err != nil {
-			return nil, fmt.Errorf("handoff: trust document: %q: %w", id, err)
+			if what := notTrustDocument(m); what != "" {
+				return nil, fmt.Errorf("%w: trust document: this is %s, not a trust document, which maps each AgentID to a JWK Set: "+
+					`{"spiffe://example.org/agent": {"keys": [JWK, ...]}}`, ErrMalformed, what)
+			}
+			return nil, fmt.Errorf("handoff: trust document: %q: %w", id, unprefixed{err})
 		}
 		keys[AgentID(id)] = ks
 	}
 	return NewTrust(keys)
+}
+
+// notTrustDocument says what a document that ParseTrust refuses is
+// instead, when it is a bare JWK or a JWK Set: "" otherwise. It is asked
+// only once a member failed, so it never refuses a trust document.
+func notTrustDocument(m map[string]any) string {
+	if _, ok := m["kty"].(string); ok {
+		return "a JWK (it has \"kty\")"
+	}
+	if _, ok := m["keys"].([]any); ok && len(m) == 1 {
+		return "a JWK Set (it has \"keys\")"
+	}
+	return ""
 }
 
 // ParseJWKSet reads a JWK Set ({"keys": [JWK, ...]}) of public keys, each
@@ -239,11 +256,11 @@ func ParseJWKSet(doc []byte, alg string) ([]TrustedKey, error) {
 	lim := Limits{MaxDepth: 8, MaxMembers: 4096}.withDefaults()
 	m, err := decodeJSON(doc, lim)
 	if err != nil {
-		return nil, fmt.Errorf("handoff: JWK Set: %w", err)
+		return nil, fmt.Errorf("handoff: JWK Set: %w", unprefixed{err})
 	}
 	ks, err := jwkSet(m, alg)
 	if err != nil {
-		return nil, fmt.Errorf("handoff: JWK Set: %w", err)
+		return nil, fmt.Errorf("handoff: JWK Set: %w", unprefixed{err})
 	}
 	return ks, nil
 }

@@ -3,6 +3,8 @@ package handoff
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/agentproto/handoff/cose"
 	"github.com/agentproto/handoff/jws"
@@ -78,19 +80,26 @@ func signedMalformed(err error) error {
 // peekIss reads, before the signature is checked, what step 1 needs from
 // a payload: that it is a well-formed map whose v is 1 and type is want,
 // and its iss, whose keys verify it. Nothing else is decoded.
+//
+// Its errors say the package once: the jws or cose package wraps them in
+// the middle of a message ("jws: key lookup: malformed input: ...").
 func peekIss(payload []byte, enc Encoding, lim Limits, want string) (AgentID, error) {
 	m, err := peekMembers(payload, enc, lim.withDefaults(), "v", "type", "iss")
 	if err != nil {
-		return "", err
+		return "", unprefixed{err}
 	}
 	f := fields{m: m}
 	if err := f.version(); err != nil {
-		return "", err
+		return "", unprefixed{err}
 	}
 	if err := f.typ(want); err != nil {
-		return "", err
+		return "", unprefixed{err}
 	}
-	return f.agent("iss")
+	iss, err := f.agent("iss")
+	if err != nil {
+		return "", unprefixed{err}
+	}
+	return iss, nil
 }
 
 // errNoTrustedKey is returned by the key lookups so that open can tell an
@@ -121,6 +130,7 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 	// receiver does not trust for iss (untrusted-key), not iss's key over
 	// altered octets (bad-signature).
 	var foreignKID bool
+	var why keyMismatch // what the trust configuration holds for iss, for the message
 	var iss AgentID
 	var payload []byte
 	var enc Encoding
@@ -142,6 +152,10 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 			var keys []jws.Key
 			for _, k := range bound {
 				keys = append(keys, jws.Key{Public: k.Public, Alg: k.Alg})
+			}
+			why = keyMismatch{alg: h.Alg, kid: h.KID}
+			for _, k := range keys {
+				why.pinned = append(why.pinned, k.Alg)
 			}
 			if len(keys) == 0 {
 				return nil, trust.noKey(iss)
@@ -167,6 +181,10 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 			for _, k := range bound {
 				keys = append(keys, cose.Key{Public: k.Public, Alg: k.Alg})
 			}
+			why = keyMismatch{alg: h.Alg, kid: kid}
+			for _, k := range keys {
+				why.pinned = append(why.pinned, k.Alg)
+			}
 			if len(keys) == 0 {
 				return nil, trust.noKey(iss)
 			}
@@ -179,12 +197,52 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 	if err == nil {
 		return payload, enc, bound[used].ref(), nil
 	}
-	return nil, 0, keyRef{}, openErr(err, iss, foreignKID)
+	return nil, 0, keyRef{}, openErr(err, iss, foreignKID, why)
 }
 
-// openErr classifies why open failed.
-func openErr(err error, iss AgentID, foreignKID bool) error {
+// keyMismatch is what open saw of a message's header and of the keys the
+// trust configuration binds to its iss, so that a refusal names the
+// cause: a key that is not bound to iss, or keys pinned to another alg.
+type keyMismatch struct {
+	alg, kid string   // the header's
+	pinned   []string // the alg of each key bound to iss
+}
+
+// otherAlg reports whether no key bound to iss is pinned to the header's
+// alg, and the algs they are pinned to.
+func (m keyMismatch) otherAlg() (bool, []string) {
+	var algs []string
+	for _, a := range m.pinned {
+		if a == m.alg {
+			return false, nil
+		}
+		if !slices.Contains(algs, a) {
+			algs = append(algs, a)
+		}
+	}
+	return len(algs) > 0, algs
+}
+
+// algDetail says why an element signed under an alg no key of iss is
+// pinned to does not verify (HC-22), and, when its kid names none of
+// those keys, that the signing key is likely not one bound to iss (HC-21).
+func algDetail(iss AgentID, m keyMismatch, foreignKID bool) string {
+	_, algs := m.otherAlg()
+	d := fmt.Sprintf("the trust configuration pins the key(s) of %q to %s, but the element is signed with %s (HC-22)",
+		iss, strings.Join(algs, ", "), m.alg)
+	if foreignKID {
+		d += fmt.Sprintf("; its kid %q names none of those keys: the signing key is not one bound to %q (HC-21)", m.kid, iss)
+	}
+	return d
+}
+
+// openErr classifies why open failed. The reason codes are the draft's
+// and the vectors' (choices where the draft is silent, 4); the detail
+// names the cause a user can act on: a signing key not bound to iss, or
+// keys of iss pinned to another alg.
+func openErr(err error, iss AgentID, foreignKID bool, why keyMismatch) error {
 	var nk errNoTrustedKey
+	otherAlg, _ := why.otherAlg()
 	switch {
 	case errors.As(err, &nk):
 		return reject(ReasonUntrustedKey, ErrUntrustedKey, "%v", nk)
@@ -192,8 +250,13 @@ func openErr(err error, iss AgentID, foreignKID bool) error {
 		return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: errClass(err)}
 	case errors.Is(err, jws.ErrTooLarge), errors.Is(err, cose.ErrTooLarge):
 		return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: ErrTooLarge}
+	case (errors.Is(err, jws.ErrAlg) || errors.Is(err, cose.ErrAlg)) && otherAlg:
+		// HC-22: vector #040 is bad-signature, whatever the kid names.
+		return &Rejection{Reason: ReasonBadSignature, Detail: algDetail(iss, why, foreignKID), Err: fmt.Errorf("%w: %w", ErrSignature, err)}
 	case (errors.Is(err, jws.ErrSignature) || errors.Is(err, cose.ErrSignature)) && foreignKID:
-		return reject(ReasonUntrustedKey, ErrUntrustedKey, "the kid names no key bound to %q, and no key bound to it verifies: %v", iss, err)
+		return reject(ReasonUntrustedKey, ErrUntrustedKey,
+			"the signing key is not one the trust configuration binds to %q: the kid %q names none of the %d key(s) bound to it, and none of them verifies the signature (HC-21)",
+			iss, why.kid, len(why.pinned))
 	case errors.Is(err, jws.ErrSignature), errors.Is(err, cose.ErrSignature):
 		return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: ErrSignature}
 	default:

@@ -79,6 +79,11 @@ func AssertBad(t testing.TB, in *handoff.Received, bad BadInput) bool {
 // every other part of HC-55 is checked, and iss only for a trusted key.
 func AssertStatus(t testing.TB, trust *handoff.Trust, status []byte, offer handoff.Signed, state handoff.State, reason handoff.Reason) *handoff.Status {
 	t.Helper()
+	if len(status) == 0 {
+		// The zero Signed a failed Reply returns, or a status never sent.
+		t.Errorf("handofftest: the status is empty: no status was signed (check the error of the Reply that made it)")
+		return nil
+	}
 	s, err := handoff.ParseSigned(status, handoff.Limits{})
 	if err != nil {
 		t.Errorf("handofftest: not a signed status: %v", err)

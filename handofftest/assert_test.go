@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/agentproto/handoff"
@@ -110,6 +111,25 @@ func TestAssertStatus_HC55(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.AssertStatus(t, st.Octets, wrongDialog, handoff.Rejected, handoff.ReasonPolicy)
+}
+
+// An empty status, what a failed Reply returns, is reported as empty, not
+// as a form that is neither JWS nor COSE.
+func TestAssertStatus_Empty(t *testing.T) {
+	w := handofftest.NewWorld(t, planner, coder)
+	offer := w.Offer(planner, coder, nil)
+	for name, status := range map[string][]byte{"nil": nil, "zero Signed": (handoff.Signed{}).Octets, "empty": {}} {
+		f := &fakeT{}
+		done := make(chan struct{})
+		go func() { defer close(done); w.AssertStatus(f, status, offer, handoff.Accepted, "") }()
+		<-done
+		if !f.failed || len(f.errors) != 1 {
+			t.Fatalf("%s: AssertStatus reported %q", name, f.errors)
+		}
+		if msg := f.errors[0]; !strings.Contains(msg, "the status is empty") || strings.Contains(msg, "COSE_Sign1") {
+			t.Errorf("%s: %q does not say the status is empty", name, msg)
+		}
+	}
 }
 
 // The work of a retransmitted offer runs once (HC-38), and the counter

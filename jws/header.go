@@ -222,11 +222,11 @@ func asciiLower(s string) string {
 func (p *protected) check(strict bool) error {
 	switch {
 	case !p.has("typ"):
-		return fmt.Errorf("%w: typ is missing, want %q", ErrType, Type)
+		return fmt.Errorf("%w: missing, want %q", ErrType, Type)
 	case strict && p.typ != Type:
-		return fmt.Errorf("%w: typ %q, want exactly %q (strict profile)", ErrType, p.typ, Type)
+		return fmt.Errorf("%w: %q, want exactly %q (strict profile)", ErrType, p.typ, Type)
 	case !typeMatches(p.typ):
-		return fmt.Errorf("%w: typ %q, want %q", ErrType, p.typ, Type)
+		return fmt.Errorf("%w: %q, want %q", ErrType, p.typ, Type)
 	case p.has("crit"):
 		return fmt.Errorf("%w: crit is not allowed in a signed handoff", ErrCrit)
 	case p.has("b64"):

@@ -152,19 +152,25 @@ func (e *env) parse(fs *flag.FlagSet, usage func() string, args []string) (pos [
 
 // usagef reports a usage error and returns exitUsage.
 func (e *env) usagef(cmd, format string, args ...any) int {
-	fmt.Fprintf(e.stderr, "handoff %s: %s\nRun 'handoff %s -h' for usage.\n", cmd, fmt.Sprintf(format, args...), cmd)
+	fmt.Fprintf(e.stderr, "handoff %s: %s\nRun 'handoff %s -h' for usage.\n", cmd, once(fmt.Sprintf(format, args...)), cmd)
 	return exitUsage
 }
 
 // failf reports an I/O or setup error and returns exitUsage.
 func (e *env) failf(cmd, format string, args ...any) int {
-	fmt.Fprintf(e.stderr, "handoff %s: %s\n", cmd, fmt.Sprintf(format, args...))
+	fmt.Fprintf(e.stderr, "handoff %s: %s\n", cmd, once(fmt.Sprintf(format, args...)))
 	return exitUsage
 }
 
 // warnf prints a warning that does not change the outcome.
 func (e *env) warnf(cmd, format string, args ...any) {
-	fmt.Fprintf(e.stderr, "handoff %s: warning: %s\n", cmd, fmt.Sprintf(format, args...))
+	fmt.Fprintf(e.stderr, "handoff %s: warning: %s\n", cmd, once(fmt.Sprintf(format, args...)))
+}
+
+// once drops the library's "handoff: " from a message that the command's
+// own "handoff CMD: " already begins, so that it is said once.
+func once(msg string) string {
+	return strings.ReplaceAll(strings.TrimPrefix(msg, "handoff: "), ": handoff: ", ": ")
 }
 
 // maxInput bounds what is read from a file or stdin: more than any input

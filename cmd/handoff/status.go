@@ -15,7 +15,7 @@ func runStatus(e *env, args []string) int {
 	detail := fset.String("detail", "", "text for people (HC-05); leave it out across trust boundaries")
 	var refs listFlag
 	fset.Var(&refs, "ref", "a \"digest\" reference over FILE's octets, e.g. a result, with loc LOC if given (`FILE[=LOC]`, repeatable)")
-	format := fset.String("format", "jws", "signed form: jws or cose")
+	format := fset.String("format", "", "signed form: jws or cose (default: the offer's)")
 	now := &unixFlag{}
 	fset.Var(now, "now", "iat in `UNIX` seconds (default: the clock)")
 	out := fset.String("out", "", "write the signed status to `FILE` (default stdout)")
@@ -25,7 +25,8 @@ func runStatus(e *env, args []string) int {
                       [--format jws|cose] [--now UNIX] [--out FILE]
 
 Signs a status for the offer in HANDOFF_FILE: its offer member is the
-handoff digest of that offer and its hop the offer's hop. The output is the
+handoff digest of that offer and its hop the offer's hop. The status is in
+the offer's signed form unless --format says otherwise. The output is the
 signed octets exactly (JWS compact text, no newline, or COSE_Sign1 bytes).
 
 A delegate answers with accepted, rejected, completed or failed; the
@@ -60,16 +61,12 @@ are the signer's to keep.`, `  handoff status --key coder.jwk --iss spiffe://b.e
 	if *reason != "" && !handoff.Reason(*reason).Defined() {
 		e.warnf(cmd, "--reason %q is not one of the draft's reason codes (HC-04)", *reason)
 	}
-	f, err := parseFormat(*format)
-	if err != nil {
-		return e.usagef(cmd, "%v", err)
-	}
-	signer, warn, err := loadSigner(*keyPath, f)
-	if err != nil {
-		return e.failf(cmd, "%v", err)
-	}
-	if warn != "" {
-		e.warnf(cmd, "%s", warn)
+	var f handoff.Format
+	if *format != "" {
+		var err error
+		if f, err = parseFormat(*format); err != nil {
+			return e.usagef(cmd, "%v", err)
+		}
 	}
 	data, err := e.readInput(*offerPath)
 	if err != nil {
@@ -86,6 +83,16 @@ are the signer's to keep.`, `  handoff status --key coder.jwk --iss spiffe://b.e
 	}
 	if o == nil {
 		return e.failf(cmd, "--offer %s: holds a status, not an offer", *offerPath)
+	}
+	if f == 0 {
+		f = elem.Format // a status in the offer's own form
+	}
+	signer, warn, err := loadSigner(*keyPath, f)
+	if err != nil {
+		return e.failf(cmd, "%v", err)
+	}
+	if warn != "" {
+		e.warnf(cmd, "%s", warn)
 	}
 	// The parties follow from the offer: the delegate answers the
 	// delegator; "canceled" goes the other way (HC-55).

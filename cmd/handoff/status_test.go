@@ -223,3 +223,40 @@ func TestStatusForDraftExample(t *testing.T) {
 	assert.Equal(t, "spiffe://a.example/agent/planner", m["aud"])
 	assert.Equal(t, false, m["offer_verified"], "the planner is not in this trust file")
 }
+
+// A status is in its offer's signed form unless --format says otherwise:
+// a COSE offer is answered in COSE, a JWS offer in JWS, whatever the
+// encoding of the Handoff object that carries it.
+func TestStatus_DefaultsToTheOffersFormat(t *testing.T) {
+	w := newWorld(t)
+	for _, c := range []struct {
+		name  string
+		args  []string
+		cose  bool
+		force string
+	}{
+		{"jws offer", []string{"--format", "jws"}, false, ""},
+		{"cose offer", []string{"--format", "cose"}, true, ""},
+		{"cose offer in JSON", []string{"--format", "cose", "--encoding", "json"}, true, ""},
+		{"jws offer in CBOR", []string{"--format", "jws", "--encoding", "cbor"}, false, ""},
+		{"cose offer, --format jws", []string{"--format", "cose"}, false, "jws"},
+		{"jws offer, --format cose", []string{"--format", "jws"}, true, "cose"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := offerFile(t, w.path(strings.ReplaceAll(c.name, " ", "-")+".h"),
+				append([]string{"--key", w.a.key, "--iss", w.a.id, "--aud", w.b.id, "--dialog", "d"}, c.args...)...)
+			args := []string{"status", "--key", w.b.key, "--offer", h, "--state", "accepted"}
+			if c.force != "" {
+				args = append(args, "--format", c.force)
+			}
+			r := cli(t, nil, args...)
+			mustCode(t, r, 0)
+			if c.cose {
+				require.Equal(t, byte(0xd2), r.stdout[0], "a tagged COSE_Sign1")
+			} else {
+				require.Equal(t, 2, strings.Count(r.stdout, "."), "JWS compact text")
+			}
+			verifyStatusOut(t, 0, []byte(r.stdout), "--trust", w.trust, "--offer", h, "-")
+		})
+	}
+}

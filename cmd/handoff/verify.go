@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -45,6 +46,10 @@ type verifyOutput struct {
 	Refs           []refOut   `json:"refs"`
 	Checks         []checkOut `json:"checks"`
 	Now            int64      `json:"now"`
+
+	// why is the refusal's message after its reason, for --summary: the
+	// detail with where in the chain, said once (not printed in JSON).
+	why string
 }
 
 type linkOut struct {
@@ -102,6 +107,8 @@ func runVerify(e *env, args []string) int {
 		"from --ref-object (`FILE`, repeatable)")
 	fset.Var(&learnlogKeys, "learnlog-key", "check \"learnlog-head\" references (appendix B): FILE is a JWK or JWK Set of public keys to trust "+
 		"for the record's producer; a head's kid must be a key's JWK Thumbprint, alg defaults to ES256 (`FILE`, repeatable)")
+	summary := fset.Bool("summary", false, "print one line instead of the JSON object: the verdict, the reason and the check that "+
+		"decided, and the offer (same exit status)")
 	usage := func() string {
 		return usageText(fset, `Usage: handoff verify --self AGENTID --trust TRUST.json [--now UNIX] [--dialog ID]
                       [--trust-url AGENT=URL]... [--trust-doc-url URL] [--trust-cache FILE]
@@ -109,7 +116,7 @@ func runVerify(e *env, args []string) int {
                       [--require-chain] [--trusted-origin ID]... [--allow-reentry ID]...
                       [--structure-first] [--memory-lost-at UNIX] [--replay-db FILE]
                       [--refs POLICY] [--ref-object LOC=FILE]... [--ref-salt LOC=SALT]...
-                      [--scitt-key FILE]... [--learnlog-key FILE]... HANDOFF_FILE|-
+                      [--scitt-key FILE]... [--learnlog-key FILE]... [--summary] HANDOFF_FILE|-
 
 Runs the receive checks of the draft (section 5.1) on a Handoff object, JSON
 or CBOR (detected; "-" reads stdin), as the agent --self: signature with a
@@ -120,6 +127,9 @@ Prints exactly one JSON object on stdout: "accepted", "retransmission",
 "reason" (the draft's reason code; "" when accepted or a retransmission),
 "detail", "equivocation", "offer_digest", "chain", "iss", "aud", "hop",
 "dialog", "refs", "checks" and more (see README.md).
+
+With --summary, prints one line instead: "accepted: ...", "retransmission:
+...", or "refused: REASON at check N (NAME): DETAIL".
 
 Exit status: 0 accepted; 1 not accepted, including a retransmission and
 equivocation; 2 usage or I/O error (message on stderr, nothing on stdout).
@@ -148,7 +158,9 @@ not that it is true; a verified head does not show the record is complete.`, `  
   # keys fetched from where each agent publishes them, cached between runs
   handoff verify --self B --trust-url A=https://a.example/.well-known/jwks.json \
       --trust-cache keys.cache h.json
-  cat h.json | handoff verify --self B --trust trust.json -`)
+  cat h.json | handoff verify --self B --trust trust.json -
+  # one line for a person or a log
+  handoff verify --self B --trust trust.json --summary h.json`)
 	}
 	pos, code, ok := e.parse(fset, usage, args)
 	if !ok {
@@ -272,7 +284,11 @@ not that it is true; a verified head does not show the record is complete.`, `  
 		return e.failf(cmd, "replay store: %v", err)
 	}
 	res := verifyResult(r, trust, lim, clock(), *dialog != "", refPol)
-	if err := e.printJSON(res); err != nil {
+	if *summary {
+		if _, err := fmt.Fprintln(e.stdout, summaryLine(res)); err != nil {
+			return e.failf(cmd, "%v", err)
+		}
+	} else if err := e.printJSON(res); err != nil {
 		return e.failf(cmd, "%v", err)
 	}
 	if res.Accepted {
@@ -447,7 +463,53 @@ func verifyResult(r *handoff.Received, trust *handoff.Trust, lim handoff.Limits,
 		out.Links = append(out.Links, lo)
 	}
 	out.Checks = checksOf(r, dialogGiven, refPol)
+	if err := r.Err(); err != nil {
+		out.why = strings.TrimPrefix(err.Error(), "handoff: rejected: "+out.Reason+": ")
+	}
 	return out
+}
+
+// summaryLine is the one line --summary prints: the verdict first, then
+// what decided it. Members of an offer whose signature did not verify are
+// marked so, and text with a control character is quoted (safe), so that
+// nothing from the input breaks the line.
+func summaryLine(res *verifyOutput) string {
+	var b strings.Builder
+	who := func() {
+		if res.Iss == "" {
+			return
+		}
+		fmt.Fprintf(&b, " from %s to %s, hop %s", safe(res.Iss), safe(res.Aud), safe(res.Hop))
+		if !res.OfferVerified {
+			b.WriteString(" (UNVERIFIED)")
+		}
+	}
+	switch {
+	case res.Accepted:
+		fmt.Fprintf(&b, "accepted: offer %s", res.OfferDigest)
+		who()
+		fmt.Fprintf(&b, ", chain %s", res.Chain)
+	case res.Retransmission:
+		fmt.Fprintf(&b, "retransmission: offer %s", res.OfferDigest)
+		who()
+		b.WriteString(", already received; not processed again")
+	default:
+		fmt.Fprintf(&b, "refused: %s", res.Reason)
+		for _, c := range res.Checks {
+			if c.Result == "fail" {
+				fmt.Fprintf(&b, " at check %d (%s)", c.Step, c.Check)
+				break
+			}
+		}
+		why := res.why
+		if why == "" {
+			why = res.Detail
+		}
+		if why != "" {
+			b.WriteString(": " + safe(why))
+		}
+	}
+	return b.String()
 }
 
 // checksOf reports what each of the seven checks did: "pass", "fail",

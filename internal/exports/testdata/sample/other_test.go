@@ -1,0 +1,5 @@
+package sample
+
+func TestOnly() {}
+
+type TestType int
