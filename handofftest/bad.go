@@ -168,7 +168,9 @@ func (b BadInput) Verify(in *handoff.Received) error {
 
 // BadInputs returns one bad input per attack class for the receiver to,
 // in JWS and in COSE wherever the attack applies to the form (alg "none"
-// is JWS's alone). Each Handoff object is in the World's encoding if
+// is JWS's alone); from a World that In made, in its format alone
+// (World.In(handoff.COSE).BadInputs gives COSE inputs only). Each Handoff
+// object is in the World's encoding if
 // Encoded chose one, else JSON for JWS and CBOR for COSE; malformed JSON
 // is listed for each JSON one and malformed CBOR for each CBOR one. to
 // must be one of the agents named to NewWorld. The offers are signed by
@@ -182,6 +184,9 @@ func (w *World) BadInputs(to handoff.AgentID) []BadInput {
 	w.t.Helper()
 	if !slices.Contains(w.ids, to) {
 		w.t.Fatalf("handofftest: BadInputs: %q is not an agent named to NewWorld", to)
+	}
+	if w.chosen {
+		return w.badInputs(to)
 	}
 	var out []BadInput
 	for _, f := range []handoff.Format{handoff.JWS, handoff.COSE} {

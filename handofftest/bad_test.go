@@ -107,6 +107,31 @@ func testCoverEveryAttack(t *testing.T, w *handofftest.World) {
 	}
 }
 
+// A World that In made gives the bad inputs of its format alone, in every
+// encoding; a World that In did not make gives both forms.
+func TestBadInputs_InChoosesTheFormat(t *testing.T) {
+	w := handofftest.NewWorld(t, planner, coder)
+	formats := func(w *handofftest.World) map[handoff.Format]int {
+		n := map[handoff.Format]int{}
+		for _, bad := range w.BadInputs(coder) {
+			n[bad.Format]++
+		}
+		return n
+	}
+	both := formats(w)
+	if both[handoff.JWS] == 0 || both[handoff.COSE] == 0 {
+		t.Fatalf("NewWorld: %v, want both forms", both)
+	}
+	for _, f := range []handoff.Format{handoff.JWS, handoff.COSE} {
+		for _, ww := range []*handofftest.World{w.In(f), w.In(f).Encoded(handoff.JSON), w.Encoded(handoff.CBOR).In(f)} {
+			got := formats(ww)
+			if len(got) != 1 || got[f] != both[f] {
+				t.Errorf("In(%v): %v, want only %d of %v", f, got, both[f], f)
+			}
+		}
+	}
+}
+
 // Without the configuration a bad input names, the default receiver does
 // not refuse it for that reason: Configure is needed, not decoration.
 func TestBadInputs_ConfigureIsNeeded(t *testing.T) {

@@ -77,6 +77,7 @@ type World struct {
 	t      testing.TB
 	clock  *Clock
 	format handoff.Format
+	chosen bool             // In chose format: BadInputs gives its inputs alone
 	enc    handoff.Encoding // zero: the format's own (Encoding)
 	keys   map[handoff.AgentID]*ecdsa.PrivateKey
 	ids    []handoff.AgentID // as given to NewWorld
@@ -120,14 +121,14 @@ func NewWorld(t testing.TB, ids ...handoff.AgentID) *World {
 
 // In returns a World over the same agents, keys, trust and clock that signs
 // in format f, and encodes Handoff objects in the encoding that goes with f
-// unless Encoded chose one.
+// unless Encoded chose one. Its BadInputs are in f alone.
 func (w *World) In(f handoff.Format) *World {
 	w.t.Helper()
 	if f != handoff.JWS && f != handoff.COSE {
 		w.t.Fatalf("handofftest: unknown format %v", f)
 	}
 	c := *w
-	c.format = f
+	c.format, c.chosen = f, true
 	return &c
 }
 

@@ -95,6 +95,6 @@ func TestA2A_HandofftestBadInputs_NeverReachTheExecutor_HC30(t *testing.T) {
 			})
 		}
 	}
-	require.Greater(t, total, 60, "bad inputs tried")
+	require.Greater(t, total, 40, "bad inputs tried, of both forms")
 	t.Logf("%d bad inputs through message/send; the executor ran %d times, once per prior offer", total, runs)
 }

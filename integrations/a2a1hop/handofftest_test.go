@@ -95,5 +95,5 @@ func TestA2A1_HandofftestBadInputs_NeverReachTheExecutor_HC30(t *testing.T) {
 			})
 		}
 	}
-	require.Greater(t, total, 60, "bad inputs tried")
+	require.Greater(t, total, 40, "bad inputs tried, of both forms")
 }

@@ -90,6 +90,6 @@ func TestMCP_HandofftestBadInputs_NeverReachTheTool_HC30(t *testing.T) {
 			})
 		}
 	}
-	require.Greater(t, total, 60, "bad inputs tried")
+	require.Greater(t, total, 40, "bad inputs tried, of both forms")
 	t.Logf("%d bad inputs through tools/call; the tool ran %d times, once per prior offer", total, runs)
 }
