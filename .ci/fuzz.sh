@@ -21,6 +21,7 @@ targets=(
 	"./jws FuzzOpen"
 	"./cose FuzzOpen"
 	"./evidence FuzzDecode"
+	"./evidence FuzzCanonicalize"
 	"./scitt FuzzCheckRef"
 	"./learnlog FuzzCheckRef"
 	"./replay/internal/codec FuzzDecode"

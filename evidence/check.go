@@ -186,6 +186,9 @@ type CheckConfig struct {
 	// package inspected on its own). The report then says nothing of the
 	// binding; never use it to accept a handoff.
 	Unbound bool
+	// Detectors are the credential detectors of the restricted-data scan;
+	// nil means DefaultDetectors.
+	Detectors []Detector
 }
 
 // Delivered is what travelled beside the offer: the package as received,
@@ -215,11 +218,7 @@ func CheckReceived(ctx context.Context, in *handoff.Received, d Delivered, cfg C
 // and cfg. A package that does not decode is an error (ErrMalformed,
 // ErrTooLarge); everything else is a finding.
 func Check(ctx context.Context, offer *handoff.Offer, d Delivered, cfg CheckConfig) (*Report, error) {
-	p, err := Decode(d.Package, cfg.Decode)
-	if err != nil {
-		return nil, err
-	}
-	c, err := Canonical(d.Package, cfg.Decode)
+	p, tree, c, err := parse(d.Package, cfg.Decode)
 	if err != nil {
 		return nil, err
 	}
@@ -234,17 +233,22 @@ func Check(ctx context.Context, offer *handoff.Offer, d Delivered, cfg CheckConf
 	ck := &checker{ctx: ctx, p: p, cfg: cfg, now: now(), maxAge: maxAge,
 		r: &Report{unverified: p, Unbound: offer == nil && cfg.Unbound, Digest: handoff.SHA256(c)}}
 	ck.required()
+	// The binding comes before any scan or resolver call: a package that
+	// is not the one the offer names costs no more than its decoding.
+	bound := cfg.Unbound && offer == nil
 	if offer != nil {
 		ck.r.offerIss, ck.r.offerHop = offer.Iss, offer.Hop
-		ck.binding(offer, d)
+		bound = ck.binding(offer, d, c)
 	} else if !cfg.Unbound {
 		ck.add(CodeUnbound, "", "no offer given: the package is not shown bound to one")
 	}
-	if err := ck.restricted(d.Package); err != nil {
-		return nil, err
+	if bound {
+		ck.restricted(tree)
 	}
 	ck.authority()
-	ck.artifacts()
+	if bound {
+		ck.artifacts()
+	}
 	ck.claims()
 	ck.owners()
 	return ck.r, nil
@@ -335,9 +339,11 @@ func (c *checker) required() {
 	}
 }
 
-// binding checks that the package rides with this offer.
-func (c *checker) binding(o *handoff.Offer, d Delivered) {
+// binding checks that the package rides with this offer, and reports
+// whether it does.
+func (c *checker) binding(o *handoff.Offer, d Delivered, canonical []byte) bool {
 	p := c.p
+	n := len(c.r.Findings)
 	if p.Handoff.ID != "" && p.Handoff.ID != string(o.Hop) {
 		c.add(CodeUnbound, "/handoff/id", "id is not the offer's hop")
 	}
@@ -355,11 +361,11 @@ func (c *checker) binding(o *handoff.Offer, d Delivered) {
 	refs := Refs(o.Refs)
 	if len(refs) == 0 {
 		c.add(CodeUnbound, "", "the offer names no evidence package")
-		return
+		return false
 	}
 	var best *handoff.RefResult
 	for _, ref := range refs {
-		res := CheckRef(ref, handoff.RefObject{Octets: d.Package, Salt: d.Salt}, c.cfg.Decode)
+		res := checkCanonical(ref, canonical, d.Salt)
 		if best == nil || res.Outcome == handoff.RefVerified ||
 			(res.Outcome == handoff.RefMismatch && best.Outcome == handoff.RefUnverifiable) {
 			r := res
@@ -373,26 +379,25 @@ func (c *checker) binding(o *handoff.Offer, d Delivered) {
 	case handoff.RefUnverifiable:
 		c.add(CodePackageUnverifiable, "", "the offer's package reference could not be checked: %s", best.Detail)
 	}
+	return best.Outcome == handoff.RefVerified && len(c.r.Findings) == n
 }
 
 // restricted reports credential-like strings, and items both withheld and
 // passed.
-func (c *checker) restricted(raw []byte) error {
-	hits, err := scanPackage(c.p, raw, nil)
-	if err != nil {
-		return err
-	}
+func (c *checker) restricted(tree *canon) {
+	hits := scanPackage(c.p, tree, c.cfg.Detectors, nil)
 	for _, h := range hits {
 		c.add(CodeRestricted, h.Path, "credential-like string (%s)", h.Pattern)
 	}
+	withheld := make(map[string]bool, len(c.p.Withheld))
+	for _, w := range c.p.Withheld {
+		withheld[w.Item] = true
+	}
 	for i, pc := range c.p.Passed {
-		for _, w := range c.p.Withheld {
-			if pc.Name != "" && pc.Name == w.Item {
-				c.add(CodeRestricted, fmt.Sprintf("/context_passed/%d", i), "item %q is declared withheld", w.Item)
-			}
+		if pc.Name != "" && withheld[pc.Name] {
+			c.add(CodeRestricted, fmt.Sprintf("/context_passed/%d", i), "item %q is declared withheld", pc.Name)
 		}
 	}
-	return nil
 }
 
 // authority checks the permission boundary and the next action.
