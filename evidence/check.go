@@ -88,32 +88,74 @@ type ArtifactResult struct {
 	Detail  string             `json:"detail,omitempty"`
 }
 
-// Report is the outcome of Check.
+// Report is the outcome of Check. It is opaque, as handoff.Received is:
+// only Check makes one, and what it says is read through its methods,
+// which return copies. A Report built by hand is never Acceptable and
+// yields no Guard, and changing what a method returned changes nothing.
 type Report struct {
 	// unverified is the decoded package: its claims are untrusted, and it
 	// is bound to the offer only when Acceptable.
 	unverified *Package
-	// Unbound is true when the package was checked without an offer
+	// unbound is true when the package was checked without an offer
 	// (CheckConfig.Unbound): such a report is never Acceptable.
-	Unbound bool
-	// offer is the (iss, hop) of the offer checked against.
-	offerIss handoff.AgentID
-	offerHop handoff.HopID
-	// Digest is the package digest: SHA-256 over its JCS form.
-	Digest handoff.Digest
-	// Binding is the outcome of the offer's package reference, when an
-	// offer was given and named one.
-	Binding *handoff.RefResult
-	// Artifacts is each artifact's outcome, in package order.
-	Artifacts []ArtifactResult
-	// Findings, in a stable order.
-	Findings []Finding
+	unbound bool
+	// checked is set by Check alone.
+	checked bool
+	// offer is the (iss, hop) of the offer checked against, and its
+	// handoff digest when CheckReceived made the report.
+	offerIss  handoff.AgentID
+	offerHop  handoff.HopID
+	offerDig  handoff.Digest
+	offerTime handoff.Time // the offer's exp: no authority outlives it
+	digest    handoff.Digest
+	binding   *handoff.RefResult
+	artifacts []ArtifactResult
+	findings  []Finding
+	// ancestors are the packages of earlier hops the attenuation check
+	// compared this one with, oldest first.
+	ancestors []Authority
+}
+
+// Unbound reports whether the package was checked without an offer
+// (CheckConfig.Unbound).
+func (r *Report) Unbound() bool { return r.unbound }
+
+// Digest is the package digest: SHA-256 over its JCS form.
+func (r *Report) Digest() handoff.Digest { return cloneDigest(r.digest) }
+
+// Binding is the outcome of the offer's package reference, when an offer
+// was given and named one; nil otherwise.
+func (r *Report) Binding() *handoff.RefResult {
+	if r.binding == nil {
+		return nil
+	}
+	b := *r.binding
+	b.Ref.Dig = cloneDigest(b.Ref.Dig)
+	return &b
+}
+
+// Artifacts returns each artifact's outcome, in package order.
+func (r *Report) Artifacts() []ArtifactResult { return slices.Clone(r.artifacts) }
+
+// Findings returns the findings, in a stable order.
+func (r *Report) Findings() []Finding { return slices.Clone(r.findings) }
+
+// OfferDigest is the handoff digest of the offer the report was made
+// against, when CheckReceived made it (zero otherwise).
+func (r *Report) OfferDigest() handoff.Digest { return cloneDigest(r.offerDig) }
+
+func cloneDigest(d handoff.Digest) handoff.Digest {
+	d.Val = slices.Clone(d.Val)
+	return d
 }
 
 // Passed reports whether the package passed: no finding other than
 // advisory ones.
 func (r *Report) Passed() bool {
-	for _, f := range r.Findings {
+	if r == nil || !r.checked {
+		return false
+	}
+	for _, f := range r.findings {
 		if !f.Advisory {
 			return false
 		}
@@ -125,14 +167,14 @@ func (r *Report) Passed() bool {
 // report: the package passed and is bound to the offer it was checked
 // against.
 func (r *Report) Acceptable() bool {
-	return r.Passed() && !r.Unbound && r.Binding != nil && r.Binding.Outcome == handoff.RefVerified
+	return r.Passed() && !r.unbound && r.binding != nil && r.binding.Outcome == handoff.RefVerified
 }
 
 // Package returns the package when the report is Acceptable, else nil.
 // Its claims remain claims: those without verified evidence are reported
 // "claim-unsupported".
 func (r *Report) Package() *Package {
-	if !r.Acceptable() {
+	if r == nil || !r.Acceptable() {
 		return nil
 	}
 	return r.unverified
@@ -146,7 +188,7 @@ func (r *Report) UnverifiedPackage() *Package { return r.unverified }
 // sorted.
 func (r *Report) Codes() []Code {
 	var out []Code
-	for _, f := range r.Findings {
+	for _, f := range r.findings {
 		if !f.Advisory && !slices.Contains(out, f.Code) {
 			out = append(out, f.Code)
 		}
@@ -157,7 +199,7 @@ func (r *Report) Codes() []Code {
 
 // Has reports whether a finding with code c at path was reported.
 func (r *Report) Has(c Code, path string) bool {
-	for _, f := range r.Findings {
+	for _, f := range r.findings {
 		if f.Code == c && f.Path == path {
 			return true
 		}
@@ -209,7 +251,12 @@ func CheckReceived(ctx context.Context, in *handoff.Received, d Delivered, cfg C
 	if in == nil || in.Offer() == nil || !(in.Accepted() || in.Retransmission()) {
 		return nil, ErrOfferNotVerified
 	}
-	return Check(ctx, in.Offer(), d, cfg)
+	rep, err := Check(ctx, in.Offer(), d, cfg)
+	if err != nil {
+		return nil, err
+	}
+	rep.offerDig = in.Digest()
+	return rep, nil
 }
 
 // Check is the delegate's check of a delivered package against the
@@ -231,13 +278,13 @@ func Check(ctx context.Context, offer *handoff.Offer, d Delivered, cfg CheckConf
 		maxAge = DefaultMaxStateAge
 	}
 	ck := &checker{ctx: ctx, p: p, cfg: cfg, now: now(), maxAge: maxAge,
-		r: &Report{unverified: p, Unbound: offer == nil && cfg.Unbound, Digest: handoff.SHA256(c)}}
+		r: &Report{unverified: p, unbound: offer == nil && cfg.Unbound, digest: handoff.SHA256(c), checked: true}}
 	ck.required()
 	// The binding comes before any scan or resolver call: a package that
 	// is not the one the offer names costs no more than its decoding.
 	bound := cfg.Unbound && offer == nil
 	if offer != nil {
-		ck.r.offerIss, ck.r.offerHop = offer.Iss, offer.Hop
+		ck.r.offerIss, ck.r.offerHop, ck.r.offerTime = offer.Iss, offer.Hop, offer.Exp
 		bound = ck.binding(offer, d, c)
 	} else if !cfg.Unbound {
 		ck.add(CodeUnbound, "", "no offer given: the package is not shown bound to one")
@@ -265,11 +312,11 @@ type checker struct {
 }
 
 func (c *checker) add(code Code, path, format string, args ...any) {
-	c.r.Findings = append(c.r.Findings, Finding{Code: code, Path: path, Detail: fmt.Sprintf(format, args...)})
+	c.r.findings = append(c.r.findings, Finding{Code: code, Path: path, Detail: fmt.Sprintf(format, args...)})
 }
 
 func (c *checker) advise(code Code, path, format string, args ...any) {
-	c.r.Findings = append(c.r.Findings, Finding{Code: code, Path: path, Detail: fmt.Sprintf(format, args...), Advisory: true})
+	c.r.findings = append(c.r.findings, Finding{Code: code, Path: path, Detail: fmt.Sprintf(format, args...), Advisory: true})
 }
 
 func (c *checker) need(ok bool, path string) {
@@ -343,7 +390,7 @@ func (c *checker) required() {
 // whether it does.
 func (c *checker) binding(o *handoff.Offer, d Delivered, canonical []byte) bool {
 	p := c.p
-	n := len(c.r.Findings)
+	n := len(c.r.findings)
 	if p.Handoff.ID != "" && p.Handoff.ID != string(o.Hop) {
 		c.add(CodeUnbound, "/handoff/id", "id is not the offer's hop")
 	}
@@ -372,14 +419,14 @@ func (c *checker) binding(o *handoff.Offer, d Delivered, canonical []byte) bool 
 			best = &r
 		}
 	}
-	c.r.Binding = best
+	c.r.binding = best
 	switch best.Outcome {
 	case handoff.RefMismatch:
 		c.add(CodePackageMismatch, "", "the offer's package digest does not match the package delivered")
 	case handoff.RefUnverifiable:
 		c.add(CodePackageUnverifiable, "", "the offer's package reference could not be checked: %s", best.Detail)
 	}
-	return best.Outcome == handoff.RefVerified && len(c.r.Findings) == n
+	return best.Outcome == handoff.RefVerified && len(c.r.findings) == n
 }
 
 // restricted reports credential-like strings, and items both withheld and
@@ -491,7 +538,7 @@ func (c *checker) artifacts() {
 		default:
 			c.add(CodeArtifactUnverifiable, path+"/ref", "%s", res.Detail)
 		}
-		c.r.Artifacts = append(c.r.Artifacts, res)
+		c.r.artifacts = append(c.r.artifacts, res)
 	}
 }
 
@@ -517,6 +564,11 @@ func (c *checker) claims() {
 }
 
 func (c *checker) cites(path string, ids []string) {
+	if c.verified == nil {
+		// Not bound: the artifacts were not resolved, and the package's
+		// claims are not weighed at all.
+		return
+	}
 	if len(ids) == 0 {
 		c.advise(CodeUnsupported, path, "cites no evidence: an untrusted claim")
 		return

@@ -113,7 +113,7 @@ func TestCheck_DeepPackageAllocationBounded(t *testing.T) {
 		var err error
 		got := bytesAllocated(func() { rep, err = CheckReceived(context.Background(), in, Delivered{Package: enc}, cfg) })
 		require.NoError(t, err)
-		require.True(t, rep.Acceptable(), "findings: %+v", rep.Findings)
+		require.True(t, rep.Acceptable(), "findings: %+v", rep.Findings())
 		t.Logf("deep=%v: %d octets allocated for %d octets, %.1fx", deep, got, len(enc), float64(got)/float64(len(enc)))
 		require.LessOrEqual(t, got, uint64(maxCheckAlloc*len(enc)), "deep=%v", deep)
 	}
@@ -134,7 +134,7 @@ func TestCheck_DensestShapesAllocationBounded(t *testing.T) {
 		var err error
 		got := bytesAllocated(func() { rep, err = CheckReceived(context.Background(), in, Delivered{Package: enc}, cfg) })
 		require.NoError(t, err)
-		require.True(t, rep.Acceptable(), "findings: %+v", rep.Findings)
+		require.True(t, rep.Acceptable(), "findings: %+v", rep.Findings())
 		t.Logf("%s: %d octets allocated for %d octets, %.1fx", shape.name, got, len(enc), float64(got)/float64(len(enc)))
 		require.LessOrEqual(t, got, uint64(maxCheckAlloc*len(enc)), shape.name)
 	}

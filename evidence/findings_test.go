@@ -119,9 +119,9 @@ func TestCheck_EachFinding(t *testing.T) {
 				require.NoError(t, err)
 			}
 			_, rep := w.receive(out, handoff.JSON, Delivered{Package: enc, Salt: salt})
-			require.True(t, rep.Has(c.code, c.path), "want %s at %q, got %+v", c.code, c.path, rep.Findings)
-			require.Equal(t, c.advisory, rep.Passed(), "findings: %+v", rep.Findings)
-			for _, f := range rep.Findings {
+			require.True(t, rep.Has(c.code, c.path), "want %s at %q, got %+v", c.code, c.path, rep.Findings())
+			require.Equal(t, c.advisory, rep.Passed(), "findings: %+v", rep.Findings())
+			for _, f := range rep.Findings() {
 				if f.Code == c.code && f.Path == c.path {
 					require.Equal(t, c.advisory, f.Advisory)
 				}
@@ -139,8 +139,8 @@ func TestCheck_MismatchedEvidenceLeavesClaimUnsupported(t *testing.T) {
 	}, false, false)
 	_, rep := w.receive(out, handoff.JSON, Delivered{Package: enc})
 	require.True(t, rep.Has(CodeUnsupported, "/state/0"))
-	require.Equal(t, handoff.RefMismatch, rep.Artifacts[0].Outcome)
-	require.Equal(t, handoff.RefVerified, rep.Artifacts[1].Outcome)
+	require.Equal(t, handoff.RefMismatch, rep.Artifacts()[0].Outcome)
+	require.Equal(t, handoff.RefVerified, rep.Artifacts()[1].Outcome)
 }
 
 // Without an artifact resolver nothing is reported verified (HC-11).
@@ -150,7 +150,7 @@ func TestCheck_HC11_NoResolverNothingVerified(t *testing.T) {
 	out := w.offer(built, bind)
 	rep, err := Check(context.Background(), out.Offer, Delivered{Package: built.Encoded}, CheckConfig{Now: w.clock.Now})
 	require.NoError(t, err)
-	for _, a := range rep.Artifacts {
+	for _, a := range rep.Artifacts() {
 		require.Equal(t, handoff.RefUnverifiable, a.Outcome)
 	}
 	require.True(t, rep.Has(CodeArtifactUnverifiable, "/artifacts/0/ref"))

@@ -78,7 +78,7 @@ func TestRootRefMachinery_PackageKindIsCheckedByEvidence(t *testing.T) {
 	require.True(t, in3.Retransmission(), "the same offer again")
 	rep, err := Check(context.Background(), in.Offer(), Delivered{Package: built.Encoded}, CheckConfig{Now: w.clock.Now, Artifacts: artifactSource()})
 	require.NoError(t, err)
-	require.Equal(t, handoff.RefVerified, rep.Binding.Outcome)
+	require.Equal(t, handoff.RefVerified, rep.Binding().Outcome)
 }
 
 func TestRecorded_UnknownHop(t *testing.T) {
