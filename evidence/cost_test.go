@@ -94,7 +94,14 @@ func costWorld(t testing.TB, deep bool, n, total int) (*handoff.Received, []byte
 	in, err := w.to.Receive(context.Background(), data, handoff.Host{Dialog: "case-77"})
 	require.NoError(t, err)
 	require.True(t, in.Accepted())
-	return in, enc, CheckConfig{Now: w.clock.Now, Artifacts: artifactSource()}
+	cfg := CheckConfig{Now: w.clock.Now, Artifacts: artifactSource()}
+	if raceEnabled {
+		// Under the race detector the regular expressions' pooled
+		// matchers are dropped at random (see raceEnabled): measure the
+		// structure of the check with the detector that uses none.
+		cfg.Detectors = []Detector{credentialMember{}}
+	}
+	return in, enc, cfg
 }
 
 // The package of the issue: 248 KB, strings nested 9,000 deep, under the
