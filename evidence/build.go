@@ -95,6 +95,11 @@ type BuildOptions struct {
 	// Detectors are the credential detectors Build refuses on; nil means
 	// DefaultDetectors.
 	Detectors []Detector
+	// Within is the authority the delegator itself received (the
+	// authority of its own accepted package, Report.Package): Build
+	// refuses a package that widens it (ErrWidened, see Widen). Nil for a
+	// delegator that starts the chain.
+	Within *Authority
 }
 
 // Build binds the package to the offer (id = hop, sender and receiver
@@ -104,6 +109,11 @@ type BuildOptions struct {
 func (b *Builder) Build(bind Binding, opt BuildOptions) (*Built, error) {
 	if b.err != nil {
 		return nil, b.err
+	}
+	if opt.Within != nil {
+		if ws := Widen(b.pkg.Authority, *opt.Within); len(ws) > 0 {
+			return nil, &WidenedError{Widenings: ws}
+		}
 	}
 	if !bind.Hop.Valid() || bind.Iss == "" || bind.Aud == "" || bind.Exp <= bind.Iat {
 		return nil, fmt.Errorf("%w: binding needs a valid hop, iss, aud and iat < exp", ErrUnbound)

@@ -66,6 +66,18 @@ const (
 	// stays an untrusted claim, never a fact, and does not by itself fail
 	// the check.
 	CodeUnsupported Code = "claim-unsupported"
+	// CodeWidened: the package exceeds the authority of an earlier hop's
+	// package (an action allowed that the ancestor did not allow, a
+	// must-ask turned allowed, a denial dropped).
+	CodeWidened Code = "authority-widened"
+	// CodeAncestorUnverifiable: an earlier hop's package could not be
+	// obtained or checked, so attenuation could not be shown. Advisory
+	// unless CheckConfig.RequireAncestors.
+	CodeAncestorUnverifiable Code = "ancestor-unverifiable"
+	// CodeAmbiguous: two authority entries differ as octets but collide
+	// once trimmed, case-folded and in NFC ("Card.Charge" and
+	// "card.charge"): the guard would treat them apart.
+	CodeAmbiguous Code = "authority-ambiguous"
 )
 
 // Finding is one result of the check.
@@ -231,6 +243,18 @@ type CheckConfig struct {
 	// Detectors are the credential detectors of the restricted-data scan;
 	// nil means DefaultDetectors.
 	Detectors []Detector
+	// Ancestors provides the packages that earlier hops' offers in the
+	// chain reference (CheckReceived compares the package with each, see
+	// Widen). It never fetches on this package's behalf (HC-61). Nil makes
+	// every such package unobtainable.
+	Ancestors handoff.RefSource
+	// RequireAncestors makes an ancestor package that cannot be obtained
+	// or checked fail the check; by default it is an advisory finding.
+	RequireAncestors bool
+	// Skew is how far ahead of the clock a state's "as of" may be; zero
+	// means handoff.DefaultSkew. A state claimed as of a later time is
+	// stale: it was not observed.
+	Skew time.Duration
 }
 
 // Delivered is what travelled beside the offer: the package as received,
@@ -251,12 +275,15 @@ func CheckReceived(ctx context.Context, in *handoff.Received, d Delivered, cfg C
 	if in == nil || in.Offer() == nil || !(in.Accepted() || in.Retransmission()) {
 		return nil, ErrOfferNotVerified
 	}
-	rep, err := Check(ctx, in.Offer(), d, cfg)
+	ck, err := check(ctx, in.Offer(), d, cfg)
 	if err != nil {
 		return nil, err
 	}
-	rep.offerDig = in.Digest()
-	return rep, nil
+	ck.r.offerDig = in.Digest()
+	if ck.bound {
+		ck.attenuation(in)
+	}
+	return ck.r, nil
 }
 
 // Check is the delegate's check of a delivered package against the
@@ -265,6 +292,14 @@ func CheckReceived(ctx context.Context, in *handoff.Received, d Delivered, cfg C
 // and cfg. A package that does not decode is an error (ErrMalformed,
 // ErrTooLarge); everything else is a finding.
 func Check(ctx context.Context, offer *handoff.Offer, d Delivered, cfg CheckConfig) (*Report, error) {
+	ck, err := check(ctx, offer, d, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return ck.r, nil
+}
+
+func check(ctx context.Context, offer *handoff.Offer, d Delivered, cfg CheckConfig) (*checker, error) {
 	p, tree, c, err := parse(d.Package, cfg.Decode)
 	if err != nil {
 		return nil, err
@@ -298,7 +333,8 @@ func Check(ctx context.Context, offer *handoff.Offer, d Delivered, cfg CheckConf
 	}
 	ck.claims()
 	ck.owners()
-	return ck.r, nil
+	ck.bound = bound
+	return ck, nil
 }
 
 type checker struct {
@@ -309,6 +345,7 @@ type checker struct {
 	maxAge   time.Duration
 	r        *Report
 	verified map[string]bool // artifact id -> verified
+	bound    bool
 }
 
 func (c *checker) add(code Code, path, format string, args ...any) {
@@ -450,36 +487,35 @@ func (c *checker) restricted(tree *canon) {
 // authority checks the permission boundary and the next action.
 func (c *checker) authority() {
 	a := c.p.Authority
+	allowed, mustAsk, denied := set(a.Allowed), set(a.MustAsk), set(a.Denied)
 	for j, d := range a.Denied {
-		if slices.Contains(a.Allowed, d) || slices.Contains(a.MustAsk, d) {
+		if allowed[d] || mustAsk[d] {
 			c.add(CodeInvalid, fmt.Sprintf("/authority/denied/%d", j), "action %q is denied and also allowed or must-ask", d)
 		}
 	}
+	approvals := map[string]bool{}
+	for _, q := range c.p.Pending {
+		if q.Kind == PendingApproval && q.Owner != "" {
+			approvals[q.Action] = true
+		}
+	}
 	for j, m := range a.MustAsk {
-		if slices.Contains(a.Allowed, m) {
+		if allowed[m] {
 			c.add(CodeInvalid, fmt.Sprintf("/authority/must_ask/%d", j), "action %q is must-ask and also allowed", m)
 		}
-		if !c.hasApproval(m) {
+		if !approvals[m] {
 			c.add(CodeMustAskNoApproval, fmt.Sprintf("/authority/must_ask/%d", j), "no pending approval with an owner for %q", m)
 		}
 	}
+	c.ambiguous()
 	next := c.p.Next.Action
 	switch {
 	case next == "":
-	case slices.Contains(a.Denied, next):
+	case denied[next]:
 		c.add(CodeNextDenied, "/next_action/action", "the next action is denied")
-	case !slices.Contains(a.Allowed, next):
+	case !allowed[next]:
 		c.add(CodeNextNotAllowed, "/next_action/action", "the next action is not in allowed")
 	}
-}
-
-func (c *checker) hasApproval(action string) bool {
-	for _, q := range c.p.Pending {
-		if q.Kind == PendingApproval && q.Action == action && q.Owner != "" {
-			return true
-		}
-	}
-	return false
 }
 
 // WireToRef converts a package reference to the root's ContextRef.
@@ -545,7 +581,15 @@ func (c *checker) artifacts() {
 // claims reports stale states, completed effects without an idempotency
 // handle, and every claim without verified evidence (advisory).
 func (c *checker) claims() {
+	skew := c.cfg.Skew
+	if skew <= 0 {
+		skew = handoff.DefaultSkew
+	}
 	for i, s := range c.p.State {
+		if !s.AsOf.IsZero() && s.AsOf.After(c.now.Add(skew)) {
+			c.add(CodeStaleState, fmt.Sprintf("/state/%d/as_of", i), "claimed as of %s, after the clock's %s: never observed",
+				s.AsOf.UTC().Format(time.RFC3339), c.now.UTC().Format(time.RFC3339))
+		}
 		if !s.AsOf.IsZero() && c.now.Sub(s.AsOf) > c.maxAge {
 			c.add(CodeStaleState, fmt.Sprintf("/state/%d/as_of", i), "observed %s ago, over the bound of %s",
 				c.now.Sub(s.AsOf).Truncate(time.Second), c.maxAge)

@@ -95,6 +95,20 @@ func TestCheck_EachFinding(t *testing.T) {
 		{name: "must ask approval without owner", mut: func(p *Package, _ Binding) { p.Pending[0].Owner = "" }, code: CodeMustAskNoApproval, path: "/authority/must_ask/0"},
 		{name: "external effect without operation id or key", mut: func(p *Package, _ Binding) { p.Completed[0].IdempotencyKey = "" }, code: CodeNoIdempotency, path: "/completed/0"},
 		{name: "stale state", mut: func(p *Package, b Binding) { p.State[0].AsOf = b.Iat.Std().Add(-16 * time.Minute) }, code: CodeStaleState, path: "/state/0/as_of"},
+		{name: "state as of the future", mut: func(p *Package, _ Binding) {
+			p.State[0].AsOf = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+		}, code: CodeStaleState, path: "/state/0/as_of"},
+		{name: "state as of beyond the skew", mut: func(p *Package, b Binding) { p.State[0].AsOf = b.Iat.Std().Add(61 * time.Second) }, code: CodeStaleState, path: "/state/0/as_of"},
+		{name: "authority entries differing in case", mut: func(p *Package, _ Binding) {
+			p.Authority.Allowed = append(p.Authority.Allowed, "Card.Charge")
+		}, code: CodeAmbiguous, path: "/authority/denied/0"},
+		{name: "authority entries differing in trailing space", mut: func(p *Package, _ Binding) {
+			p.Authority.Allowed = append(p.Authority.Allowed, "card.charge ")
+		}, code: CodeAmbiguous, path: "/authority/denied/0"},
+		{name: "authority entries differing in normalisation", mut: func(p *Package, _ Binding) {
+			p.Authority.Allowed = append(p.Authority.Allowed, "caf\u00e9.pay")
+			p.Authority.Denied = append(p.Authority.Denied, "cafe\u0301.pay")
+		}, code: CodeAmbiguous, path: "/authority/denied/2"},
 		{name: "pending side effect without owner", mut: func(p *Package, _ Binding) {
 			p.Pending = append(p.Pending, Pending{Kind: PendingSideEffect, Item: "chargeback dispute open at the bank"})
 		}, code: CodePendingNoOwner, path: "/pending/1/owner"},
