@@ -47,11 +47,11 @@ func Example_chain() {
 	pkg := func(from, to string, auth evidence.Authority, next string) evidence.Package {
 		return evidence.Package{
 			Sender: evidence.Party{Role: from}, Receiver: evidence.Party{Role: to}, Control: evidence.SpecialistReturnsResult,
-			Outcome:   evidence.Outcome{Result: "refund INV-1042 (EUR 640)", DoneWhen: "the gateway reports the refund succeeded"},
-			Authority: auth,
-			State:     []evidence.StateClaim{{System: "billing-ledger", State: "INV-1042 paid, not refunded", AsOf: now}},
-			Pending:   []evidence.Pending{{Kind: evidence.PendingApproval, Item: "refund over EUR 500", Action: "refund.issue", Owner: "finance-lead"}},
-			Next:      evidence.NextAction{Action: next, Description: "check INV-1042 against the refund policy"},
+			Outcome:      evidence.Outcome{Result: "refund INV-1042 (EUR 640)", DoneWhen: "the gateway reports the refund succeeded"},
+			Authority:    auth,
+			State:        []evidence.StateClaim{{System: "billing-ledger", State: "INV-1042 paid, not refunded", AsOf: now}},
+			Pending:      []evidence.Pending{{Kind: evidence.PendingApproval, Item: "refund over EUR 500", Action: "refund.issue", Owner: "finance-lead"}},
+			Next:         evidence.NextAction{Action: next, Description: "check INV-1042 against the refund policy"},
 			Verification: evidence.Verification{Check: "a decision for INV-1042"},
 			Timeouts:     []evidence.Timeout{{Condition: "no approval within 4 hours", Owner: from}},
 			Rollback:     evidence.Rollback{Method: "void the refund before settlement"},
