@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Memory is the in-memory Ledger: the default, for one process. Its
@@ -15,15 +16,25 @@ import (
 // allocate beyond the growth of its map.
 type Memory struct {
 	mu        sync.Mutex
-	effects   map[string]Record
+	effects   map[string]memRecord
 	approvals map[string][]Approval // hop -> approvals, ordered by ID
 	ids       map[string]string     // approval ID -> hop
 	hops      map[string]HopRecord
 }
 
+// memRecord is a Record as the memory ledger keeps it, under its name.
+type memRecord struct {
+	hop, action, approval string
+	at                    int64 // UnixNano, UTC
+}
+
+func (r memRecord) record(name string) Record {
+	return Record{Name: name, Hop: r.hop, Action: r.action, At: time.Unix(0, r.at).UTC(), Approval: r.approval}
+}
+
 // NewMemory returns an empty in-memory ledger.
 func NewMemory() *Memory {
-	return &Memory{effects: map[string]Record{}, approvals: map[string][]Approval{}, ids: map[string]string{}, hops: map[string]HopRecord{}}
+	return &Memory{effects: map[string]memRecord{}, approvals: map[string][]Approval{}, ids: map[string]string{}, hops: map[string]HopRecord{}}
 }
 
 var _ Ledger = (*Memory)(nil)
@@ -43,7 +54,7 @@ func (m *Memory) Perform(ctx context.Context, e Effect) error {
 	}
 	for _, n := range [2]string{e.OperationID, e.IdempotencyKey} {
 		if r, ok := m.effects[n]; ok && n != "" {
-			return &Refusal{Held: r}
+			return &Refusal{Held: r.record(n)}
 		}
 	}
 	var approval string
@@ -56,12 +67,12 @@ func (m *Memory) Perform(ctx context.Context, e Effect) error {
 		as[i].Remaining--
 		approval = as[i].ID
 	}
-	at := e.At.UTC().Round(0)
+	r := memRecord{hop: e.Hop, action: e.Action, approval: approval, at: e.At.UnixNano()}
 	if e.OperationID != "" {
-		m.effects[e.OperationID] = Record{Name: e.OperationID, Hop: e.Hop, Action: e.Action, At: at, Approval: approval}
+		m.effects[e.OperationID] = r
 	}
 	if e.IdempotencyKey != "" && e.IdempotencyKey != e.OperationID {
-		m.effects[e.IdempotencyKey] = Record{Name: e.IdempotencyKey, Hop: e.Hop, Action: e.Action, At: at, Approval: approval}
+		m.effects[e.IdempotencyKey] = r
 	}
 	return nil
 }
@@ -74,7 +85,10 @@ func (m *Memory) Lookup(ctx context.Context, name string) (Record, bool, error) 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.effects[name]
-	return r, ok, nil
+	if !ok {
+		return Record{}, false, nil
+	}
+	return r.record(name), true, nil
 }
 
 // Grant implements Ledger.
