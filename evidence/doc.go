@@ -21,9 +21,13 @@
 // hop's status (Reply): "accepted" when the package passed, "rejected" with
 // reason "policy" and a detail naming the findings otherwise; the status
 // refs carry the package reference, so the acknowledged digest is kept with
-// the hop's last status in the delegate's store (Recorded). A package that
-// passed against its offer (Report.Acceptable) yields a Guard, which the receiving agent consults before every
-// tool call or mutation. Under "specialist returns result", the delegate
+// the hop's last status in the delegate's store (Recorded), and in the
+// authority ledger (RecordAcknowledgement). A package that passed against
+// its offer (Report.Acceptable, from CheckReceived) yields a Guard for that
+// hop, which the receiving agent consults before every tool call or
+// mutation, and whose memory of effects and approvals is an
+// authority.Ledger (package evidence/authority) shared by every guard of
+// the agent, durable (bbolt) or shared by replicas (Redis). Under "specialist returns result", the delegate
 // returns its result as a "completed" status whose refs name the result
 // artifacts (ReturnResult), which the delegator checks (CheckResult).
 //
@@ -112,16 +116,41 @@
 // nested 10,000 deep or flat (TestCheck_DeepPackageAllocationBounded,
 // TestCheck_DensestShapesAllocationBounded, BenchmarkCheckDeepVsFlat).
 //
+// # Authority along the chain
+//
+// CheckReceived compares the package with the package of every earlier hop
+// whose offer, in the received chain, references one (CheckConfig.Ancestors
+// obtains them; each is checked against its digest): every allowed action
+// must be allowed by the ancestor, every must-ask action allowed or
+// must-ask for it, every action it denied denied ("authority-widened"
+// otherwise), and the guard refuses once the earliest exp of the offer and
+// its ancestors has passed. An ancestor that cannot be obtained is
+// "ancestor-unverifiable", advisory unless CheckConfig.RequireAncestors.
+// The builder refuses to widen the authority its delegator received
+// (BuildOptions.Within). See Widen.
+//
 // # What the checks prove, and what they cannot
 //
 // A package that passed is bound to the verified offer, is internally
 // consistent (its next action is allowed, its must-ask actions have
 // approval owners, its external effects can be deduplicated, its state is
-// recent enough), and every artifact it cites resolved to the octets its
-// digest names. The check cannot prove that the sender told the truth, nor
-// that the package is complete: a claim is only as good as the evidence it
-// cites, and a claim that cites none is reported "claim-unsupported" and
-// must be treated as an untrusted claim. The Guard makes the package's
-// authority the receiving agent's runtime policy; it does not protect
-// tools the agent calls without consulting it, nor later hops.
+// recent enough and not claimed as of the future, no two authority entries
+// collide under trimming, case folding and NFC), stays within the
+// authority of its ancestors' packages, and every artifact it cites
+// resolved to the octets its digest names. The check cannot prove that the
+// sender told the truth, nor that the package is complete: a claim is only
+// as good as the evidence it cites, and a claim that cites none is
+// reported "claim-unsupported" and must be treated as an untrusted claim.
+//
+// The Guard makes the package's authority the receiving agent's runtime
+// policy, for its own hop only (Call.Hop, the offer's handoff digest). An
+// effect's operation id and idempotency key compare exactly and share one
+// namespace; one already recorded in the ledger is refused, whichever
+// guard, process or replica recorded it. A must-ask action needs one
+// unused approval per effect, bound to the hop, the action and an
+// operation or a count, given by the owner the package names, signed by
+// the approver's key (ApproveSigned) or recorded for an authenticated local
+// operator (ApproveLocal). It does not protect tools the agent calls
+// without consulting it, nor effects named differently, and it remembers
+// only what its ledger keeps.
 package evidence

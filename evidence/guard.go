@@ -401,3 +401,18 @@ func GuardFromContext(ctx context.Context) *Guard {
 	g, _ := ctx.Value(guardKey{}).(*Guard)
 	return g
 }
+
+// RecordAcknowledgement keeps the receiver's acknowledgement of a package
+// (Acknowledge: accepted, or rejected with the finding codes) in the
+// ledger, under the hop of the offer rep was made against (rep from
+// CheckReceived), with the acknowledged package digest: the system of
+// record's copy of what Reply signed. A second call with the same
+// acknowledgement is a no-op; another is authority.ErrConflict.
+func RecordAcknowledgement(ctx context.Context, l authority.Ledger, rep *Report, at time.Time) error {
+	if rep == nil || !rep.checked || rep.offerDig.IsZero() {
+		return fmt.Errorf("%w: the report names no offer digest (use CheckReceived)", ErrNotPassed)
+	}
+	ack := Acknowledge(rep)
+	return l.Acknowledge(ctx, rep.offerDig.String(), authority.Ack{Decision: authority.Decision(ack.Decision), Reason: ack.Reason,
+		Findings: ack.Findings, Package: rep.PackageRef().Dig.String(), At: at})
+}

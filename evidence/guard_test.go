@@ -428,3 +428,31 @@ func TestReport_DetailBounded(t *testing.T) {
 	require.NotContains(t, d, "/x")
 	require.Less(t, len(d), 1024)
 }
+
+// The acknowledgement and the final disposition of a hop are kept in the
+// ledger, the system of record.
+func TestGuard_AcknowledgementAndDispositionRecorded(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, handoff.JWS, nil)
+	ledger := authority.NewMemory()
+	g := newHopGuard(t, w, refundPackage(), ledger)
+	require.NoError(t, RecordAcknowledgement(ctx, ledger, g.rep, w.clock.Now()))
+	require.NoError(t, RecordAcknowledgement(ctx, ledger, g.rep, w.clock.Now()))
+	require.NoError(t, g.Finish(ctx, handoff.Completed, "refund settled"))
+	h, err := ledger.Hop(ctx, g.in.Digest().String())
+	require.NoError(t, err)
+	require.Equal(t, authority.Accepted, h.Ack.Decision)
+	require.Equal(t, g.rep.PackageRef().Dig.String(), h.Ack.Package)
+	require.Equal(t, "completed", h.Final.State)
+
+	p := refundPackage()
+	p.Next.Action = "card.charge"
+	built, bind := w.build(p, BuildOptions{})
+	in, rep := w.receive(w.offer(built, bind), handoff.JSON, Delivered{Package: built.Encoded})
+	require.NoError(t, RecordAcknowledgement(ctx, ledger, rep, w.clock.Now()))
+	h, err = ledger.Hop(ctx, in.Digest().String())
+	require.NoError(t, err)
+	require.Equal(t, authority.Rejected, h.Ack.Decision)
+	require.Equal(t, []string{"next-action-denied"}, h.Ack.Findings)
+	require.ErrorIs(t, RecordAcknowledgement(ctx, ledger, &Report{}, w.clock.Now()), ErrNotPassed)
+}
