@@ -133,6 +133,7 @@ type Guard struct {
 	exp     time.Time // the offer's exp: no authority outlives it
 	actions map[string]class
 	pending map[string]Pending // must-ask action -> its pending approval
+	mustAsk []string           // the must-ask actions, in package order
 	ledger  authority.Ledger
 	now     func() time.Time
 	trust   *handoff.Trust
@@ -176,6 +177,11 @@ func NewGuard(ctx context.Context, rep *Report, cfg GuardConfig) (*Guard, error)
 	}{{p.Authority.Allowed, allowed}, {p.Authority.MustAsk, mustAsk}, {p.Authority.Denied, denied}} {
 		for _, a := range list.names {
 			g.actions[a] = list.c
+		}
+	}
+	for _, a := range p.Authority.MustAsk {
+		if g.actions[a] == mustAsk {
+			g.mustAsk = append(g.mustAsk, a)
 		}
 	}
 	for _, q := range p.Pending {
@@ -274,17 +280,14 @@ func (g *Guard) pendingFor(c Call) ApprovalRequest {
 // Pending returns the package's must-ask actions with the approvals they
 // wait for, in the order of the package's authority, each with no uses
 // left in the ledger: what a host shows as awaiting approval.
-func (g *Guard) Pending(ctx context.Context, p *Package) ([]ApprovalRequest, error) {
+func (g *Guard) Pending(ctx context.Context) ([]ApprovalRequest, error) {
 	as, err := g.ledger.Approvals(ctx, g.hopKey)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrLedger, err)
 	}
 	now := g.now()
 	var out []ApprovalRequest
-	for _, a := range p.Authority.MustAsk {
-		if g.actions[a] != mustAsk {
-			continue
-		}
+	for _, a := range g.mustAsk {
 		live := false
 		for _, ap := range as {
 			live = live || (ap.Action == a && ap.OperationID == "" && ap.Remaining > 0 && !now.Before(ap.Issued) && now.Before(ap.Expires))

@@ -310,15 +310,15 @@ func TestGuard_RefusesAfterOfferExpiry(t *testing.T) {
 func TestGuard_PendingApprovals(t *testing.T) {
 	ctx := context.Background()
 	g := passedGuard(t)
-	got, err := g.Pending(ctx, g.rep.Package())
+	got, err := g.Pending(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []ApprovalRequest{{Action: "refund.issue", Owner: "finance-lead", Hop: g.in.Digest(), Item: "refund over EUR 500"}}, got)
 	approveOnce(t, g, Grant{Action: "refund.issue"})
-	got, err = g.Pending(ctx, g.rep.Package())
+	got, err = g.Pending(ctx)
 	require.NoError(t, err)
 	require.Empty(t, got)
 	require.NoError(t, g.authorize("refund.issue", "op-1", ""))
-	got, err = g.Pending(ctx, g.rep.Package())
+	got, err = g.Pending(ctx)
 	require.NoError(t, err)
 	require.Len(t, got, 1, "used: pending again")
 }
