@@ -3,9 +3,10 @@ package evidence
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"unicode"
 
-	"golang.org/x/text/cases"
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/agentproto/handoff"
@@ -129,7 +130,7 @@ func (c *checker) attenuation(in *handoff.Received) {
 			}
 			c.r.ancestors = append(c.r.ancestors, anc.Authority)
 			for _, w := range Widen(c.p.Authority, anc.Authority) {
-				c.add(CodeWidened, w.Path, "beyond chain element %d: %s", k, w.Detail)
+				c.add(CodeWidened, at(w.Path), "beyond chain element %d: %s", k, w.Detail)
 			}
 		}
 	}
@@ -137,38 +138,118 @@ func (c *checker) attenuation(in *handoff.Received) {
 
 func (c *checker) ancestor(path, format string, args ...any) {
 	if c.cfg.RequireAncestors {
-		c.add(CodeAncestorUnverifiable, path, format, args...)
+		c.add(CodeAncestorUnverifiable, at(path), format, args...)
 	} else {
-		c.advise(CodeAncestorUnverifiable, path, format, args...)
+		c.advise(CodeAncestorUnverifiable, at(path), format, args...)
 	}
 }
 
+// entryPos is an authority entry: its list (0 allowed, 1 must-ask, 2
+// denied) in the top two bits, its index in the rest.
+type entryPos uint32
+
+func (e entryPos) list() int  { return int(e >> 30) }
+func (e entryPos) index() int { return int(e & (1<<30 - 1)) }
+
+// entries are the positions of every authority entry, sortable by a key.
+type entries struct {
+	lists [3][]string
+	pos   []entryPos
+}
+
+func newEntries(lists [3][]string) *entries {
+	es := &entries{lists: lists, pos: make([]entryPos, 0, len(lists[0])+len(lists[1])+len(lists[2]))}
+	for l, names := range lists {
+		for j := range names {
+			es.pos = append(es.pos, entryPos(l)<<30|entryPos(j))
+		}
+	}
+	return es
+}
+
+func (es *entries) name(e entryPos) string { return es.lists[e.list()][e.index()] }
+
+// sort orders the entries by key, then by position.
+func (es *entries) sort(key func(entryPos) string) {
+	slices.SortFunc(es.pos, func(x, y entryPos) int {
+		if c := strings.Compare(key(x), key(y)); c != 0 {
+			return c
+		}
+		return int(x) - int(y)
+	})
+}
+
+// has reports whether list holds name; the entries must be sorted by name.
+func (es *entries) has(list int, name string) bool {
+	i, _ := slices.BinarySearchFunc(es.pos, name, func(e entryPos, n string) int { return strings.Compare(es.name(e), n) })
+	for ; i < len(es.pos) && es.name(es.pos[i]) == name; i++ {
+		if es.pos[i].list() == list {
+			return true
+		}
+	}
+	return false
+}
+
 // ambiguityKey is how an action name is compared for ambiguity: trimmed
-// of white space, case-folded (Unicode full case folding) and in NFC.
-func ambiguityKey(fold cases.Caser, s string) string {
-	return norm.NFC.String(fold.String(strings.TrimSpace(s)))
+// of white space, in NFC, and simply case-folded (each rune replaced by
+// the least rune of its unicode.SimpleFold orbit). It allocates only for
+// a name that is not already its own key.
+func ambiguityKey(s string) string {
+	return strings.Map(foldRune, norm.NFC.String(strings.TrimSpace(s)))
+}
+
+func foldRune(r rune) rune {
+	least := r
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		least = min(least, f)
+	}
+	return least
 }
 
 // ambiguous reports authority entries that differ as octets but collide
 // once trimmed, case-folded and normalised to NFC: the guard compares
-// exactly and would allow one spelling while denying the other.
-func (c *checker) ambiguous() {
-	fold := cases.Fold()
-	first := map[string]string{}
-	a := c.p.Authority
-	for _, list := range []struct {
-		name    string
-		entries []string
-	}{{"allowed", a.Allowed}, {"must_ask", a.MustAsk}, {"denied", a.Denied}} {
-		for j, e := range list.entries {
-			k := ambiguityKey(fold, e)
-			if prev, ok := first[k]; ok && prev != e {
-				c.add(CodeAmbiguous, fmt.Sprintf("/authority/%s/%d", list.name, j), "%q collides with %q under case folding, NFC and trimming", e, prev)
-				continue
-			}
-			if _, ok := first[k]; !ok {
-				first[k] = e
+// exactly and would allow one spelling while denying the other. Each is
+// reported at the later entry, against the first spelling of its key.
+func (c *checker) ambiguous(es *entries) {
+	changed := false
+	for _, e := range es.pos {
+		if n := es.name(e); ambiguityKey(n) != n {
+			changed = true
+			break
+		}
+	}
+	if !changed {
+		// Every name is its own key: two that collide are equal, which
+		// the exact checks report.
+		return
+	}
+	keys := make([]string, len(es.pos))
+	for i, e := range es.pos {
+		keys[i] = ambiguityKey(es.name(e))
+	}
+	byPos := make([]int32, len(es.pos))
+	for i := range byPos {
+		byPos[i] = int32(i)
+	}
+	slices.SortFunc(byPos, func(x, y int32) int {
+		if c := strings.Compare(keys[x], keys[y]); c != 0 {
+			return c
+		}
+		return int(es.pos[x]) - int(es.pos[y])
+	})
+	var hits []entryPos
+	for i := 0; i < len(byPos); {
+		first, j := byPos[i], i+1
+		for ; j < len(byPos) && keys[byPos[j]] == keys[first]; j++ {
+			if es.name(es.pos[byPos[j]]) != es.name(es.pos[first]) {
+				hits = append(hits, es.pos[byPos[j]])
 			}
 		}
+		i = j
+	}
+	slices.Sort(hits)
+	names := [3]string{"allowed", "must_ask", "denied"}
+	for _, h := range hits {
+		c.add(CodeAmbiguous, idx("/authority/"+names[h.list()]+"/", h.index(), ""), "%q collides with another entry under trimming, case folding and NFC", es.name(h))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -78,6 +79,9 @@ const (
 	// once trimmed, case-folded and in NFC ("Card.Charge" and
 	// "card.charge"): the guard would treat them apart.
 	CodeAmbiguous Code = "authority-ambiguous"
+	// CodeMoreFindings: the count of the findings not listed (a report
+	// lists at most 64); advisory only when all of them are.
+	CodeMoreFindings Code = "more-findings"
 )
 
 // Finding is one result of the check.
@@ -283,6 +287,7 @@ func CheckReceived(ctx context.Context, in *handoff.Received, d Delivered, cfg C
 	if ck.bound {
 		ck.attenuation(in)
 	}
+	ck.finish()
 	return ck.r, nil
 }
 
@@ -296,6 +301,7 @@ func Check(ctx context.Context, offer *handoff.Offer, d Delivered, cfg CheckConf
 	if err != nil {
 		return nil, err
 	}
+	ck.finish()
 	return ck.r, nil
 }
 
@@ -322,7 +328,7 @@ func check(ctx context.Context, offer *handoff.Offer, d Delivered, cfg CheckConf
 		ck.r.offerIss, ck.r.offerHop, ck.r.offerTime = offer.Iss, offer.Hop, offer.Exp
 		bound = ck.binding(offer, d, c)
 	} else if !cfg.Unbound {
-		ck.add(CodeUnbound, "", "no offer given: the package is not shown bound to one")
+		ck.add(CodeUnbound, at(""), "no offer given: the package is not shown bound to one")
 	}
 	if bound {
 		ck.restricted(tree)
@@ -346,19 +352,63 @@ type checker struct {
 	r        *Report
 	verified map[string]bool // artifact id -> verified
 	bound    bool
+	more     int  // findings not listed
+	moreFail bool // one of them fails the check
 }
 
-func (c *checker) add(code Code, path, format string, args ...any) {
-	c.r.findings = append(c.r.findings, Finding{Code: code, Path: path, Detail: fmt.Sprintf(format, args...)})
+// maxFindings bounds the findings a report lists one by one; any more are
+// counted in one last finding (CodeMoreFindings), so that a report costs
+// a bounded amount however many defects a package has.
+const maxFindings = 64
+
+// where is the JSON Pointer of a finding, made into a string only when the
+// finding is kept: a prefix, an index (or -1) and a suffix.
+type where struct {
+	a string
+	i int
+	b string
 }
 
-func (c *checker) advise(code Code, path, format string, args ...any) {
-	c.r.findings = append(c.r.findings, Finding{Code: code, Path: path, Detail: fmt.Sprintf(format, args...), Advisory: true})
+func at(path string) where { return where{a: path, i: -1} }
+
+func idx(prefix string, i int, suffix string) where { return where{prefix, i, suffix} }
+
+func (w where) String() string {
+	if w.i < 0 {
+		return w.a
+	}
+	return w.a + strconv.Itoa(w.i) + w.b
 }
 
-func (c *checker) need(ok bool, path string) {
+func (c *checker) add(code Code, w where, format string, args ...any) {
+	c.keep(code, w, false, format, args)
+}
+
+func (c *checker) advise(code Code, w where, format string, args ...any) {
+	c.keep(code, w, true, format, args)
+}
+
+func (c *checker) keep(code Code, w where, advisory bool, format string, args []any) {
+	if len(c.r.findings) >= maxFindings {
+		c.more++
+		c.moreFail = c.moreFail || !advisory
+		return
+	}
+	c.r.findings = append(c.r.findings, Finding{Code: code, Path: w.String(), Detail: fmt.Sprintf(format, args...), Advisory: advisory})
+}
+
+// finish appends the count of the findings not listed.
+func (c *checker) finish() {
+	if c.more > 0 {
+		c.r.findings = append(c.r.findings, Finding{Code: CodeMoreFindings,
+			Detail: fmt.Sprintf("%d more findings not listed", c.more), Advisory: !c.moreFail})
+		c.more = 0
+	}
+}
+
+func (c *checker) need(ok bool, w where) {
 	if !ok {
-		c.add(CodeMissing, path, "required")
+		c.add(CodeMissing, w, "required")
 	}
 }
 
@@ -366,60 +416,60 @@ func (c *checker) need(ok bool, path string) {
 // definition does not allow.
 func (c *checker) required() {
 	p := c.p
-	c.need(p.Handoff.ID != "", "/handoff/id")
-	c.need(!p.Handoff.Time.IsZero(), "/handoff/time")
-	c.need(p.Sender.Role != "", "/sender/role")
-	c.need(p.Sender.Agent != "", "/sender/agent")
-	c.need(p.Receiver.Role != "", "/receiver/role")
-	c.need(p.Receiver.Agent != "", "/receiver/agent")
+	c.need(p.Handoff.ID != "", at("/handoff/id"))
+	c.need(!p.Handoff.Time.IsZero(), at("/handoff/time"))
+	c.need(p.Sender.Role != "", at("/sender/role"))
+	c.need(p.Sender.Agent != "", at("/sender/agent"))
+	c.need(p.Receiver.Role != "", at("/receiver/role"))
+	c.need(p.Receiver.Agent != "", at("/receiver/agent"))
 	switch {
 	case p.Control == "":
-		c.add(CodeMissing, "/control", "required")
+		c.add(CodeMissing, at("/control"), "required")
 	case !p.Control.Valid():
-		c.add(CodeInvalid, "/control", "control mode %q is neither %q nor %q", p.Control, TransferOwnership, SpecialistReturnsResult)
+		c.add(CodeInvalid, at("/control"), "control mode %q is neither %q nor %q", p.Control, TransferOwnership, SpecialistReturnsResult)
 	}
-	c.need(p.Outcome.Result != "", "/outcome/result")
-	c.need(p.Outcome.DoneWhen != "", "/outcome/done_when")
-	c.need(len(p.Authority.Allowed) > 0, "/authority/allowed")
-	c.need(len(p.State) > 0, "/state")
+	c.need(p.Outcome.Result != "", at("/outcome/result"))
+	c.need(p.Outcome.DoneWhen != "", at("/outcome/done_when"))
+	c.need(len(p.Authority.Allowed) > 0, at("/authority/allowed"))
+	c.need(len(p.State) > 0, at("/state"))
 	for i, s := range p.State {
-		c.need(s.System != "", fmt.Sprintf("/state/%d/system", i))
-		c.need(s.State != "", fmt.Sprintf("/state/%d/state", i))
-		c.need(!s.AsOf.IsZero(), fmt.Sprintf("/state/%d/as_of", i))
+		c.need(s.System != "", idx("/state/", i, "/system"))
+		c.need(s.State != "", idx("/state/", i, "/state"))
+		c.need(!s.AsOf.IsZero(), idx("/state/", i, "/as_of"))
 	}
 	for i, a := range p.Completed {
-		c.need(a.Action != "", fmt.Sprintf("/completed/%d/action", i))
-		c.need(a.Postcondition != "", fmt.Sprintf("/completed/%d/postcondition", i))
+		c.need(a.Action != "", idx("/completed/", i, "/action"))
+		c.need(a.Postcondition != "", idx("/completed/", i, "/postcondition"))
 	}
 	for i, w := range p.Withheld {
-		c.need(w.Item != "", fmt.Sprintf("/context_withheld/%d/item", i))
-		c.need(w.Reason != "", fmt.Sprintf("/context_withheld/%d/reason", i))
+		c.need(w.Item != "", idx("/context_withheld/", i, "/item"))
+		c.need(w.Reason != "", idx("/context_withheld/", i, "/reason"))
 	}
 	for i, a := range p.Assumptions {
-		c.need(a.Item != "", fmt.Sprintf("/assumptions/%d/item", i))
-		c.need(a.Validation != "", fmt.Sprintf("/assumptions/%d/validation", i))
+		c.need(a.Item != "", idx("/assumptions/", i, "/item"))
+		c.need(a.Validation != "", idx("/assumptions/", i, "/validation"))
 	}
 	for i, a := range p.Attempts {
-		c.need(a.Attempt != "", fmt.Sprintf("/attempts/%d/attempt", i))
-		c.need(a.Result != "", fmt.Sprintf("/attempts/%d/result", i))
+		c.need(a.Attempt != "", idx("/attempts/", i, "/attempt"))
+		c.need(a.Result != "", idx("/attempts/", i, "/result"))
 	}
 	for i, q := range p.Pending {
-		c.need(q.Item != "", fmt.Sprintf("/pending/%d/item", i))
+		c.need(q.Item != "", idx("/pending/", i, "/item"))
 		if q.Kind != PendingApproval && q.Kind != PendingSideEffect {
-			c.add(CodeInvalid, fmt.Sprintf("/pending/%d/kind", i), "kind %q is neither %q nor %q", q.Kind, PendingApproval, PendingSideEffect)
+			c.add(CodeInvalid, idx("/pending/", i, "/kind"), "kind %q is neither %q nor %q", q.Kind, PendingApproval, PendingSideEffect)
 		}
 	}
-	c.need(p.Next.Action != "", "/next_action/action")
+	c.need(p.Next.Action != "", at("/next_action/action"))
 	if p.Verification.Check == "" {
-		c.add(CodeNoVerification, "/verification/check", "the next action has no verification step")
+		c.add(CodeNoVerification, at("/verification/check"), "the next action has no verification step")
 	}
-	c.need(len(p.Timeouts) > 0, "/timeouts")
+	c.need(len(p.Timeouts) > 0, at("/timeouts"))
 	for i, t := range p.Timeouts {
-		c.need(t.Condition != "", fmt.Sprintf("/timeouts/%d/condition", i))
+		c.need(t.Condition != "", idx("/timeouts/", i, "/condition"))
 	}
-	c.need(p.Rollback.Method != "", "/rollback/method")
+	c.need(p.Rollback.Method != "", at("/rollback/method"))
 	if p.Ack != nil {
-		c.add(CodeInvalid, "/acknowledgement", "the sender's package carries an acknowledgement; only the receiver acknowledges")
+		c.add(CodeInvalid, at("/acknowledgement"), "the sender's package carries an acknowledgement; only the receiver acknowledges")
 	}
 }
 
@@ -427,24 +477,28 @@ func (c *checker) required() {
 // whether it does.
 func (c *checker) binding(o *handoff.Offer, d Delivered, canonical []byte) bool {
 	p := c.p
-	n := len(c.r.findings)
+	ok := true
 	if p.Handoff.ID != "" && p.Handoff.ID != string(o.Hop) {
-		c.add(CodeUnbound, "/handoff/id", "id is not the offer's hop")
+		ok = false
+		c.add(CodeUnbound, at("/handoff/id"), "id is not the offer's hop")
 	}
 	if p.Sender.Agent != "" && p.Sender.Agent != string(o.Iss) {
-		c.add(CodeUnbound, "/sender/agent", "sender agent is not the offer's iss")
+		ok = false
+		c.add(CodeUnbound, at("/sender/agent"), "sender agent is not the offer's iss")
 	}
 	if p.Receiver.Agent != "" && p.Receiver.Agent != string(o.Aud) {
-		c.add(CodeUnbound, "/receiver/agent", "receiver agent is not the offer's aud")
+		ok = false
+		c.add(CodeUnbound, at("/receiver/agent"), "receiver agent is not the offer's aud")
 	}
 	if t := p.Handoff.Time; !t.IsZero() {
 		if t.Before(o.Iat.Std()) || t.After(o.Exp.Std()) {
-			c.add(CodeUnbound, "/handoff/time", "time %s is outside the offer window", t.UTC().Format(time.RFC3339))
+			ok = false
+			c.add(CodeUnbound, at("/handoff/time"), "time %s is outside the offer window", t.UTC().Format(time.RFC3339))
 		}
 	}
 	refs := Refs(o.Refs)
 	if len(refs) == 0 {
-		c.add(CodeUnbound, "", "the offer names no evidence package")
+		c.add(CodeUnbound, at(""), "the offer names no evidence package")
 		return false
 	}
 	var best *handoff.RefResult
@@ -459,11 +513,11 @@ func (c *checker) binding(o *handoff.Offer, d Delivered, canonical []byte) bool 
 	c.r.binding = best
 	switch best.Outcome {
 	case handoff.RefMismatch:
-		c.add(CodePackageMismatch, "", "the offer's package digest does not match the package delivered")
+		c.add(CodePackageMismatch, at(""), "the offer's package digest does not match the package delivered")
 	case handoff.RefUnverifiable:
-		c.add(CodePackageUnverifiable, "", "the offer's package reference could not be checked: %s", best.Detail)
+		c.add(CodePackageUnverifiable, at(""), "the offer's package reference could not be checked: %s", best.Detail)
 	}
-	return best.Outcome == handoff.RefVerified && len(c.r.findings) == n
+	return ok && best.Outcome == handoff.RefVerified
 }
 
 // restricted reports credential-like strings, and items both withheld and
@@ -471,7 +525,7 @@ func (c *checker) binding(o *handoff.Offer, d Delivered, canonical []byte) bool 
 func (c *checker) restricted(tree *canon) {
 	hits := scanPackage(c.p, tree, c.cfg.Detectors, nil)
 	for _, h := range hits {
-		c.add(CodeRestricted, h.Path, "credential-like string (%s)", h.Pattern)
+		c.add(CodeRestricted, at(h.Path), "credential-like string (%s)", h.Pattern)
 	}
 	withheld := make(map[string]bool, len(c.p.Withheld))
 	for _, w := range c.p.Withheld {
@@ -479,42 +533,48 @@ func (c *checker) restricted(tree *canon) {
 	}
 	for i, pc := range c.p.Passed {
 		if pc.Name != "" && withheld[pc.Name] {
-			c.add(CodeRestricted, fmt.Sprintf("/context_passed/%d", i), "item %q is declared withheld", pc.Name)
+			c.add(CodeRestricted, idx("/context_passed/", i, ""), "item %q is declared withheld", pc.Name)
 		}
 	}
 }
 
-// authority checks the permission boundary and the next action.
+// authority checks the permission boundary and the next action. It sorts
+// the entries once (by position, in a slice of 4-octet indexes) instead of
+// building sets, so that its cost stays a small multiple of the lists.
 func (c *checker) authority() {
 	a := c.p.Authority
-	allowed, mustAsk, denied := set(a.Allowed), set(a.MustAsk), set(a.Denied)
+	lists := [3][]string{a.Allowed, a.MustAsk, a.Denied}
+	byName := newEntries(lists)
+	byName.sort(func(e entryPos) string { return byName.name(e) })
+	in := func(list int, name string) bool { return byName.has(list, name) }
 	for j, d := range a.Denied {
-		if allowed[d] || mustAsk[d] {
-			c.add(CodeInvalid, fmt.Sprintf("/authority/denied/%d", j), "action %q is denied and also allowed or must-ask", d)
+		if in(0, d) || in(1, d) {
+			c.add(CodeInvalid, idx("/authority/denied/", j, ""), "action %q is denied and also allowed or must-ask", d)
 		}
 	}
-	approvals := map[string]bool{}
+	var approvals []string
 	for _, q := range c.p.Pending {
 		if q.Kind == PendingApproval && q.Owner != "" {
-			approvals[q.Action] = true
+			approvals = append(approvals, q.Action)
 		}
 	}
+	slices.Sort(approvals)
 	for j, m := range a.MustAsk {
-		if allowed[m] {
-			c.add(CodeInvalid, fmt.Sprintf("/authority/must_ask/%d", j), "action %q is must-ask and also allowed", m)
+		if in(0, m) {
+			c.add(CodeInvalid, idx("/authority/must_ask/", j, ""), "action %q is must-ask and also allowed", m)
 		}
-		if !approvals[m] {
-			c.add(CodeMustAskNoApproval, fmt.Sprintf("/authority/must_ask/%d", j), "no pending approval with an owner for %q", m)
+		if _, ok := slices.BinarySearch(approvals, m); !ok {
+			c.add(CodeMustAskNoApproval, idx("/authority/must_ask/", j, ""), "no pending approval with an owner for %q", m)
 		}
 	}
-	c.ambiguous()
+	c.ambiguous(byName)
 	next := c.p.Next.Action
 	switch {
 	case next == "":
-	case denied[next]:
-		c.add(CodeNextDenied, "/next_action/action", "the next action is denied")
-	case !allowed[next]:
-		c.add(CodeNextNotAllowed, "/next_action/action", "the next action is not in allowed")
+	case in(2, next):
+		c.add(CodeNextDenied, at("/next_action/action"), "the next action is denied")
+	case !in(0, next):
+		c.add(CodeNextNotAllowed, at("/next_action/action"), "the next action is not in allowed")
 	}
 }
 
@@ -541,20 +601,20 @@ func (c *checker) artifacts() {
 		path := fmt.Sprintf("/artifacts/%d", i)
 		switch {
 		case a.ID == "":
-			c.add(CodeMissing, path+"/id", "required")
+			c.add(CodeMissing, at(path+"/id"), "required")
 		case seen[a.ID]:
-			c.add(CodeInvalid, path+"/id", "artifact id %q is used twice", a.ID)
+			c.add(CodeInvalid, at(path+"/id"), "artifact id %q is used twice", a.ID)
 		}
 		seen[a.ID] = true
 		if a.Proves == "" {
-			c.add(CodeMissing, path+"/proves", "required")
+			c.add(CodeMissing, at(path+"/proves"), "required")
 		}
 		res := ArtifactResult{ID: a.ID, Path: path + "/ref"}
 		ref, err := WireToRef(a.Ref)
 		switch {
 		case err != nil:
 			res.Outcome, res.Detail = handoff.RefUnverifiable, err.Error()
-			c.add(CodeInvalid, path+"/ref", "malformed reference")
+			c.add(CodeInvalid, at(path+"/ref"), "malformed reference")
 		case c.cfg.Artifacts == nil:
 			res.Outcome, res.Detail = handoff.RefUnverifiable, "no artifact resolver"
 		default:
@@ -570,9 +630,9 @@ func (c *checker) artifacts() {
 		case handoff.RefVerified:
 			c.verified[a.ID] = true
 		case handoff.RefMismatch:
-			c.add(CodeArtifactMismatch, path+"/ref", "digest differs")
+			c.add(CodeArtifactMismatch, at(path+"/ref"), "digest differs")
 		default:
-			c.add(CodeArtifactUnverifiable, path+"/ref", "%s", res.Detail)
+			c.add(CodeArtifactUnverifiable, at(path+"/ref"), "%s", res.Detail)
 		}
 		c.r.artifacts = append(c.r.artifacts, res)
 	}
@@ -587,27 +647,27 @@ func (c *checker) claims() {
 	}
 	for i, s := range c.p.State {
 		if !s.AsOf.IsZero() && s.AsOf.After(c.now.Add(skew)) {
-			c.add(CodeStaleState, fmt.Sprintf("/state/%d/as_of", i), "claimed as of %s, after the clock's %s: never observed",
+			c.add(CodeStaleState, idx("/state/", i, "/as_of"), "claimed as of %s, after the clock's %s: never observed",
 				s.AsOf.UTC().Format(time.RFC3339), c.now.UTC().Format(time.RFC3339))
 		}
 		if !s.AsOf.IsZero() && c.now.Sub(s.AsOf) > c.maxAge {
-			c.add(CodeStaleState, fmt.Sprintf("/state/%d/as_of", i), "observed %s ago, over the bound of %s",
+			c.add(CodeStaleState, idx("/state/", i, "/as_of"), "observed %s ago, over the bound of %s",
 				c.now.Sub(s.AsOf).Truncate(time.Second), c.maxAge)
 		}
-		c.cites(fmt.Sprintf("/state/%d", i), s.Evidence)
+		c.cites(idx("/state/", i, ""), s.Evidence)
 	}
 	for i, a := range c.p.Completed {
 		if a.External && a.OperationID == "" && a.IdempotencyKey == "" {
-			c.add(CodeNoIdempotency, fmt.Sprintf("/completed/%d", i), "external effect without operation id or idempotency key")
+			c.add(CodeNoIdempotency, idx("/completed/", i, ""), "external effect without operation id or idempotency key")
 		}
-		c.cites(fmt.Sprintf("/completed/%d", i), a.Evidence)
+		c.cites(idx("/completed/", i, ""), a.Evidence)
 	}
 	for i, a := range c.p.Attempts {
-		c.cites(fmt.Sprintf("/attempts/%d", i), a.Evidence)
+		c.cites(idx("/attempts/", i, ""), a.Evidence)
 	}
 }
 
-func (c *checker) cites(path string, ids []string) {
+func (c *checker) cites(path where, ids []string) {
 	if c.verified == nil {
 		// Not bound: the artifacts were not resolved, and the package's
 		// claims are not weighed at all.
@@ -632,12 +692,12 @@ func (c *checker) cites(path string, ids []string) {
 func (c *checker) owners() {
 	for i, q := range c.p.Pending {
 		if q.Owner == "" {
-			c.add(CodePendingNoOwner, fmt.Sprintf("/pending/%d/owner", i), "no owner")
+			c.add(CodePendingNoOwner, idx("/pending/", i, "/owner"), "no owner")
 		}
 	}
 	for i, t := range c.p.Timeouts {
 		if t.Owner == "" {
-			c.add(CodeTimeoutNoOwner, fmt.Sprintf("/timeouts/%d/owner", i), "no owner")
+			c.add(CodeTimeoutNoOwner, idx("/timeouts/", i, "/owner"), "no owner")
 		}
 	}
 }

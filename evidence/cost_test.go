@@ -3,12 +3,14 @@ package evidence
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/gowebpki/jcs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff"
@@ -71,6 +73,94 @@ func bytesAllocated(f func()) uint64 {
 	f()
 	runtime.ReadMemStats(&after)
 	return after.TotalAlloc - before.TotalAlloc
+}
+
+// rawWorld binds the text edit makes of a clean package's encoding to an
+// offer (by gowebpki/jcs, whatever the checker thinks of it) and returns
+// what the delegate's check needs.
+func rawWorld(t testing.TB, edit func(enc string, room int) string) (*handoff.Received, []byte, CheckConfig) {
+	t.Helper()
+	w := newWorld(t, handoff.JWS, nil)
+	p := refundPackage()
+	hop := w.hops.plan(t)
+	p.Handoff = Header{ID: string(hop), Time: handoff.TimeOf(w.clock.Now()).Std()}
+	p.Sender.Agent, p.Receiver.Agent = string(triage), string(payments)
+	enc0, err := p.Encode()
+	require.NoError(t, err)
+	enc := []byte(edit(string(enc0), 240<<10-len(enc0)))
+	c, err := jcs.Transform(enc)
+	require.NoError(t, err)
+	out, err := w.from.Offer(context.Background(), handoff.OfferParams{To: payments, Dialog: "case-77", TTL: 120e9,
+		Refs: []handoff.ContextRef{Ref(c, "")}})
+	require.NoError(t, err)
+	data, err := out.Encode(handoff.JSON)
+	require.NoError(t, err)
+	in, err := w.to.Receive(context.Background(), data, handoff.Host{Dialog: "case-77"})
+	require.NoError(t, err)
+	cfg := CheckConfig{Now: w.clock.Now, Artifacts: artifactSource()}
+	if raceEnabled {
+		cfg.Detectors = []Detector{credentialMember{}}
+	}
+	return in, enc, cfg
+}
+
+// Packages that fill the size bound with the members the struct decodes:
+// long lists, many unknown members, many findings. Each stays within 16
+// times its size plus a constant (64 KiB: a report's findings are capped
+// at 64): those whose entries are near-empty are refused as too large,
+// before they are decoded, and the others are checked.
+func TestCheck_DenseListsAllocationBounded(t *testing.T) {
+	insert := func(member, item string) func(string, int) string {
+		return func(enc string, room int) string {
+			return strings.Replace(enc, `"`+member+`":[`, `"`+member+`":[`+strings.Repeat(item+",", room/(len(item)+1)), 1)
+		}
+	}
+	cases := []struct {
+		name    string
+		edit    func(string, int) string
+		refused bool
+	}{
+		{"empty states", insert("state", "{}"), true},
+		{"empty completed actions", insert("completed", "{}"), true},
+		{"empty pending items", insert("pending", "{}"), true},
+		{"short allowed actions", insert("allowed", `"ab"`), true},
+		{"unknown members", func(enc string, room int) string {
+			var b strings.Builder
+			for i := 0; b.Len() < room-16; i++ {
+				fmt.Fprintf(&b, `"u%d":0,`, i)
+			}
+			return "{" + b.String() + enc[1:]
+		}, true},
+		{"short evidence ids", func(enc string, room int) string {
+			return strings.Replace(enc, `"evidence":["ledger-extract"`, `"evidence":[`+strings.Repeat(`"e",`, room/4)+`"ledger-extract"`, 1)
+		}, true},
+		{"realistic allowed actions", func(enc string, room int) string {
+			var b strings.Builder
+			for i := 0; b.Len() < room-64; i++ {
+				fmt.Fprintf(&b, `"billing.refund.check.%06d",`, i)
+			}
+			return strings.Replace(enc, `"allowed":[`, `"allowed":[`+b.String(), 1)
+		}, false},
+		{"states missing members", insert("state", `{"system":"billing-ledger"}`), false},
+		{"realistic states", insert("state", `{"system":"billing-ledger","state":"INV-1042 paid","as_of":"2026-10-26T07:33:20Z","evidence":["ledger-extract"]}`), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in, enc, cfg := rawWorld(t, c.edit)
+			require.Greater(t, len(enc), 200<<10)
+			var rep *Report
+			var err error
+			got := bytesAllocated(func() { rep, err = CheckReceived(context.Background(), in, Delivered{Package: enc}, cfg) })
+			t.Logf("%d octets allocated for %d octets, %.1fx", got, len(enc), float64(got)/float64(len(enc)))
+			if c.refused {
+				require.ErrorIs(t, err, ErrTooLarge)
+			} else {
+				require.NoError(t, err)
+				require.LessOrEqual(t, len(rep.Findings()), maxFindings+1)
+			}
+			require.LessOrEqual(t, got, uint64(maxCheckAlloc*len(enc)+64<<10))
+		})
+	}
 }
 
 // costWorld binds a deep or flat package to an offer and returns what the

@@ -112,9 +112,17 @@
 // once into its struct. The binding to the offer is checked next; only a
 // package bound to its offer is scanned and has its artifacts resolved.
 // The scan walks the tree once, keeping the current JSON Pointer as a stack.
-// A package within DefaultMaxSize allocates at most 16 times its size,
-// nested 10,000 deep or flat (TestCheck_DeepPackageAllocationBounded,
-// TestCheck_DensestShapesAllocationBounded, BenchmarkCheckDeepVsFlat).
+// Before the struct is decoded its lists are sized from the tree, and a
+// package whose entries would decode to more than 6 times its size is
+// refused as too large (ErrTooLarge): that takes thousands of near-empty
+// entries or unknown members, since every entry of a valid package has
+// required members. A report lists at most 64 findings and counts the rest
+// ("more-findings", failing when any of them fails). A package within
+// DefaultMaxSize allocates at most 16 times its size, plus a constant for
+// the report, nested 10,000 deep or flat, whatever its lists
+// (TestCheck_DeepPackageAllocationBounded,
+// TestCheck_DensestShapesAllocationBounded,
+// TestCheck_DenseListsAllocationBounded, BenchmarkCheckDeepVsFlat).
 //
 // # Authority along the chain
 //
@@ -135,7 +143,7 @@
 // consistent (its next action is allowed, its must-ask actions have
 // approval owners, its external effects can be deduplicated, its state is
 // recent enough and not claimed as of the future, no two authority entries
-// collide under trimming, case folding and NFC), stays within the
+// collide under trimming, simple case folding and NFC), stays within the
 // authority of its ancestors' packages, and every artifact it cites
 // resolved to the octets its digest names. The check cannot prove that the
 // sender told the truth, nor that the package is complete: a claim is only

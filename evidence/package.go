@@ -324,6 +324,9 @@ func parse(data []byte, opt DecodeOptions) (*Package, *canon, []byte, error) {
 		return nil, nil, nil, err
 	}
 	var p Package
+	if err := presize(&p, tree, len(data)); err != nil {
+		return nil, nil, nil, err
+	}
 	if err := json.Unmarshal(data, &p, jsontext.AllowDuplicateNames(true)); err != nil {
 		return nil, nil, nil, classify(err, data)
 	}

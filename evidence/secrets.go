@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -258,10 +259,14 @@ func scanTree(c *canon, dets []Detector, withheld [][]byte) []Hit {
 	return s.hits
 }
 
-// text returns a string node's text.
+// text returns a string node's text: a view of the arena, which nothing
+// writes once canonicalize has returned (detectors must not retain it).
 func (s *scanner) text(i int32) string {
 	n := s.c.nodes[i]
-	return string(s.c.arena[n.a:n.b])
+	if n.a == n.b {
+		return ""
+	}
+	return unsafe.String(&s.c.arena[n.a], int(n.b-n.a))
 }
 
 // value visits node i, the value of member (or of an array element, "").
