@@ -14,8 +14,13 @@ import (
 // every entry of a valid package has required members, which take more
 // octets than its decoded struct takes multiples of.
 
-// maxDecodeFactor bounds the decoded form, as a multiple of the input.
-const maxDecodeFactor = 6
+// maxDecodeFactor and decodeAllowance bound the decoded form: at most
+// maxDecodeFactor times the input, plus decodeAllowance, so that no small
+// package is refused.
+const (
+	maxDecodeFactor = 6
+	decodeAllowance = 16 << 10
+)
 
 // extraCost is what one unknown member costs in an Extra map, besides its
 // octets: the map entry and its share of the map's growth.
@@ -107,7 +112,7 @@ var (
 // decoded form would exceed maxDecodeFactor times its size.
 func presize(p *Package, c *canon, size int) error {
 	cost := c.cost(0, packageSchema)
-	if cost > uint64(maxDecodeFactor)*uint64(size) {
+	if cost > uint64(maxDecodeFactor)*uint64(size)+decodeAllowance {
 		return fmt.Errorf("%w: its entries would decode to about %d octets, over %d times its %d octets", ErrTooLarge, cost, maxDecodeFactor, size)
 	}
 	n := c.counts(0)
