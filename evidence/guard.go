@@ -359,8 +359,10 @@ func (g *Guard) grant(ctx context.Context, gr Grant, src authority.Source, evide
 
 // Stop refuses every later call of this guard, with reason wrapped in
 // ErrStopped. It records nothing; Finish also records the hop's final
-// disposition in the ledger, which stops every guard of the hop, in every
-// process sharing the ledger, and every guard built for it later.
+// disposition in the ledger, after which every guard of the hop, in every
+// process sharing the ledger, refuses every effect (a call naming an
+// operation id or idempotency key, which the ledger sees), and a guard
+// built for the hop later starts stopped.
 func (g *Guard) Stop(reason string) { g.stop(fmt.Errorf("%w: %s", ErrStopped, reason)) }
 
 func (g *Guard) stop(err error) {
