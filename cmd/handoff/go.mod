@@ -19,7 +19,7 @@ require (
 	go.etcd.io/bbolt v1.5.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.26.0 // indirect
+	golang.org/x/text v0.14.0 // indirect
 )
 
 replace github.com/agentproto/handoff => ../..
