@@ -22,6 +22,7 @@ targets=(
 	"./jws FuzzOpen"
 	"./cose FuzzOpen"
 	"./evidence FuzzDecode"
+	"./evidence FuzzCanonicalize"
 	"./scitt FuzzCheckRef"
 	"./learnlog FuzzCheckRef"
 	"./replay/internal/codec FuzzDecode"

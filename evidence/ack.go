@@ -25,6 +25,9 @@ const ReasonEvidence = handoff.ReasonPolicy
 // "rejected" with reason "policy" and the failing finding codes (a report
 // made without an offer is never accepted).
 func Acknowledge(rep *Report) Acknowledgement {
+	if rep == nil {
+		return Acknowledgement{Decision: DecisionRejected, Reason: string(ReasonEvidence), Findings: []string{string(CodeUnbound)}}
+	}
 	if rep.Acceptable() {
 		return Acknowledgement{Decision: DecisionAccepted}
 	}
@@ -32,7 +35,7 @@ func Acknowledge(rep *Report) Acknowledgement {
 	for _, c := range rep.Codes() {
 		codes = append(codes, string(c))
 	}
-	if rep.Unbound {
+	if rep.unbound {
 		codes = append(codes, string(CodeUnbound))
 	}
 	return Acknowledgement{Decision: DecisionRejected, Reason: string(ReasonEvidence), Findings: codes}
@@ -42,10 +45,10 @@ func Acknowledge(rep *Report) Acknowledgement {
 // offer's reference when it verified, else a plain reference to the
 // package digest.
 func (r *Report) PackageRef() handoff.ContextRef {
-	if r.Binding != nil && r.Binding.Outcome == handoff.RefVerified {
-		return r.Binding.Ref
+	if r.binding != nil && r.binding.Outcome == handoff.RefVerified {
+		return r.Binding().Ref
 	}
-	return handoff.ContextRef{Kind: Kind, Dig: r.Digest}
+	return handoff.ContextRef{Kind: Kind, Dig: r.Digest()}
 }
 
 // maxDetailFindings bounds how many findings a status detail names, so
@@ -58,7 +61,7 @@ const maxDetailFindings = 16
 func (r *Report) Detail() string {
 	var parts []string
 	more := 0
-	for _, f := range r.Findings {
+	for _, f := range r.findings {
 		if f.Advisory {
 			continue
 		}
@@ -93,7 +96,7 @@ func truncate(s string, n int) string {
 // the acknowledged package digest is kept with the hop's last status in the
 // agent's store (a durable store keeps it across a restart).
 func Reply(ctx context.Context, a *handoff.Agent, in *handoff.Received, rep *Report) (handoff.Signed, error) {
-	if in == nil || in.Offer() == nil || rep.Unbound || rep.offerIss != in.Offer().Iss || rep.offerHop != in.Offer().Hop {
+	if in == nil || in.Offer() == nil || rep == nil || !rep.checked || rep.unbound || rep.offerIss != in.Offer().Iss || rep.offerHop != in.Offer().Hop {
 		return handoff.Signed{}, fmt.Errorf("%w: the report was not made against this offer", ErrNotPassed)
 	}
 	ref := rep.PackageRef()

@@ -92,6 +92,14 @@ type BuildOptions struct {
 	Rand   io.Reader
 	// Loc is the optional loc of the reference.
 	Loc string
+	// Detectors are the credential detectors Build refuses on; nil means
+	// DefaultDetectors.
+	Detectors []Detector
+	// Within is the authority the delegator itself received (the
+	// authority of its own accepted package, Report.Package): Build
+	// refuses a package that widens it (ErrWidened, see Widen). Nil for a
+	// delegator that starts the chain.
+	Within *Authority
 }
 
 // Build binds the package to the offer (id = hop, sender and receiver
@@ -101,6 +109,11 @@ type BuildOptions struct {
 func (b *Builder) Build(bind Binding, opt BuildOptions) (*Built, error) {
 	if b.err != nil {
 		return nil, b.err
+	}
+	if opt.Within != nil {
+		if ws := Widen(b.pkg.Authority, *opt.Within); len(ws) > 0 {
+			return nil, &WidenedError{Widenings: ws}
+		}
 	}
 	if !bind.Hop.Valid() || bind.Iss == "" || bind.Aud == "" || bind.Exp <= bind.Iat {
 		return nil, fmt.Errorf("%w: binding needs a valid hop, iss, aud and iat < exp", ErrUnbound)
@@ -122,16 +135,12 @@ func (b *Builder) Build(bind Binding, opt BuildOptions) (*Built, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	hits, err := scanPackage(&p, enc, b.withheld)
+	tree, c, err := canonicalize(enc)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	if len(hits) > 0 {
+	if hits := scanPackage(&p, tree, opt.Detectors, b.withheld); len(hits) > 0 {
 		return nil, &RestrictedError{Hits: hits}
-	}
-	c, err := Canonical(enc, DecodeOptions{MaxSize: len(enc)})
-	if err != nil {
-		return nil, err
 	}
 	out := &Built{Package: &p, Encoded: enc, Canonical: c}
 	if opt.Salted {
@@ -148,16 +157,12 @@ func (b *Builder) Build(bind Binding, opt BuildOptions) (*Built, error) {
 // scanPackage scans the encoded package for credential-like strings and
 // withheld values, and the passed context for items named like a
 // credential that carry a value.
-func scanPackage(p *Package, enc []byte, withheld [][]byte) ([]Hit, error) {
-	hits, err := scan(enc, withheld)
-	if err != nil {
-		return nil, err
-	}
+func scanPackage(p *Package, tree *canon, dets []Detector, withheld [][]byte) []Hit {
+	hits := scanTree(tree, dets, withheld)
 	for i, c := range p.Passed {
-		n := strings.NewReplacer("-", "", "_", "").Replace(strings.ToLower(c.Name))
-		if passwordNames[n] && c.Value != "" {
+		if credentialName(c.Name) && c.Value != "" {
 			hits = append(hits, Hit{PatternPasswordField, fmt.Sprintf("/context_passed/%d/value", i)})
 		}
 	}
-	return hits, nil
+	return hits
 }

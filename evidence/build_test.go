@@ -133,7 +133,7 @@ func TestBuild_HC62_RefusesWithheldValue(t *testing.T) {
 
 // Ordinary business text is not taken for a credential.
 func TestBuild_NoFalsePositivesOnCleanPackage(t *testing.T) {
-	hits, err := scan(mustEncode(t, refundPackage()), nil)
+	hits, err := scan(mustEncode(t, refundPackage()), nil, nil)
 	require.NoError(t, err)
 	require.Empty(t, hits)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,6 +67,21 @@ const (
 	// stays an untrusted claim, never a fact, and does not by itself fail
 	// the check.
 	CodeUnsupported Code = "claim-unsupported"
+	// CodeWidened: the package exceeds the authority of an earlier hop's
+	// package (an action allowed that the ancestor did not allow, a
+	// must-ask turned allowed, a denial dropped).
+	CodeWidened Code = "authority-widened"
+	// CodeAncestorUnverifiable: an earlier hop's package could not be
+	// obtained or checked, so attenuation could not be shown. Advisory
+	// unless CheckConfig.RequireAncestors.
+	CodeAncestorUnverifiable Code = "ancestor-unverifiable"
+	// CodeAmbiguous: two authority entries differ as octets but collide
+	// once trimmed, case-folded and in NFC ("Card.Charge" and
+	// "card.charge"): the guard would treat them apart.
+	CodeAmbiguous Code = "authority-ambiguous"
+	// CodeMoreFindings: the count of the findings not listed (a report
+	// lists at most 64); advisory only when all of them are.
+	CodeMoreFindings Code = "more-findings"
 )
 
 // Finding is one result of the check.
@@ -88,32 +104,74 @@ type ArtifactResult struct {
 	Detail  string             `json:"detail,omitempty"`
 }
 
-// Report is the outcome of Check.
+// Report is the outcome of Check. It is opaque, as handoff.Received is:
+// only Check makes one, and what it says is read through its methods,
+// which return copies. A Report built by hand is never Acceptable and
+// yields no Guard, and changing what a method returned changes nothing.
 type Report struct {
 	// unverified is the decoded package: its claims are untrusted, and it
 	// is bound to the offer only when Acceptable.
 	unverified *Package
-	// Unbound is true when the package was checked without an offer
+	// unbound is true when the package was checked without an offer
 	// (CheckConfig.Unbound): such a report is never Acceptable.
-	Unbound bool
-	// offer is the (iss, hop) of the offer checked against.
-	offerIss handoff.AgentID
-	offerHop handoff.HopID
-	// Digest is the package digest: SHA-256 over its JCS form.
-	Digest handoff.Digest
-	// Binding is the outcome of the offer's package reference, when an
-	// offer was given and named one.
-	Binding *handoff.RefResult
-	// Artifacts is each artifact's outcome, in package order.
-	Artifacts []ArtifactResult
-	// Findings, in a stable order.
-	Findings []Finding
+	unbound bool
+	// checked is set by Check alone.
+	checked bool
+	// offer is the (iss, hop) of the offer checked against, and its
+	// handoff digest when CheckReceived made the report.
+	offerIss  handoff.AgentID
+	offerHop  handoff.HopID
+	offerDig  handoff.Digest
+	offerTime handoff.Time // the offer's exp: no authority outlives it
+	digest    handoff.Digest
+	binding   *handoff.RefResult
+	artifacts []ArtifactResult
+	findings  []Finding
+	// ancestors are the packages of earlier hops the attenuation check
+	// compared this one with, oldest first.
+	ancestors []Authority
+}
+
+// Unbound reports whether the package was checked without an offer
+// (CheckConfig.Unbound).
+func (r *Report) Unbound() bool { return r.unbound }
+
+// Digest is the package digest: SHA-256 over its JCS form.
+func (r *Report) Digest() handoff.Digest { return cloneDigest(r.digest) }
+
+// Binding is the outcome of the offer's package reference, when an offer
+// was given and named one; nil otherwise.
+func (r *Report) Binding() *handoff.RefResult {
+	if r.binding == nil {
+		return nil
+	}
+	b := *r.binding
+	b.Ref.Dig = cloneDigest(b.Ref.Dig)
+	return &b
+}
+
+// Artifacts returns each artifact's outcome, in package order.
+func (r *Report) Artifacts() []ArtifactResult { return slices.Clone(r.artifacts) }
+
+// Findings returns the findings, in a stable order.
+func (r *Report) Findings() []Finding { return slices.Clone(r.findings) }
+
+// OfferDigest is the handoff digest of the offer the report was made
+// against, when CheckReceived made it (zero otherwise).
+func (r *Report) OfferDigest() handoff.Digest { return cloneDigest(r.offerDig) }
+
+func cloneDigest(d handoff.Digest) handoff.Digest {
+	d.Val = slices.Clone(d.Val)
+	return d
 }
 
 // Passed reports whether the package passed: no finding other than
 // advisory ones.
 func (r *Report) Passed() bool {
-	for _, f := range r.Findings {
+	if r == nil || !r.checked {
+		return false
+	}
+	for _, f := range r.findings {
 		if !f.Advisory {
 			return false
 		}
@@ -125,14 +183,14 @@ func (r *Report) Passed() bool {
 // report: the package passed and is bound to the offer it was checked
 // against.
 func (r *Report) Acceptable() bool {
-	return r.Passed() && !r.Unbound && r.Binding != nil && r.Binding.Outcome == handoff.RefVerified
+	return r.Passed() && !r.unbound && r.binding != nil && r.binding.Outcome == handoff.RefVerified
 }
 
 // Package returns the package when the report is Acceptable, else nil.
 // Its claims remain claims: those without verified evidence are reported
 // "claim-unsupported".
 func (r *Report) Package() *Package {
-	if !r.Acceptable() {
+	if r == nil || !r.Acceptable() {
 		return nil
 	}
 	return r.unverified
@@ -146,7 +204,7 @@ func (r *Report) UnverifiedPackage() *Package { return r.unverified }
 // sorted.
 func (r *Report) Codes() []Code {
 	var out []Code
-	for _, f := range r.Findings {
+	for _, f := range r.findings {
 		if !f.Advisory && !slices.Contains(out, f.Code) {
 			out = append(out, f.Code)
 		}
@@ -157,7 +215,7 @@ func (r *Report) Codes() []Code {
 
 // Has reports whether a finding with code c at path was reported.
 func (r *Report) Has(c Code, path string) bool {
-	for _, f := range r.Findings {
+	for _, f := range r.findings {
 		if f.Code == c && f.Path == path {
 			return true
 		}
@@ -186,6 +244,21 @@ type CheckConfig struct {
 	// package inspected on its own). The report then says nothing of the
 	// binding; never use it to accept a handoff.
 	Unbound bool
+	// Detectors are the credential detectors of the restricted-data scan;
+	// nil means DefaultDetectors.
+	Detectors []Detector
+	// Ancestors provides the packages that earlier hops' offers in the
+	// chain reference (CheckReceived compares the package with each, see
+	// Widen). It never fetches on this package's behalf (HC-61). Nil makes
+	// every such package unobtainable.
+	Ancestors handoff.RefSource
+	// RequireAncestors makes an ancestor package that cannot be obtained
+	// or checked fail the check; by default it is an advisory finding.
+	RequireAncestors bool
+	// Skew is how far ahead of the clock a state's "as of" may be; zero
+	// means handoff.DefaultSkew. A state claimed as of a later time is
+	// stale: it was not observed.
+	Skew time.Duration
 }
 
 // Delivered is what travelled beside the offer: the package as received,
@@ -206,7 +279,16 @@ func CheckReceived(ctx context.Context, in *handoff.Received, d Delivered, cfg C
 	if in == nil || in.Offer() == nil || !(in.Accepted() || in.Retransmission()) {
 		return nil, ErrOfferNotVerified
 	}
-	return Check(ctx, in.Offer(), d, cfg)
+	ck, err := check(ctx, in.Offer(), d, cfg)
+	if err != nil {
+		return nil, err
+	}
+	ck.r.offerDig = in.Digest()
+	if ck.bound {
+		ck.attenuation(in)
+	}
+	ck.finish()
+	return ck.r, nil
 }
 
 // Check is the delegate's check of a delivered package against the
@@ -215,11 +297,16 @@ func CheckReceived(ctx context.Context, in *handoff.Received, d Delivered, cfg C
 // and cfg. A package that does not decode is an error (ErrMalformed,
 // ErrTooLarge); everything else is a finding.
 func Check(ctx context.Context, offer *handoff.Offer, d Delivered, cfg CheckConfig) (*Report, error) {
-	p, err := Decode(d.Package, cfg.Decode)
+	ck, err := check(ctx, offer, d, cfg)
 	if err != nil {
 		return nil, err
 	}
-	c, err := Canonical(d.Package, cfg.Decode)
+	ck.finish()
+	return ck.r, nil
+}
+
+func check(ctx context.Context, offer *handoff.Offer, d Delivered, cfg CheckConfig) (*checker, error) {
+	p, tree, c, err := parse(d.Package, cfg.Decode)
 	if err != nil {
 		return nil, err
 	}
@@ -232,22 +319,28 @@ func Check(ctx context.Context, offer *handoff.Offer, d Delivered, cfg CheckConf
 		maxAge = DefaultMaxStateAge
 	}
 	ck := &checker{ctx: ctx, p: p, cfg: cfg, now: now(), maxAge: maxAge,
-		r: &Report{unverified: p, Unbound: offer == nil && cfg.Unbound, Digest: handoff.SHA256(c)}}
+		r: &Report{unverified: p, unbound: offer == nil && cfg.Unbound, digest: handoff.SHA256(c), checked: true}}
 	ck.required()
+	// The binding comes before any scan or resolver call: a package that
+	// is not the one the offer names costs no more than its decoding.
+	bound := cfg.Unbound && offer == nil
 	if offer != nil {
-		ck.r.offerIss, ck.r.offerHop = offer.Iss, offer.Hop
-		ck.binding(offer, d)
+		ck.r.offerIss, ck.r.offerHop, ck.r.offerTime = offer.Iss, offer.Hop, offer.Exp
+		bound = ck.binding(offer, d, c)
 	} else if !cfg.Unbound {
-		ck.add(CodeUnbound, "", "no offer given: the package is not shown bound to one")
+		ck.add(CodeUnbound, at(""), "no offer given: the package is not shown bound to one")
 	}
-	if err := ck.restricted(d.Package); err != nil {
-		return nil, err
+	if bound {
+		ck.restricted(tree)
 	}
 	ck.authority()
-	ck.artifacts()
+	if bound {
+		ck.artifacts()
+	}
 	ck.claims()
 	ck.owners()
-	return ck.r, nil
+	ck.bound = bound
+	return ck, nil
 }
 
 type checker struct {
@@ -258,19 +351,64 @@ type checker struct {
 	maxAge   time.Duration
 	r        *Report
 	verified map[string]bool // artifact id -> verified
+	bound    bool
+	more     int  // findings not listed
+	moreFail bool // one of them fails the check
 }
 
-func (c *checker) add(code Code, path, format string, args ...any) {
-	c.r.Findings = append(c.r.Findings, Finding{Code: code, Path: path, Detail: fmt.Sprintf(format, args...)})
+// maxFindings bounds the findings a report lists one by one; any more are
+// counted in one last finding (CodeMoreFindings), so that a report costs
+// a bounded amount however many defects a package has.
+const maxFindings = 64
+
+// where is the JSON Pointer of a finding, made into a string only when the
+// finding is kept: a prefix, an index (or -1) and a suffix.
+type where struct {
+	a string
+	i int
+	b string
 }
 
-func (c *checker) advise(code Code, path, format string, args ...any) {
-	c.r.Findings = append(c.r.Findings, Finding{Code: code, Path: path, Detail: fmt.Sprintf(format, args...), Advisory: true})
+func at(path string) where { return where{a: path, i: -1} }
+
+func idx(prefix string, i int, suffix string) where { return where{prefix, i, suffix} }
+
+func (w where) String() string {
+	if w.i < 0 {
+		return w.a
+	}
+	return w.a + strconv.Itoa(w.i) + w.b
 }
 
-func (c *checker) need(ok bool, path string) {
+func (c *checker) add(code Code, w where, format string, args ...any) {
+	c.keep(code, w, false, format, args)
+}
+
+func (c *checker) advise(code Code, w where, format string, args ...any) {
+	c.keep(code, w, true, format, args)
+}
+
+func (c *checker) keep(code Code, w where, advisory bool, format string, args []any) {
+	if len(c.r.findings) >= maxFindings {
+		c.more++
+		c.moreFail = c.moreFail || !advisory
+		return
+	}
+	c.r.findings = append(c.r.findings, Finding{Code: code, Path: w.String(), Detail: fmt.Sprintf(format, args...), Advisory: advisory})
+}
+
+// finish appends the count of the findings not listed.
+func (c *checker) finish() {
+	if c.more > 0 {
+		c.r.findings = append(c.r.findings, Finding{Code: CodeMoreFindings,
+			Detail: fmt.Sprintf("%d more findings not listed", c.more), Advisory: !c.moreFail})
+		c.more = 0
+	}
+}
+
+func (c *checker) need(ok bool, w where) {
 	if !ok {
-		c.add(CodeMissing, path, "required")
+		c.add(CodeMissing, w, "required")
 	}
 }
 
@@ -278,156 +416,166 @@ func (c *checker) need(ok bool, path string) {
 // definition does not allow.
 func (c *checker) required() {
 	p := c.p
-	c.need(p.Handoff.ID != "", "/handoff/id")
-	c.need(!p.Handoff.Time.IsZero(), "/handoff/time")
-	c.need(p.Sender.Role != "", "/sender/role")
-	c.need(p.Sender.Agent != "", "/sender/agent")
-	c.need(p.Receiver.Role != "", "/receiver/role")
-	c.need(p.Receiver.Agent != "", "/receiver/agent")
+	c.need(p.Handoff.ID != "", at("/handoff/id"))
+	c.need(!p.Handoff.Time.IsZero(), at("/handoff/time"))
+	c.need(p.Sender.Role != "", at("/sender/role"))
+	c.need(p.Sender.Agent != "", at("/sender/agent"))
+	c.need(p.Receiver.Role != "", at("/receiver/role"))
+	c.need(p.Receiver.Agent != "", at("/receiver/agent"))
 	switch {
 	case p.Control == "":
-		c.add(CodeMissing, "/control", "required")
+		c.add(CodeMissing, at("/control"), "required")
 	case !p.Control.Valid():
-		c.add(CodeInvalid, "/control", "control mode %q is neither %q nor %q", p.Control, TransferOwnership, SpecialistReturnsResult)
+		c.add(CodeInvalid, at("/control"), "control mode %q is neither %q nor %q", p.Control, TransferOwnership, SpecialistReturnsResult)
 	}
-	c.need(p.Outcome.Result != "", "/outcome/result")
-	c.need(p.Outcome.DoneWhen != "", "/outcome/done_when")
-	c.need(len(p.Authority.Allowed) > 0, "/authority/allowed")
-	c.need(len(p.State) > 0, "/state")
+	c.need(p.Outcome.Result != "", at("/outcome/result"))
+	c.need(p.Outcome.DoneWhen != "", at("/outcome/done_when"))
+	c.need(len(p.Authority.Allowed) > 0, at("/authority/allowed"))
+	c.need(len(p.State) > 0, at("/state"))
 	for i, s := range p.State {
-		c.need(s.System != "", fmt.Sprintf("/state/%d/system", i))
-		c.need(s.State != "", fmt.Sprintf("/state/%d/state", i))
-		c.need(!s.AsOf.IsZero(), fmt.Sprintf("/state/%d/as_of", i))
+		c.need(s.System != "", idx("/state/", i, "/system"))
+		c.need(s.State != "", idx("/state/", i, "/state"))
+		c.need(!s.AsOf.IsZero(), idx("/state/", i, "/as_of"))
 	}
 	for i, a := range p.Completed {
-		c.need(a.Action != "", fmt.Sprintf("/completed/%d/action", i))
-		c.need(a.Postcondition != "", fmt.Sprintf("/completed/%d/postcondition", i))
+		c.need(a.Action != "", idx("/completed/", i, "/action"))
+		c.need(a.Postcondition != "", idx("/completed/", i, "/postcondition"))
 	}
 	for i, w := range p.Withheld {
-		c.need(w.Item != "", fmt.Sprintf("/context_withheld/%d/item", i))
-		c.need(w.Reason != "", fmt.Sprintf("/context_withheld/%d/reason", i))
+		c.need(w.Item != "", idx("/context_withheld/", i, "/item"))
+		c.need(w.Reason != "", idx("/context_withheld/", i, "/reason"))
 	}
 	for i, a := range p.Assumptions {
-		c.need(a.Item != "", fmt.Sprintf("/assumptions/%d/item", i))
-		c.need(a.Validation != "", fmt.Sprintf("/assumptions/%d/validation", i))
+		c.need(a.Item != "", idx("/assumptions/", i, "/item"))
+		c.need(a.Validation != "", idx("/assumptions/", i, "/validation"))
 	}
 	for i, a := range p.Attempts {
-		c.need(a.Attempt != "", fmt.Sprintf("/attempts/%d/attempt", i))
-		c.need(a.Result != "", fmt.Sprintf("/attempts/%d/result", i))
+		c.need(a.Attempt != "", idx("/attempts/", i, "/attempt"))
+		c.need(a.Result != "", idx("/attempts/", i, "/result"))
 	}
 	for i, q := range p.Pending {
-		c.need(q.Item != "", fmt.Sprintf("/pending/%d/item", i))
+		c.need(q.Item != "", idx("/pending/", i, "/item"))
 		if q.Kind != PendingApproval && q.Kind != PendingSideEffect {
-			c.add(CodeInvalid, fmt.Sprintf("/pending/%d/kind", i), "kind %q is neither %q nor %q", q.Kind, PendingApproval, PendingSideEffect)
+			c.add(CodeInvalid, idx("/pending/", i, "/kind"), "kind %q is neither %q nor %q", q.Kind, PendingApproval, PendingSideEffect)
 		}
 	}
-	c.need(p.Next.Action != "", "/next_action/action")
+	c.need(p.Next.Action != "", at("/next_action/action"))
 	if p.Verification.Check == "" {
-		c.add(CodeNoVerification, "/verification/check", "the next action has no verification step")
+		c.add(CodeNoVerification, at("/verification/check"), "the next action has no verification step")
 	}
-	c.need(len(p.Timeouts) > 0, "/timeouts")
+	c.need(len(p.Timeouts) > 0, at("/timeouts"))
 	for i, t := range p.Timeouts {
-		c.need(t.Condition != "", fmt.Sprintf("/timeouts/%d/condition", i))
+		c.need(t.Condition != "", idx("/timeouts/", i, "/condition"))
 	}
-	c.need(p.Rollback.Method != "", "/rollback/method")
+	c.need(p.Rollback.Method != "", at("/rollback/method"))
 	if p.Ack != nil {
-		c.add(CodeInvalid, "/acknowledgement", "the sender's package carries an acknowledgement; only the receiver acknowledges")
+		c.add(CodeInvalid, at("/acknowledgement"), "the sender's package carries an acknowledgement; only the receiver acknowledges")
 	}
 }
 
-// binding checks that the package rides with this offer.
-func (c *checker) binding(o *handoff.Offer, d Delivered) {
+// binding checks that the package rides with this offer, and reports
+// whether it does.
+func (c *checker) binding(o *handoff.Offer, d Delivered, canonical []byte) bool {
 	p := c.p
+	ok := true
 	if p.Handoff.ID != "" && p.Handoff.ID != string(o.Hop) {
-		c.add(CodeUnbound, "/handoff/id", "id is not the offer's hop")
+		ok = false
+		c.add(CodeUnbound, at("/handoff/id"), "id is not the offer's hop")
 	}
 	if p.Sender.Agent != "" && p.Sender.Agent != string(o.Iss) {
-		c.add(CodeUnbound, "/sender/agent", "sender agent is not the offer's iss")
+		ok = false
+		c.add(CodeUnbound, at("/sender/agent"), "sender agent is not the offer's iss")
 	}
 	if p.Receiver.Agent != "" && p.Receiver.Agent != string(o.Aud) {
-		c.add(CodeUnbound, "/receiver/agent", "receiver agent is not the offer's aud")
+		ok = false
+		c.add(CodeUnbound, at("/receiver/agent"), "receiver agent is not the offer's aud")
 	}
 	if t := p.Handoff.Time; !t.IsZero() {
 		if t.Before(o.Iat.Std()) || t.After(o.Exp.Std()) {
-			c.add(CodeUnbound, "/handoff/time", "time %s is outside the offer window", t.UTC().Format(time.RFC3339))
+			ok = false
+			c.add(CodeUnbound, at("/handoff/time"), "time %s is outside the offer window", t.UTC().Format(time.RFC3339))
 		}
 	}
 	refs := Refs(o.Refs)
 	if len(refs) == 0 {
-		c.add(CodeUnbound, "", "the offer names no evidence package")
-		return
+		c.add(CodeUnbound, at(""), "the offer names no evidence package")
+		return false
 	}
 	var best *handoff.RefResult
 	for _, ref := range refs {
-		res := CheckRef(ref, handoff.RefObject{Octets: d.Package, Salt: d.Salt}, c.cfg.Decode)
+		res := checkCanonical(ref, canonical, d.Salt)
 		if best == nil || res.Outcome == handoff.RefVerified ||
 			(res.Outcome == handoff.RefMismatch && best.Outcome == handoff.RefUnverifiable) {
 			r := res
 			best = &r
 		}
 	}
-	c.r.Binding = best
+	c.r.binding = best
 	switch best.Outcome {
 	case handoff.RefMismatch:
-		c.add(CodePackageMismatch, "", "the offer's package digest does not match the package delivered")
+		c.add(CodePackageMismatch, at(""), "the offer's package digest does not match the package delivered")
 	case handoff.RefUnverifiable:
-		c.add(CodePackageUnverifiable, "", "the offer's package reference could not be checked: %s", best.Detail)
+		c.add(CodePackageUnverifiable, at(""), "the offer's package reference could not be checked: %s", best.Detail)
 	}
+	return ok && best.Outcome == handoff.RefVerified
 }
 
 // restricted reports credential-like strings, and items both withheld and
 // passed.
-func (c *checker) restricted(raw []byte) error {
-	hits, err := scanPackage(c.p, raw, nil)
-	if err != nil {
-		return err
-	}
+func (c *checker) restricted(tree *canon) {
+	hits := scanPackage(c.p, tree, c.cfg.Detectors, nil)
 	for _, h := range hits {
-		c.add(CodeRestricted, h.Path, "credential-like string (%s)", h.Pattern)
+		c.add(CodeRestricted, at(h.Path), "credential-like string (%s)", h.Pattern)
+	}
+	withheld := make(map[string]bool, len(c.p.Withheld))
+	for _, w := range c.p.Withheld {
+		withheld[w.Item] = true
 	}
 	for i, pc := range c.p.Passed {
-		for _, w := range c.p.Withheld {
-			if pc.Name != "" && pc.Name == w.Item {
-				c.add(CodeRestricted, fmt.Sprintf("/context_passed/%d", i), "item %q is declared withheld", w.Item)
-			}
+		if pc.Name != "" && withheld[pc.Name] {
+			c.add(CodeRestricted, idx("/context_passed/", i, ""), "item %q is declared withheld", pc.Name)
 		}
 	}
-	return nil
 }
 
-// authority checks the permission boundary and the next action.
+// authority checks the permission boundary and the next action. It sorts
+// the entries once (by position, in a slice of 4-octet indexes) instead of
+// building sets, so that its cost stays a small multiple of the lists.
 func (c *checker) authority() {
 	a := c.p.Authority
+	lists := [3][]string{a.Allowed, a.MustAsk, a.Denied}
+	byName := newEntries(lists)
+	byName.sort(func(e entryPos) string { return byName.name(e) })
+	in := func(list int, name string) bool { return byName.has(list, name) }
 	for j, d := range a.Denied {
-		if slices.Contains(a.Allowed, d) || slices.Contains(a.MustAsk, d) {
-			c.add(CodeInvalid, fmt.Sprintf("/authority/denied/%d", j), "action %q is denied and also allowed or must-ask", d)
+		if in(0, d) || in(1, d) {
+			c.add(CodeInvalid, idx("/authority/denied/", j, ""), "action %q is denied and also allowed or must-ask", d)
 		}
 	}
+	var approvals []string
+	for _, q := range c.p.Pending {
+		if q.Kind == PendingApproval && q.Owner != "" {
+			approvals = append(approvals, q.Action)
+		}
+	}
+	slices.Sort(approvals)
 	for j, m := range a.MustAsk {
-		if slices.Contains(a.Allowed, m) {
-			c.add(CodeInvalid, fmt.Sprintf("/authority/must_ask/%d", j), "action %q is must-ask and also allowed", m)
+		if in(0, m) {
+			c.add(CodeInvalid, idx("/authority/must_ask/", j, ""), "action %q is must-ask and also allowed", m)
 		}
-		if !c.hasApproval(m) {
-			c.add(CodeMustAskNoApproval, fmt.Sprintf("/authority/must_ask/%d", j), "no pending approval with an owner for %q", m)
+		if _, ok := slices.BinarySearch(approvals, m); !ok {
+			c.add(CodeMustAskNoApproval, idx("/authority/must_ask/", j, ""), "no pending approval with an owner for %q", m)
 		}
 	}
+	c.ambiguous(byName)
 	next := c.p.Next.Action
 	switch {
 	case next == "":
-	case slices.Contains(a.Denied, next):
-		c.add(CodeNextDenied, "/next_action/action", "the next action is denied")
-	case !slices.Contains(a.Allowed, next):
-		c.add(CodeNextNotAllowed, "/next_action/action", "the next action is not in allowed")
+	case in(2, next):
+		c.add(CodeNextDenied, at("/next_action/action"), "the next action is denied")
+	case !in(0, next):
+		c.add(CodeNextNotAllowed, at("/next_action/action"), "the next action is not in allowed")
 	}
-}
-
-func (c *checker) hasApproval(action string) bool {
-	for _, q := range c.p.Pending {
-		if q.Kind == PendingApproval && q.Action == action && q.Owner != "" {
-			return true
-		}
-	}
-	return false
 }
 
 // WireToRef converts a package reference to the root's ContextRef.
@@ -453,20 +601,20 @@ func (c *checker) artifacts() {
 		path := fmt.Sprintf("/artifacts/%d", i)
 		switch {
 		case a.ID == "":
-			c.add(CodeMissing, path+"/id", "required")
+			c.add(CodeMissing, at(path+"/id"), "required")
 		case seen[a.ID]:
-			c.add(CodeInvalid, path+"/id", "artifact id %q is used twice", a.ID)
+			c.add(CodeInvalid, at(path+"/id"), "artifact id %q is used twice", a.ID)
 		}
 		seen[a.ID] = true
 		if a.Proves == "" {
-			c.add(CodeMissing, path+"/proves", "required")
+			c.add(CodeMissing, at(path+"/proves"), "required")
 		}
 		res := ArtifactResult{ID: a.ID, Path: path + "/ref"}
 		ref, err := WireToRef(a.Ref)
 		switch {
 		case err != nil:
 			res.Outcome, res.Detail = handoff.RefUnverifiable, err.Error()
-			c.add(CodeInvalid, path+"/ref", "malformed reference")
+			c.add(CodeInvalid, at(path+"/ref"), "malformed reference")
 		case c.cfg.Artifacts == nil:
 			res.Outcome, res.Detail = handoff.RefUnverifiable, "no artifact resolver"
 		default:
@@ -482,36 +630,49 @@ func (c *checker) artifacts() {
 		case handoff.RefVerified:
 			c.verified[a.ID] = true
 		case handoff.RefMismatch:
-			c.add(CodeArtifactMismatch, path+"/ref", "digest differs")
+			c.add(CodeArtifactMismatch, at(path+"/ref"), "digest differs")
 		default:
-			c.add(CodeArtifactUnverifiable, path+"/ref", "%s", res.Detail)
+			c.add(CodeArtifactUnverifiable, at(path+"/ref"), "%s", res.Detail)
 		}
-		c.r.Artifacts = append(c.r.Artifacts, res)
+		c.r.artifacts = append(c.r.artifacts, res)
 	}
 }
 
 // claims reports stale states, completed effects without an idempotency
 // handle, and every claim without verified evidence (advisory).
 func (c *checker) claims() {
+	skew := c.cfg.Skew
+	if skew <= 0 {
+		skew = handoff.DefaultSkew
+	}
 	for i, s := range c.p.State {
+		if !s.AsOf.IsZero() && s.AsOf.After(c.now.Add(skew)) {
+			c.add(CodeStaleState, idx("/state/", i, "/as_of"), "claimed as of %s, after the clock's %s: never observed",
+				s.AsOf.UTC().Format(time.RFC3339), c.now.UTC().Format(time.RFC3339))
+		}
 		if !s.AsOf.IsZero() && c.now.Sub(s.AsOf) > c.maxAge {
-			c.add(CodeStaleState, fmt.Sprintf("/state/%d/as_of", i), "observed %s ago, over the bound of %s",
+			c.add(CodeStaleState, idx("/state/", i, "/as_of"), "observed %s ago, over the bound of %s",
 				c.now.Sub(s.AsOf).Truncate(time.Second), c.maxAge)
 		}
-		c.cites(fmt.Sprintf("/state/%d", i), s.Evidence)
+		c.cites(idx("/state/", i, ""), s.Evidence)
 	}
 	for i, a := range c.p.Completed {
 		if a.External && a.OperationID == "" && a.IdempotencyKey == "" {
-			c.add(CodeNoIdempotency, fmt.Sprintf("/completed/%d", i), "external effect without operation id or idempotency key")
+			c.add(CodeNoIdempotency, idx("/completed/", i, ""), "external effect without operation id or idempotency key")
 		}
-		c.cites(fmt.Sprintf("/completed/%d", i), a.Evidence)
+		c.cites(idx("/completed/", i, ""), a.Evidence)
 	}
 	for i, a := range c.p.Attempts {
-		c.cites(fmt.Sprintf("/attempts/%d", i), a.Evidence)
+		c.cites(idx("/attempts/", i, ""), a.Evidence)
 	}
 }
 
-func (c *checker) cites(path string, ids []string) {
+func (c *checker) cites(path where, ids []string) {
+	if c.verified == nil {
+		// Not bound: the artifacts were not resolved, and the package's
+		// claims are not weighed at all.
+		return
+	}
 	if len(ids) == 0 {
 		c.advise(CodeUnsupported, path, "cites no evidence: an untrusted claim")
 		return
@@ -531,12 +692,12 @@ func (c *checker) cites(path string, ids []string) {
 func (c *checker) owners() {
 	for i, q := range c.p.Pending {
 		if q.Owner == "" {
-			c.add(CodePendingNoOwner, fmt.Sprintf("/pending/%d/owner", i), "no owner")
+			c.add(CodePendingNoOwner, idx("/pending/", i, "/owner"), "no owner")
 		}
 	}
 	for i, t := range c.p.Timeouts {
 		if t.Owner == "" {
-			c.add(CodeTimeoutNoOwner, fmt.Sprintf("/timeouts/%d/owner", i), "no owner")
+			c.add(CodeTimeoutNoOwner, idx("/timeouts/", i, "/owner"), "no owner")
 		}
 	}
 }

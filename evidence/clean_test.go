@@ -14,11 +14,11 @@ func TestCheck_CleanPackagePasses(t *testing.T) {
 	built, bind := w.build(refundPackage(), BuildOptions{})
 	out := w.offer(built, bind)
 	_, rep := w.receive(out, handoff.JSON, Delivered{Package: built.Encoded})
-	for _, f := range rep.Findings {
+	for _, f := range rep.Findings() {
 		t.Logf("%+v", f)
 	}
 	require.True(t, rep.Passed())
-	require.Empty(t, rep.Findings)
-	require.Equal(t, handoff.RefVerified, rep.Binding.Outcome)
+	require.Empty(t, rep.Findings())
+	require.Equal(t, handoff.RefVerified, rep.Binding().Outcome)
 	_ = context.Background()
 }

@@ -11,8 +11,9 @@ import (
 // evidenceOnly are the modules this package brings in that the root
 // package must not link.
 // go-json-experiment is the root's own strict JSON decoder (codec.go) since
-// the root decodes with jsontext; jcs is the evidence package's alone.
-var evidenceOnly = []string{"github.com/gowebpki/jcs"}
+// the root decodes with jsontext; jcs (number formatting) and x/text (NFC)
+// are the evidence package's alone.
+var evidenceOnly = []string{"github.com/gowebpki/jcs", "golang.org/x/text"}
 
 func goListDeps(t *testing.T, pkg string) []string {
 	t.Helper()

@@ -10,7 +10,9 @@
 // and returns the ContextRef to put in the offer's refs: kind Kind or
 // KindSalted (absolute URIs naming this definition, HC-10), digest SHA-256
 // over the package's RFC 8785 (JCS) form, plain or salted (HC-64, HC-09).
-// The JCS form is computed by github.com/gowebpki/jcs.
+// The JCS form is made in one pass (see Cost below); it is the one
+// github.com/gowebpki/jcs makes, byte for byte, which a test and a fuzz
+// target hold.
 //
 // The delegate, with no hidden session history, checks the package it
 // received (CheckReceived, or Check) against the verified offer, using nothing but the
@@ -19,9 +21,13 @@
 // hop's status (Reply): "accepted" when the package passed, "rejected" with
 // reason "policy" and a detail naming the findings otherwise; the status
 // refs carry the package reference, so the acknowledged digest is kept with
-// the hop's last status in the delegate's store (Recorded). A package that
-// passed against its offer (Report.Acceptable) yields a Guard, which the receiving agent consults before every
-// tool call or mutation. Under "specialist returns result", the delegate
+// the hop's last status in the delegate's store (Recorded), and in the
+// authority ledger (RecordAcknowledgement). A package that passed against
+// its offer (Report.Acceptable, from CheckReceived) yields a Guard for that
+// hop, which the receiving agent consults before every tool call or
+// mutation, and whose memory of effects and approvals is an
+// authority.Ledger (package evidence/authority) shared by every guard of
+// the agent, durable (bbolt) or shared by replicas (Redis). Under "specialist returns result", the delegate
 // returns its result as a "completed" status whose refs name the result
 // artifacts (ReturnResult), which the delegator checks (CheckResult).
 //
@@ -41,47 +47,118 @@
 // # Restricted data
 //
 // Build refuses, and Check reports as "restricted-data", a package in which
-// any JSON string (member value or member name) matches one of these
-// patterns (HC-62):
+// a detector finds credential-like data (HC-62). The scan shows every
+// member name and every value of the package, once, to each Detector;
+// DefaultDetectors is the built-in set, and a deployment adds its own
+// (BuildOptions.Detectors, CheckConfig.Detectors). The built-in set finds:
 //
-//   - pem-private-key: "-----BEGIN [RSA |EC |DSA |OPENSSH |ENCRYPTED ]PRIVATE KEY-----",
-//     "-----BEGIN PGP PRIVATE KEY BLOCK-----"
+//   - pem-private-key: "-----BEGIN ... PRIVATE KEY-----" in any case (RSA,
+//     EC, DSA, OPENSSH, ENCRYPTED, PKCS#8, "PGP PRIVATE KEY BLOCK")
+//   - encoded-private-key: the base64 of a PEM private key (its "-----BEGIN"
+//     or "PRIVATE KEY" at any of the three alignments), and PKCS#8, PKCS#1
+//     and SEC 1 DER in base64
+//   - putty-private-key: "PuTTY-User-Key-File-N:"
+//   - jwk-private-key: an object with "kty" and a private member (d, p, q,
+//     dp, dq, qi, or k of a symmetric key)
 //   - jwt: eyJ<base64url>.eyJ<base64url>.<base64url>
 //   - bearer-token: "Bearer <16+ token chars>", "Basic <16+ base64 chars>"
 //   - aws-access-key-id: AKIA, ASIA, ABIA or ACCA followed by 16 of [0-9A-Z]
 //   - aws-secret-key: aws_secret_access_key (any case, _ optional) = <20+ chars>
 //   - gcp-api-key: AIza followed by 35 of [0-9A-Za-z_-]
 //   - azure-key: AccountKey=<80+ base64>, SharedAccessSignature=, sig=<30+> in a query
-//   - github-token: ghp_, gho_, ghu_, ghs_, ghr_ followed by 36+ alphanumerics; github_pat_...
-//   - slack-token: xoxa-, xoxb-, xoxp-, xoxo-, xoxs-, xoxr-, xapp- tokens; hooks.slack.com/services/T.../B.../...
-//   - stripe-key: sk_live_, sk_test_, rk_live_, rk_test_, whsec_ followed by 16+ alphanumerics
-//   - password-field: a member named password, passwd, pwd, passphrase,
-//     secret, client_secret, api_key, api_secret, access_token,
-//     refresh_token, id_token, auth_token, token, private_key, secret_key,
-//     session_token, credential(s) or authorization (case, "-" and "_"
-//     ignored) with a non-empty string value, a passed context item so
-//     named with a value, or "password=..." / "api_key: ..." in text
-//   - url-credentials: scheme://user:password@host
+//   - github-token: ghp_, gho_, ghu_, ghs_, ghr_ + 36 alphanumerics;
+//     github_pat_...; a 40-hex token after a name starting "github"
+//   - gitlab-token: glpat-, glrt-, gldt-, gloas- + 20
+//   - openai-key: sk-proj-, sk-svcacct-, sk-admin- + 20; sk- + 32 alphanumerics
+//   - anthropic-key: sk-ant-api03-..., sk-ant-admin01-...
+//   - npm-token: npm_ + 36
+//   - slack-token: xoxa-, xoxb-, xoxp-, xoxo-, xoxs-, xoxr-, xoxe-, xoxe.xoxp-,
+//     xapp- tokens; hooks.slack.com/services/T.../B.../...
+//   - stripe-key: sk_live_, sk_test_, rk_live_, rk_test_, whsec_ + 16
+//   - password-field: a member named like a credential with a value that is
+//     a non-empty string, a number, or a non-empty object or array; a passed
+//     context item so named with a value; "password=..." / "api_key: ..." in
+//     text. A name is a credential's when its ASCII letters and digits,
+//     lower-cased, contain password, passwd or passphrase, or end with pwd,
+//     secret, apikey, apisecret, accesstoken, refreshtoken, idtoken,
+//     authtoken, token, privatekey, secretkey, sessiontoken, credential(s),
+//     authorization, accesskey or signingkey: "db_password", "userPassword",
+//     "x-api-key" and "Password " all are.
+//   - url-credentials: scheme://user:password@host, the user possibly empty
 //
-// Build also refuses the value of any item declared withheld (Withhold)
-// wherever it appears, as a substring of any string; Check cannot know
-// withheld values and reports instead an item both withheld and passed.
+// A token is found after any character that is not a letter or a digit, so
+// "AWS_KEY_AKIA..." and "token_ghp_..." are caught. Build also refuses the
+// value of any item declared withheld (Withhold) wherever it appears, as a
+// substring of any string; Check cannot know withheld values and reports
+// instead an item both withheld and passed. At most 32 places are reported
+// one by one; any more are counted in one last hit.
+//
 // The patterns are written here rather than taken from a detector library:
 // the Go detectors available either pull a large dependency tree into
-// every importer or have no tagged release, while these shapes are few,
-// documented above and each tested. The scan is a safety net, not a proof:
-// a secret of no known shape passes it.
+// every importer or have no tagged release. The scan is a safety net, not
+// a proof. It cannot catch a secret of no known shape, a secret disguised
+// (zero-width characters inside it, homoglyphs, another encoding than
+// base64, compression, encryption), nor one split across fields or
+// strings: every detector sees one string at a time. A member name it does
+// not know, holding a plain password, passes it.
+//
+// # Cost
+//
+// Check spends on a package a small multiple of its size whatever its
+// shape, before it trusts anything in it (issue 20). The text is decoded
+// once (jsontext validates it without state per level; the canonical form
+// is built from a flat array of 16-octet nodes, members sorted by
+// relinking, each output octet written once), and the package is decoded
+// once into its struct. The binding to the offer is checked next; only a
+// package bound to its offer is scanned and has its artifacts resolved.
+// The scan walks the tree once, keeping the current JSON Pointer as a stack.
+// Before the struct is decoded its lists are sized from the tree, and a
+// package whose entries would decode to more than 6 times its size is
+// refused as too large (ErrTooLarge): that takes thousands of near-empty
+// entries or unknown members, since every entry of a valid package has
+// required members. A report lists at most 64 findings and counts the rest
+// ("more-findings", failing when any of them fails). A package within
+// DefaultMaxSize allocates at most 16 times its size, plus a constant for
+// the report, nested 10,000 deep or flat, whatever its lists
+// (TestCheck_DeepPackageAllocationBounded,
+// TestCheck_DensestShapesAllocationBounded,
+// TestCheck_DenseListsAllocationBounded, BenchmarkCheckDeepVsFlat).
+//
+// # Authority along the chain
+//
+// CheckReceived compares the package with the package of every earlier hop
+// whose offer, in the received chain, references one (CheckConfig.Ancestors
+// obtains them; each is checked against its digest): every allowed action
+// must be allowed by the ancestor, every must-ask action allowed or
+// must-ask for it, every action it denied denied ("authority-widened"
+// otherwise), and the guard refuses once the earliest exp of the offer and
+// its ancestors has passed. An ancestor that cannot be obtained is
+// "ancestor-unverifiable", advisory unless CheckConfig.RequireAncestors.
+// The builder refuses to widen the authority its delegator received
+// (BuildOptions.Within). See Widen.
 //
 // # What the checks prove, and what they cannot
 //
 // A package that passed is bound to the verified offer, is internally
 // consistent (its next action is allowed, its must-ask actions have
 // approval owners, its external effects can be deduplicated, its state is
-// recent enough), and every artifact it cites resolved to the octets its
-// digest names. The check cannot prove that the sender told the truth, nor
-// that the package is complete: a claim is only as good as the evidence it
-// cites, and a claim that cites none is reported "claim-unsupported" and
-// must be treated as an untrusted claim. The Guard makes the package's
-// authority the receiving agent's runtime policy; it does not protect
-// tools the agent calls without consulting it, nor later hops.
+// recent enough and not claimed as of the future, no two authority entries
+// collide under trimming, simple case folding and NFC), stays within the
+// authority of its ancestors' packages, and every artifact it cites
+// resolved to the octets its digest names. The check cannot prove that the
+// sender told the truth, nor that the package is complete: a claim is only
+// as good as the evidence it cites, and a claim that cites none is
+// reported "claim-unsupported" and must be treated as an untrusted claim.
+//
+// The Guard makes the package's authority the receiving agent's runtime
+// policy, for its own hop only (Call.Hop, the offer's handoff digest). An
+// effect's operation id and idempotency key compare exactly and share one
+// namespace; one already recorded in the ledger is refused, whichever
+// guard, process or replica recorded it. A must-ask action needs one
+// unused approval per effect, bound to the hop, the action and an
+// operation or a count, given by the owner the package names, signed by
+// the approver's key (ApproveSigned) or recorded for an authenticated local
+// operator (ApproveLocal). It does not protect tools the agent calls
+// without consulting it, nor effects named differently, and it remembers
+// only what its ledger keeps.
 package evidence

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/evidence/authority"
 	"github.com/agentproto/handoff/replay"
 )
 
@@ -118,7 +119,7 @@ func TestContract_Rejection(t *testing.T) {
 		require.NotNil(t, d.Package)
 
 		// A rejected package yields no guard.
-		_, err = NewGuard(rep)
+		_, err = NewGuard(ctx, rep, GuardConfig{Ledger: authority.NewMemory(), Now: w.clock.Now})
 		require.ErrorIs(t, err, ErrNotPassed)
 	})
 }
@@ -180,9 +181,9 @@ func TestContract_Cancellation(t *testing.T) {
 		require.NoError(t, err)
 		_, err = w.from.HandleStatus(ctx, st.Octets)
 		require.NoError(t, err)
-		g, err := NewGuard(rep)
+		g, err := NewGuard(ctx, rep, GuardConfig{Ledger: authority.NewMemory(), Now: w.clock.Now})
 		require.NoError(t, err)
-		require.NoError(t, g.Authorize(Call{Action: "refund.eligibility"}))
+		require.NoError(t, g.Authorize(ctx, Call{Hop: in.Digest(), Action: "refund.eligibility"}))
 
 		cancel, err := w.from.Cancel(ctx, bind.Hop)
 		require.NoError(t, err)
@@ -191,7 +192,7 @@ func TestContract_Cancellation(t *testing.T) {
 		require.True(t, res.Changed())
 		require.Equal(t, handoff.Canceled, res.State())
 		g.Stop("hop canceled by its delegator")
-		require.ErrorIs(t, g.Authorize(Call{Action: "refund.eligibility"}), ErrStopped)
+		require.ErrorIs(t, g.Authorize(ctx, Call{Hop: in.Digest(), Action: "refund.eligibility"}), ErrStopped)
 
 		d, ok, err := Recorded(ctx, w.store0(), triage, bind.Hop, w.trust, handoff.Limits{})
 		require.NoError(t, err)
@@ -219,13 +220,14 @@ func TestContract_ReturnToSender(t *testing.T) {
 		_, err = w.from.HandleStatus(ctx, acc.Octets)
 		require.NoError(t, err)
 
-		g, err := NewGuard(rep)
+		g, err := NewGuard(ctx, rep, GuardConfig{Ledger: authority.NewMemory(), Now: w.clock.Now})
 		require.NoError(t, err)
-		call := Call{Action: "refund.issue", IdempotencyKey: "refund-INV-1042"}
-		require.ErrorIs(t, g.Authorize(call), ErrApprovalRequired)
-		require.NoError(t, g.Approve("refund.issue", "finance-lead"))
-		require.NoError(t, g.Authorize(call))
-		require.ErrorIs(t, g.Authorize(call), ErrRepeated)
+		call := Call{Hop: in.Digest(), Action: "refund.issue", IdempotencyKey: "refund-INV-1042"}
+		require.ErrorIs(t, g.Authorize(ctx, call), ErrApprovalRequired)
+		_, err = g.ApproveLocal(ctx, Grant{Action: "refund.issue", Approver: "finance-lead"}, "operator:finance-lead@console")
+		require.NoError(t, err)
+		require.NoError(t, g.Authorize(ctx, call))
+		require.ErrorIs(t, g.Authorize(ctx, call), ErrRepeated)
 
 		result := []byte(`{"refund":"re_1","invoice":"INV-1042","status":"succeeded"}`)
 		resRef := handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.SHA256(result), Loc: "urn:example:refund:re_1"}

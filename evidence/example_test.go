@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/evidence"
+	"github.com/agentproto/handoff/evidence/authority"
 )
 
 // A billing refund handed from a triage agent to a payments specialist.
@@ -86,7 +87,7 @@ func Example() {
 	deliver := func(offer handoff.Signed, pkg []byte) (*handoff.Received, *evidence.Report) {
 		wire := must((&handoff.Handoff{Offer: offer}).Encode(handoff.JSON))
 		in := must(specialist.Receive(ctx, wire, handoff.Host{Dialog: "case-77"}))
-		rep := must(evidence.Check(ctx, in.Offer(), evidence.Delivered{Package: pkg}, evidence.CheckConfig{
+		rep := must(evidence.CheckReceived(ctx, in, evidence.Delivered{Package: pkg}, evidence.CheckConfig{
 			Now: clock, Artifacts: handoff.RefsByLoc(resolver)}))
 		return in, rep
 	}
@@ -94,7 +95,7 @@ func Example() {
 	// First handoff: the gateway state is two hours old.
 	offer, _, _, pkg := handOver(now.Add(-2 * time.Hour))
 	in, rep := deliver(offer, pkg)
-	for _, f := range rep.Findings {
+	for _, f := range rep.Findings() {
 		fmt.Printf("finding: %s %s advisory=%v\n", f.Code, f.Path, f.Advisory)
 	}
 	st := must(evidence.Reply(ctx, specialist, in, rep))
@@ -108,9 +109,13 @@ func Example() {
 	status = must(handoff.VerifyStatus(st, offer, trust, handoff.Limits{}))
 	fmt.Printf("status: %s, acknowledges the package sent: %v\n", status.State, evidence.Refs(status.Refs)[0].Dig.Equal(sent.Dig))
 
-	guard := must(evidence.NewGuard(rep))
+	// The specialist's ledger remembers effects and approvals; share one
+	// (bbolt, Redis) between restarts and replicas.
+	ledger := authority.NewMemory()
+	guard := must(evidence.NewGuard(ctx, rep, evidence.GuardConfig{Ledger: ledger, Now: clock}))
 	try := func(c evidence.Call) {
-		err := guard.Authorize(c)
+		c.Hop = in.Digest()
+		err := guard.Authorize(ctx, c)
 		var r *evidence.Refusal
 		if errors.As(err, &r) {
 			fmt.Printf("guard: %s refused: %v\n", c.Action, r.Err)
@@ -121,7 +126,8 @@ func Example() {
 	try(evidence.Call{Action: "gateway.refund.status"})
 	try(evidence.Call{Action: "card.charge"})
 	try(evidence.Call{Action: "gateway.refund.create", IdempotencyKey: "refund-INV-1042"})
-	fmt.Println("approve:", guard.Approve("gateway.refund.create", "finance-lead"))
+	_, err := guard.ApproveLocal(ctx, evidence.Grant{Action: "gateway.refund.create", Approver: "finance-lead"}, "console:finance-lead")
+	fmt.Println("approve:", err)
 	try(evidence.Call{Action: "gateway.refund.create", IdempotencyKey: "refund-INV-1042"})
 	try(evidence.Call{Action: "gateway.refund.create", IdempotencyKey: "refund-INV-1042"})
 	try(evidence.Call{Action: "ledger.read", IdempotencyKey: "notify-INV-1042-1"})

@@ -95,6 +95,20 @@ func TestCheck_EachFinding(t *testing.T) {
 		{name: "must ask approval without owner", mut: func(p *Package, _ Binding) { p.Pending[0].Owner = "" }, code: CodeMustAskNoApproval, path: "/authority/must_ask/0"},
 		{name: "external effect without operation id or key", mut: func(p *Package, _ Binding) { p.Completed[0].IdempotencyKey = "" }, code: CodeNoIdempotency, path: "/completed/0"},
 		{name: "stale state", mut: func(p *Package, b Binding) { p.State[0].AsOf = b.Iat.Std().Add(-16 * time.Minute) }, code: CodeStaleState, path: "/state/0/as_of"},
+		{name: "state as of the future", mut: func(p *Package, _ Binding) {
+			p.State[0].AsOf = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+		}, code: CodeStaleState, path: "/state/0/as_of"},
+		{name: "state as of beyond the skew", mut: func(p *Package, b Binding) { p.State[0].AsOf = b.Iat.Std().Add(61 * time.Second) }, code: CodeStaleState, path: "/state/0/as_of"},
+		{name: "authority entries differing in case", mut: func(p *Package, _ Binding) {
+			p.Authority.Allowed = append(p.Authority.Allowed, "Card.Charge")
+		}, code: CodeAmbiguous, path: "/authority/denied/0"},
+		{name: "authority entries differing in trailing space", mut: func(p *Package, _ Binding) {
+			p.Authority.Allowed = append(p.Authority.Allowed, "card.charge ")
+		}, code: CodeAmbiguous, path: "/authority/denied/0"},
+		{name: "authority entries differing in normalisation", mut: func(p *Package, _ Binding) {
+			p.Authority.Allowed = append(p.Authority.Allowed, "caf\u00e9.pay")
+			p.Authority.Denied = append(p.Authority.Denied, "cafe\u0301.pay")
+		}, code: CodeAmbiguous, path: "/authority/denied/2"},
 		{name: "pending side effect without owner", mut: func(p *Package, _ Binding) {
 			p.Pending = append(p.Pending, Pending{Kind: PendingSideEffect, Item: "chargeback dispute open at the bank"})
 		}, code: CodePendingNoOwner, path: "/pending/1/owner"},
@@ -119,9 +133,9 @@ func TestCheck_EachFinding(t *testing.T) {
 				require.NoError(t, err)
 			}
 			_, rep := w.receive(out, handoff.JSON, Delivered{Package: enc, Salt: salt})
-			require.True(t, rep.Has(c.code, c.path), "want %s at %q, got %+v", c.code, c.path, rep.Findings)
-			require.Equal(t, c.advisory, rep.Passed(), "findings: %+v", rep.Findings)
-			for _, f := range rep.Findings {
+			require.True(t, rep.Has(c.code, c.path), "want %s at %q, got %+v", c.code, c.path, rep.Findings())
+			require.Equal(t, c.advisory, rep.Passed(), "findings: %+v", rep.Findings())
+			for _, f := range rep.Findings() {
 				if f.Code == c.code && f.Path == c.path {
 					require.Equal(t, c.advisory, f.Advisory)
 				}
@@ -139,8 +153,8 @@ func TestCheck_MismatchedEvidenceLeavesClaimUnsupported(t *testing.T) {
 	}, false, false)
 	_, rep := w.receive(out, handoff.JSON, Delivered{Package: enc})
 	require.True(t, rep.Has(CodeUnsupported, "/state/0"))
-	require.Equal(t, handoff.RefMismatch, rep.Artifacts[0].Outcome)
-	require.Equal(t, handoff.RefVerified, rep.Artifacts[1].Outcome)
+	require.Equal(t, handoff.RefMismatch, rep.Artifacts()[0].Outcome)
+	require.Equal(t, handoff.RefVerified, rep.Artifacts()[1].Outcome)
 }
 
 // Without an artifact resolver nothing is reported verified (HC-11).
@@ -150,7 +164,7 @@ func TestCheck_HC11_NoResolverNothingVerified(t *testing.T) {
 	out := w.offer(built, bind)
 	rep, err := Check(context.Background(), out.Offer, Delivered{Package: built.Encoded}, CheckConfig{Now: w.clock.Now})
 	require.NoError(t, err)
-	for _, a := range rep.Artifacts {
+	for _, a := range rep.Artifacts() {
 		require.Equal(t, handoff.RefUnverifiable, a.Outcome)
 	}
 	require.True(t, rep.Has(CodeArtifactUnverifiable, "/artifacts/0/ref"))

@@ -296,24 +296,41 @@ type DecodeOptions struct {
 // lone surrogate escapes, no trailing data, at most MaxSize octets. Member
 // names compare exactly (case-sensitive). Unknown members are kept.
 func Decode(data []byte, opt DecodeOptions) (*Package, error) {
+	p, _, _, err := parse(data, opt)
+	return p, err
+}
+
+// parse decodes data strictly (see Decode) and returns the package with its
+// JCS form, in one pass over the text and one decoding of it (see
+// canonicalize for the cost).
+func parse(data []byte, opt DecodeOptions) (*Package, *canon, []byte, error) {
 	max := opt.MaxSize
 	if max <= 0 {
 		max = DefaultMaxSize
 	}
 	if len(data) > max {
-		return nil, fmt.Errorf("%w: %d octets, at most %d accepted", ErrTooLarge, len(data), max)
+		return nil, nil, nil, fmt.Errorf("%w: %d octets, at most %d accepted", ErrTooLarge, len(data), max)
 	}
 	if !utf8.Valid(data) {
-		return nil, fmt.Errorf("%w: %w", ErrMalformed, ErrInvalidUTF8)
+		return nil, nil, nil, fmt.Errorf("%w: %w", ErrMalformed, ErrInvalidUTF8)
 	}
 	if k := firstKind(data); k != '{' {
-		return nil, fmt.Errorf("%w: a package is a JSON object", ErrMalformed)
+		return nil, nil, nil, fmt.Errorf("%w: a package is a JSON object", ErrMalformed)
+	}
+	// canonicalize refuses duplicate names, so the decoder need not track
+	// them (its tracking costs hundreds of octets per nested object).
+	tree, c, err := canonicalize(data)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	var p Package
-	if err := json.Unmarshal(data, &p); err != nil {
-		return nil, classify(err, data)
+	if err := presize(&p, tree, len(data)); err != nil {
+		return nil, nil, nil, err
 	}
-	return &p, nil
+	if err := json.Unmarshal(data, &p, jsontext.AllowDuplicateNames(true)); err != nil {
+		return nil, nil, nil, classify(err, data)
+	}
+	return &p, tree, c, nil
 }
 
 // classify maps a decoding error to the package's error classes, by the

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/gowebpki/jcs"
-
 	"github.com/agentproto/handoff"
 )
 
@@ -38,14 +36,8 @@ func Refs(refs []handoff.ContextRef) []handoff.ContextRef {
 // SHA-256 over these octets, so two encodings of one package (member order,
 // whitespace, escapes) have one digest.
 func Canonical(data []byte, opt DecodeOptions) ([]byte, error) {
-	if _, err := Decode(data, opt); err != nil {
-		return nil, err
-	}
-	out, err := jcs.Transform(data)
-	if err != nil {
-		return nil, fmt.Errorf("%w: JCS: %v", ErrMalformed, err)
-	}
-	return out, nil
+	_, _, c, err := parse(data, opt)
+	return c, err
 }
 
 // Canonical returns p's RFC 8785 (JCS) form.
@@ -54,11 +46,8 @@ func (p *Package) Canonical() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := jcs.Transform(enc)
-	if err != nil {
-		return nil, fmt.Errorf("%w: JCS: %v", ErrMalformed, err)
-	}
-	return out, nil
+	_, c, err := canonicalize(enc)
+	return c, err
 }
 
 // Digest returns the package digest of an encoded package: SHA-256 over
@@ -97,6 +86,18 @@ func SaltedRef(r io.Reader, canonical []byte, loc string) (handoff.ContextRef, [
 // mismatch or unverifiable as in HC-11; a package that does not decode
 // strictly is unverifiable. The returned RefResult names ref as given.
 func CheckRef(ref handoff.ContextRef, obj handoff.RefObject, opt DecodeOptions) handoff.RefResult {
+	if !IsRef(ref) {
+		return checkCanonical(ref, nil, nil)
+	}
+	c, err := Canonical(obj.Octets, opt)
+	if err != nil {
+		return handoff.RefResult{Ref: ref, Outcome: handoff.RefUnverifiable, Detail: err.Error()}
+	}
+	return checkCanonical(ref, c, obj.Salt)
+}
+
+// checkCanonical checks a package reference against a package's JCS form.
+func checkCanonical(ref handoff.ContextRef, canonical, salt []byte) handoff.RefResult {
 	as := ref
 	switch ref.Kind {
 	case Kind:
@@ -107,11 +108,7 @@ func CheckRef(ref handoff.ContextRef, obj handoff.RefObject, opt DecodeOptions) 
 		return handoff.RefResult{Ref: ref, Outcome: handoff.RefUnverifiable,
 			Detail: fmt.Sprintf("kind %q does not name an evidence package", ref.Kind)}
 	}
-	c, err := Canonical(obj.Octets, opt)
-	if err != nil {
-		return handoff.RefResult{Ref: ref, Outcome: handoff.RefUnverifiable, Detail: err.Error()}
-	}
-	res := handoff.CheckRef(as, handoff.RefObject{Octets: c, Salt: obj.Salt})
+	res := handoff.CheckRef(as, handoff.RefObject{Octets: canonical, Salt: salt})
 	res.Ref = ref
 	return res
 }

@@ -272,15 +272,15 @@ Exit status: 0 passed; 1 not passed, or the package does not decode
 	if err != nil {
 		return e.answer(cmd, &evidenceOutput{Error: "package: " + err.Error()})
 	}
-	out := &evidenceOutput{Passed: rep.Passed(), Digest: rep.Digest.B64(), Artifacts: rep.Artifacts, Findings: rep.Findings}
+	out := &evidenceOutput{Passed: rep.Passed(), Digest: rep.Digest().B64(), Artifacts: rep.Artifacts(), Findings: rep.Findings()}
 	if out.Artifacts == nil {
 		out.Artifacts = []evidence.ArtifactResult{}
 	}
 	if out.Findings == nil {
 		out.Findings = []evidence.Finding{}
 	}
-	if rep.Binding != nil {
-		r := refsOut([]handoff.RefResult{*rep.Binding})[0]
+	if b := rep.Binding(); b != nil {
+		r := refsOut([]handoff.RefResult{*b})[0]
 		out.Binding = &r
 	}
 	ack := evidence.Acknowledge(rep)

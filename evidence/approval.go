@@ -1,0 +1,98 @@
+package evidence
+
+import (
+	"context"
+	"crypto"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/evidence/authority"
+	"github.com/agentproto/handoff/jws"
+)
+
+// ApprovalStatement is a portable approval: the approver's statement,
+// signed with its key as a JWS (jws.Sign: ES256, ES384 or EdDSA), that it
+// approves Action on the hop whose offer has the handoff digest Hop, for
+// one operation or a number of uses, from Iat until Exp (seconds since the
+// epoch). Anyone whose trust configuration binds the approver's AgentId to
+// its key can verify it again from the ledger's record.
+type ApprovalStatement struct {
+	Type        string `json:"type"` // always "approval"
+	Hop         string `json:"hop"`  // Digest.String of the offer's handoff digest
+	Action      string `json:"action"`
+	OperationID string `json:"operation_id,omitempty"`
+	Uses        int    `json:"uses,omitempty"`
+	Approver    string `json:"approver"` // the approver's AgentId
+	Iat         int64  `json:"iat"`
+	Exp         int64  `json:"exp"`
+}
+
+// ApprovalType is the type member of an ApprovalStatement.
+const ApprovalType = "approval"
+
+// ErrApproval: a signed approval does not verify or does not fit the hop.
+var ErrApproval = errors.New("evidence: signed approval refused")
+
+// maxApprovalSize bounds a signed approval.
+const maxApprovalSize = 4 << 10
+
+// SignApproval signs st (its Type is set) with the approver's key, whose
+// kid is its RFC 7638 thumbprint.
+func SignApproval(st ApprovalStatement, key crypto.Signer, alg string) ([]byte, error) {
+	st.Type = ApprovalType
+	payload, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	kid, err := jws.Thumbprint(key.Public())
+	if err != nil {
+		return nil, err
+	}
+	return jws.Sign(payload, key, alg, kid, nil)
+}
+
+// ApproveSigned records a signed approval (authority.SourceSigned): its
+// signature must verify with a key the guard's Trust binds to the
+// approver, the approver must be the owner the package names for the
+// action, the hop must be the guard's and the time now inside [iat, exp).
+// The ledger keeps the signed statement as the approval's evidence; one
+// statement is one grant however often it is presented.
+func (g *Guard) ApproveSigned(ctx context.Context, signed []byte) (authority.Approval, error) {
+	if g.trust == nil {
+		return authority.Approval{}, fmt.Errorf("%w: the guard has no trust configuration", ErrApproval)
+	}
+	lookup := func(_ jws.Header, payload []byte) ([]jws.Key, error) {
+		var st ApprovalStatement
+		if err := json.Unmarshal(payload, &st); err != nil {
+			return nil, err
+		}
+		var keys []jws.Key
+		for _, k := range g.trust.Keys(handoff.AgentID(st.Approver)) {
+			keys = append(keys, jws.Key{Public: k.Public, Alg: k.Alg})
+		}
+		return keys, nil
+	}
+	payload, _, err := jws.Open(signed, lookup, maxApprovalSize)
+	if err != nil {
+		return authority.Approval{}, fmt.Errorf("%w: %w", ErrApproval, err)
+	}
+	var st ApprovalStatement
+	if err := json.Unmarshal(payload, &st); err != nil {
+		return authority.Approval{}, fmt.Errorf("%w: %v", ErrApproval, err)
+	}
+	now := g.now()
+	iat, exp := time.Unix(st.Iat, 0).UTC(), time.Unix(st.Exp, 0).UTC()
+	switch {
+	case st.Type != ApprovalType:
+		return authority.Approval{}, fmt.Errorf("%w: type %q", ErrApproval, st.Type)
+	case st.Hop != g.hopKey:
+		return authority.Approval{}, fmt.Errorf("%w: it approves another hop", ErrApproval)
+	case now.Before(iat) || !now.Before(exp):
+		return authority.Approval{}, fmt.Errorf("%w: outside its time window", ErrApproval)
+	}
+	return g.grant(ctx, Grant{Action: st.Action, OperationID: st.OperationID, Uses: st.Uses, Approver: st.Approver, Expires: exp},
+		authority.SourceSigned, signed, iat)
+}

@@ -1,0 +1,336 @@
+// Package boltauthority is an authority.Ledger on a bbolt file: the
+// receiving agent's effects, approvals and hop dispositions survive a
+// restart, a crash included (every call is one bbolt transaction, synced
+// before it returns).
+//
+// One process holds the file at a time (bbolt's file lock). Replicas of
+// an agent on one host share a file with Options.Shared, which opens the
+// file for each call and closes it after, so that the calls of every
+// process are serialized by the lock; each call then costs an open and a
+// sync. Across hosts, use evidence/authority/redisauthority.
+package boltauthority
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/agentproto/handoff/evidence/authority"
+)
+
+var (
+	bucketEffects   = []byte("effects")   // name -> Record
+	bucketApprovals = []byte("approvals") // hop 0x00 id -> Approval
+	bucketIDs       = []byte("ids")       // approval id -> hop
+	bucketHops      = []byte("hops")      // hop -> HopRecord
+)
+
+// DefaultLockTimeout bounds the wait for another process's file lock.
+const DefaultLockTimeout = 5 * time.Second
+
+// Options configure a ledger.
+type Options struct {
+	// Shared opens the file for each call instead of once (see the
+	// package documentation).
+	Shared bool
+	// LockTimeout bounds the wait for the file lock, within the call's
+	// deadline; zero means DefaultLockTimeout.
+	LockTimeout time.Duration
+}
+
+// Ledger is an authority.Ledger on a bbolt file.
+type Ledger struct {
+	path string
+	opts Options
+	db   *bolt.DB // nil when Shared
+}
+
+var _ authority.Ledger = (*Ledger)(nil)
+
+// Open opens (creating it if need be) the ledger at path.
+func Open(path string, opts Options) (*Ledger, error) {
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = DefaultLockTimeout
+	}
+	l := &Ledger{path: path, opts: opts}
+	db, err := l.open(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketEffects, bucketApprovals, bucketIDs, bucketHops} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%w: %v", authority.ErrUnavailable, err)
+	}
+	if opts.Shared {
+		return l, db.Close()
+	}
+	l.db = db
+	return l, nil
+}
+
+func (l *Ledger) open(ctx context.Context) (*bolt.DB, error) {
+	timeout := l.opts.LockTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	if timeout <= 0 {
+		return nil, fmt.Errorf("%w: %w", authority.ErrUnavailable, context.DeadlineExceeded)
+	}
+	db, err := bolt.Open(l.path, 0o600, &bolt.Options{Timeout: timeout})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", authority.ErrUnavailable, err)
+	}
+	return db, nil
+}
+
+// Path is the ledger's file.
+func (l *Ledger) Path() string { return l.path }
+
+// Close closes the file (a no-op for a shared ledger).
+func (l *Ledger) Close() error {
+	if l.db == nil {
+		return nil
+	}
+	return l.db.Close()
+}
+
+// tx runs fn in one transaction, opening the file first when shared.
+func (l *Ledger) tx(ctx context.Context, write bool, fn func(*bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", authority.ErrUnavailable, err)
+	}
+	db := l.db
+	if db == nil {
+		var err error
+		if db, err = l.open(ctx); err != nil {
+			return err
+		}
+		defer db.Close()
+	}
+	run := db.View
+	if write {
+		run = db.Update
+	}
+	err := run(fn)
+	var ours refusal
+	if err != nil && !errors.As(err, &ours) {
+		return fmt.Errorf("%w: %v", authority.ErrUnavailable, err)
+	}
+	if err != nil {
+		return ours.err
+	}
+	return nil
+}
+
+// refusal carries a refusal out of a transaction (which it rolls back).
+type refusal struct{ err error }
+
+func (r refusal) Error() string { return r.err.Error() }
+
+func approvalKey(hop, id string) []byte { return append(append([]byte(hop), 0), id...) }
+
+// Perform implements authority.Ledger.
+func (l *Ledger) Perform(ctx context.Context, e authority.Effect) error {
+	if err := e.Validate(); err != nil {
+		return err
+	}
+	return l.tx(ctx, true, func(tx *bolt.Tx) error {
+		var h authority.HopRecord
+		if v := tx.Bucket(bucketHops).Get([]byte(e.Hop)); v != nil {
+			if err := json.Unmarshal(v, &h); err != nil {
+				return err
+			}
+			if h.Final != nil {
+				return refusal{fmt.Errorf("%w: %s (%s)", authority.ErrFinished, e.Hop, h.Final.State)}
+			}
+		}
+		effects := tx.Bucket(bucketEffects)
+		names := e.Names()
+		for _, n := range names {
+			if v := effects.Get([]byte(n)); v != nil {
+				var r authority.Record
+				if err := json.Unmarshal(v, &r); err != nil {
+					return err
+				}
+				return refusal{&authority.Refusal{Held: r}}
+			}
+		}
+		var approval string
+		if e.NeedsApproval {
+			b := tx.Bucket(bucketApprovals)
+			prefix := approvalKey(e.Hop, "")
+			var as []authority.Approval
+			c := b.Cursor()
+			for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+				var a authority.Approval
+				if err := json.Unmarshal(v, &a); err != nil {
+					return err
+				}
+				as = append(as, a)
+			}
+			i := authority.Choose(as, e)
+			if i < 0 {
+				return refusal{fmt.Errorf("%w: %q on hop %s", authority.ErrNoApproval, e.Action, e.Hop)}
+			}
+			as[i].Remaining--
+			v, err := json.Marshal(as[i])
+			if err != nil {
+				return err
+			}
+			if err := b.Put(approvalKey(e.Hop, as[i].ID), v); err != nil {
+				return err
+			}
+			approval = as[i].ID
+		}
+		for _, n := range names {
+			v, err := json.Marshal(authority.Record{Name: n, Hop: e.Hop, Action: e.Action, At: e.At.UTC().Round(0), Approval: approval})
+			if err != nil {
+				return err
+			}
+			if err := effects.Put([]byte(n), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Lookup implements authority.Ledger.
+func (l *Ledger) Lookup(ctx context.Context, name string) (r authority.Record, ok bool, err error) {
+	err = l.tx(ctx, false, func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketEffects).Get([]byte(name))
+		if v == nil {
+			return nil
+		}
+		ok = true
+		return json.Unmarshal(v, &r)
+	})
+	return r, ok, err
+}
+
+// Grant implements authority.Ledger.
+func (l *Ledger) Grant(ctx context.Context, a authority.Approval) error {
+	a, err := a.Normalized()
+	if err != nil {
+		return err
+	}
+	return l.tx(ctx, true, func(tx *bolt.Tx) error {
+		ids := tx.Bucket(bucketIDs)
+		if hop := ids.Get([]byte(a.ID)); hop != nil {
+			var held authority.Approval
+			if err := json.Unmarshal(tx.Bucket(bucketApprovals).Get(approvalKey(string(hop), a.ID)), &held); err != nil {
+				return err
+			}
+			if held.Same(a) {
+				return nil
+			}
+			return refusal{fmt.Errorf("%w: approval %q is recorded with other terms", authority.ErrConflict, a.ID)}
+		}
+		v, err := json.Marshal(a)
+		if err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketApprovals).Put(approvalKey(a.Hop, a.ID), v); err != nil {
+			return err
+		}
+		return ids.Put([]byte(a.ID), []byte(a.Hop))
+	})
+}
+
+// Approvals implements authority.Ledger.
+func (l *Ledger) Approvals(ctx context.Context, hop string) ([]authority.Approval, error) {
+	var out []authority.Approval
+	err := l.tx(ctx, false, func(tx *bolt.Tx) error {
+		prefix := approvalKey(hop, "")
+		c := tx.Bucket(bucketApprovals).Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			var a authority.Approval
+			if err := json.Unmarshal(v, &a); err != nil {
+				return err
+			}
+			out = append(out, a)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// hopUpdate reads hop's record, lets set change it, and writes it.
+func (l *Ledger) hopUpdate(ctx context.Context, hop string, set func(*authority.HopRecord) error) error {
+	return l.tx(ctx, true, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketHops)
+		var h authority.HopRecord
+		if v := b.Get([]byte(hop)); v != nil {
+			if err := json.Unmarshal(v, &h); err != nil {
+				return err
+			}
+		}
+		if err := set(&h); err != nil {
+			return refusal{err}
+		}
+		v, err := json.Marshal(h)
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(hop), v)
+	})
+}
+
+// Acknowledge implements authority.Ledger.
+func (l *Ledger) Acknowledge(ctx context.Context, hop string, ack authority.Ack) error {
+	if hop == "" || (ack.Decision != authority.Accepted && ack.Decision != authority.Rejected) {
+		return fmt.Errorf("%w: an acknowledgement needs a hop and a decision", authority.ErrInvalid)
+	}
+	ack.At = ack.At.UTC().Round(0)
+	return l.hopUpdate(ctx, hop, func(h *authority.HopRecord) error {
+		if h.Ack != nil {
+			if authority.SameAck(*h.Ack, ack) {
+				return nil
+			}
+			return fmt.Errorf("%w: hop %s is acknowledged %s", authority.ErrConflict, hop, h.Ack.Decision)
+		}
+		h.Ack = &ack
+		return nil
+	})
+}
+
+// Finish implements authority.Ledger.
+func (l *Ledger) Finish(ctx context.Context, hop string, f authority.Final) error {
+	if hop == "" || f.State == "" {
+		return fmt.Errorf("%w: a final disposition needs a hop and a state", authority.ErrInvalid)
+	}
+	f.At = f.At.UTC().Round(0)
+	return l.hopUpdate(ctx, hop, func(h *authority.HopRecord) error {
+		if h.Final != nil {
+			if authority.SameFinal(*h.Final, f) {
+				return nil
+			}
+			return fmt.Errorf("%w: hop %s is finished %s", authority.ErrConflict, hop, h.Final.State)
+		}
+		h.Final = &f
+		return nil
+	})
+}
+
+// Hop implements authority.Ledger.
+func (l *Ledger) Hop(ctx context.Context, hop string) (h authority.HopRecord, err error) {
+	err = l.tx(ctx, false, func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketHops).Get([]byte(hop)); v != nil {
+			return json.Unmarshal(v, &h)
+		}
+		return nil
+	})
+	return h, err
+}
