@@ -253,6 +253,65 @@ func TestFinishWaitsForEffectsInFlight(t *testing.T) {
 	require.ErrorIs(t, a.Perform(ctx, effect("op-late", "")), authority.ErrFinished)
 }
 
+// An effect in flight holds Finish back: while a Perform of the hop is
+// stopped inside its statement (at the insert of a name another
+// transaction holds uncommitted), a Finish of that hop waits for it rather
+// than record a disposition that the effect's record would then follow.
+func TestFinishWaitsForPerform(t *testing.T) {
+	db := testDB(t, nil)
+	name := testName(t, db)
+	l := mustOpen(t, db, name)
+	ctx := context.Background()
+	// The hop's row exists (a Perform creating it would hold Finish back
+	// by its insert alone).
+	require.NoError(t, l.Acknowledge(ctx, hop, authority.Ack{Decision: authority.Accepted, At: t0}))
+	// A transaction that holds the name op-x uncommitted.
+	blocker, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = blocker.Rollback() }()
+	_, err = blocker.ExecContext(ctx, `INSERT INTO "`+name+`_effects" (k, name, hop, action, at_s, at_ns)
+VALUES (sha256('op-x'::bytea), 'op-x'::bytea, 'h'::bytea, 'a'::bytea, 0, 0)`)
+	require.NoError(t, err)
+
+	performed := make(chan error, 1)
+	go func() { performed <- l.Perform(ctx, effect("op-x", "")) }()
+	waiting(t, db, `%`+name+`_perform%`, performed)
+	finished := make(chan error, 1)
+	go func() { finished <- l.Finish(ctx, hop, authority.Final{State: "completed", At: t0}) }()
+	waiting(t, db, `%INSERT INTO "`+name+`_hops"%final_state%`, finished)
+
+	require.NoError(t, blocker.Rollback())
+	require.NoError(t, <-performed, "the effect in flight is recorded")
+	require.NoError(t, <-finished)
+	_, ok, err := l.Lookup(ctx, "op-x")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.ErrorIs(t, l.Perform(ctx, effect("op-y", "")), authority.ErrFinished)
+}
+
+// waiting returns once a backend running a statement like pattern waits
+// for a lock; it fails t if done reports first (the statement did not
+// wait) or after a generous deadline.
+func waiting(t *testing.T, db *sql.DB, pattern string, done <-chan error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			t.Fatalf("the statement %s returned (%v) instead of waiting", pattern, err)
+		default:
+		}
+		var n int
+		require.NoError(t, db.QueryRowContext(context.Background(), `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE $1 AND pid <> pg_backend_pid()`, pattern).Scan(&n))
+		if n > 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no statement %s waits for a lock", pattern)
+}
+
 // Perform is one round trip, whatever its outcome; Lookup, Approvals and
 // Hop are one query; Grant and Finish one statement when first recorded.
 func TestRoundTrips(t *testing.T) {
