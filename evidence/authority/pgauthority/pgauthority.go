@@ -36,6 +36,10 @@
 // allowed effect; a cancelled or expired context is returned wrapped with
 // it too. The guard then refuses the effect. A deadlock or serialization
 // failure, which rolls the statement back, is retried a few times first.
+// An answer lost after the database committed (a connection broken, a
+// context ended, at that moment) leaves the effect recorded and Perform
+// returning ErrUnavailable: the effect is then refused, not repeated, and
+// Lookup shows the record.
 //
 // # Exactness
 //
