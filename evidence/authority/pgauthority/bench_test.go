@@ -3,6 +3,7 @@ package pgauthority_test
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentproto/handoff/evidence/authority"
@@ -37,5 +38,27 @@ func BenchmarkPerform(b *testing.B) {
 		c := &counter{}
 		db := testDB(b, c)
 		run(b, mustOpen(b, db, testName(b, db)), c)
+	})
+	// Throughput: 8 callers per core on one pool, each with fresh names.
+	parallel := func(b *testing.B, l authority.Ledger) {
+		var next atomic.Int64
+		b.SetParallelism(8)
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			e := effect("", "")
+			for pb.Next() {
+				e.OperationID = "op-" + strconv.FormatInt(next.Add(1), 10)
+				if err := l.Perform(context.Background(), e); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	b.Run("memory-parallel", func(b *testing.B) { parallel(b, authority.NewMemory()) })
+	b.Run("postgres-parallel", func(b *testing.B) {
+		db := testDB(b, nil)
+		parallel(b, mustOpen(b, db, testName(b, db)))
 	})
 }

@@ -9,7 +9,9 @@
 // The ledger takes the application's *sql.DB, opened with the pgx driver
 // (github.com/jackc/pgx/v5/stdlib), and keeps its records in three tables
 // and one function, named by Options.Name, which Open creates if missing
-// (PostgreSQL 11 or later).
+// (PostgreSQL 11 or later). Open replaces the function every time, so that
+// its body is always this version's: the role that opens the ledger must
+// own the function (the role that first created it, or a member of it).
 //
 // # One round trip
 //

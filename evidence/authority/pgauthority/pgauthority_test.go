@@ -427,6 +427,26 @@ func TestRestartSeesRecords(t *testing.T) {
 	require.ErrorIs(t, err, authority.ErrFinished)
 }
 
+// Replicas starting at once, each with its own pool, create the ledger
+// once between them (the advisory lock) and all open it.
+func TestConcurrentOpen(t *testing.T) {
+	db := testDB(t, nil)
+	name := testName(t, db)
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		pool := testDB(t, nil)
+		wg.Go(func() {
+			_, errs[i] = pgauthority.Open(context.Background(), pool, pgauthority.Options{Name: name})
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	require.NoError(t, mustOpen(t, db, name).Perform(context.Background(), effect("op-1", "")))
+}
+
 func TestName(t *testing.T) {
 	cfg, err := pgx.ParseConfig("postgres://handoff@127.0.0.1:1/postgres?sslmode=disable")
 	require.NoError(t, err)
