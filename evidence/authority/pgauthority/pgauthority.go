@@ -43,6 +43,13 @@
 // returning ErrUnavailable: the effect is then refused, not repeated, and
 // Lookup shows the record.
 //
+// # Records
+//
+// Records are kept until the tables are dropped: effects are how a
+// receiver knows, after any delay, that an action was taken (there is no
+// expiry and no sweeper). A hop gets its row with its first effect, its
+// acknowledgement or its final disposition.
+//
 // # Exactness
 //
 // Names, hops, actions, approval IDs and every text are kept as octets

@@ -118,7 +118,7 @@ DECLARE
 	v_keys BYTEA[];
 	v_mine BYTEA[];
 BEGIN
-	SELECT array_agg(sha256(u.nm)) INTO v_keys FROM unnest(p_names) AS u(nm);
+	SELECT array_agg(sha256(u.nm) ORDER BY u.i) INTO v_keys FROM unnest(p_names) WITH ORDINALITY AS u(nm, i);
 
 	INSERT INTO ` + hops + ` (k, hop) VALUES (v_hk, p_hop) ON CONFLICT (k) DO NOTHING;
 	SELECT h.final_state INTO v_final FROM ` + hops + ` h WHERE h.k = v_hk FOR SHARE;
