@@ -25,10 +25,9 @@ func Example() {
 	if err != nil {
 		log.Fatal(err) // wraps authority.ErrUnavailable: serve nothing
 	}
-	var rep *evidence.Report // from evidence.CheckReceived
-	guard, err := evidence.NewGuard(ctx, rep, evidence.GuardConfig{Ledger: ledger})
-	if err != nil {
-		log.Fatal(err)
+	// The guard of each hop served, for the report CheckReceived gave.
+	guardFor := func(rep *evidence.Report) (*evidence.Guard, error) {
+		return evidence.NewGuard(ctx, rep, evidence.GuardConfig{Ledger: ledger})
 	}
-	_ = guard
+	_ = guardFor
 }
