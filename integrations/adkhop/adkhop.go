@@ -122,27 +122,27 @@ type GuardConfig struct {
 	// Guard returns the evidence guard of the hop a tool call serves. Nil
 	// means the guard WithGuard put in the context.
 	Guard func(ctx context.Context) (*evidence.Guard, bool)
-	// Call returns the guard's view of a tool call. Nil means the tool's
-	// name as the action, with the arguments "operation_id" and
-	// "idempotency_key", when they are strings, as its identifiers.
+	// Call returns the guard's view of a tool call. Nil means DefaultCall:
+	// the verified hop the call serves, the tool's name as the action, and
+	// the arguments "operation_id" and "idempotency_key", when they are
+	// strings, as its identifiers.
 	Call func(ctx agent.Context, t tool.Tool, args map[string]any) evidence.Call
 	// OnRefused, when set, is called with every refused call's error.
 	OnRefused func(ctx agent.Context, t tool.Tool, err error)
 }
 
-type guardKey struct{}
-
-// WithGuard returns a context whose tool calls the plugin checks against g:
-// set it where the hop's run starts, for example in the
-// BeforeExecuteCallback of ADK's A2A executor.
+// WithGuard returns a context whose tool calls the plugin checks against g
+// (evidence.ContextWithGuard): set it where the hop's run starts, for
+// example in the BeforeExecuteCallback of ADK's A2A executor.
 func WithGuard(ctx context.Context, g *evidence.Guard) context.Context {
-	return context.WithValue(ctx, guardKey{}, g)
+	return evidence.ContextWithGuard(ctx, g)
 }
 
-// GuardFromContext returns the guard WithGuard put in ctx.
+// GuardFromContext returns the guard WithGuard (or
+// evidence.ContextWithGuard) put in ctx.
 func GuardFromContext(ctx context.Context) (*evidence.Guard, bool) {
-	g, ok := ctx.Value(guardKey{}).(*evidence.Guard)
-	return g, ok && g != nil
+	g := evidence.GuardFromContext(ctx)
+	return g, g != nil
 }
 
 // NewPlugin returns the plugin whose before-tool callback authorizes every
@@ -168,7 +168,7 @@ func NewPlugin(cfg GuardConfig) (*plugin.Plugin, error) {
 			if !ok {
 				err = fmt.Errorf("%w: %q", ErrNoGuard, t.Name())
 			} else {
-				err = g.Authorize(cfg.Call(ctx, t, args))
+				err = g.Authorize(ctx, cfg.Call(ctx, t, args))
 			}
 			if err != nil {
 				if cfg.OnRefused != nil {
@@ -182,10 +182,15 @@ func NewPlugin(cfg GuardConfig) (*plugin.Plugin, error) {
 }
 
 // DefaultCall is the guard's view of a tool call when GuardConfig.Call is
-// nil: the tool's name, and the string arguments "operation_id" and
+// nil: the hop the call serves (the digest of the offer a2a1hop verified
+// for it; none when it serves no verified hop, which every guard refuses),
+// the tool's name, and the string arguments "operation_id" and
 // "idempotency_key".
-func DefaultCall(_ agent.Context, t tool.Tool, args map[string]any) evidence.Call {
+func DefaultCall(ctx agent.Context, t tool.Tool, args map[string]any) evidence.Call {
 	c := evidence.Call{Action: t.Name()}
+	if in, ok := a2a1hop.FromContext(ctx); ok {
+		c.Hop = in.Digest() // the guard answers only for its own hop
+	}
 	if v, ok := args["operation_id"].(string); ok {
 		c.OperationID = v
 	}

@@ -32,6 +32,7 @@ import (
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/evidence"
+	"github.com/agentproto/handoff/evidence/authority"
 
 	"github.com/agentproto/handoff/integrations/a2a1hop"
 	"github.com/agentproto/handoff/integrations/adkhop"
@@ -138,11 +139,11 @@ func guardFor(t *testing.T) *evidence.Guard {
 	require.NoError(t, err)
 	in, err := specialist.Receive(context.Background(), wire, handoff.Host{Dialog: "case-1"})
 	require.NoError(t, err)
-	rep, err := evidence.Check(context.Background(), in.Offer(), evidence.Delivered{Package: built.Encoded}, evidence.CheckConfig{
+	rep, err := evidence.CheckReceived(context.Background(), in, evidence.Delivered{Package: built.Encoded}, evidence.CheckConfig{
 		Artifacts: handoff.RefsByLoc(map[string]handoff.RefObject{"urn:shop:ledger:INV-1042": {Octets: ledger}})})
 	require.NoError(t, err)
-	require.True(t, rep.Acceptable(), "%v", rep.Findings)
-	g, err := evidence.NewGuard(rep)
+	require.True(t, rep.Acceptable(), "%v", rep.Findings())
+	g, err := evidence.NewGuard(context.Background(), rep, evidence.GuardConfig{Ledger: authority.NewMemory()})
 	require.NoError(t, err)
 	return g
 }
@@ -173,6 +174,19 @@ func newCoder(t *testing.T, p *agenttest.Party, guards func(handoff.HopID) (*evi
 				return nil, false
 			}
 			return guards(in.Offer().Hop)
+		},
+		// The package of guardFor is bound to an offer of its own, since
+		// the planner's offers here carry none: the calls are made under
+		// that offer's hop, which DefaultCall would take from the verified
+		// hop instead (TestADK_GuardOfAnotherHopRefuses).
+		Call: func(ctx agent.Context, tl tool.Tool, args map[string]any) evidence.Call {
+			c := adkhop.DefaultCall(ctx, tl, args)
+			if in, ok := a2a1hop.FromContext(ctx); ok {
+				if g, ok := guards(in.Offer().Hop); ok {
+					c.Hop = g.Hop()
+				}
+			}
+			return c
 		},
 		OnRefused: func(_ agent.Context, _ tool.Tool, err error) {
 			cs.mu.Lock()
@@ -289,7 +303,7 @@ func TestADK_RemoteOffer_And_GuardedTools(t *testing.T) {
 	cs := newCoder(t, ps[coder], guards,
 		call("ledger_read", map[string]any{"invoice": "INV-1042"}),
 		call("card_charge", map[string]any{"invoice": "INV-1042"}),
-		call("refund_issue", map[string]any{"invoice": "INV-1042"}),
+		call("refund_issue", map[string]any{"invoice": "INV-1042", "operation_id": "refund-INV-1042"}),
 		genai.NewContentFromText("checked the ledger; the refund needs approval", genai.RoleModel))
 	events := runRemote(t, ps, cs.url, offers)
 	require.NotEmpty(t, events)
@@ -364,4 +378,17 @@ func TestADK_NoGuard_And_RefusedOffers_NeverReachTheAgent(t *testing.T) {
 	require.EqualValues(t, 1, cs.exec.Load(), "the ADK executor ran for a refused offer")
 	require.Equal(t, modelCalls, cs.model.calls.Load(), "the model ran for a refused offer")
 	require.Zero(t, cs.ledger.Load()+cs.refund.Load()+cs.charg.Load())
+}
+
+// The default view of a call names the hop a2a1hop verified for it, and a
+// guard answers only for its own hop: a guard of another hop refuses even
+// the action its package allows, and the tool never runs (issue 23, the
+// hop-bound guard).
+func TestADK_GuardOfAnotherHopRefuses(t *testing.T) {
+	g := guardFor(t)
+	ctx := context.Background()
+	call := evidence.Call{Hop: handoff.SHA256([]byte("another offer")), Action: "ledger_read"}
+	require.ErrorIs(t, g.Authorize(ctx, call), evidence.ErrOtherHop)
+	call.Hop = g.Hop()
+	require.NoError(t, g.Authorize(ctx, call))
 }
