@@ -17,8 +17,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentproto/handoff"
-	ha2a "github.com/agentproto/handoff/integrations/a2a"
-	hmcp "github.com/agentproto/handoff/integrations/mcp"
+	ha2a "github.com/agentproto/handoff/integrations/a2a03hop"
+	hmcp "github.com/agentproto/handoff/integrations/mcphop"
 )
 
 // What the middleware adds to a round trip, against the signature work it
