@@ -158,6 +158,7 @@ func (c *Client) Before(ctx context.Context, req *a2aclient.Request) (context.Co
 		if err != nil {
 			return ctx, nil, err
 		}
+		observe.Inject(ctx, p.Message.Metadata) // beside the Handoff, not in it: unsigned
 		p.Message.Extensions = exts
 	case *a2a.CancelTaskRequest:
 		if cr.status == nil || p == nil {
