@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentproto/handoff"
 
@@ -132,12 +133,12 @@ func TestTrace_OneTraceAcrossThreeHops(t *testing.T) {
 	require.Equal(t, handoff.Completed, d.State)
 	sent[0] = offeredOf(d.Offer)
 
-	trace := root.SpanContext().TraceID()
+	traceID := root.SpanContext().TraceID()
 	byHop := map[string]sdktrace.ReadOnlySpan{}
 	byID := map[string]sdktrace.ReadOnlySpan{}
 	for _, p := range []*process{pp, bp, cp} {
 		for _, s := range p.spans.Ended() {
-			require.Equal(t, trace, s.SpanContext().TraceID(), "span %s of another trace", s.Name())
+			require.Equal(t, traceID, s.SpanContext().TraceID(), "span %s of another trace", s.Name())
 			byID[s.SpanContext().SpanID().String()] = s
 			if s.Name() == observe.SpanHop {
 				byHop[attr(s, observe.KeyHop)] = s
@@ -182,4 +183,73 @@ func attr(s sdktrace.ReadOnlySpan, k attribute.Key) string {
 		}
 	}
 	return ""
+}
+
+// remote is a context whose span is a delegator's as the metadata carries
+// it: nothing signs it, anyone can write one.
+func remote(t *testing.T, traceID, spanID string) context.Context {
+	t.Helper()
+	tid, err := trace.TraceIDFromHex(traceID)
+	require.NoError(t, err)
+	sid, err := trace.SpanIDFromHex(spanID)
+	require.NoError(t, err)
+	return trace.ContextWithRemoteSpanContext(context.Background(),
+		trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true}))
+}
+
+// The trace context in Message.metadata is not signed and decides nothing:
+// a retransmission under another trace is still the same hop (identical
+// status, the executor does not run again), a forged offer under a live
+// trace is still refused, a malformed traceparent is ignored. The hop's
+// span joins whatever trace the message names, and only that.
+func TestA2A1_TraceContextDecidesNothing(t *testing.T) {
+	ctx := context.Background()
+	p := newProcess(t)
+	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.COSE}, agenttest.Spec{ID: coder, Format: handoff.JWS})
+	co := newNode(t, ps[coder], func(c *a2a1hop.ServerConfig) { c.Observe = p.rec })
+	pc := newClient(t, ps[planner], false)
+	cl := dial(t, planner, co, pc)
+
+	const t1, t2, s1, s2 = "4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c", "00f067aa0ba902b7", "b7ad6b7169203331"
+	d, err := pc.Send(remote(t, t1, s1), cl, text("x"), handoff.OfferParams{To: coder, Task: "write-patch"})
+	require.NoError(t, err)
+	require.Equal(t, handoff.Completed, d.State)
+	last := statusOf(t, d.Result.(*a2a.Task).Status.Message)
+	res, _, err := pc.Retransmit(remote(t, t2, s2), cl, text("x"), d.Hop)
+	require.NoError(t, err)
+	require.Equal(t, last, statusOf(t, res.(*a2a.Message)), "a retransmission under another trace gets the identical status")
+
+	forged := agenttest.Tamper(t, d.Offer.Handoff, "write-patch", "drop-table!")
+	res, err = cl.SendMessage(a2a1hop.WithHandoff(remote(t, t1, s1), forged), &a2a.SendMessageRequest{Message: text("x")})
+	require.NoError(t, err)
+	require.Equal(t, a2a.TaskStateRejected, res.(*a2a.Task).Status.State, "a forged offer under a live trace")
+
+	msg := text("y")
+	msg.Metadata = map[string]any{observe.MetaTraceparent: "00-not-a-trace-context-01", observe.MetaTracestate: []any{1}}
+	other, err := pc.Send(ctx, cl, msg, handoff.OfferParams{To: coder})
+	require.NoError(t, err)
+	require.Equal(t, handoff.Completed, other.State, "a malformed traceparent decided the verdict")
+	require.EqualValues(t, 2, co.w.calls.Load())
+
+	got := map[string][2]string{} // decision/hop -> trace id, parent span id
+	for _, s := range p.spans.Ended() {
+		if s.Name() != observe.SpanHop {
+			continue
+		}
+		parent := ""
+		if s.Parent().IsValid() {
+			parent = s.Parent().SpanID().String()
+		}
+		got[attr(s, observe.KeyDecision)+"/"+attr(s, observe.KeyHop)] = [2]string{s.SpanContext().TraceID().String(), parent}
+	}
+	fresh := got["accepted/"+string(other.Hop)]
+	delete(got, "accepted/"+string(other.Hop))
+	require.Equal(t, map[string][2]string{
+		"accepted/" + string(d.Hop):       {t1, s1},
+		"retransmission/" + string(d.Hop): {t2, s2},
+		"rejected/":                       {t1, s1},
+	}, got)
+	require.NotEmpty(t, fresh[0], "no span for the offer with a malformed traceparent")
+	require.NotContains(t, []string{t1, t2}, fresh[0])
+	require.Empty(t, fresh[1], "a malformed traceparent became a parent")
 }
