@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentproto/handoff"
 
@@ -185,18 +184,6 @@ func attr(s sdktrace.ReadOnlySpan, k attribute.Key) string {
 	return ""
 }
 
-// remote is a context whose span is a delegator's as the metadata carries
-// it: nothing signs it, anyone can write one.
-func remote(t *testing.T, traceID, spanID string) context.Context {
-	t.Helper()
-	tid, err := trace.TraceIDFromHex(traceID)
-	require.NoError(t, err)
-	sid, err := trace.SpanIDFromHex(spanID)
-	require.NoError(t, err)
-	return trace.ContextWithRemoteSpanContext(context.Background(),
-		trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true}))
-}
-
 // The trace context in Message.metadata is not signed and decides nothing:
 // a retransmission under another trace is still the same hop (identical
 // status, the executor does not run again), a forged offer under a live
@@ -211,16 +198,16 @@ func TestA2A1_TraceContextDecidesNothing(t *testing.T) {
 	cl := dial(t, planner, co, pc)
 
 	const t1, t2, s1, s2 = "4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c", "00f067aa0ba902b7", "b7ad6b7169203331"
-	d, err := pc.Send(remote(t, t1, s1), cl, text("x"), handoff.OfferParams{To: coder, Task: "write-patch"})
+	d, err := pc.Send(agenttest.Remote(t, t1, s1), cl, text("x"), handoff.OfferParams{To: coder, Task: "write-patch"})
 	require.NoError(t, err)
 	require.Equal(t, handoff.Completed, d.State)
 	last := statusOf(t, d.Result.(*a2a.Task).Status.Message)
-	res, _, err := pc.Retransmit(remote(t, t2, s2), cl, text("x"), d.Hop)
+	res, _, err := pc.Retransmit(agenttest.Remote(t, t2, s2), cl, text("x"), d.Hop)
 	require.NoError(t, err)
 	require.Equal(t, last, statusOf(t, res.(*a2a.Message)), "a retransmission under another trace gets the identical status")
 
 	forged := agenttest.Tamper(t, d.Offer.Handoff, "write-patch", "drop-table!")
-	res, err = cl.SendMessage(a2a1hop.WithHandoff(remote(t, t1, s1), forged), &a2a.SendMessageRequest{Message: text("x")})
+	res, err = cl.SendMessage(a2a1hop.WithHandoff(agenttest.Remote(t, t1, s1), forged), &a2a.SendMessageRequest{Message: text("x")})
 	require.NoError(t, err)
 	require.Equal(t, a2a.TaskStateRejected, res.(*a2a.Task).Status.State, "a forged offer under a live trace")
 

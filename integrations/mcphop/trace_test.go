@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentproto/handoff"
 
@@ -16,18 +15,6 @@ import (
 	hmcp "github.com/agentproto/handoff/integrations/mcphop"
 	"github.com/agentproto/handoff/integrations/observe"
 )
-
-// remote is a context whose span is a delegator's, as Inject puts it in
-// _meta: nothing signs it, anyone can write one.
-func remote(t *testing.T, trace0, span0 string) context.Context {
-	t.Helper()
-	tid, err := trace.TraceIDFromHex(trace0)
-	require.NoError(t, err)
-	sid, err := trace.SpanIDFromHex(span0)
-	require.NoError(t, err)
-	return trace.ContextWithRemoteSpanContext(context.Background(),
-		trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true}))
-}
 
 // The trace context in _meta is not signed and decides nothing: the hop's
 // span joins the trace it names, and the verdicts are those the offers
@@ -48,16 +35,16 @@ func TestMCP_TraceContextDecidesNothing(t *testing.T) {
 	const t1, t2 = "4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c"
 	out, err := ps[planner].Agent.Offer(context.Background(), handoff.OfferParams{To: coder, Dialog: dialog})
 	require.NoError(t, err)
-	first, err := s.CallTool(hmcp.WithHandoff(remote(t, t1, "00f067aa0ba902b7"), out.Handoff), call("x"))
+	first, err := s.CallTool(hmcp.WithHandoff(agenttest.Remote(t, t1, "00f067aa0ba902b7"), out.Handoff), call("x"))
 	require.NoError(t, err)
 	require.False(t, first.IsError)
-	again, err := s.CallTool(hmcp.WithHandoff(remote(t, t2, "b7ad6b7169203331"), out.Handoff), call("x"))
+	again, err := s.CallTool(hmcp.WithHandoff(agenttest.Remote(t, t2, "b7ad6b7169203331"), out.Handoff), call("x"))
 	require.NoError(t, err)
 	require.Equal(t, statusOf(t, first), statusOf(t, again), "a retransmission under another trace gets the identical status")
 	require.EqualValues(t, 1, co.calls.Load(), "a retransmission under another trace ran the tool again")
 
 	forged := agenttest.Tamper(t, out.Handoff, `"`+dialog+`"`, `"ctx-other"`)
-	res, err := s.CallTool(hmcp.WithHandoff(remote(t, t1, "00f067aa0ba902b7"), forged), call("x"))
+	res, err := s.CallTool(hmcp.WithHandoff(agenttest.Remote(t, t1, "00f067aa0ba902b7"), forged), call("x"))
 	require.NoError(t, err)
 	require.True(t, res.IsError, "a forged offer under a live trace was accepted")
 
