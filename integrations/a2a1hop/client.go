@@ -142,6 +142,7 @@ func (c *Client) Before(ctx context.Context, req *a2aclient.Request) (context.Co
 					req.ServiceParams = a2aclient.ServiceParams{}
 				}
 				req.ServiceParams.Append(ExtensionsParam, ExtensionURI)
+				observe.Inject(ctx, p.Message.Metadata) // beside the Handoff, not in it: unsigned
 			}
 		}
 		return ctx, nil, nil

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/agentproto/handoff"
+	carry "github.com/agentproto/handoff/a2a"
 
 	"github.com/agentproto/handoff/integrations/a2a1hop"
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
@@ -239,4 +240,35 @@ func TestA2A1_TraceContextDecidesNothing(t *testing.T) {
 	require.NotEmpty(t, fresh[0], "no span for the offer with a malformed traceparent")
 	require.NotContains(t, []string{t1, t2}, fresh[0])
 	require.Empty(t, fresh[1], "a malformed traceparent became a parent")
+}
+
+// A Handoff a framework's callback put in the message itself (as adkhop's
+// does) gets the trace context of the call too: the Client's interceptor
+// adds it beside the Handoff.
+func TestA2A1_TraceContextBesideAnAttachedHandoff(t *testing.T) {
+	ctx := context.Background()
+	p := newProcess(t)
+	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.JWS})
+	co := newNode(t, ps[coder], func(c *a2a1hop.ServerConfig) { c.Observe = p.rec })
+	cl := dial(t, planner, co, newClient(t, ps[planner], false))
+	out, err := ps[planner].Agent.Offer(ctx, handoff.OfferParams{To: coder, Dialog: dialog})
+	require.NoError(t, err)
+	msg := text("x")
+	msg.Metadata = map[string]any{}
+	msg.Extensions, err = carry.AttachHandoff(msg.Metadata, msg.Extensions, out.Handoff)
+	require.NoError(t, err)
+	const t1, s1 = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	res, err := cl.SendMessage(agenttest.Remote(t, t1, s1), &a2a.SendMessageRequest{Message: msg})
+	require.NoError(t, err)
+	require.Equal(t, a2a.TaskStateCompleted, res.(*a2a.Task).Status.State)
+	var hops int
+	for _, s := range p.spans.Ended() {
+		if s.Name() == observe.SpanHop {
+			hops++
+			require.Equal(t, t1, s.SpanContext().TraceID().String())
+			require.Equal(t, s1, s.Parent().SpanID().String())
+			require.Equal(t, string(out.Offer.Hop), attr(s, observe.KeyHop))
+		}
+	}
+	require.Equal(t, 1, hops)
 }
