@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -52,4 +53,45 @@ func TestA2A_TraceContextInMetadata(t *testing.T) {
 		require.Equal(t, d.Offer.Handoff.Offer.Digest().String(), a[string(observe.KeyOfferDigest)])
 	}
 	require.Equal(t, 1, hops)
+}
+
+// The trace context in Message.metadata decides nothing (A2A 0.3): a
+// retransmission under another trace is still the same hop, a forged offer
+// under a live trace is still refused.
+func TestA2A_TraceContextDecidesNothing(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	rec, err := observe.New(observe.Options{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))})
+	require.NoError(t, err)
+	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.COSE}, agenttest.Spec{ID: coder, Format: handoff.JWS})
+	co := newNode(t, ps[coder], rec)
+	pc, err := ha2a.NewClient(ha2a.ClientConfig{Agent: ps[planner].Agent})
+	require.NoError(t, err)
+	cl := dial(t, planner, pc, co, false)
+
+	const t1, t2, s1, s2 = "4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c", "00f067aa0ba902b7", "b7ad6b7169203331"
+	d, err := pc.Send(agenttest.Remote(t, t1, s1), cl, text("x"), handoff.OfferParams{To: coder, Task: "write-patch"})
+	require.NoError(t, err)
+	require.Equal(t, handoff.Completed, d.State)
+	last := statusOf(t, d.Result.(*a2a.Task).Status.Message)
+	res, _, err := pc.Retransmit(agenttest.Remote(t, t2, s2), cl, text("x"), d.Hop)
+	require.NoError(t, err)
+	require.Equal(t, last, statusOf(t, res.(*a2a.Message)), "a retransmission under another trace gets the identical status")
+	forged := agenttest.Tamper(t, d.Offer.Handoff, "write-patch", "drop-table!")
+	res, err = cl.SendMessage(ha2a.WithHandoff(agenttest.Remote(t, t1, s1), forged), &a2a.MessageSendParams{Message: text("x")})
+	require.NoError(t, err)
+	require.Equal(t, a2a.TaskStateRejected, res.(*a2a.Task).Status.State, "a forged offer under a live trace")
+	require.EqualValues(t, 1, co.w.calls.Load())
+
+	got := map[string]string{} // decision -> trace id
+	for _, s := range spans.Ended() {
+		if s.Name() != observe.SpanHop {
+			continue
+		}
+		for _, kv := range s.Attributes() {
+			if kv.Key == observe.KeyDecision {
+				got[kv.Value.AsString()] = s.SpanContext().TraceID().String()
+			}
+		}
+	}
+	require.Equal(t, map[string]string{"accepted": t1, "retransmission": t2, "rejected": t1}, got)
 }
