@@ -141,6 +141,7 @@ func (c *Client) Before(ctx context.Context, req *a2aclient.Request) (context.Co
 		if err != nil {
 			return ctx, err
 		}
+		observe.Inject(ctx, p.Message.Metadata) // beside the Handoff, not in it: unsigned
 		p.Message.Extensions = exts
 		cr.mu.Lock()
 		cr.attached = true

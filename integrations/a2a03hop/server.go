@@ -48,6 +48,14 @@
 // Refused, Reason); Client.Cancel sends the signed "canceled" in a Cancel
 // Task request. An A2A client without the Client among its interceptors
 // is an error (ErrNotIntercepted), never a result.
+//
+// # Trace context
+//
+// The Client puts the W3C trace context of the call's context in
+// Message.metadata under "traceparent" and "tracestate", beside the
+// Handoff; the Executor runs the wrapped executor in the hop's span, a
+// child of that context (observe.StartHop). The trace context is not
+// signed and decides nothing: the offer is checked as if it were absent.
 package a2a03hop
 
 import (
@@ -227,7 +235,7 @@ func (e *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 	octets, err := carry.Handoff(meta)
 	if err != nil {
 		if errors.Is(err, carry.ErrAbsent) && e.cfg.Optional {
-			return e.cfg.Executor.Execute(ctx, reqCtx, q)
+			return e.cfg.Executor.Execute(observe.Extract(ctx, meta), reqCtx, q)
 		}
 		_, end := e.cfg.Observe.StartReceive(ctx, Transport)
 		end(nil, nil)
@@ -242,9 +250,16 @@ func (e *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 	if dialog == "" && reqCtx.StoredTask != nil {
 		dialog = reqCtx.ContextID
 	}
+	// The hop's span, a child of the delegator's trace context in the
+	// message metadata when there is one; the executor runs in it. The
+	// trace context decides nothing: the offer is checked as if it were
+	// absent.
+	ctx, span := e.cfg.Observe.StartHop(ctx, Transport, meta)
+	defer span.End()
 	rctx, end := e.cfg.Observe.StartReceive(ctx, Transport)
 	in, err := e.cfg.Agent.Receive(rctx, octets, handoff.Host{Dialog: dialog, Peer: e.peer(ctx)})
 	end(in, err)
+	span.Received(in, err)
 	if err == nil && e.cfg.OnReceive != nil {
 		e.cfg.OnReceive(ctx, in)
 	}

@@ -142,6 +142,7 @@ func (c *Client) Before(ctx context.Context, req *a2aclient.Request) (context.Co
 					req.ServiceParams = a2aclient.ServiceParams{}
 				}
 				req.ServiceParams.Append(ExtensionsParam, ExtensionURI)
+				observe.Inject(ctx, p.Message.Metadata) // beside the Handoff, not in it: unsigned
 			}
 		}
 		return ctx, nil, nil
@@ -158,6 +159,7 @@ func (c *Client) Before(ctx context.Context, req *a2aclient.Request) (context.Co
 		if err != nil {
 			return ctx, nil, err
 		}
+		observe.Inject(ctx, p.Message.Metadata) // beside the Handoff, not in it: unsigned
 		p.Message.Extensions = exts
 	case *a2a.CancelTaskRequest:
 		if cr.status == nil || p == nil {

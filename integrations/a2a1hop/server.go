@@ -55,6 +55,14 @@
 // ended (Delivery.State, Refused, Reason); Client.Cancel sends the signed
 // "canceled" in a Cancel Task request. An A2A client without the Client
 // among its interceptors is an error (ErrNotIntercepted), never a result.
+//
+// # Trace context
+//
+// The Client puts the W3C trace context of the call's context in
+// Message.metadata under "traceparent" and "tracestate", beside the
+// Handoff; the Executor runs the wrapped executor in the hop's span, a
+// child of that context (observe.StartHop). The trace context is not
+// signed and decides nothing: the offer is checked as if it were absent.
 package a2a1hop
 
 import (
@@ -255,7 +263,7 @@ func (e *Executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 		octets, err := carry.Handoff(meta)
 		if err != nil {
 			if errors.Is(err, carry.ErrAbsent) && e.cfg.Optional {
-				for ev, err := range e.cfg.Executor.Execute(ctx, ec) {
+				for ev, err := range e.cfg.Executor.Execute(observe.Extract(ctx, meta), ec) {
 					if !yield(ev, err) {
 						return
 					}
@@ -277,9 +285,16 @@ func (e *Executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 		if dialog == "" && ec.StoredTask != nil {
 			dialog = ec.ContextID
 		}
+		// The hop's span, a child of the delegator's trace context in the
+		// message metadata when there is one; the executor runs in it. The
+		// trace context decides nothing: the offer is checked as if it
+		// were absent.
+		ctx, span := e.cfg.Observe.StartHop(ctx, Transport, meta)
+		defer span.End()
 		rctx, end := e.cfg.Observe.StartReceive(ctx, Transport)
 		in, err := e.cfg.Agent.Receive(rctx, octets, handoff.Host{Dialog: dialog, Peer: e.peer(ctx, ec)})
 		end(in, err)
+		span.Received(in, err)
 		if err == nil && e.cfg.OnReceive != nil {
 			e.cfg.OnReceive(ctx, in)
 		}

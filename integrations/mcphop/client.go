@@ -133,6 +133,7 @@ func (c *Client) Middleware() mcp.Middleware {
 			if err := carry.AttachHandoff(meta, cr.h); err != nil {
 				return nil, err
 			}
+			observe.Inject(ctx, meta) // beside the Handoff, not in it: unsigned
 			p.Meta = meta
 			*cr.attached = true
 			cctx, cancel := context.WithCancel(ctx)

@@ -45,6 +45,15 @@
 // error (ErrNotIntercepted), never a result. Client.Transport prepares the
 // client's transport so that Client.Cancel can put the signed "canceled" in
 // the _meta of notifications/cancelled, which the SDK sends without _meta.
+//
+// # Trace context
+//
+// The sending middleware puts the W3C trace context of the call's context
+// in params._meta under "traceparent" and "tracestate" (MCP reserves both
+// keys), beside the Handoff; the receiving middleware runs the tool in the
+// hop's span, a child of that context (observe.StartHop). The trace
+// context is not signed and decides nothing: the offer is checked as if
+// it were absent.
 package mcphop
 
 import (
@@ -216,7 +225,7 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 	octets, err := carry.Handoff(r.Params.Meta)
 	if err != nil {
 		if errors.Is(err, carry.ErrAbsent) && s.cfg.Optional {
-			return next(ctx, methodCallTool, r)
+			return next(observe.Extract(ctx, r.Params.Meta), methodCallTool, r)
 		}
 		_, end := s.cfg.Observe.StartReceive(ctx, Transport)
 		end(nil, nil)
@@ -226,9 +235,15 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 	if s.cfg.Dialog != nil {
 		host.Dialog = s.cfg.Dialog(r)
 	}
+	// The hop's span, a child of the delegator's trace context in _meta
+	// when there is one; the tool runs in it. The trace context decides
+	// nothing: the offer is checked as if it were absent.
+	ctx, span := s.cfg.Observe.StartHop(ctx, Transport, r.Params.Meta)
+	defer span.End()
 	rctx, end := s.cfg.Observe.StartReceive(ctx, Transport)
 	in, err := s.cfg.Agent.Receive(rctx, octets, host)
 	end(in, err)
+	span.Received(in, err)
 	if err == nil && s.cfg.OnReceive != nil {
 		s.cfg.OnReceive(ctx, in)
 	}

@@ -3,6 +3,20 @@
 // each status sent or received, carrying the decision, the draft's reason code
 // and the check of section 5.1 that decided, and a counter for each.
 //
+// One trace runs across every hop: a delegator's middleware puts the W3C
+// trace context of its call (Inject) beside the Handoff, in A2A
+// Message.metadata and MCP params._meta under "traceparent" and
+// "tracestate"; the delegate's middleware makes the span of the hop
+// (SpanHop, with the hop id and the offer's handoff digest) a child of it
+// (StartHop) and runs the work in that span, so that the work's own spans
+// and the next hop's join the same trace.
+//
+// The trace context is not signed and decides nothing. It is not part of
+// the Handoff, no check of the draft reads it, and a forged, altered,
+// malformed or replayed traceparent changes no verdict and no status: the
+// signed chain of offers is the record of the delegation, the trace only
+// where telemetry finds it. Never read who delegated what from a trace.
+//
 // The root module stays free of OpenTelemetry; only the middlewares in this
 // module import it. A Recorder built from zero Options records nothing.
 package observe
@@ -46,6 +60,9 @@ const (
 	KeyChain     = attribute.Key("handoff.chain")
 	KeyDirection = attribute.Key("handoff.direction") // "sent" or "received"
 	KeyState     = attribute.Key("handoff.state")
+	// KeyOfferDigest is the handoff digest of the offer received (HC-20),
+	// as "alg:val": the value the next hop's prev names.
+	KeyOfferDigest = attribute.Key("handoff.offer.digest")
 )
 
 // Decisions recorded for an offer received.
@@ -116,6 +133,9 @@ func (r *Recorder) StartReceive(ctx context.Context, transport string) (context.
 		if in != nil {
 			if o := in.Offer(); o != nil {
 				span.SetAttributes(KeyHop.String(string(o.Hop)), KeyIss.String(string(o.Iss)))
+			}
+			if d := in.Digest(); !d.IsZero() {
+				span.SetAttributes(KeyOfferDigest.String(d.String()))
 			}
 			if c := in.Chain(); c != "" {
 				span.SetAttributes(KeyChain.String(string(c)))

@@ -27,6 +27,8 @@ type Party struct {
 type Spec struct {
 	ID     handoff.AgentID
 	Format handoff.Format
+	// Chain is the agent's chain policy; the zero value is the default.
+	Chain handoff.ChainPolicy
 }
 
 // New makes one agent per spec, each trusting every agent's key.
@@ -50,8 +52,9 @@ func New(tb testing.TB, specs ...Spec) map[handoff.AgentID]*Party {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	for _, p := range out {
-		if p.Agent, err = handoff.NewAgent(handoff.Config{ID: p.ID, Signer: p.Signer, Trust: trust}); err != nil {
+	for _, s := range specs {
+		p := out[s.ID]
+		if p.Agent, err = handoff.NewAgent(handoff.Config{ID: p.ID, Signer: p.Signer, Trust: trust, Chain: s.Chain}); err != nil {
 			tb.Fatal(err)
 		}
 	}
