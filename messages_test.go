@@ -245,3 +245,19 @@ func TestMessage_NoStutter(t *testing.T) {
 		assert.Equal(t, "malformed input: x", err.Error())
 	})
 }
+
+// A chain refusal's detail says where in the chain and why, once: no
+// package prefix and no reason code, which Reason already gives.
+func TestMessage_ChainDetailOnce(t *testing.T) {
+	w := newWorld(t, JWS, rxOrigin, rxPlanner, rxReceiver)
+	elems := w.path(func(i int, o *Offer) {
+		if i == 1 {
+			o.Prev = &Digest{Alg: SHA256Alg, Val: SHA256([]byte("not the element before")).Val}
+		}
+	}, rxOrigin, rxPlanner, rxReceiver)
+	in := receive(t, w.agent(rxReceiver), encodeHandoff(t, handoffOf(elems...), JSON), Host{})
+	require.Equal(t, ReasonBrokenChain, in.Reason())
+	assert.NotContains(t, in.Detail(), "handoff:")
+	assert.NotContains(t, in.Detail(), string(ReasonBrokenChain))
+	assert.True(t, strings.HasPrefix(in.Detail(), "chain"), in.Detail())
+}

@@ -349,7 +349,8 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 		cerr = applyChainPolicy(state, links, o, a.cfg.Chain)
 	}
 	if cerr != nil {
-		return r.fail(CheckChain, &Rejection{Reason: cerr.Reason, Detail: cerr.Error(), Err: cerr}), nil
+		where, d := cerr.parts()
+		return r.fail(CheckChain, &Rejection{Reason: cerr.Reason, Detail: where + ": " + d, Err: cerr}), nil
 	}
 
 	// 7. References.
