@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -169,7 +170,9 @@ func digest(s string) []byte {
 }
 
 // Remember is one statement, one round trip, whether it inserts or finds
-// the record held; Get, and Update and Release that succeed, are one too.
+// the record held, and so is Swap, whether it writes or finds another
+// state: a fresh receive costs one round trip, a reply one. Get, and
+// Update and Release that succeed, are one too.
 func TestOneRoundTrip(t *testing.T) {
 	c := &counter{}
 	db := testDB(t, c)
@@ -192,6 +195,21 @@ func TestOneRoundTrip(t *testing.T) {
 	upd := rec
 	upd.State = "accepted"
 	step("Update", func() error { return st.Update(ctx, k, upd) })
+	done := replay.Record{State: "completed", Status: []byte("completed"), Expires: rec.Expires}
+	step("Swap (writes)", func() error {
+		_, swapped, err := st.Swap(ctx, k, upd, done)
+		if err == nil && !swapped {
+			err = errors.New("Swap from the held state did not write")
+		}
+		return err
+	})
+	step("Swap (another state held)", func() error {
+		held, swapped, err := st.Swap(ctx, k, upd, replay.Record{State: "failed", Status: []byte("failed")})
+		if err == nil && (swapped || held.State != "completed") {
+			err = fmt.Errorf("Swap from a stale state: swapped %v, held %q", swapped, held.State)
+		}
+		return err
+	})
 	k2 := replay.Key{Iss: "https://a.example", Hop: "h2"}
 	step("Remember (insert)", func() error { _, _, err := st.Remember(ctx, k2, rec); return err })
 	step("Release", func() error { return st.Release(ctx, k2, rec.Digest) })
@@ -260,6 +278,9 @@ func TestFailClosed(t *testing.T) {
 		assert.ErrorIs(t, err, replay.ErrUnavailable)
 		assert.False(t, ok)
 		assert.ErrorIs(t, st.Update(ctx, k, rec), replay.ErrUnavailable)
+		_, swapped, err := st.Swap(ctx, k, rec, replay.Record{State: "accepted"})
+		assert.ErrorIs(t, err, replay.ErrUnavailable)
+		assert.False(t, swapped)
 		assert.ErrorIs(t, st.Release(ctx, k, rec.Digest), replay.ErrUnavailable)
 		_, err = st.Untaken(ctx, time.Now())
 		assert.ErrorIs(t, err, replay.ErrUnavailable)
@@ -277,6 +298,9 @@ func TestFailClosed(t *testing.T) {
 		assert.False(t, inserted)
 		_, _, err = st.Get(ctx, k)
 		assert.ErrorIs(t, err, replay.ErrUnavailable)
+		_, swapped, err := st.Swap(ctx, k, rec, replay.Record{State: "accepted"})
+		assert.ErrorIs(t, err, replay.ErrUnavailable)
+		assert.False(t, swapped)
 		_, err = offers.Create(ctx, replay.OfferRecord{Hop: "h", To: "t", Digest: digest("o")})
 		assert.ErrorIs(t, err, replay.ErrUnavailable)
 		_, _, err = offers.Get(ctx, "h")
