@@ -43,6 +43,24 @@
 // are deleted by Sweep, a bounded DELETE, which Options.SweepEvery runs in
 // the background.
 //
+// # No per-issuer share
+//
+// The store keeps no per-issuer share (replay.ErrIssuerFull is never
+// returned), for three reasons. It has no bound of its own to share: its
+// cap is the database's, disk and quotas that the deployment manages for
+// all its data, and it is full (replay.ErrFull) only when PostgreSQL says
+// so. A share counted in the one Remember statement would not be exact:
+// under READ COMMITTED the count reads the statement's snapshot, so
+// concurrent Remembers of one issuer would each find the last room, and
+// an exact count needs a per-issuer lock taken before the snapshot, a
+// second statement that serialises every fresh receive of an issuer. And
+// the count of an issuer's live rows would be read on every fresh receive,
+// a scan as long as the share. A deployment that must keep one delegator
+// from crowding out the others bounds the database's space for the table
+// (a tablespace of its own, a monitored quota) and rate-limits delegators
+// before Receive, or keeps its memory in a store that offers the share
+// (replay.Memory, replay/boltstore, replay/redisstore).
+//
 // # Failing closed
 //
 // Every error from the database (a refused or broken connection, a
