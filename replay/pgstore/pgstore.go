@@ -52,14 +52,16 @@
 // so. A share counted in the one Remember statement would not be exact:
 // under READ COMMITTED the count reads the statement's snapshot, so
 // concurrent Remembers of one issuer would each find the last room, and
-// an exact count needs a per-issuer lock taken before the snapshot, a
-// second statement that serialises every fresh receive of an issuer. And
-// the count of an issuer's live rows would be read on every fresh receive,
-// a scan as long as the share. A deployment that must keep one delegator
-// from crowding out the others bounds the database's space for the table
-// (a tablespace of its own, a monitored quota) and rate-limits delegators
-// before Receive, or keeps its memory in a store that offers the share
-// (replay.Memory, replay/boltstore, replay/redisstore).
+// an exact count needs a per-issuer lock taken before the count's
+// snapshot and held until the insert commits, which would queue every
+// fresh receive of an issuer behind the commit of the one before. And the
+// issuer's live rows would be counted on every fresh receive, a scan as
+// long as the share. A deployment that must keep one delegator from
+// crowding out the others limits each delegator's rate of offers before
+// Receive, or keeps its memory in a store that offers the share
+// (replay.Memory, replay/boltstore, replay/redisstore); a tablespace of
+// the table's own, on a volume sized for it, keeps a flood from filling
+// the rest of the database.
 //
 // # Failing closed
 //

@@ -375,6 +375,9 @@ func TestDeadlineWhileBlocked(t *testing.T) {
 	upd.State = "accepted"
 	assert.ErrorIs(t, st.Update(short(), k, upd), context.DeadlineExceeded, "Update of a locked row")
 	assert.ErrorIs(t, st.Release(short(), k, rec.Digest), context.DeadlineExceeded, "Release of a locked row")
+	_, swapped, err := st.Swap(short(), k, rec, upd)
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "Swap of a locked row")
+	assert.False(t, swapped)
 	// A statement abandoned at its deadline may still land once the lock
 	// is released: the caller was told it failed and refused, which is
 	// the case "Records written by a call that failed" of package replay.
@@ -460,5 +463,72 @@ func TestOffersAcrossPools(t *testing.T) {
 			require.ErrorAs(t, err, &busy, "%s: Create %d", work, i)
 			assert.Equal(t, fmt.Sprint(work, " hop ", winner), busy.Hop)
 		}
+	}
+}
+
+// A Swap whose snapshot predates a write committed while it waited for
+// the row decides on the row as that write left it: it writes when the
+// row now holds old's state, and otherwise returns the row as it is now,
+// never its snapshot's.
+func TestSwapAfterConcurrentCommit(t *testing.T) {
+	db := testDB(t, nil)
+	st := mustOpen(t, db, Options{Table: testTable(t, db)})
+	defer st.Close()
+	ctx := context.Background()
+	rec := replay.Record{Digest: digest("offer"), Token: make([]byte, replay.TokenSize)}
+	accepted := rec
+	accepted.State = "accepted"
+	for name, tc := range map[string]struct {
+		old, new    replay.Record
+		swapped     bool
+		state       string
+		status, why string
+	}{
+		"from the committed state": {accepted, replay.Record{State: "completed", Status: []byte("done")}, true, "completed", "done",
+			"a Swap from the state the concurrent write committed writes"},
+		"from the snapshot's state": {rec, replay.Record{State: "rejected", Status: []byte("no")}, false, "accepted", "",
+			"a Swap from the state its snapshot saw returns the committed row"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			k := replay.Key{Iss: "i", Hop: name}
+			_, ok, err := st.Remember(ctx, k, rec)
+			require.NoError(t, err)
+			require.True(t, ok)
+			// Another writer holds the row, with a write not committed.
+			tx, err := db.BeginTx(ctx, nil)
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback() }()
+			_, err = tx.ExecContext(ctx, `UPDATE "`+st.Table()+`" SET state = 'accepted'::bytea WHERE k = $1`, key(k))
+			require.NoError(t, err)
+
+			type result struct {
+				held    replay.Record
+				swapped bool
+				err     error
+			}
+			done := make(chan result, 1)
+			go func() {
+				held, swapped, err := st.Swap(ctx, k, tc.old, tc.new)
+				done <- result{held, swapped, err}
+			}()
+			// The Swap has taken its snapshot and waits for the row.
+			require.Eventually(t, func() bool {
+				var n int
+				err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE 'WITH cur AS%' AND query LIKE '%`+st.Table()+`%'`).Scan(&n)
+				return err == nil && n == 1
+			}, 5*time.Second, 5*time.Millisecond, "the Swap never waited for the row")
+			require.NoError(t, tx.Commit())
+
+			r := <-done
+			require.NoError(t, r.err)
+			assert.Equal(t, tc.swapped, r.swapped, tc.why)
+			assert.Equal(t, tc.state, r.held.State)
+			assert.Equal(t, tc.status, string(r.held.Status))
+			got, ok, err := st.Get(ctx, k)
+			require.NoError(t, err)
+			require.True(t, ok)
+			assert.True(t, got.Equal(r.held), "Swap returned %+v, held %+v", r.held, got)
+		})
 	}
 }
