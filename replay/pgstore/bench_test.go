@@ -76,19 +76,14 @@ func BenchmarkReceive(b *testing.B) {
 		}
 		return out
 	}
-	var baseline float64
-	run := func(b *testing.B, st replay.Store, c *counter) {
+	versusMemory(b, func(b *testing.B, st replay.Store, start func()) {
 		a, err := handoff.NewAgent(handoff.Config{ID: self, Signer: me, Trust: trust, Store: st})
 		if err != nil {
 			b.Fatal(err)
 		}
 		data := offers(b.N)
 		ctx := context.Background()
-		var before int64
-		if c != nil {
-			before = c.n.Load()
-		}
-		b.ResetTimer()
+		start()
 		for i := range b.N {
 			in, err := a.Receive(ctx, data[i], handoff.Host{Peer: from})
 			if err != nil {
@@ -98,28 +93,6 @@ func BenchmarkReceive(b *testing.B) {
 				b.Fatalf("offer %d not accepted: %v", i, in.Reason())
 			}
 		}
-		b.StopTimer()
-		per := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
-		if c == nil {
-			baseline = per
-			return
-		}
-		b.ReportMetric(float64(c.n.Load()-before)/float64(b.N), "roundtrips/op")
-		if baseline > 0 {
-			b.ReportMetric(per/baseline, "x-memory")
-		}
-	}
-	b.Run("memory", func(b *testing.B) {
-		st := replay.NewMemory(replay.MemoryOptions{MaxEntries: 1 << 24})
-		defer st.Close()
-		run(b, st, nil)
-	})
-	b.Run("postgresql", func(b *testing.B) {
-		c := &counter{}
-		db := testDB(b, c)
-		st := mustOpen(b, db, Options{Table: testTable(b, db)})
-		defer st.Close()
-		run(b, st, c)
 	})
 }
 
@@ -129,8 +102,7 @@ func BenchmarkReceive(b *testing.B) {
 // statements sent per Swap (roundtrips/op) and its time per Swap as a
 // multiple of the memory store's (x-memory).
 func BenchmarkSwap(b *testing.B) {
-	var baseline float64
-	run := func(b *testing.B, st replay.Store, c *counter) {
+	versusMemory(b, func(b *testing.B, st replay.Store, start func()) {
 		ctx := context.Background()
 		keys := make([]replay.Key, b.N)
 		recs := make([]replay.Record, b.N)
@@ -145,38 +117,42 @@ func BenchmarkSwap(b *testing.B) {
 				b.Fatal(ok, err)
 			}
 		}
-		var before int64
-		if c != nil {
-			before = c.n.Load()
-		}
-		b.ResetTimer()
+		start()
 		for i := range b.N {
 			_, swapped, err := st.Swap(ctx, keys[i], recs[i], replay.Record{State: "accepted", Status: []byte("accepted")})
 			if err != nil || !swapped {
 				b.Fatal(swapped, err)
 			}
 		}
-		b.StopTimer()
-		per := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
-		if c == nil {
-			baseline = per
-			return
-		}
-		b.ReportMetric(float64(c.n.Load()-before)/float64(b.N), "roundtrips/op")
-		if baseline > 0 {
-			b.ReportMetric(per/baseline, "x-memory")
-		}
-	}
+	})
+}
+
+// versusMemory runs measure with the memory store (the baseline), then
+// with a PostgreSQL store, for which it reports the statements sent to
+// the server per operation (roundtrips/op) and the time per operation as
+// a multiple of the memory store's (x-memory). measure calls start once
+// its setup is done, before the b.N operations it measures.
+func versusMemory(b *testing.B, measure func(b *testing.B, st replay.Store, start func())) {
+	per := func(b *testing.B) float64 { return float64(b.Elapsed().Nanoseconds()) / float64(b.N) }
+	var baseline float64
 	b.Run("memory", func(b *testing.B) {
 		st := replay.NewMemory(replay.MemoryOptions{MaxEntries: 1 << 24})
 		defer st.Close()
-		run(b, st, nil)
+		measure(b, st, b.ResetTimer)
+		b.StopTimer()
+		baseline = per(b)
 	})
 	b.Run("postgresql", func(b *testing.B) {
 		c := &counter{}
 		db := testDB(b, c)
 		st := mustOpen(b, db, Options{Table: testTable(b, db)})
 		defer st.Close()
-		run(b, st, c)
+		var before int64
+		measure(b, st, func() { before = c.n.Load(); b.ResetTimer() })
+		b.StopTimer()
+		b.ReportMetric(float64(c.n.Load()-before)/float64(b.N), "roundtrips/op")
+		if baseline > 0 {
+			b.ReportMetric(per(b)/baseline, "x-memory")
+		}
 	})
 }
