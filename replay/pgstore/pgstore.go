@@ -18,10 +18,19 @@
 // been swept (INSERT ... ON CONFLICT (k) DO UPDATE ... WHERE <still
 // expired> RETURNING, which replaces it), or when a concurrent insert
 // committed after the statement's snapshot hides the row it lost to; then
-// Remember runs it again. Get, Update, Release and each
-// OfferStore method are one statement too; Update, Release, Swap and
-// Delete read the row once more only when they fail, to tell which error
-// applies.
+// Remember runs it again.
+//
+// Swap, the write of every reply and of Take, is one statement too: a
+// CTE locks the live row (SELECT ... FOR NO KEY UPDATE, which reads its
+// latest version even when a concurrent write committed after the
+// statement's snapshot), an UPDATE ... FROM it writes the new state when
+// the row holds the old one and the caller's identity, and RETURNING, with
+// a UNION ALL that returns the locked row when nothing was written, gives
+// the record held after the call either way. A fresh receive therefore
+// costs one round trip and a reply one. Get, Update, Release and each
+// OfferStore method are one statement too; Update, Release and the
+// OfferStore's Swap and Delete read the row once more only when they
+// fail, to tell which error applies.
 //
 // # Expiry
 //
@@ -33,6 +42,26 @@
 // share a table must therefore be synchronised, as for Redis. Expired rows
 // are deleted by Sweep, a bounded DELETE, which Options.SweepEvery runs in
 // the background.
+//
+// # No per-issuer share
+//
+// The store keeps no per-issuer share (replay.ErrIssuerFull is never
+// returned), for three reasons. It has no bound of its own to share: its
+// cap is the database's, disk and quotas that the deployment manages for
+// all its data, and it is full (replay.ErrFull) only when PostgreSQL says
+// so. A share counted in the one Remember statement would not be exact:
+// under READ COMMITTED the count reads the statement's snapshot, so
+// concurrent Remembers of one issuer would each find the last room, and
+// an exact count needs a per-issuer lock taken before the count's
+// snapshot and held until the insert commits, which would queue every
+// fresh receive of an issuer behind the commit of the one before. And the
+// issuer's live rows would be counted on every fresh receive, a scan as
+// long as the share. A deployment that must keep one delegator from
+// crowding out the others limits each delegator's rate of offers before
+// Receive, or keeps its memory in a store that offers the share
+// (replay.Memory, replay/boltstore, replay/redisstore); a tablespace of
+// the table's own, on a volume sized for it, keeps a flood from filling
+// the rest of the database.
 //
 // # Failing closed
 //
@@ -52,6 +81,7 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -334,6 +364,45 @@ func (s *Store) Update(ctx context.Context, k replay.Key, rec replay.Record) err
 		// The row matches now: it changed between the two statements.
 	}
 	return fmt.Errorf("pgstore: update: %w: lost %d races in a row", replay.ErrUnavailable, retries)
+}
+
+// Swap implements replay.Store in one statement, one round trip, whether
+// it writes or finds the record held: the statement locks the live row,
+// writes new's State, Status and Expires into it when its State and Status
+// are old's (and its Digest and Token old's identity), and returns the row
+// held after it either way.
+func (s *Store) Swap(ctx context.Context, k replay.Key, old, new replay.Record) (replay.Record, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return replay.Record{}, false, err
+	}
+	if err := codec.Check(k, &old); err != nil {
+		return replay.Record{}, false, err
+	}
+	es, ens := nullTime(new.Expires)
+	ns, nns := split(s.now())
+	var wrote bool
+	var row hopRow
+	err := s.db.QueryRowContext(ctx, s.q.swap, key(k), old.Digest, nullBytes(old.Token), octets(old.State), nullBytes(old.Status),
+		octets(new.State), nullBytes(new.Status), es, ens, ns, nns,
+	).Scan(append([]any{&wrote}, row.dest()...)...)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return replay.Record{}, false, replay.ErrNotFound
+	case err != nil:
+		return replay.Record{}, false, fail(ctx, "swap", err)
+	}
+	held, err := row.record()
+	switch {
+	case err != nil:
+		return replay.Record{}, false, err
+	case wrote:
+		return held, true, nil
+	case !bytes.Equal(held.Digest, old.Digest) || (len(old.Token) > 0 && !bytes.Equal(held.Token, old.Token)):
+		return replay.Record{}, false, replay.ErrConflict
+	}
+	// A retry of this call (by a client library, after a lost reply)
+	// finds the values its first attempt wrote.
+	return held, held.State == new.State && bytes.Equal(held.Status, new.Status) && held.Expires.Equal(new.Expires), nil
 }
 
 // Release implements replay.Store in one round trip when it succeeds.

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -135,6 +136,9 @@ func TestStore(t *testing.T) {
 		Reopen: func(t *testing.T, closed replay.Store, now func() time.Time) replay.Store {
 			return mustOpen(t, db, Options{Table: closed.(*Store).Table(), Now: now})
 		},
+		// No per-issuer share ("No per-issuer share" in the package
+		// documentation): the IssuerShare subtest does not apply.
+		MaxPerIssuer: 0,
 	})
 }
 
@@ -169,7 +173,9 @@ func digest(s string) []byte {
 }
 
 // Remember is one statement, one round trip, whether it inserts or finds
-// the record held; Get, and Update and Release that succeed, are one too.
+// the record held, and so is Swap, whether it writes or finds another
+// state: a fresh receive costs one round trip, a reply one. Get, and
+// Update and Release that succeed, are one too.
 func TestOneRoundTrip(t *testing.T) {
 	c := &counter{}
 	db := testDB(t, c)
@@ -192,6 +198,21 @@ func TestOneRoundTrip(t *testing.T) {
 	upd := rec
 	upd.State = "accepted"
 	step("Update", func() error { return st.Update(ctx, k, upd) })
+	done := replay.Record{State: "completed", Status: []byte("completed"), Expires: rec.Expires}
+	step("Swap (writes)", func() error {
+		_, swapped, err := st.Swap(ctx, k, upd, done)
+		if err == nil && !swapped {
+			err = errors.New("Swap from the held state did not write")
+		}
+		return err
+	})
+	step("Swap (another state held)", func() error {
+		held, swapped, err := st.Swap(ctx, k, upd, replay.Record{State: "failed", Status: []byte("failed")})
+		if err == nil && (swapped || held.State != "completed") {
+			err = fmt.Errorf("Swap from a stale state: swapped %v, held %q", swapped, held.State)
+		}
+		return err
+	})
 	k2 := replay.Key{Iss: "https://a.example", Hop: "h2"}
 	step("Remember (insert)", func() error { _, _, err := st.Remember(ctx, k2, rec); return err })
 	step("Release", func() error { return st.Release(ctx, k2, rec.Digest) })
@@ -260,6 +281,9 @@ func TestFailClosed(t *testing.T) {
 		assert.ErrorIs(t, err, replay.ErrUnavailable)
 		assert.False(t, ok)
 		assert.ErrorIs(t, st.Update(ctx, k, rec), replay.ErrUnavailable)
+		_, swapped, err := st.Swap(ctx, k, rec, replay.Record{State: "accepted"})
+		assert.ErrorIs(t, err, replay.ErrUnavailable)
+		assert.False(t, swapped)
 		assert.ErrorIs(t, st.Release(ctx, k, rec.Digest), replay.ErrUnavailable)
 		_, err = st.Untaken(ctx, time.Now())
 		assert.ErrorIs(t, err, replay.ErrUnavailable)
@@ -277,6 +301,9 @@ func TestFailClosed(t *testing.T) {
 		assert.False(t, inserted)
 		_, _, err = st.Get(ctx, k)
 		assert.ErrorIs(t, err, replay.ErrUnavailable)
+		_, swapped, err := st.Swap(ctx, k, rec, replay.Record{State: "accepted"})
+		assert.ErrorIs(t, err, replay.ErrUnavailable)
+		assert.False(t, swapped)
 		_, err = offers.Create(ctx, replay.OfferRecord{Hop: "h", To: "t", Digest: digest("o")})
 		assert.ErrorIs(t, err, replay.ErrUnavailable)
 		_, _, err = offers.Get(ctx, "h")
@@ -348,6 +375,9 @@ func TestDeadlineWhileBlocked(t *testing.T) {
 	upd.State = "accepted"
 	assert.ErrorIs(t, st.Update(short(), k, upd), context.DeadlineExceeded, "Update of a locked row")
 	assert.ErrorIs(t, st.Release(short(), k, rec.Digest), context.DeadlineExceeded, "Release of a locked row")
+	_, swapped, err := st.Swap(short(), k, rec, upd)
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "Swap of a locked row")
+	assert.False(t, swapped)
 	// A statement abandoned at its deadline may still land once the lock
 	// is released: the caller was told it failed and refused, which is
 	// the case "Records written by a call that failed" of package replay.
@@ -433,5 +463,72 @@ func TestOffersAcrossPools(t *testing.T) {
 			require.ErrorAs(t, err, &busy, "%s: Create %d", work, i)
 			assert.Equal(t, fmt.Sprint(work, " hop ", winner), busy.Hop)
 		}
+	}
+}
+
+// A Swap whose snapshot predates a write committed while it waited for
+// the row decides on the row as that write left it: it writes when the
+// row now holds old's state, and otherwise returns the row as it is now,
+// never its snapshot's.
+func TestSwapAfterConcurrentCommit(t *testing.T) {
+	db := testDB(t, nil)
+	st := mustOpen(t, db, Options{Table: testTable(t, db)})
+	defer st.Close()
+	ctx := context.Background()
+	rec := replay.Record{Digest: digest("offer"), Token: make([]byte, replay.TokenSize)}
+	accepted := rec
+	accepted.State = "accepted"
+	for name, tc := range map[string]struct {
+		old, new    replay.Record
+		swapped     bool
+		state       string
+		status, why string
+	}{
+		"from the committed state": {accepted, replay.Record{State: "completed", Status: []byte("done")}, true, "completed", "done",
+			"a Swap from the state the concurrent write committed writes"},
+		"from the snapshot's state": {rec, replay.Record{State: "rejected", Status: []byte("no")}, false, "accepted", "",
+			"a Swap from the state its snapshot saw returns the committed row"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			k := replay.Key{Iss: "i", Hop: name}
+			_, ok, err := st.Remember(ctx, k, rec)
+			require.NoError(t, err)
+			require.True(t, ok)
+			// Another writer holds the row, with a write not committed.
+			tx, err := db.BeginTx(ctx, nil)
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback() }()
+			_, err = tx.ExecContext(ctx, `UPDATE "`+st.Table()+`" SET state = 'accepted'::bytea WHERE k = $1`, key(k))
+			require.NoError(t, err)
+
+			type result struct {
+				held    replay.Record
+				swapped bool
+				err     error
+			}
+			done := make(chan result, 1)
+			go func() {
+				held, swapped, err := st.Swap(ctx, k, tc.old, tc.new)
+				done <- result{held, swapped, err}
+			}()
+			// The Swap has taken its snapshot and waits for the row.
+			require.Eventually(t, func() bool {
+				var n int
+				err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE 'WITH cur AS%' AND query LIKE '%`+st.Table()+`%'`).Scan(&n)
+				return err == nil && n == 1
+			}, 5*time.Second, 5*time.Millisecond, "the Swap never waited for the row")
+			require.NoError(t, tx.Commit())
+
+			r := <-done
+			require.NoError(t, r.err)
+			assert.Equal(t, tc.swapped, r.swapped, tc.why)
+			assert.Equal(t, tc.state, r.held.State)
+			assert.Equal(t, tc.status, string(r.held.Status))
+			got, ok, err := st.Get(ctx, k)
+			require.NoError(t, err)
+			require.True(t, ok)
+			assert.True(t, got.Equal(r.held), "Swap returned %+v, held %+v", r.held, got)
+		})
 	}
 }

@@ -27,12 +27,17 @@ func live(h string, n int) string {
 
 // hopStatements are those of a Store.
 type hopStatements struct {
-	schema                                                []string
-	remember, replace, get, update, held, release, untake string
-	sweep                                                 string
+	schema                                                      []string
+	remember, replace, get, update, swap, held, release, untake string
+	sweep                                                       string
 }
 
 const hopColumns = `digest, token, created_s, created_ns, exp_s, exp_ns, state, status`
+
+// hopColumnsOf is hopColumns qualified by the alias h.
+func hopColumnsOf(h string) string {
+	return h + `.digest, ` + h + `.token, ` + h + `.created_s, ` + h + `.created_ns, ` + h + `.exp_s, ` + h + `.exp_ns, ` + h + `.state, ` + h + `.status`
+}
 
 func newHopStatements(table string) hopStatements {
 	t := `"` + table + `"`
@@ -89,6 +94,29 @@ SELECT false, true, ` + hopColumns + ` FROM ` + t + ` h WHERE h.k = $1 AND NOT E
 		// or NULL, $8 $9 now.
 		update: `UPDATE ` + t + ` h SET state = $2, status = $3, exp_s = $4, exp_ns = $5
 WHERE h.k = $1 AND ` + live("h", 8) + ` AND h.digest = $6 AND ($7::bytea IS NULL OR h.token = $7)`,
+		// $1 key, $2 old digest, $3 old token or NULL, $4 old state, $5
+		// old status or NULL, $6 new state, $7 new status, $8 $9 new
+		// expiry, $10 $11 now. It locks the live row of k, reading its
+		// latest version even when a concurrent write committed since the
+		// statement's snapshot; writes the new state, status and expiry
+		// into it when its identity, state and status are old's, and
+		// returns the row written with true; or returns the row held, as
+		// it is, with false. It returns no row when no live row is held.
+		// A NULL status and an empty one are the same status, as for
+		// every store.
+		swap: `WITH cur AS (
+	SELECT h.k, ` + hopColumnsOf("h") + ` FROM ` + t + ` h WHERE h.k = $1 AND ` + live("h", 10) + `
+	FOR NO KEY UPDATE
+), upd AS (
+	UPDATE ` + t + ` h SET state = $6::bytea, status = $7::bytea, exp_s = $8::bigint, exp_ns = $9::integer
+	FROM cur
+	WHERE h.k = cur.k AND cur.digest = $2::bytea AND ($3::bytea IS NULL OR cur.token = $3::bytea)
+		AND cur.state = $4::bytea AND COALESCE(cur.status, ''::bytea) = COALESCE($5::bytea, ''::bytea)
+	RETURNING ` + hopColumnsOf("h") + `
+)
+SELECT true, ` + hopColumns + ` FROM upd
+UNION ALL
+SELECT false, ` + hopColumns + ` FROM cur WHERE NOT EXISTS (SELECT 1 FROM upd)`,
 		held: `SELECT digest, token, state FROM ` + t + ` h WHERE h.k = $1 AND ` + live("h", 2),
 		// $1 key, $2 digest, $3 $4 now.
 		release: `DELETE FROM ` + t + ` h WHERE h.k = $1 AND ` + live("h", 3) + ` AND h.digest = $2 AND h.state = ''::bytea`,
