@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/evidence"
+	"github.com/agentproto/handoff/evidence/authority"
 	"github.com/agentproto/handoff/replay"
 
 	"github.com/agentproto/handoff/integrations/a2a1hop"
@@ -262,4 +263,38 @@ func TestA2A1_Pause_StateBoundToHop(t *testing.T) {
 	require.Contains(t, res.(*a2a.Task).Status.Message.Parts[0].Text(), "not bound to this hop")
 	require.Zero(t, r.refunds.Load())
 	require.Zero(t, f.approvals(t, dA)+f.approvals(t, dB))
+}
+
+// A signed approval (evidence.SignApproval) in the answer is recorded with
+// evidence.Guard.ApproveSigned: the refund runs once; one of another
+// operation is refused and runs nothing.
+func TestA2A1_Pause_SignedApproval(t *testing.T) {
+	f := newPauseFixture(t)
+	sign := f.e.SignedApprovals()
+	r, cl := f.delegate(t, "refund-INV-1042")
+	d, task := f.first(t, cl)
+	hop := d.Offer.Handoff.Offer.Digest()
+
+	m, err := a2a1hop.Answer(task, "approve", sign(hop, "refund-other"))
+	require.NoError(t, err)
+	res, _, err := f.pc.Retransmit(context.Background(), cl, m, d.Hop)
+	require.NoError(t, err)
+	require.Equal(t, a2a.TaskStateInputRequired, res.(*a2a.Task).Status.State, "an approval of another operation")
+	require.Zero(t, r.refunds.Load())
+
+	m, err = a2a1hop.Answer(task, "approve", sign(hop, "refund-INV-1042"))
+	require.NoError(t, err)
+	res, _, err = f.pc.Retransmit(context.Background(), cl, m, d.Hop)
+	require.NoError(t, err)
+	require.Equal(t, a2a.TaskStateCompleted, res.(*a2a.Task).Status.State)
+	require.EqualValues(t, 1, r.refunds.Load())
+	as, err := f.e.Ledger.Approvals(context.Background(), hop.String())
+	require.NoError(t, err)
+	var signed int
+	for _, a := range as {
+		if a.Source == authority.SourceSigned {
+			signed++
+		}
+	}
+	require.Equal(t, 2, signed, "both statements recorded as signed; only the matching one used")
 }

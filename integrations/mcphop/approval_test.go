@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/evidence"
+	"github.com/agentproto/handoff/evidence/authority"
 	"github.com/agentproto/handoff/replay"
 
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
@@ -336,4 +337,27 @@ func TestMCP_Pause_StateBoundToHopAndOperation(t *testing.T) {
 	res = f.retry(t, cs, hopA.Hop, "refund-A", pausedA.RequestState, "approve")
 	require.False(t, res.IsError, "%v", res.Content)
 	require.EqualValues(t, 1, srv.refunds.Load())
+}
+
+// A signed approval (evidence.SignApproval) in the input response is
+// recorded with evidence.Guard.ApproveSigned, and the refund runs once.
+func TestMCP_Pause_SignedApproval(t *testing.T) {
+	f := newPauseFixture(t)
+	sign := f.e.SignedApprovals()
+	srv := newPausing(t, f.ps[coder], f.store, f.e, f.now)
+	cs := dial(t, f.cl, srv.server, nil)
+	d, paused := f.first(t, cs, "refund-INV-1042")
+	p := refund("refund-INV-1042")
+	p.RequestState = paused.RequestState
+	p.InputResponses = mcp.InputResponseMap{hmcp.ApprovalInput: &mcp.ElicitResult{Action: "accept",
+		Content: map[string]any{"decision": "approve", "approval": string(sign(d.Offer.Handoff.Offer.Digest(), "refund-INV-1042"))}}}
+	res, _, err := f.cl.Retransmit(context.Background(), cs, p, d.Hop)
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%v", res.Content)
+	require.EqualValues(t, 1, srv.refunds.Load())
+	as, err := f.e.Ledger.Approvals(context.Background(), d.Offer.Handoff.Offer.Digest().String())
+	require.NoError(t, err)
+	require.Len(t, as, 1)
+	require.Equal(t, authority.SourceSigned, as[0].Source)
+	require.Zero(t, as[0].Remaining)
 }

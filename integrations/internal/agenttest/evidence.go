@@ -2,6 +2,9 @@ package agenttest
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"sync"
 	"testing"
 	"time"
@@ -89,4 +92,33 @@ func (e *Evidence) Guard(ctx context.Context, in *handoff.Received) (*evidence.G
 		e.tb.Errorf("the package did not pass: %v", rep.Findings())
 	}
 	return evidence.NewGuard(ctx, rep, evidence.GuardConfig{Ledger: e.Ledger, Trust: e.Trust, Now: e.Now})
+}
+
+// SignedApprovals gives the owner of the package's pending approval a key
+// the guards' Trust binds to it, and returns the owner's signer of
+// approval statements for one operation on a hop, valid for a minute.
+func (e *Evidence) SignedApprovals() func(hop handoff.Digest, op string) []byte {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	sg, err := handoff.NewSigner(key, handoff.JWS, nil)
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	if e.Trust, err = handoff.NewTrust(map[handoff.AgentID][]handoff.TrustedKey{Owner: {sg.Key()}}); err != nil {
+		e.tb.Fatal(err)
+	}
+	return func(hop handoff.Digest, op string) []byte {
+		now := time.Now()
+		if e.Now != nil {
+			now = e.Now()
+		}
+		signed, err := evidence.SignApproval(evidence.ApprovalStatement{Hop: hop.String(), Action: MustAsk, OperationID: op,
+			Approver: Owner, Iat: now.Add(-time.Second).Unix(), Exp: now.Add(time.Minute).Unix()}, key, "ES256")
+		if err != nil {
+			e.tb.Fatal(err)
+		}
+		return signed
+	}
 }
