@@ -37,6 +37,12 @@
 // ErrForeignCancel before it is verified, and the task goes on. Authenticate
 // (or WithPeer) names the caller the transport authenticated.
 //
+// With ServerConfig.Approvals, a must-ask action of the hop's evidence
+// guard pauses the task in input-required for its owner's approval
+// (AskApproval), and the answer on the same task resumes it (Answer); an
+// auth-required state, like input-required, authorizes nothing: the guard
+// decides. See Approvals.
+//
 // # Delegator (client)
 //
 // A Client is an a2aclient.CallInterceptor: it attaches the Handoff that

@@ -35,6 +35,11 @@
 //     TASK_STATE_AUTH_REQUIRED authorize anything by itself, and neither
 //     does the handoff.
 //
+// With ServerConfig.Approvals, a must-ask action of the hop's evidence
+// guard pauses the task in TASK_STATE_INPUT_REQUIRED for its owner's
+// approval (AskApproval), and the answer on the same task resumes it
+// (Answer); see Approvals.
+//
 // A Cancel Task request whose metadata carries the delegator's signed
 // "canceled" is handed to Agent.HandleStatus before the wrapped executor's
 // Cancel (HC-28, HC-66). It must name the hop the task runs, signed by that

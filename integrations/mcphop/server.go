@@ -35,6 +35,11 @@
 // signed or not, before a middleware sees it: MCP cancellation is the
 // transport's, and the hop's state is the handoff's.
 //
+// With ServerConfig.Approvals, a must-ask action of the hop's evidence
+// guard pauses the call with an MCP input request for its owner's approval
+// (AskApproval), and the retried call with the answer resumes it; see
+// Approvals.
+//
 // # Delegator (client)
 //
 // A Client adds a sending middleware (Client.Middleware) that attaches the
