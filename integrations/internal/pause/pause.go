@@ -148,11 +148,6 @@ func BoundOf(r evidence.ApprovalRequest, hop handoff.Digest, exp time.Time) Boun
 		IdempotencyKey: r.IdempotencyKey, Exp: exp.Unix()}
 }
 
-// Pending returns the wire form of b's approval.
-func (b Bound) Pending() Pending {
-	return Pending{Action: b.Action, Owner: b.Owner, Hop: b.Hop, OperationID: b.OperationID, IdempotencyKey: b.IdempotencyKey}
-}
-
 const sealPrefix = "hs1."
 
 // Seal returns the request state of b: its JSON and an HMAC-SHA256 of it
@@ -208,10 +203,4 @@ func Open(key []byte, state string, hop handoff.Digest, now time.Time) (Bound, e
 		return Bound{}, fmt.Errorf("%w: the offer expired", ErrState)
 	}
 	return b, nil
-}
-
-// Matches reports whether the call c is the one b was sealed for: the same
-// action and operation.
-func (b Bound) Matches(c evidence.Call) bool {
-	return b.Action == c.Action && b.OperationID == c.OperationID && b.IdempotencyKey == c.IdempotencyKey
 }
