@@ -27,6 +27,12 @@ import (
 // same hop's work resumed, not its offer processed again (HC-38): only a
 // hop still "accepted", with a state this server sealed for it, resumes.
 //
+// For a client of an older protocol the SDK elicits the client itself,
+// inside the call, and runs the tool again past the middleware: that
+// answer is not recorded and the guard asks again (fail closed); only an
+// answer retried through the middleware with the request state is
+// (TestMCP_Pause_OlderClient).
+//
 // A declined or unusable answer records nothing: the tool does not run
 // again, the result is an error result and the hop stays "accepted". A
 // pause with no answer ends with the offer: the request state expires at

@@ -361,3 +361,40 @@ func TestMCP_Pause_SignedApproval(t *testing.T) {
 	require.Equal(t, authority.SourceSigned, as[0].Source)
 	require.Zero(t, as[0].Remaining)
 }
+
+// A client of a protocol before 2026-07-28: the SDK's server-side fallback
+// elicits it inside the call and runs the tool again with that answer,
+// past the middleware, which records nothing of it: the guard asks again
+// and the refund does not run. Only an answer that comes back through the
+// middleware, with the request state, is recorded (this SDK's client
+// answers the input request it still finds in the result, and retries):
+// the refund runs once, on one approval.
+func TestMCP_Pause_OlderClient(t *testing.T) {
+	f := newPauseFixture(t)
+	srv := newPausing(t, f.ps[coder], f.store, f.e, f.now)
+	a := &approver{decision: "approve"}
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.server.Connect(ctx, st, nil)
+	require.NoError(t, err)
+	defer ss.Close()
+	cl := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "v1"}, &mcp.ClientOptions{ElicitationHandler: a.handle})
+	cl.AddSendingMiddleware(f.cl.Middleware())
+	cs, err := cl.Connect(ctx, f.cl.Transport(ct), &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	require.NoError(t, err)
+	defer cs.Close()
+	d, err := f.cl.Call(ctx, cs, refund("refund-INV-1042"), f.offer())
+	require.NoError(t, err)
+	require.EqualValues(t, 2, a.asked.Load(), "the fallback's question, then the client's own")
+	require.EqualValues(t, 1, srv.refunds.Load())
+	require.EqualValues(t, 3, srv.calls.Load(), "paused, paused again past the middleware, resumed")
+	require.Equal(t, 1, f.approvals(t, d), "only the answer through the middleware is recorded")
+	require.Equal(t, handoff.Completed, d.State)
+}
+
+func (f *pauseFixture) approvals(t *testing.T, d *hmcp.Delivery) int {
+	t.Helper()
+	as, err := f.e.Ledger.Approvals(context.Background(), d.Offer.Handoff.Offer.Digest().String())
+	require.NoError(t, err)
+	return len(as)
+}
