@@ -164,11 +164,14 @@ func answerOf(m *a2a.Message) (map[string]any, string) {
 }
 
 // resumable reports whether a retransmitted message answers a pause of its
-// hop: Approvals set, an answer with a state, and the hop still
-// "accepted".
+// hop: Approvals set, an answer with a state, on a task that paused for
+// that hop, and the hop still "accepted".
 func (e *Executor) resumable(ec *a2asrv.ExecutorContext, in *handoff.Received) (handoff.Signed, bool) {
 	if _, state := answerOf(ec.Message); e.cfg.Approvals == nil || state == "" || ec.StoredTask == nil {
 		return handoff.Signed{}, false
+	}
+	if !pausedFor(ec.StoredTask, in.Digest()) {
+		return handoff.Signed{}, false // another task's pause: not resumed here
 	}
 	last, ok := in.LastStatus()
 	if !ok {
@@ -218,4 +221,19 @@ func refusedAnswer(ec *a2asrv.ExecutorContext, err error) a2a.Event {
 		text = "approval declined"
 	}
 	return state(ec, a2a.TaskStateInputRequired, text, nil)
+}
+
+// pausedFor reports whether task paused for an approval on the hop whose
+// offer has the handoff digest hop: its status message or history carries
+// a pending approval of that hop.
+func pausedFor(task *a2a.Task, hop handoff.Digest) bool {
+	if task == nil {
+		return false
+	}
+	for _, m := range append([]*a2a.Message{task.Status.Message}, task.History...) {
+		if p, ok := PendingApproval(m); ok && p["hop"] == hop.String() {
+			return true
+		}
+	}
+	return false
 }

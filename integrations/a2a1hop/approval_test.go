@@ -263,6 +263,16 @@ func TestA2A1_Pause_StateBoundToHop(t *testing.T) {
 	require.Contains(t, res.(*a2a.Task).Status.Message.Parts[0].Text(), "not bound to this hop")
 	require.Zero(t, r.refunds.Load())
 	require.Zero(t, f.approvals(t, dA)+f.approvals(t, dB))
+
+	// Hop A's answer, with hop A's Handoff, on hop B's task: the task did
+	// not pause for hop A, nothing resumes there.
+	m, err = a2a1hop.Answer(taskA, "approve", nil)
+	require.NoError(t, err)
+	m.TaskID = taskB.ID
+	_, _, _ = f.pc.Retransmit(context.Background(), cl, m, dA.Hop)
+	require.Zero(t, r.refunds.Load())
+	require.EqualValues(t, 2, r.calls.Load(), "the executor ran for another task's answer")
+	require.Zero(t, f.approvals(t, dA)+f.approvals(t, dB))
 }
 
 // A signed approval (evidence.SignApproval) in the answer is recorded with
