@@ -80,21 +80,15 @@ type pauser struct {
 	in *handoff.Received
 }
 
+func (a *Approvals) config() pause.Config {
+	return pause.Config{Key: a.Key, Guard: a.Guard, Now: a.Now}
+}
+
 func (a *Approvals) validate() error {
 	if a == nil {
 		return nil
 	}
-	if len(a.Key) < pause.MinKey || a.Guard == nil {
-		return fmt.Errorf("%w: Approvals needs a Key of %d bytes or more and a Guard", handoff.ErrConfig, pause.MinKey)
-	}
-	return nil
-}
-
-func (a *Approvals) now() time.Time {
-	if a.Now != nil {
-		return a.Now()
-	}
-	return time.Now()
+	return a.config().Validate()
 }
 
 // AskApproval returns the event that pauses the task for the approval err
@@ -104,12 +98,11 @@ func (a *Approvals) now() time.Time {
 // execution the wrapper serves with Approvals.
 func AskApproval(ctx context.Context, ec *a2asrv.RequestContext, err error) (a2a.Event, bool) {
 	p, ok := ctx.Value(keyPauser).(*pauser)
-	req, isAsk := pause.Requested(err)
-	if !ok || !isAsk || !req.Hop.Equal(p.in.Digest()) {
+	if !ok {
 		return nil, false
 	}
-	state, serr := pause.Seal(p.a.Key, pause.BoundOf(req, p.in.Digest(), p.in.Offer().Exp.Std()))
-	if serr != nil {
+	req, state, ok := pause.Ask(p.a.Key, p.in, err)
+	if !ok {
 		return nil, false
 	}
 	m := a2a.NewMessageForTask(a2a.MessageRoleAgent, ec,
@@ -176,15 +169,7 @@ func (e *Executor) resumable(ec *a2asrv.RequestContext, in *handoff.Received) (h
 	if !pausedFor(ec.StoredTask, in.Digest()) {
 		return handoff.Signed{}, false // another task's pause: not resumed here
 	}
-	last, ok := in.LastStatus()
-	if !ok {
-		return handoff.Signed{}, false
-	}
-	_, st, err := handoff.InspectUnverified(last, handoff.Limits{})
-	if err != nil || st == nil || st.State != handoff.Accepted {
-		return handoff.Signed{}, false
-	}
-	return last, true
+	return pause.Accepted(in)
 }
 
 // guarded returns the wrapped executor's context, with the hop's guard and
@@ -200,17 +185,13 @@ func (e *Executor) guarded(ctx context.Context, ec *a2asrv.RequestContext, in *h
 		return ctx, fmt.Errorf("handoff: no evidence guard for the hop: %w", err)
 	}
 	if ans, state := answerOf(ec.Message); state != "" {
-		b, err := pause.Open(a.Key, state, in.Digest(), a.now())
-		if err != nil {
-			return ctx, err
-		}
 		operator := ""
 		if a.Operator != nil {
 			operator = a.Operator(ctx, ec)
 		} else {
 			operator = string(e.peer(ctx))
 		}
-		if err := pause.Record(ctx, g, b, pause.AnswerOf(ans), operator); err != nil {
+		if err := pause.Take(ctx, a.Key, state, in, a.config().Time(), g, pause.AnswerOf(ans), operator); err != nil {
 			return ctx, err
 		}
 	}

@@ -83,21 +83,15 @@ type pauser struct {
 
 type pauserKey struct{}
 
-func (a *Approvals) now() time.Time {
-	if a.Now != nil {
-		return a.Now()
-	}
-	return time.Now()
+func (a *Approvals) config() pause.Config {
+	return pause.Config{Key: a.Key, Guard: a.Guard, Now: a.Now}
 }
 
 func (a *Approvals) validate() error {
 	if a == nil {
 		return nil
 	}
-	if len(a.Key) < pause.MinKey || a.Guard == nil {
-		return fmt.Errorf("%w: Approvals needs a Key of %d bytes or more and a Guard", handoff.ErrConfig, pause.MinKey)
-	}
-	return nil
+	return a.config().Validate()
 }
 
 // AskApproval returns the input-required result of a call whose action the
@@ -108,12 +102,11 @@ func (a *Approvals) validate() error {
 // outside a call the middleware serves with Approvals.
 func AskApproval(ctx context.Context, err error) (*mcp.CallToolResult, bool) {
 	p, ok := ctx.Value(pauserKey{}).(*pauser)
-	req, isAsk := pause.Requested(err)
-	if !ok || !isAsk || !req.Hop.Equal(p.in.Digest()) {
+	if !ok {
 		return nil, false
 	}
-	state, serr := pause.Seal(p.a.Key, pause.BoundOf(req, p.in.Digest(), p.in.Offer().Exp.Std()))
-	if serr != nil {
+	req, state, ok := pause.Ask(p.a.Key, p.in, err)
+	if !ok {
 		return nil, false
 	}
 	pending := pause.Of(req)
@@ -146,10 +139,6 @@ func PendingApproval(p *mcp.ElicitParams) (map[string]any, bool) {
 // request state names; the call runs its tool only when it returns nil.
 func (s *server) answer(ctx context.Context, r *mcp.CallToolRequest, in *handoff.Received, g *evidence.Guard) error {
 	a := s.cfg.Approvals
-	b, err := pause.Open(a.Key, r.Params.RequestState, in.Digest(), a.now())
-	if err != nil {
-		return err
-	}
 	var ans pause.Answer
 	if er, ok := r.Params.InputResponses[ApprovalInput].(*mcp.ElicitResult); ok && er.Action == "accept" {
 		ans = pause.AnswerOf(er.Content)
@@ -160,7 +149,7 @@ func (s *server) answer(ctx context.Context, r *mcp.CallToolRequest, in *handoff
 	} else {
 		operator = string(s.peer(r))
 	}
-	return pause.Record(ctx, g, b, ans, operator)
+	return pause.Take(ctx, a.Key, r.Params.RequestState, in, a.config().Time(), g, ans, operator)
 }
 
 // guarded returns the context the tool of an accepted or resumed hop runs
@@ -192,15 +181,7 @@ func (s *server) resumable(r *mcp.CallToolRequest, in *handoff.Received) (handof
 	if s.cfg.Approvals == nil || r.Params.RequestState == "" {
 		return handoff.Signed{}, false
 	}
-	last, ok := in.LastStatus()
-	if !ok {
-		return handoff.Signed{}, false
-	}
-	_, st, err := handoff.InspectUnverified(last, handoff.Limits{})
-	if err != nil || st == nil || st.State != handoff.Accepted {
-		return handoff.Signed{}, false
-	}
-	return last, true
+	return pause.Accepted(in)
 }
 
 func refusedAnswer(err error, accepted handoff.Signed) *mcp.CallToolResult {

@@ -204,3 +204,67 @@ func Open(key []byte, state string, hop handoff.Digest, now time.Time) (Bound, e
 	}
 	return b, nil
 }
+
+// Ask returns the approval request err carries for the hop in runs, and
+// the request state that binds its answer to that hop and operation until
+// the offer's exp. It reports false for any other error, or a request of
+// another hop.
+func Ask(key []byte, in *handoff.Received, err error) (evidence.ApprovalRequest, string, bool) {
+	req, ok := Requested(err)
+	if !ok || in == nil || in.Offer() == nil || !req.Hop.Equal(in.Digest()) {
+		return evidence.ApprovalRequest{}, "", false
+	}
+	state, serr := Seal(key, BoundOf(req, in.Digest(), in.Offer().Exp.Std()))
+	if serr != nil {
+		return evidence.ApprovalRequest{}, "", false
+	}
+	return req, state, true
+}
+
+// Take checks the request state of an answer against the hop in runs and
+// records the answer in the ledger of g (Record).
+func Take(ctx context.Context, key []byte, state string, in *handoff.Received, now time.Time, g *evidence.Guard, a Answer, operator string) error {
+	b, err := Open(key, state, in.Digest(), now)
+	if err != nil {
+		return err
+	}
+	return Record(ctx, g, b, a, operator)
+}
+
+// Accepted returns the last status of a retransmitted hop when it is
+// "accepted": the hop's work may resume; a hop that ended never does.
+func Accepted(in *handoff.Received) (handoff.Signed, bool) {
+	last, ok := in.LastStatus()
+	if !ok {
+		return handoff.Signed{}, false
+	}
+	_, st, err := handoff.InspectUnverified(last, handoff.Limits{})
+	if err != nil || st == nil || st.State != handoff.Accepted {
+		return handoff.Signed{}, false
+	}
+	return last, true
+}
+
+// Config is what a host's Approvals share: the sealing key, the guard of
+// a hop, the clock.
+type Config struct {
+	Key   []byte
+	Guard func(ctx context.Context, in *handoff.Received) (*evidence.Guard, error)
+	Now   func() time.Time
+}
+
+// Validate refuses a key shorter than MinKey or no Guard.
+func (c Config) Validate() error {
+	if len(c.Key) < MinKey || c.Guard == nil {
+		return fmt.Errorf("%w: Approvals needs a Key of %d bytes or more and a Guard", handoff.ErrConfig, MinKey)
+	}
+	return nil
+}
+
+// Time returns the clock's now.
+func (c Config) Time() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
