@@ -25,20 +25,6 @@ import (
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
 )
 
-// clock is a settable clock for the delegate, its guards and its request
-// states: the hop's timeout passes without a sleep.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 var stateKey = []byte("0123456789abcdef0123456789abcdef")
 
 // refunder is the wrapped executor: it asks the hop's guard before the
@@ -116,7 +102,7 @@ type pauseFixture struct {
 	e     *agenttest.Evidence
 	store replay.Store
 	tasks *tasks
-	now   *clock
+	now   *agenttest.Clock
 	pc    *a2a1hop.Client
 }
 
@@ -124,7 +110,7 @@ func newPauseFixture(t *testing.T) *pauseFixture {
 	t.Helper()
 	f := &pauseFixture{ps: agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.COSE}),
 		e: agenttest.NewEvidence(t), store: replay.NewMemory(replay.MemoryOptions{}), tasks: &tasks{m: map[a2a.TaskID][]byte{}, v: map[a2a.TaskID]a2a.TaskVersion{}},
-		now: &clock{t: time.Now()}}
+		now: agenttest.NewClock(time.Now())}
 	f.e.Now = f.now.Now
 	var err error
 	f.pc, err = a2a1hop.NewClient(a2a1hop.ClientConfig{Agent: f.ps[planner].Agent})

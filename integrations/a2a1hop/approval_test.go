@@ -4,7 +4,6 @@ import (
 	"context"
 	"iter"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,20 +22,6 @@ import (
 	"github.com/agentproto/handoff/integrations/a2a1hop"
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
 )
-
-// clock is a settable clock for the delegate, its guards and its request
-// states: the hop's timeout passes without a sleep.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 var stateKey = []byte("0123456789abcdef0123456789abcdef")
 
@@ -77,7 +62,7 @@ type pauseFixture struct {
 	e     *agenttest.Evidence
 	store replay.Store
 	tasks *taskstore.InMemory
-	now   *clock
+	now   *agenttest.Clock
 	pc    *a2a1hop.Client
 }
 
@@ -85,7 +70,7 @@ func newPauseFixture(t *testing.T) *pauseFixture {
 	t.Helper()
 	f := &pauseFixture{ps: agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.COSE}),
 		e: agenttest.NewEvidence(t), store: replay.NewMemory(replay.MemoryOptions{}), tasks: taskstore.NewInMemory(nil),
-		now: &clock{t: time.Now()}}
+		now: agenttest.NewClock(time.Now())}
 	f.e.Now = f.now.Now
 	f.pc = newClient(t, f.ps[planner], false)
 	return f

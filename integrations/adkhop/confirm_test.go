@@ -2,7 +2,6 @@ package adkhop_test
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,32 +24,20 @@ import (
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // confirming is the delegate's side: the hop it received, with an evidence
 // package bound to its offer, and the sessions that outlive a restart.
 type confirming struct {
 	e        *agenttest.Evidence
 	in       *handoff.Received
 	sessions session.Service
-	now      *clock
+	now      *agenttest.Clock
 }
 
 func newConfirming(t *testing.T) *confirming {
 	t.Helper()
 	ctx := context.Background()
 	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.COSE})
-	c := &confirming{e: agenttest.NewEvidence(t), sessions: session.InMemoryService(), now: &clock{t: time.Now()}}
+	c := &confirming{e: agenttest.NewEvidence(t), sessions: session.InMemoryService(), now: agenttest.NewClock(time.Now())}
 	c.e.Now = c.now.Now
 	out, err := ps[planner].Agent.Offer(ctx, handoff.OfferParams{To: coder, Dialog: "case-1", TTL: time.Minute, Prepare: c.e.Prepare})
 	require.NoError(t, err)

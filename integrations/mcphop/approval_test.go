@@ -19,20 +19,6 @@ import (
 	hmcp "github.com/agentproto/handoff/integrations/mcphop"
 )
 
-// clock is a settable clock for the delegate, its guards and its request
-// states: the hop's timeout passes without a sleep.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 type refundArgs struct {
 	Operation string `json:"operation_id"`
 }
@@ -49,7 +35,7 @@ type pausing struct {
 
 var stateKey = []byte("0123456789abcdef0123456789abcdef")
 
-func newPausing(t *testing.T, p *agenttest.Party, store replay.Store, e *agenttest.Evidence, now *clock) *pausing {
+func newPausing(t *testing.T, p *agenttest.Party, store replay.Store, e *agenttest.Evidence, now *agenttest.Clock) *pausing {
 	t.Helper()
 	ag, err := handoff.NewAgent(handoff.Config{ID: p.ID, Signer: p.Signer, Trust: p.Trust, Store: store, Now: now.Now})
 	require.NoError(t, err)
@@ -130,14 +116,14 @@ type pauseFixture struct {
 	ps    map[handoff.AgentID]*agenttest.Party
 	e     *agenttest.Evidence
 	store replay.Store
-	now   *clock
+	now   *agenttest.Clock
 	cl    *hmcp.Client
 }
 
 func newPauseFixture(t *testing.T) *pauseFixture {
 	t.Helper()
 	f := &pauseFixture{ps: agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.COSE}),
-		e: agenttest.NewEvidence(t), store: replay.NewMemory(replay.MemoryOptions{}), now: &clock{t: time.Now()}}
+		e: agenttest.NewEvidence(t), store: replay.NewMemory(replay.MemoryOptions{}), now: agenttest.NewClock(time.Now())}
 	f.e.Now = f.now.Now
 	var err error
 	f.cl, err = hmcp.NewClient(hmcp.ClientConfig{Agent: f.ps[planner].Agent})
