@@ -236,7 +236,12 @@ func TestA2A03_Pause_NoAnswerUntilTimeout(t *testing.T) {
 	f.now.Add(2 * time.Minute) // past the offer's exp
 	m, err := a2a1hop.Answer(task, "approve", nil)
 	require.NoError(t, err)
-	_, _, _ = f.pc.Retransmit(context.Background(), cl, m, d.Hop) // refused, however
+	res, _, err := f.pc.Retransmit(context.Background(), cl, m, d.Hop)
+	require.NoError(t, err)
+	late, ok := res.(*a2a.Task)
+	require.True(t, ok, "%T", res)
+	require.Equal(t, a2a.TaskStateInputRequired, late.Status.State, "the late answer resumes nothing")
+	require.Contains(t, late.Status.Message.Parts[0].(a2a.TextPart).Text, "the offer expired")
 	require.Zero(t, r.refunds.Load(), "an unanswered refund ran")
 	require.EqualValues(t, 1, r.calls.Load())
 	require.Zero(t, f.approvals(t, d))
@@ -291,7 +296,7 @@ func TestA2A03_Pause_StateBoundToHop(t *testing.T) {
 	res, _, err := f.pc.Retransmit(context.Background(), cl, m, dB.Hop)
 	require.NoError(t, err)
 	require.Equal(t, a2a.TaskStateInputRequired, res.(*a2a.Task).Status.State)
-	require.Contains(t, res.(*a2a.Task).Status.Message.Parts[0].(a2a.TextPart).Text, "not bound to this hop")
+	require.Contains(t, res.(*a2a.Task).Status.Message.Parts[0].(a2a.TextPart).Text, "not this one")
 	require.Zero(t, r.refunds.Load())
 	require.Zero(t, f.approvals(t, dA)+f.approvals(t, dB))
 

@@ -232,6 +232,7 @@ func TestMCP_Pause_NoAnswerUntilTimeout(t *testing.T) {
 	d, paused := f.first(t, cs, "refund-INV-1042")
 	f.now.Add(2 * time.Minute) // past the offer's exp
 	res := f.retry(t, cs, d.Hop, "refund-INV-1042", paused.RequestState, "approve")
+	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, "the offer expired")
 	require.True(t, res.IsError)
 	require.False(t, res.NeedsInput())
 	require.Zero(t, srv.refunds.Load(), "an unanswered refund ran")
@@ -305,7 +306,7 @@ func TestMCP_Pause_StateBoundToHopAndOperation(t *testing.T) {
 
 	res := f.retry(t, cs, hopB.Hop, "refund-B", pausedA.RequestState, "approve")
 	require.True(t, res.IsError, "hop A's state on hop B")
-	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, "not bound to this hop")
+	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, "not this one")
 	altered := []byte(pausedA.RequestState)
 	altered[len(altered)-2] ^= 1
 	res = f.retry(t, cs, hopA.Hop, "refund-A", string(altered), "approve")

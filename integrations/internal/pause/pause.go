@@ -29,7 +29,7 @@ import (
 var (
 	// ErrState: the request state is not one this host sealed, or it is
 	// bound to another hop or operation, or it expired with the offer.
-	ErrState = errors.New("handoff: the approval's request state is not bound to this hop")
+	ErrState = errors.New("handoff: the approval's request state does not hold")
 	// ErrDeclined: the approver declined, or answered nothing usable; no
 	// approval is recorded and the action never runs.
 	ErrDeclined = errors.New("handoff: the approval was declined")
@@ -197,7 +197,7 @@ func Open(key []byte, state string, hop handoff.Digest, now time.Time) (Bound, e
 		return Bound{}, fmt.Errorf("%w: %v", ErrState, err)
 	}
 	if b.Hop != hop.String() {
-		return Bound{}, fmt.Errorf("%w: it is bound to hop %s", ErrState, b.Hop)
+		return Bound{}, fmt.Errorf("%w: it is bound to hop %s, not this one", ErrState, b.Hop)
 	}
 	if !now.Before(time.Unix(b.Exp, 0)) {
 		return Bound{}, fmt.Errorf("%w: the offer expired", ErrState)
