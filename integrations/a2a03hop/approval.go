@@ -54,6 +54,18 @@ type Approvals struct {
 	Operator func(context.Context, *a2asrv.RequestContext) string
 	// Now is the clock of the request states; nil means time.Now.
 	Now func() time.Time
+	// AuthRequired pauses with auth-required instead of input-required,
+	// for a host that asks for approvals so. It is still only a pause: the
+	// answer is taken as with input-required, and the guard decides.
+	AuthRequired bool
+}
+
+// pauseState is the task state a pause puts the task in.
+func (a *Approvals) pauseState() a2a.TaskState {
+	if a.AuthRequired {
+		return a2a.TaskStateAuthRequired
+	}
+	return a2a.TaskStateInputRequired
 }
 
 // ApprovalKey is the status message's metadata key of a pending approval:
@@ -111,7 +123,7 @@ func AskApproval(ctx context.Context, ec *a2asrv.RequestContext, err error) (a2a
 	pending["state"] = state
 	m.Metadata = map[string]any{ApprovalKey: pending}
 	m.Extensions = []string{ExtensionURI}
-	ev := a2a.NewStatusUpdateEvent(ec, a2a.TaskStateInputRequired, m)
+	ev := a2a.NewStatusUpdateEvent(ec, p.a.pauseState(), m)
 	ev.Final = true
 	return ev, true
 }
@@ -199,12 +211,12 @@ func (e *Executor) guarded(ctx context.Context, ec *a2asrv.RequestContext, in *h
 	return context.WithValue(ctx, keyPauser, &pauser{a: a, in: in}), nil
 }
 
-func refusedAnswer(ec *a2asrv.RequestContext, err error) a2a.Event {
+func refusedAnswer(ec *a2asrv.RequestContext, a *Approvals, err error) a2a.Event {
 	text := "approval refused: " + err.Error()
 	if errors.Is(err, pause.ErrDeclined) {
 		text = "approval declined"
 	}
-	return final(ec, a2a.TaskStateInputRequired, text, nil)
+	return final(ec, a.pauseState(), text, nil)
 }
 
 // pausedFor reports whether task paused for an approval on the hop whose

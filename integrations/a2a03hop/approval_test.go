@@ -104,6 +104,7 @@ type pauseFixture struct {
 	tasks *tasks
 	now   *agenttest.Clock
 	pc    *a2a1hop.Client
+	auth  bool // pause with auth-required
 }
 
 func newPauseFixture(t *testing.T) *pauseFixture {
@@ -127,7 +128,7 @@ func (f *pauseFixture) delegate(t *testing.T, op string) (*refunder, *a2aclient.
 	require.NoError(t, err)
 	r := &refunder{op: op}
 	exec, err := a2a1hop.NewExecutor(a2a1hop.ServerConfig{Agent: ag, Executor: r,
-		Approvals: &a2a1hop.Approvals{Key: stateKey, Guard: f.e.Guard, Now: f.now.Now}})
+		Approvals: &a2a1hop.Approvals{Key: stateKey, Guard: f.e.Guard, Now: f.now.Now, AuthRequired: f.auth}})
 	require.NoError(t, err)
 	srv := httptest.NewServer(a2a1hop.Authenticate(a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(exec, a2asrv.WithTaskStore(f.tasks))),
 		func(r *http.Request) (handoff.AgentID, bool) {
@@ -309,4 +310,31 @@ func TestA2A03_Pause_StateBoundToHop(t *testing.T) {
 	require.Zero(t, r.refunds.Load())
 	require.EqualValues(t, 2, r.calls.Load(), "the executor ran for another task's answer")
 	require.Zero(t, f.approvals(t, dA)+f.approvals(t, dB))
+}
+
+// A host that pauses with auth-required: the state authorizes nothing
+// (A2A 1.0, section 7.6.4). A follow-up on the task with the hop's Handoff
+// but no answer is a retransmission and resumes nothing; the answer does,
+// and the guard allows the refund once.
+func TestA2A03_Pause_AuthRequiredAuthorizesNothing(t *testing.T) {
+	f := newPauseFixture(t)
+	f.auth = true
+	r, cl := f.delegate(t, "refund-INV-1042")
+	d, err := f.pc.Send(context.Background(), cl, text("refund INV-1042"), f.offer())
+	require.NoError(t, err)
+	task := d.Result.(*a2a.Task)
+	require.Equal(t, a2a.TaskStateAuthRequired, task.Status.State)
+	_, ok := a2a1hop.PendingApproval(task.Status.Message)
+	require.True(t, ok)
+
+	m := text("authorized")
+	m.TaskID, m.ContextID = task.ID, task.ContextID
+	_, _, err = f.pc.Retransmit(context.Background(), cl, m, d.Hop)
+	require.NoError(t, err)
+	require.Zero(t, r.refunds.Load(), "auth-required alone authorized the refund")
+	require.EqualValues(t, 1, r.calls.Load())
+
+	got := f.answer(t, cl, d, task, "approve")
+	require.Equal(t, a2a.TaskStateCompleted, got.Status.State)
+	require.EqualValues(t, 1, r.refunds.Load())
 }

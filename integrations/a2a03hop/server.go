@@ -351,7 +351,7 @@ func (e *Executor) run(ctx context.Context, reqCtx *a2asrv.RequestContext, q eve
 	hop := in.Offer().Hop
 	gctx, err := e.guarded(ctx, reqCtx, in)
 	if err != nil {
-		return q.Write(ctx, refusedAnswer(reqCtx, err)) // the executor does not run
+		return q.Write(ctx, refusedAnswer(reqCtx, e.cfg.Approvals, err)) // the executor does not run
 	}
 	if err := q.Write(ctx, working); err != nil {
 		return err

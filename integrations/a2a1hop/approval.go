@@ -55,6 +55,12 @@ type Approvals struct {
 	Now func() time.Time
 }
 
+// pauseState is the task state a pause puts the task in. Not
+// TASK_STATE_AUTH_REQUIRED: a2a-go/v2 answers a blocking send at it while
+// the execution goes on, waiting for an authorization out of band, so no
+// message on the task can carry the answer.
+func (a *Approvals) pauseState() a2a.TaskState { return a2a.TaskStateInputRequired }
+
 // ApprovalKey is the status message's metadata key of a pending approval:
 // action, owner, hop (the offer's handoff digest), operation_id,
 // idempotency_key, item, and state, the request state to answer with.
@@ -110,7 +116,7 @@ func AskApproval(ctx context.Context, ec *a2asrv.ExecutorContext, err error) (a2
 	pending["state"] = state
 	m.Metadata = map[string]any{ApprovalKey: pending}
 	m.Extensions = []string{ExtensionURI}
-	return a2a.NewStatusUpdateEvent(ec, a2a.TaskStateInputRequired, m), true
+	return a2a.NewStatusUpdateEvent(ec, p.a.pauseState(), m), true
 }
 
 // PendingApproval returns the pending approval a status message of
@@ -196,12 +202,12 @@ func (e *Executor) guarded(ctx context.Context, ec *a2asrv.ExecutorContext, in *
 	return context.WithValue(ctx, keyPauser, &pauser{a: a, in: in}), nil
 }
 
-func refusedAnswer(ec *a2asrv.ExecutorContext, err error) a2a.Event {
+func refusedAnswer(ec *a2asrv.ExecutorContext, a *Approvals, err error) a2a.Event {
 	text := "approval refused: " + err.Error()
 	if errors.Is(err, pause.ErrDeclined) {
 		text = "approval declined"
 	}
-	return state(ec, a2a.TaskStateInputRequired, text, nil)
+	return state(ec, a.pauseState(), text, nil)
 }
 
 // pausedFor reports whether task paused for an approval on the hop whose

@@ -298,3 +298,26 @@ func TestA2A1_Pause_SignedApproval(t *testing.T) {
 	}
 	require.Equal(t, 2, signed, "both statements recorded as signed; only the matching one used")
 }
+
+// A follow-up on the paused task with the hop's Handoff but no answer is
+// a retransmission: it gets the last status, the task keeps
+// TASK_STATE_INPUT_REQUIRED and nothing runs; the answer then resumes the
+// work. The task's state alone authorizes nothing (A2A 1.0, section 7.6.4).
+func TestA2A1_Pause_FollowUpWithoutAnswer(t *testing.T) {
+	f := newPauseFixture(t)
+	r, cl := f.delegate(t, "refund-INV-1042")
+	d, task := f.first(t, cl)
+	m := text("authorized")
+	m.TaskID, m.ContextID = task.ID, task.ContextID
+	res, _, err := f.pc.Retransmit(context.Background(), cl, m, d.Hop)
+	require.NoError(t, err)
+	got, ok := res.(*a2a.Task)
+	require.True(t, ok, "%T", res)
+	require.Equal(t, a2a.TaskStateInputRequired, got.Status.State, "the task is not failed by a retransmission")
+	require.Zero(t, r.refunds.Load(), "a message without the answer authorized the refund")
+	require.EqualValues(t, 1, r.calls.Load())
+
+	got = f.answer(t, cl, d, task, "approve")
+	require.Equal(t, a2a.TaskStateCompleted, got.Status.State)
+	require.EqualValues(t, 1, r.refunds.Load())
+}

@@ -335,6 +335,12 @@ func (e *Executor) serve(ctx context.Context, ec *a2asrv.ExecutorContext, in *ha
 		// Never processed again (HC-38): answer with what was sent before.
 		if last, ok := in.LastStatus(); ok {
 			e.sent(ctx, hop, last)
+			if ec.StoredTask != nil {
+				// A message on a task that exists (a paused one): the task
+				// keeps its state; A2A 1.0 takes no Message reply there.
+				yield(a2a.NewStatusUpdateEvent(ec, ec.StoredTask.Status.State, reply(ec, "retransmission: last status resent", &last)), nil)
+				return
+			}
 			yield(reply(ec, "retransmission: last status resent", &last), nil)
 			return
 		}
@@ -402,7 +408,7 @@ func (e *Executor) run(ctx context.Context, ec *a2asrv.ExecutorContext, in *hand
 	hop := in.Offer().Hop
 	gctx, err := e.guarded(ctx, ec, in)
 	if err != nil {
-		yield(refusedAnswer(ec, err), nil) // the executor does not run
+		yield(refusedAnswer(ec, e.cfg.Approvals, err), nil) // the executor does not run
 		return
 	}
 	if !yield(working, nil) {
