@@ -63,9 +63,9 @@ type Approvals struct {
 const ApprovalInput = "handoff.approval"
 
 // ApprovalMetaKey is the key, in the elicitation's _meta, of the pending
-// approval (under the draft's _meta prefix): action, owner, hop (the offer's handoff digest), operation_id,
+// approval (the draft's _meta key and "-approval", a valid MCP _meta name): action, owner, hop (the offer's handoff digest), operation_id,
 // idempotency_key, item.
-const ApprovalMetaKey = MetaKey + "/approval"
+const ApprovalMetaKey = MetaKey + "-approval"
 
 // ErrApprovalState is the error of a retried call whose request state this
 // server did not seal for the call's hop, or that expired: the tool does
