@@ -63,8 +63,9 @@ type Approvals struct {
 const ApprovalInput = "handoff.approval"
 
 // ApprovalMetaKey is the key, in the elicitation's _meta, of the pending
-// approval (the draft's _meta key and "-approval", a valid MCP _meta name): action, owner, hop (the offer's handoff digest), operation_id,
-// idempotency_key, item.
+// approval: action, owner, hop (the offer's handoff digest), operation_id,
+// idempotency_key, item. It is the draft's _meta key with "-approval", a
+// prefix and one name, as MCP's _meta keys are.
 const ApprovalMetaKey = MetaKey + "-approval"
 
 // ErrApprovalState is the error of a retried call whose request state this
