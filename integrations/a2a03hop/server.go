@@ -37,6 +37,12 @@
 // ErrForeignCancel before it is verified, and the task goes on. Authenticate
 // (or WithPeer) names the caller the transport authenticated.
 //
+// With ServerConfig.Approvals, a must-ask action of the hop's evidence
+// guard pauses the task in input-required for its owner's approval
+// (AskApproval), and the answer on the same task resumes it (Answer); an
+// auth-required state, like input-required, authorizes nothing: the guard
+// decides. See Approvals.
+//
 // # Delegator (client)
 //
 // A Client is an a2aclient.CallInterceptor: it attaches the Handoff that
@@ -118,6 +124,10 @@ type ServerConfig struct {
 	OnReceive func(context.Context, *handoff.Received)
 	// Observe records spans and counters; nil records nothing.
 	Observe *observe.Recorder
+	// Approvals, when set, gives every accepted hop's executor its
+	// evidence guard and pauses a must-ask action for its owner's approval
+	// with input-required (AskApproval); nil leaves both to the executor.
+	Approvals *Approvals
 }
 
 // Executor is the wrapping a2asrv.AgentExecutor.
@@ -145,6 +155,9 @@ var _ a2asrv.AgentExecutor = (*Executor)(nil)
 func NewExecutor(cfg ServerConfig) (*Executor, error) {
 	if cfg.Agent == nil || cfg.Executor == nil {
 		return nil, fmt.Errorf("%w: ServerConfig.Agent and ServerConfig.Executor are required", handoff.ErrConfig)
+	}
+	if err := cfg.Approvals.validate(); err != nil {
+		return nil, err
 	}
 	return &Executor{cfg: cfg}, nil
 }
@@ -273,6 +286,10 @@ func (e *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 
 	switch {
 	case in.Retransmission():
+		// The answer to a pause of the hop's work resumes it (Approvals).
+		if accepted, ok := e.resumable(reqCtx, in); ok {
+			return e.run(ctx, reqCtx, q, in, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, reply(reqCtx, "resumed", &accepted)))
+		}
 		// Never processed again (HC-38): answer with what was sent before.
 		if last, ok := in.LastStatus(); ok {
 			e.sent(ctx, hop, last)
@@ -325,11 +342,21 @@ func (e *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 	if b, ok := binding.Of(in); ok {
 		e.tasks.Bind(reqCtx.TaskID, b) // only its delegator's "canceled" cancels this task
 	}
-	ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, reply(reqCtx, "accepted", &st))
-	if err := q.Write(ctx, ev); err != nil {
+	return e.run(ctx, reqCtx, q, in, a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateWorking, reply(reqCtx, "accepted", &st)))
+}
+
+// run writes working, which carries the hop's "accepted", and runs the
+// wrapped executor of an accepted or resumed hop.
+func (e *Executor) run(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, in *handoff.Received, working a2a.Event) error {
+	hop := in.Offer().Hop
+	gctx, err := e.guarded(ctx, reqCtx, in)
+	if err != nil {
+		return q.Write(ctx, refusedAnswer(reqCtx, e.cfg.Approvals, err)) // the executor does not run
+	}
+	if err := q.Write(ctx, working); err != nil {
 		return err
 	}
-	wctx, box, done := e.running.Start(context.WithValue(ctx, keyReceived, in), in)
+	wctx, box, done := e.running.Start(context.WithValue(gctx, keyReceived, in), in)
 	defer done()
 	wctx = context.WithValue(wctx, keyOutcome, box)
 	return e.cfg.Executor.Execute(wctx, reqCtx, &queue{Queue: q, e: e, in: in, hop: hop, box: box, reqCtx: reqCtx})

@@ -35,6 +35,11 @@
 //     TASK_STATE_AUTH_REQUIRED authorize anything by itself, and neither
 //     does the handoff.
 //
+// With ServerConfig.Approvals, a must-ask action of the hop's evidence
+// guard pauses the task in TASK_STATE_INPUT_REQUIRED for its owner's
+// approval (AskApproval), and the answer on the same task resumes it
+// (Answer); see Approvals.
+//
 // A Cancel Task request whose metadata carries the delegator's signed
 // "canceled" is handed to Agent.HandleStatus before the wrapped executor's
 // Cancel (HC-28, HC-66). It must name the hop the task runs, signed by that
@@ -140,6 +145,11 @@ type ServerConfig struct {
 	OnReceive func(context.Context, *handoff.Received)
 	// Observe records spans and counters; nil records nothing.
 	Observe *observe.Recorder
+	// Approvals, when set, gives every accepted hop's executor its
+	// evidence guard and pauses a must-ask action for its owner's approval
+	// with TASK_STATE_INPUT_REQUIRED (AskApproval); nil leaves both to the
+	// executor.
+	Approvals *Approvals
 }
 
 // Executor is the wrapping a2asrv.AgentExecutor.
@@ -167,6 +177,9 @@ var _ a2asrv.AgentExecutor = (*Executor)(nil)
 func NewExecutor(cfg ServerConfig) (*Executor, error) {
 	if cfg.Agent == nil || cfg.Executor == nil {
 		return nil, fmt.Errorf("%w: ServerConfig.Agent and ServerConfig.Executor are required", handoff.ErrConfig)
+	}
+	if err := cfg.Approvals.validate(); err != nil {
+		return nil, err
 	}
 	return &Executor{cfg: cfg}, nil
 }
@@ -314,9 +327,20 @@ func (e *Executor) serve(ctx context.Context, ec *a2asrv.ExecutorContext, in *ha
 	fail := func(err error) { yield(nil, err) }
 	switch {
 	case in.Retransmission():
+		// The answer to a pause of the hop's work resumes it (Approvals).
+		if accepted, ok := e.resumable(ec, in); ok {
+			e.run(ctx, ec, in, state(ec, a2a.TaskStateWorking, "resumed", &accepted), yield)
+			return
+		}
 		// Never processed again (HC-38): answer with what was sent before.
 		if last, ok := in.LastStatus(); ok {
 			e.sent(ctx, hop, last)
+			if ec.StoredTask != nil {
+				// A message on a task that exists (a paused one): the task
+				// keeps its state; A2A 1.0 takes no Message reply there.
+				yield(a2a.NewStatusUpdateEvent(ec, ec.StoredTask.Status.State, reply(ec, "retransmission: last status resent", &last)), nil)
+				return
+			}
 			yield(reply(ec, "retransmission: last status resent", &last), nil)
 			return
 		}
@@ -375,7 +399,18 @@ func (e *Executor) serve(ctx context.Context, ec *a2asrv.ExecutorContext, in *ha
 	if b, ok := binding.Of(in); ok {
 		e.tasks.Bind(ec.TaskID, b) // only its delegator's "canceled" cancels this task
 	}
-	working := state(ec, a2a.TaskStateWorking, "accepted", &st)
+	e.run(ctx, ec, in, state(ec, a2a.TaskStateWorking, "accepted", &st), yield)
+}
+
+// run yields working, which carries the hop's "accepted", and runs the
+// wrapped executor of an accepted or resumed hop.
+func (e *Executor) run(ctx context.Context, ec *a2asrv.ExecutorContext, in *handoff.Received, working a2a.Event, yield func(a2a.Event, error) bool) {
+	hop := in.Offer().Hop
+	gctx, err := e.guarded(ctx, ec, in)
+	if err != nil {
+		yield(refusedAnswer(ec, e.cfg.Approvals, err), nil) // the executor does not run
+		return
+	}
 	if !yield(working, nil) {
 		return
 	}
@@ -384,7 +419,7 @@ func (e *Executor) serve(ctx context.Context, ec *a2asrv.ExecutorContext, in *ha
 		// The task exists now: the wrapped executor does not make another.
 		inner.StoredTask = t
 	}
-	wctx, box, done := e.running.Start(context.WithValue(ctx, keyReceived, in), in)
+	wctx, box, done := e.running.Start(context.WithValue(gctx, keyReceived, in), in)
 	defer done()
 	wctx = context.WithValue(wctx, keyOutcome, box)
 	s := &signer{e: e, in: in, hop: hop, box: box, ec: ec}

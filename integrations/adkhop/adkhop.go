@@ -16,12 +16,28 @@
 //     refused call never runs the tool, and the model is told why. The
 //     agent is served with a2a1hop.NewExecutor around ADK's A2A executor
 //     (server/adka2a/v2), which runs only for an accepted offer.
+//
+// With GuardConfig.Confirm, a must-ask call pauses in ADK's own terms,
+// with tool confirmation: the before-tool callback asks for it
+// (agent.Context.RequestConfirmation) with the pending approval (action,
+// owner, hop, operation) as its payload, and the tool does not run. When
+// the user answers the "adk_request_confirmation" call and ADK runs the
+// original call again with the answer (agent.Context.ToolConfirmation), a
+// confirmation records the approval in the guard's authority ledger
+// (evidence.Guard.ApproveLocal under GuardConfig.Operator, or
+// ApproveSigned for a signed approval in the payload's "approval") and the
+// guard, asked again, allows the call once; a refusal records nothing and
+// the tool never runs. The confirmation only records an approval: the
+// guard decides. ADK binds the answer to the call it confirms (the
+// function call id, in the session); the guard binds the approval to its
+// hop and the call's operation.
 package adkhop
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
@@ -36,6 +52,7 @@ import (
 	"github.com/agentproto/handoff/evidence"
 
 	"github.com/agentproto/handoff/integrations/a2a1hop"
+	"github.com/agentproto/handoff/integrations/internal/pause"
 )
 
 // RemoteConfig configures the offers of a remote A2A agent.
@@ -129,7 +146,26 @@ type GuardConfig struct {
 	Call func(ctx agent.Context, t tool.Tool, args map[string]any) evidence.Call
 	// OnRefused, when set, is called with every refused call's error.
 	OnRefused func(ctx agent.Context, t tool.Tool, err error)
+	// Confirm pauses a must-ask call the guard refuses for want of its
+	// approval with ADK's tool confirmation (see the package's doc); false
+	// refuses it with the guard's evidence.ErrApprovalRequired.
+	Confirm bool
+	// Operator names the operator a confirmation is recorded under, as a
+	// local approval (evidence.Guard.ApproveLocal): who the host
+	// authenticated as the session's user. Nil means "adk-user:" and the
+	// session's UserID; an empty name records nothing.
+	Operator func(ctx agent.Context) string
 }
+
+// ErrApprovalDeclined is the refusal of a must-ask call whose tool
+// confirmation the user declined: nothing is recorded, the tool does not
+// run.
+var ErrApprovalDeclined = pause.ErrDeclined
+
+// ConfirmationHint is the hint of the tool confirmation a must-ask call
+// asks for; its payload is the pending approval: action, owner, hop (the
+// offer's handoff digest), operation_id, idempotency_key, item.
+const ConfirmationHint = "handoff: the owner must approve this action"
 
 // WithGuard returns a context whose tool calls the plugin checks against g
 // (evidence.ContextWithGuard): set it where the hop's run starts, for
@@ -160,6 +196,9 @@ func NewPlugin(cfg GuardConfig) (*plugin.Plugin, error) {
 	if cfg.Call == nil {
 		cfg.Call = DefaultCall
 	}
+	if cfg.Operator == nil {
+		cfg.Operator = func(ctx agent.Context) string { return "adk-user:" + ctx.UserID() }
+	}
 	return plugin.New(plugin.Config{
 		Name: cfg.Name,
 		BeforeToolCallback: func(ctx agent.Context, t tool.Tool, args map[string]any) (map[string]any, error) {
@@ -168,7 +207,14 @@ func NewPlugin(cfg GuardConfig) (*plugin.Plugin, error) {
 			if !ok {
 				err = fmt.Errorf("%w: %q", ErrNoGuard, t.Name())
 			} else {
-				err = g.Authorize(ctx, cfg.Call(ctx, t, args))
+				call := cfg.Call(ctx, t, args)
+				err = g.Authorize(ctx, call)
+				if req, ok := pause.Requested(err); ok && cfg.Confirm {
+					var paused map[string]any
+					if paused, err = confirm(ctx, g, cfg, req, call); paused != nil {
+						return paused, nil // the tool does not run; the user is asked
+					}
+				}
 			}
 			if err != nil {
 				if cfg.OnRefused != nil {
@@ -198,4 +244,29 @@ func DefaultCall(ctx agent.Context, t tool.Tool, args map[string]any) evidence.C
 		c.IdempotencyKey = v
 	}
 	return c
+}
+
+// confirm is the tool confirmation of a must-ask call the guard refused
+// for want of approval: with no answer yet it asks for one and returns the
+// tool's response meanwhile; with an answer it records a confirmation in
+// the ledger and asks the guard again, or refuses a declined one.
+func confirm(ctx agent.Context, g *evidence.Guard, cfg GuardConfig, req evidence.ApprovalRequest, call evidence.Call) (map[string]any, error) {
+	tc := ctx.ToolConfirmation()
+	if tc == nil {
+		pending := pause.Of(req).Map()
+		if err := ctx.RequestConfirmation(ConfirmationHint, pending); err != nil {
+			return nil, err
+		}
+		return map[string]any{"status": "awaiting approval", "approval": pending}, nil
+	}
+	ans := pause.Answer{Approve: tc.Confirmed}
+	if p, ok := tc.Payload.(map[string]any); ok && tc.Confirmed {
+		if s, ok := p["approval"].(string); ok && s != "" {
+			ans.Signed = []byte(s)
+		}
+	}
+	if err := pause.Record(ctx, g, pause.BoundOf(req, g.Hop(), time.Time{}), ans, cfg.Operator(ctx)); err != nil {
+		return nil, err
+	}
+	return nil, g.Authorize(ctx, call) // the guard decides, once
 }

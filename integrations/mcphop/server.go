@@ -35,6 +35,11 @@
 // signed or not, before a middleware sees it: MCP cancellation is the
 // transport's, and the hop's state is the handoff's.
 //
+// With ServerConfig.Approvals, a must-ask action of the hop's evidence
+// guard pauses the call with an MCP input request for its owner's approval
+// (AskApproval), and the retried call with the answer resumes it; see
+// Approvals.
+//
 // # Delegator (client)
 //
 // A Client adds a sending middleware (Client.Middleware) that attaches the
@@ -120,6 +125,10 @@ type ServerConfig struct {
 	OnReceive func(context.Context, *handoff.Received)
 	// Observe records spans and counters; nil records nothing.
 	Observe *observe.Recorder
+	// Approvals, when set, gives every accepted hop's tool its evidence
+	// guard and pauses a must-ask action for its owner's approval with an
+	// MCP input request (AskApproval); nil leaves both to the tool.
+	Approvals *Approvals
 }
 
 type ctxKey int
@@ -178,6 +187,9 @@ func Report(ctx context.Context, o Outcome) bool {
 func Server(cfg ServerConfig) (mcp.Middleware, error) {
 	if cfg.Agent == nil {
 		return nil, fmt.Errorf("%w: ServerConfig.Agent is required", handoff.ErrConfig)
+	}
+	if err := cfg.Approvals.validate(); err != nil {
+		return nil, err
 	}
 	s := &server{cfg: cfg, tools: map[string]bool{}}
 	for _, t := range cfg.Tools {
@@ -258,6 +270,10 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 
 	switch {
 	case in.Retransmission():
+		// The answer to a pause of the hop's work resumes it (Approvals).
+		if accepted, ok := s.resumable(r, in); ok {
+			return s.run(ctx, r, in, accepted, next)
+		}
 		// Never processed again (HC-38): answer with what was sent before.
 		if last, ok := in.LastStatus(); ok {
 			s.sent(ctx, hop, last)
@@ -320,6 +336,17 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 			}(r.Session)
 		}
 	}
+	return s.run(ctx, r, in, accepted, next)
+}
+
+// run runs the tool of an accepted hop, whose "accepted" was sent, and
+// answers with the status its outcome asks for.
+func (s *server) run(ctx context.Context, r *mcp.CallToolRequest, in *handoff.Received, accepted handoff.Signed, next mcp.MethodHandler) (mcp.Result, error) {
+	hop := in.Offer().Hop
+	ctx, err := s.guarded(ctx, r, in)
+	if err != nil {
+		return refusedAnswer(err, accepted), nil // the tool does not run
+	}
 	hctx, box, done := s.running.Start(context.WithValue(ctx, keyReceived, in), in)
 	res, herr := next(context.WithValue(hctx, keyOutcome, box), methodCallTool, r)
 	done()
@@ -329,6 +356,15 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 		return res, herr
 	}
 	ctr, _ := res.(*mcp.CallToolResult)
+	if ctr != nil && ctr.InputRequests != nil {
+		// The work paused for input (AskApproval): the hop stays
+		// "accepted" until the retried call resumes it.
+		if ctr.Meta == nil {
+			ctr.Meta = mcp.Meta{}
+		}
+		carry.AttachStatus(ctr.Meta, accepted)
+		return ctr, nil
+	}
 	otherwise := hopwork.Outcome{Effect: handoff.EffectFull}
 	if ctr != nil && ctr.IsError {
 		otherwise.Effect = handoff.EffectUnknown

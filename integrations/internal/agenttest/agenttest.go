@@ -21,6 +21,8 @@ type Party struct {
 	ID     handoff.AgentID
 	Signer *handoff.Signer
 	Agent  *handoff.Agent
+	// Trust trusts every party of the same New.
+	Trust *handoff.Trust
 }
 
 // Spec names an agent and the signed form it uses.
@@ -54,6 +56,7 @@ func New(tb testing.TB, specs ...Spec) map[handoff.AgentID]*Party {
 	}
 	for _, s := range specs {
 		p := out[s.ID]
+		p.Trust = trust
 		if p.Agent, err = handoff.NewAgent(handoff.Config{ID: p.ID, Signer: p.Signer, Trust: trust, Chain: s.Chain}); err != nil {
 			tb.Fatal(err)
 		}

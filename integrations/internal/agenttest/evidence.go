@@ -1,0 +1,147 @@
+package agenttest
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/evidence"
+	"github.com/agentproto/handoff/evidence/authority"
+)
+
+// Approval names of the package Evidence builds: ledger_read allowed,
+// refund_issue must ask (approved by Owner), card_charge denied.
+const (
+	Allowed = "ledger_read"
+	MustAsk = "refund_issue"
+	Denied  = "card_charge"
+	Owner   = "finance-lead"
+)
+
+var ledgerOctets = []byte(`{"invoice":"INV-1042","status":"paid"}`)
+
+const ledgerLoc = "urn:shop:ledger:INV-1042"
+
+// Evidence builds, for every offer made with its Prepare, an evidence
+// package bound to that offer, and checks it again on the delegate's side
+// (Guard) into a guard over a ledger shared by every guard built from it:
+// a delegate restarted between two calls builds a new guard over the same
+// ledger. It is safe for concurrent use.
+type Evidence struct {
+	tb     testing.TB
+	Ledger authority.Ledger
+	// Trust verifies signed approvals; nil refuses them.
+	Trust *handoff.Trust
+	Now   func() time.Time
+
+	mu   sync.Mutex
+	pkgs map[handoff.HopID][]byte
+}
+
+// NewEvidence returns an Evidence over a fresh memory ledger.
+func NewEvidence(tb testing.TB) *Evidence {
+	return &Evidence{tb: tb, Ledger: authority.NewMemory(), pkgs: map[handoff.HopID][]byte{}}
+}
+
+// Prepare is OfferParams.Prepare: it binds a package to the offer o and
+// names it in the offer's refs.
+func (e *Evidence) Prepare(o *handoff.Offer) error {
+	now := o.Iat.Std()
+	ref := evidence.RefToWire(handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.SHA256(ledgerOctets), Loc: ledgerLoc})
+	pkg := evidence.Package{
+		Sender: evidence.Party{Role: "triage"}, Receiver: evidence.Party{Role: "payments"},
+		Control:      evidence.SpecialistReturnsResult,
+		Outcome:      evidence.Outcome{Result: "refund INV-1042", DoneWhen: "the refund is settled"},
+		Authority:    evidence.Authority{Allowed: []string{Allowed}, MustAsk: []string{MustAsk}, Denied: []string{Denied}},
+		State:        []evidence.StateClaim{{System: "ledger", State: "INV-1042 paid", AsOf: now.Add(-time.Second), Evidence: []string{"ledger"}}},
+		Artifacts:    []evidence.Artifact{{ID: "ledger", Ref: ref, Proves: "INV-1042 is paid"}},
+		Pending:      []evidence.Pending{{Kind: evidence.PendingApproval, Item: "refund", Action: MustAsk, Owner: Owner}},
+		Next:         evidence.NextAction{Action: Allowed, Description: "read INV-1042"},
+		Verification: evidence.Verification{Check: "ledger_read answers for INV-1042"},
+		Rollback:     evidence.Rollback{Method: "void the refund"},
+		Timeouts:     []evidence.Timeout{{Condition: "no approval before the offer expires", Owner: "triage", At: o.Exp.Std()}},
+	}
+	built, err := evidence.NewBuilder(pkg).Build(evidence.BindingOf(o), evidence.BuildOptions{})
+	if err != nil {
+		return err
+	}
+	o.Refs = append(o.Refs, built.Ref)
+	e.mu.Lock()
+	e.pkgs[o.Hop] = built.Encoded
+	e.mu.Unlock()
+	return nil
+}
+
+// Guard checks the package delivered with in's offer and returns the
+// guard of its hop, over the shared ledger.
+func (e *Evidence) Guard(ctx context.Context, in *handoff.Received) (*evidence.Guard, error) {
+	e.mu.Lock()
+	pkg := e.pkgs[in.Offer().Hop]
+	e.mu.Unlock()
+	rep, err := evidence.CheckReceived(ctx, in, evidence.Delivered{Package: pkg}, evidence.CheckConfig{Now: e.Now,
+		Artifacts: handoff.RefsByLoc(map[string]handoff.RefObject{ledgerLoc: {Octets: ledgerOctets}})})
+	if err != nil {
+		return nil, err
+	}
+	if !rep.Acceptable() {
+		e.tb.Errorf("the package did not pass: %v", rep.Findings())
+	}
+	return evidence.NewGuard(ctx, rep, evidence.GuardConfig{Ledger: e.Ledger, Trust: e.Trust, Now: e.Now})
+}
+
+// SignedApprovals gives the owner of the package's pending approval a key
+// the guards' Trust binds to it, and returns the owner's signer of
+// approval statements for one operation on a hop, valid for a minute.
+func (e *Evidence) SignedApprovals() func(hop handoff.Digest, op string) []byte {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	sg, err := handoff.NewSigner(key, handoff.JWS, nil)
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	if e.Trust, err = handoff.NewTrust(map[handoff.AgentID][]handoff.TrustedKey{Owner: {sg.Key()}}); err != nil {
+		e.tb.Fatal(err)
+	}
+	return func(hop handoff.Digest, op string) []byte {
+		now := time.Now()
+		if e.Now != nil {
+			now = e.Now()
+		}
+		signed, err := evidence.SignApproval(evidence.ApprovalStatement{Hop: hop.String(), Action: MustAsk, OperationID: op,
+			Approver: Owner, Iat: now.Add(-time.Second).Unix(), Exp: now.Add(time.Minute).Unix()}, key, "ES256")
+		if err != nil {
+			e.tb.Fatal(err)
+		}
+		return signed
+	}
+}
+
+// Clock is a settable clock: a hop's timeout passes without a sleep.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a clock at t.
+func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Add moves the clock on by d.
+func (c *Clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}

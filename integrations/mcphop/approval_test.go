@@ -1,0 +1,387 @@
+package mcphop_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/evidence"
+	"github.com/agentproto/handoff/evidence/authority"
+	"github.com/agentproto/handoff/replay"
+
+	"github.com/agentproto/handoff/integrations/internal/agenttest"
+	hmcp "github.com/agentproto/handoff/integrations/mcphop"
+)
+
+type refundArgs struct {
+	Operation string `json:"operation_id"`
+}
+
+// pausing is one life of the delegate: an MCP server whose "refund" tool
+// asks the hop's evidence guard before the must-ask refund, and pauses
+// for its owner's approval when the guard asks for one. A restart is a
+// new pausing over the same replay store, ledger and sealing key.
+type pausing struct {
+	server  *mcp.Server
+	refunds atomic.Int32 // the refund's invocations: the action ran
+	calls   atomic.Int32 // the tool's invocations
+}
+
+var stateKey = []byte("0123456789abcdef0123456789abcdef")
+
+func newPausing(t *testing.T, p *agenttest.Party, store replay.Store, e *agenttest.Evidence, now *agenttest.Clock) *pausing {
+	t.Helper()
+	ag, err := handoff.NewAgent(handoff.Config{ID: p.ID, Signer: p.Signer, Trust: p.Trust, Store: store, Now: now.Now})
+	require.NoError(t, err)
+	mw, err := hmcp.Server(hmcp.ServerConfig{Agent: ag,
+		Peer:      func(*mcp.CallToolRequest) handoff.AgentID { return planner },
+		Approvals: &hmcp.Approvals{Key: stateKey, Guard: e.Guard, Now: now.Now},
+	})
+	require.NoError(t, err)
+	d := &pausing{server: mcp.NewServer(&mcp.Implementation{Name: "coder", Version: "v1"}, nil)}
+	d.server.AddReceivingMiddleware(mw)
+	mcp.AddTool(d.server, &mcp.Tool{Name: "refund"}, func(ctx context.Context, req *mcp.CallToolRequest, a refundArgs) (*mcp.CallToolResult, any, error) {
+		d.calls.Add(1)
+		in, _ := hmcp.FromContext(ctx)
+		g := evidence.GuardFromContext(ctx)
+		err := g.Authorize(ctx, evidence.Call{Hop: in.Digest(), Action: agenttest.MustAsk, OperationID: a.Operation})
+		if res, ok := hmcp.AskApproval(ctx, err); ok {
+			return res, nil, nil // paused for the owner's approval
+		}
+		if err != nil {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil, nil
+		}
+		d.refunds.Add(1)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "refunded"}}}, nil, nil
+	})
+	return d
+}
+
+// approver is the scripted approver: the client's elicitation handler.
+type approver struct {
+	decision string // "approve", "deny", or "" to cancel
+	asked    atomic.Int32
+	mu       sync.Mutex
+	pending  []map[string]any
+}
+
+func (a *approver) handle(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	a.asked.Add(1)
+	p, ok := hmcp.PendingApproval(r.Params)
+	if ok {
+		a.mu.Lock()
+		a.pending = append(a.pending, p)
+		a.mu.Unlock()
+	}
+	if a.decision == "" {
+		return &mcp.ElicitResult{Action: "cancel"}, nil
+	}
+	return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": a.decision}}, nil
+}
+
+// dial connects the delegator's client to srv; a nil approver disables the
+// SDK's multi-round-trip handling, for the test to retry by hand.
+func dial(t *testing.T, c *hmcp.Client, srv *mcp.Server, a *approver) *mcp.ClientSession {
+	t.Helper()
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { ss.Close() })
+	opts := &mcp.ClientOptions{}
+	if a != nil {
+		opts.ElicitationHandler = a.handle
+	} else {
+		opts.MultiRoundTrip = &mcp.MultiRoundTripOptions{Disabled: true}
+	}
+	cl := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "v1"}, opts)
+	cl.AddSendingMiddleware(c.Middleware())
+	cs, err := cl.Connect(ctx, c.Transport(ct), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func refund(op string) *mcp.CallToolParams {
+	return &mcp.CallToolParams{Name: "refund", Arguments: refundArgs{Operation: op}}
+}
+
+type pauseFixture struct {
+	ps    map[handoff.AgentID]*agenttest.Party
+	e     *agenttest.Evidence
+	store replay.Store
+	now   *agenttest.Clock
+	cl    *hmcp.Client
+}
+
+func newPauseFixture(t *testing.T) *pauseFixture {
+	t.Helper()
+	f := &pauseFixture{ps: agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.COSE}),
+		e: agenttest.NewEvidence(t), store: replay.NewMemory(replay.MemoryOptions{}), now: agenttest.NewClock(time.Now())}
+	f.e.Now = f.now.Now
+	var err error
+	f.cl, err = hmcp.NewClient(hmcp.ClientConfig{Agent: f.ps[planner].Agent})
+	require.NoError(t, err)
+	return f
+}
+
+func (f *pauseFixture) offer() handoff.OfferParams {
+	return handoff.OfferParams{To: coder, Dialog: dialog, Task: "refund-INV-1042", TTL: time.Minute, Prepare: f.e.Prepare}
+}
+
+// first sends the offer with a call the tool pauses: it returns the hop
+// and the input-required result.
+func (f *pauseFixture) first(t *testing.T, cs *mcp.ClientSession, op string) (*hmcp.Delivery, *mcp.CallToolResult) {
+	t.Helper()
+	d, err := f.cl.Call(context.Background(), cs, refund(op), f.offer())
+	require.NoError(t, err)
+	require.True(t, d.Result.NeedsInput(), "the must-ask refund paused the call")
+	require.Contains(t, d.Result.InputRequests, hmcp.ApprovalInput)
+	require.NotEmpty(t, d.Result.RequestState)
+	require.Equal(t, handoff.Accepted, d.State, "the paused hop is \"accepted\"")
+	return d, d.Result
+}
+
+// retry sends the hop's identical Handoff again with the answer and the
+// request state, as the SDK's multi-round-trip retry does.
+func (f *pauseFixture) retry(t *testing.T, cs *mcp.ClientSession, hop handoff.HopID, op, state, decision string) *mcp.CallToolResult {
+	t.Helper()
+	p := refund(op)
+	p.RequestState = state
+	p.InputResponses = mcp.InputResponseMap{hmcp.ApprovalInput: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": decision}}}
+	res, _, err := f.cl.Retransmit(context.Background(), cs, p, hop)
+	require.NoError(t, err)
+	return res
+}
+
+func (f *pauseFixture) state(t *testing.T, hop handoff.HopID) handoff.State {
+	t.Helper()
+	info, ok, err := f.ps[planner].Agent.Hop(context.Background(), hop)
+	require.NoError(t, err)
+	require.True(t, ok)
+	return info.State
+}
+
+// A must-ask refund pauses the call with an MCP input request carrying the
+// pending approval (action, owner, hop, operation); the scripted approver
+// approves through the client's elicitation handler, the SDK retries the
+// call, the approval is recorded in the ledger and the refund runs once;
+// the hop completes, and the same answer presented again runs nothing.
+func TestMCP_Pause_Approve(t *testing.T) {
+	f := newPauseFixture(t)
+	srv := newPausing(t, f.ps[coder], f.store, f.e, f.now)
+	a := &approver{decision: "approve"}
+	cs := dial(t, f.cl, srv.server, a)
+	d, err := f.cl.Call(context.Background(), cs, refund("refund-INV-1042"), f.offer())
+	require.NoError(t, err)
+	require.False(t, d.Result.IsError, "%v", d.Result.Content)
+	require.Equal(t, handoff.Completed, d.State)
+	require.EqualValues(t, 1, a.asked.Load())
+	require.EqualValues(t, 1, srv.refunds.Load(), "the approved refund runs once")
+	require.EqualValues(t, 2, srv.calls.Load(), "the paused call and the resumed one")
+	a.mu.Lock()
+	require.Equal(t, map[string]any{"action": agenttest.MustAsk, "owner": agenttest.Owner, "hop": d.Offer.Handoff.Offer.Digest().String(),
+		"operation_id": "refund-INV-1042", "item": "refund"}, a.pending[0])
+	a.mu.Unlock()
+	as, err := f.e.Ledger.Approvals(context.Background(), d.Offer.Handoff.Offer.Digest().String())
+	require.NoError(t, err)
+	require.Len(t, as, 1, "the approval is in the ledger")
+	require.Equal(t, agenttest.Owner, as[0].Approver)
+	require.Zero(t, as[0].Remaining, "and used")
+
+	// The completed hop's answer again: not resumed, the last status.
+	manual := dial(t, f.cl, srv.server, nil)
+	res := f.retry(t, manual, d.Hop, "refund-INV-1042", "hs1.x.y", "approve")
+	require.False(t, res.NeedsInput())
+	require.EqualValues(t, 1, srv.refunds.Load())
+	require.EqualValues(t, 2, srv.calls.Load(), "a finished hop's retransmission never reaches the tool")
+}
+
+// A declined approval records nothing and never runs the refund; the
+// paused hop stays "accepted".
+func TestMCP_Pause_Deny(t *testing.T) {
+	for _, decision := range []string{"deny", ""} {
+		f := newPauseFixture(t)
+		srv := newPausing(t, f.ps[coder], f.store, f.e, f.now)
+		a := &approver{decision: decision}
+		d, err := f.cl.Call(context.Background(), dial(t, f.cl, srv.server, a), refund("refund-INV-1042"), f.offer())
+		require.NoError(t, err)
+		require.True(t, d.Result.IsError, "decision %q", decision)
+		require.EqualValues(t, 1, a.asked.Load())
+		require.Zero(t, srv.refunds.Load(), "a declined refund ran")
+		require.EqualValues(t, 1, srv.calls.Load(), "the tool is not run again for a declined answer")
+		require.Equal(t, handoff.Accepted, d.State)
+		as, err := f.e.Ledger.Approvals(context.Background(), d.Offer.Handoff.Offer.Digest().String())
+		require.NoError(t, err)
+		require.Empty(t, as, "nothing recorded")
+	}
+}
+
+// No answer until the hop's timeout: the request state and the guard's
+// authority end with the offer; the late answer runs nothing.
+func TestMCP_Pause_NoAnswerUntilTimeout(t *testing.T) {
+	f := newPauseFixture(t)
+	srv := newPausing(t, f.ps[coder], f.store, f.e, f.now)
+	cs := dial(t, f.cl, srv.server, nil)
+	d, paused := f.first(t, cs, "refund-INV-1042")
+	f.now.Add(2 * time.Minute) // past the offer's exp
+	res := f.retry(t, cs, d.Hop, "refund-INV-1042", paused.RequestState, "approve")
+	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, "the offer expired")
+	require.True(t, res.IsError)
+	require.False(t, res.NeedsInput())
+	require.Zero(t, srv.refunds.Load(), "an unanswered refund ran")
+	as, err := f.e.Ledger.Approvals(context.Background(), d.Offer.Handoff.Offer.Digest().String())
+	require.NoError(t, err)
+	require.Empty(t, as)
+}
+
+// The delegate restarts between the pause and the answer: the new process
+// (same replay store, ledger and sealing key) takes the answer, records it
+// and runs the refund once. An approval recorded before a restart is
+// honoured after it, once.
+func TestMCP_Pause_RestartInBetween(t *testing.T) {
+	f := newPauseFixture(t)
+	before := newPausing(t, f.ps[coder], f.store, f.e, f.now)
+	d, paused := f.first(t, dial(t, f.cl, before.server, nil), "refund-INV-1042")
+	before.server = nil // the process is gone
+
+	after := newPausing(t, f.ps[coder], f.store, f.e, f.now)
+	cs := dial(t, f.cl, after.server, nil)
+	res := f.retry(t, cs, d.Hop, "refund-INV-1042", paused.RequestState, "approve")
+	require.False(t, res.IsError, "%v", res.Content)
+	require.EqualValues(t, 1, after.refunds.Load(), "the answer after the restart runs the refund once")
+	require.Equal(t, handoff.Completed, f.state(t, d.Hop))
+	res = f.retry(t, cs, d.Hop, "refund-INV-1042", paused.RequestState, "approve")
+	require.EqualValues(t, 1, after.refunds.Load(), "once")
+
+	// An approval recorded, by the owner at the operator's console, before
+	// the delegate restarts: the resumed call after it uses it, once.
+	f2 := newPauseFixture(t)
+	before = newPausing(t, f2.ps[coder], f2.store, f2.e, f2.now)
+	d, paused = f2.first(t, dial(t, f2.cl, before.server, nil), "refund-INV-7")
+	in, err := before.Agent(t, f2, d)
+	require.NoError(t, err)
+	g, err := f2.e.Guard(context.Background(), in)
+	require.NoError(t, err)
+	_, err = g.ApproveLocal(context.Background(), evidence.Grant{Action: agenttest.MustAsk, OperationID: "refund-INV-7", Approver: agenttest.Owner}, "console:alice")
+	require.NoError(t, err)
+	after = newPausing(t, f2.ps[coder], f2.store, f2.e, f2.now)
+	cs = dial(t, f2.cl, after.server, nil)
+	res = f2.retry(t, cs, d.Hop, "refund-INV-7", paused.RequestState, "deny")
+	require.True(t, res.IsError, "a declined answer does not resume the work")
+	require.Zero(t, after.refunds.Load())
+	res = f2.retry(t, cs, d.Hop, "refund-INV-7", paused.RequestState, "approve")
+	require.False(t, res.IsError, "%v", res.Content)
+	require.EqualValues(t, 1, after.refunds.Load(), "the approval recorded before the restart, used once")
+	require.Zero(t, before.refunds.Load())
+}
+
+// Agent returns the delegate's Received of the hop d, as a host's operator
+// console would have it: the identical Handoff received again.
+func (p *pausing) Agent(t *testing.T, f *pauseFixture, d *hmcp.Delivery) (*handoff.Received, error) {
+	t.Helper()
+	ag, err := handoff.NewAgent(handoff.Config{ID: coder, Signer: f.ps[coder].Signer, Trust: f.ps[coder].Trust, Store: f.store, Now: f.now.Now})
+	require.NoError(t, err)
+	wire, err := d.Offer.Handoff.Encode(handoff.JSON)
+	require.NoError(t, err)
+	return ag.Receive(context.Background(), wire, handoff.Host{Dialog: dialog, Peer: planner})
+}
+
+// The request state is bound to the hop's offer digest and to the
+// operation: a state of one hop presented on another, or altered, is
+// refused and nothing is recorded; an answer for one operation never
+// unlocks another.
+func TestMCP_Pause_StateBoundToHopAndOperation(t *testing.T) {
+	f := newPauseFixture(t)
+	srv := newPausing(t, f.ps[coder], f.store, f.e, f.now)
+	cs := dial(t, f.cl, srv.server, nil)
+	hopA, pausedA := f.first(t, cs, "refund-A")
+	hopB, _ := f.first(t, cs, "refund-B")
+
+	res := f.retry(t, cs, hopB.Hop, "refund-B", pausedA.RequestState, "approve")
+	require.True(t, res.IsError, "hop A's state on hop B")
+	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, "not this one")
+	altered := []byte(pausedA.RequestState)
+	altered[len(altered)-2] ^= 1
+	res = f.retry(t, cs, hopA.Hop, "refund-A", string(altered), "approve")
+	require.True(t, res.IsError, "an altered state")
+	for _, d := range []*hmcp.Delivery{hopA, hopB} {
+		as, err := f.e.Ledger.Approvals(context.Background(), d.Offer.Handoff.Offer.Digest().String())
+		require.NoError(t, err)
+		require.Empty(t, as, "nothing recorded")
+	}
+	// Hop A's own state, retried for another operation: the approval is for
+	// refund-A only, so the call for refund-Z pauses again.
+	res = f.retry(t, cs, hopA.Hop, "refund-Z", pausedA.RequestState, "approve")
+	require.True(t, res.NeedsInput(), "refund-Z needs its own approval")
+	require.Zero(t, srv.refunds.Load(), "no refund ran on a replayed or misbound state")
+	res = f.retry(t, cs, hopA.Hop, "refund-A", pausedA.RequestState, "approve")
+	require.False(t, res.IsError, "%v", res.Content)
+	require.EqualValues(t, 1, srv.refunds.Load())
+}
+
+// A signed approval (evidence.SignApproval) in the input response is
+// recorded with evidence.Guard.ApproveSigned, and the refund runs once.
+func TestMCP_Pause_SignedApproval(t *testing.T) {
+	f := newPauseFixture(t)
+	sign := f.e.SignedApprovals()
+	srv := newPausing(t, f.ps[coder], f.store, f.e, f.now)
+	cs := dial(t, f.cl, srv.server, nil)
+	d, paused := f.first(t, cs, "refund-INV-1042")
+	p := refund("refund-INV-1042")
+	p.RequestState = paused.RequestState
+	p.InputResponses = mcp.InputResponseMap{hmcp.ApprovalInput: &mcp.ElicitResult{Action: "accept",
+		Content: map[string]any{"decision": "approve", "approval": string(sign(d.Offer.Handoff.Offer.Digest(), "refund-INV-1042"))}}}
+	res, _, err := f.cl.Retransmit(context.Background(), cs, p, d.Hop)
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%v", res.Content)
+	require.EqualValues(t, 1, srv.refunds.Load())
+	as, err := f.e.Ledger.Approvals(context.Background(), d.Offer.Handoff.Offer.Digest().String())
+	require.NoError(t, err)
+	require.Len(t, as, 1)
+	require.Equal(t, authority.SourceSigned, as[0].Source)
+	require.Zero(t, as[0].Remaining)
+}
+
+// A client of a protocol before 2026-07-28: the SDK's server-side fallback
+// elicits it inside the call and runs the tool again with that answer,
+// past the middleware, which records nothing of it: the guard asks again
+// and the refund does not run. Only an answer that comes back through the
+// middleware, with the request state, is recorded (this SDK's client
+// answers the input request it still finds in the result, and retries):
+// the refund runs once, on one approval.
+func TestMCP_Pause_OlderClient(t *testing.T) {
+	f := newPauseFixture(t)
+	srv := newPausing(t, f.ps[coder], f.store, f.e, f.now)
+	a := &approver{decision: "approve"}
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.server.Connect(ctx, st, nil)
+	require.NoError(t, err)
+	defer ss.Close()
+	cl := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "v1"}, &mcp.ClientOptions{ElicitationHandler: a.handle})
+	cl.AddSendingMiddleware(f.cl.Middleware())
+	cs, err := cl.Connect(ctx, f.cl.Transport(ct), &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	require.NoError(t, err)
+	defer cs.Close()
+	d, err := f.cl.Call(ctx, cs, refund("refund-INV-1042"), f.offer())
+	require.NoError(t, err)
+	require.EqualValues(t, 2, a.asked.Load(), "the fallback's question, then the client's own")
+	require.EqualValues(t, 1, srv.refunds.Load())
+	require.EqualValues(t, 3, srv.calls.Load(), "paused, paused again past the middleware, resumed")
+	require.Equal(t, 1, f.approvals(t, d), "only the answer through the middleware is recorded")
+	require.Equal(t, handoff.Completed, d.State)
+}
+
+func (f *pauseFixture) approvals(t *testing.T, d *hmcp.Delivery) int {
+	t.Helper()
+	as, err := f.e.Ledger.Approvals(context.Background(), d.Offer.Handoff.Offer.Digest().String())
+	require.NoError(t, err)
+	return len(as)
+}
