@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Runs each fuzz target for a short time: FUZZTIME each (default 10s), one
-# target at a time, as go test -fuzz requires. Thirteen targets at 10s keep
-# the whole run near three minutes, compilation included (the longer runs
+# Runs each fuzz target for a short time: FUZZTIME each (default 6s), one
+# target at a time, as go test -fuzz requires. Thirteen targets at 6s keep
+# the whole run near two minutes, compilation included (the longer runs
 # before a release are in FUZZING.md). A failing input is written by go
 # test under <package>/testdata/fuzz/<Target>/; commit it with the fix so
 # that it runs as a regression test from then on. See FUZZING.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-fuzztime=${FUZZTIME:-10s}
+fuzztime=${FUZZTIME:-6s}
 # Minimizing each new interesting input may take 60s by default: keep it
 # short so that the time goes to fuzzing.
 minimize=${FUZZMINIMIZETIME:-5s}
