@@ -71,6 +71,8 @@ var plan = []struct {
 // config: where it publishes its public key, and where its peers publish
 // theirs.
 func setup(dir string) (map[string]*nodeConfig, error) {
+	var ports portPicker
+	defer ports.release()
 	tokens := map[string]handoff.AgentID{}
 	cfgs := map[string]*nodeConfig{}
 	for _, p := range plan {
@@ -93,11 +95,11 @@ func setup(dir string) (map[string]*nodeConfig, error) {
 			Tokens: tokens, Peers: map[string]string{}, Work: p.work}
 		tokens[c.Token] = c.ID
 		if p.role != roleAssistant {
-			if c.Listen, err = freePort(); err != nil {
+			if c.Listen, err = ports.pick(); err != nil {
 				return nil, err
 			}
 		}
-		if c.Keys, err = freePort(); err != nil {
+		if c.Keys, err = ports.pick(); err != nil {
 			return nil, err
 		}
 		for _, peer := range p.peers {
@@ -125,13 +127,27 @@ func setup(dir string) (map[string]*nodeConfig, error) {
 	return cfgs, nil
 }
 
-func freePort() (string, error) {
+// portPicker hands out free loopback ports for the agents' processes to
+// listen on. It holds every port it picked open until release, so that
+// the system never hands the same port out twice while the ports are
+// chosen (two agents on one port would fail to start).
+type portPicker struct{ held []net.Listener }
+
+func (p *portPicker) pick() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
+	p.held = append(p.held, l)
 	return l.Addr().String(), nil
+}
+
+// release closes the ports picked, for the agents to listen on them.
+func (p *portPicker) release() {
+	for _, l := range p.held {
+		l.Close()
+	}
+	p.held = nil
 }
 
 // node is one agent's process state.
