@@ -179,7 +179,7 @@ func peekMembers(payload []byte, enc Encoding, lim Limits, names ...string) (map
 			return nil, malformed("trailing data after CBOR value")
 		}
 		for _, n := range names {
-			r := map[string]cbor.RawMessage{"v": p.V, "type": p.Type, "iss": p.Iss}[n]
+			r := p.member(n)
 			if r == nil {
 				continue
 			}
@@ -259,6 +259,19 @@ type peekCBOR struct {
 	V    cbor.RawMessage `cbor:"v"`
 	Type cbor.RawMessage `cbor:"type"`
 	Iss  cbor.RawMessage `cbor:"iss"`
+}
+
+// member returns the member named n, or nil.
+func (p *peekCBOR) member(n string) cbor.RawMessage {
+	switch n {
+	case "v":
+		return p.V
+	case "type":
+		return p.Type
+	case "iss":
+		return p.Iss
+	}
+	return nil
 }
 
 // cborPeekMode reads a payload into peekCBOR: names matched exactly, and

@@ -10,6 +10,8 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/agentproto/handoff/internal/cborhead"
 )
 
 // Section 2.1 of the draft: the signed forms of a handoff, and the Handoff
@@ -325,7 +327,7 @@ func (w *handoffWire) readCBOR(data []byte, lim Limits) error {
 	// The object is read in place: every value is a view of one private
 	// copy of the input, so that reading it costs one copy in all.
 	data = bytes.Clone(data)
-	var m map[string]cborView
+	var m map[string]cborhead.View
 	rest, err := handoffCBORMode.UnmarshalFirst(data, &m)
 	switch {
 	case err != nil:
@@ -346,7 +348,7 @@ func (w *handoffWire) readCBOR(data []byte, lim Limits) error {
 				w.chainKind = cborKind(raw)
 				continue
 			}
-			var a []cborView
+			var a []cborhead.View
 			if err := handoffCBORMode.Unmarshal(raw, &a); err != nil {
 				return malformed("CBOR: chain: %v", err)
 			}
@@ -363,18 +365,9 @@ func (w *handoffWire) readCBOR(data []byte, lim Limits) error {
 	return nil
 }
 
-// cborView is a data item as a view of the octets being decoded, kept
-// without a copy: fxamacker/cbor hands UnmarshalCBOR a slice of its input.
-type cborView []byte
-
-func (v *cborView) UnmarshalCBOR(b []byte) error {
-	*v = b
-	return nil
-}
-
 // cborElement reads one element: a text or byte string, or the kind of the
 // item found instead.
-func cborElement(raw cborView) (wireElement, error) {
+func cborElement(raw cborhead.View) (wireElement, error) {
 	switch raw[0] >> 5 {
 	case 3:
 		var s string
@@ -383,7 +376,7 @@ func cborElement(raw cborView) (wireElement, error) {
 		}
 		return wireElement{text: s, isText: true}, nil
 	case 2:
-		if n, b, ok := cborHead(raw); ok && uint64(len(b)) == n {
+		if n, b, ok := cborhead.Head(raw); ok && uint64(len(b)) == n {
 			return wireElement{octets: b, isBytes: true}, nil // in place
 		}
 		var b []byte // an indefinite length: the library joins the chunks
@@ -548,38 +541,6 @@ func coseTagLen(b []byte) (int, bool) {
 	if len(b) == 0 || b[0]>>5 != 6 {
 		return 0, false
 	}
-	v, rest, ok := cborHead(b)
+	v, rest, ok := cborhead.Head(b)
 	return len(b) - len(rest), ok && v == 18
-}
-
-// cborHead reads the head of a data item (RFC 8949 section 3): its
-// argument, and the octets after the head. ok is false for an indefinite
-// length, a reserved additional information value or a truncated head,
-// which the callers leave to the CBOR library.
-func cborHead(b []byte) (arg uint64, rest []byte, ok bool) {
-	if len(b) == 0 {
-		return 0, nil, false
-	}
-	n := 0
-	switch ai := b[0] & 0x1f; {
-	case ai < 24:
-		return uint64(ai), b[1:], true
-	case ai == 24:
-		n = 1
-	case ai == 25:
-		n = 2
-	case ai == 26:
-		n = 4
-	case ai == 27:
-		n = 8
-	default:
-		return 0, nil, false
-	}
-	if len(b) < 1+n {
-		return 0, nil, false
-	}
-	for _, c := range b[1 : 1+n] {
-		arg = arg<<8 | uint64(c)
-	}
-	return arg, b[1+n:], true
 }

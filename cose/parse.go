@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/fxamacker/cbor/v2"
+
+	"github.com/agentproto/handoff/internal/cborhead"
 )
 
 // Decoding limits. Sizes are bounded by the size limit before decoding
@@ -93,51 +95,6 @@ const (
 )
 
 func major(raw []byte) byte { return raw[0] >> 5 }
-
-// view is a data item as a view of the message's own octets: the decoder
-// hands it the item's octets, which it keeps without copying them. The
-// message is read in place, so reading its structure costs no copy.
-type view []byte
-
-// UnmarshalCBOR keeps the item's octets (fxamacker/cbor passes a slice of
-// the input being decoded, never a buffer of its own).
-func (v *view) UnmarshalCBOR(b []byte) error {
-	*v = b
-	return nil
-}
-
-// head reads the head of a well-formed data item (RFC 8949 section 3):
-// its argument, and the octets after the head. ok is false for an
-// indefinite length or a reserved additional information value, which
-// the callers leave to the CBOR library.
-func head(raw []byte) (arg uint64, rest []byte, ok bool) {
-	if len(raw) == 0 {
-		return 0, nil, false
-	}
-	ai := raw[0] & 0x1f
-	var n int
-	switch {
-	case ai < 24:
-		return uint64(ai), raw[1:], true
-	case ai == 24:
-		n = 1
-	case ai == 25:
-		n = 2
-	case ai == 26:
-		n = 4
-	case ai == 27:
-		n = 8
-	default:
-		return 0, nil, false
-	}
-	if len(raw) < 1+n {
-		return 0, nil, false
-	}
-	for _, c := range raw[1 : 1+n] {
-		arg = arg<<8 | uint64(c)
-	}
-	return arg, raw[1+n:], true
-}
 
 // label is a header label (RFC 9052 section 3: int / tstr), comparable so
 // that the same label in both buckets is found whatever its encoding.
@@ -273,7 +230,7 @@ func parse(msg []byte, maxSize int, strict bool) (*sign1, error) {
 	// The message is one well-formed item: its head, read as RFC 8949
 	// section 3 defines it, gives the tag and where its content starts,
 	// which is then read in place rather than copied.
-	number, content, ok := head(msg)
+	number, content, ok := cborhead.Head(msg)
 	if !ok || major(msg) != majorTag {
 		return nil, malformed("not a tagged COSE_Sign1, want tag %d", Tag)
 	}
@@ -286,7 +243,7 @@ func parse(msg []byte, maxSize int, strict bool) (*sign1, error) {
 	// The four elements in one pass, undecoded: byte strings are read
 	// once their kind is checked (a tag on one makes it another kind), and
 	// the unprotected header as a map of undecoded values.
-	var elems []view
+	var elems []cborhead.View
 	if err := dec.inner.Unmarshal(content, &elems); err != nil {
 		return nil, malformed("COSE_Sign1 content: %v", err)
 	}
@@ -299,7 +256,7 @@ func parse(msg []byte, maxSize int, strict bool) (*sign1, error) {
 	s := &sign1{dec: dec.inner}
 	for _, f := range []struct {
 		name string
-		raw  view
+		raw  cborhead.View
 		dst  *[]byte
 	}{
 		{"protected header", elems[0], &s.protected},
@@ -309,7 +266,7 @@ func parse(msg []byte, maxSize int, strict bool) (*sign1, error) {
 		if major(f.raw) != majorBytes {
 			return nil, malformed("%s is not a byte string", f.name)
 		}
-		if n, b, ok := head(f.raw); ok && uint64(len(b)) == n {
+		if n, b, ok := cborhead.Head(f.raw); ok && uint64(len(b)) == n {
 			*f.dst = b // a definite length: the octets in place
 			continue
 		}
