@@ -10,7 +10,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/replay"
+	"github.com/agentproto/handoff/state"
 )
 
 // Config configures an Agent. ID, Signer and Trust are required; every
@@ -63,12 +67,12 @@ type Config struct {
 	// Chain is the chain policy (step 6 of section 5.1).
 	Chain ChainPolicy
 	// Refs is the reference policy (step 7) and RefSource its objects.
-	Refs      RefPolicy
-	RefSource RefSource
+	Refs      ref.Policy
+	RefSource ref.Source
 	// RefCheckers are the checkers of the reference kinds beyond the
 	// built-in "digest" and "salted-digest" (HC-10, HC-68, HC-69). A kind
 	// with no checker is unverifiable.
-	RefCheckers RefCheckers
+	RefCheckers ref.Checkers
 	// VerifiedCache is how many chain elements the agent remembers as
 	// verified, by handoff digest, so that a chain prefix seen before is
 	// not verified twice. Zero means DefaultVerifiedCache; negative turns
@@ -178,8 +182,8 @@ type Conflict struct {
 	Kind   ConflictKind
 	Iss    AgentID
 	Hop    HopID
-	First  Digest // the offer or status that stands
-	Second Digest // the one that conflicts with it (zero if none)
+	First  digest.Digest // the offer or status that stands
+	Second digest.Digest // the one that conflicts with it (zero if none)
 	Detail string
 }
 
@@ -220,16 +224,16 @@ func (a *Agent) received(in *Received) bool {
 // ReplyOptions are the optional members of a status and what the delegate
 // knows of the work.
 type ReplyOptions struct {
-	Reason Reason
+	Reason reason.Code
 	// Detail is for people (HC-05); leave it empty across trust boundaries
 	// (HC-65).
 	Detail string
 	// Refs: for "completed", the result; for "failed", every part of the
 	// work that took effect (HC-44).
-	Refs []ContextRef
+	Refs []ref.Ref
 	// Effect is required for "completed" (EffectFull) and "failed"
 	// (EffectNone or EffectPartial).
-	Effect Effect
+	Effect state.Effect
 }
 
 // Reply signs the delegate's status for a received offer and records it as
@@ -240,7 +244,7 @@ type ReplyOptions struct {
 // "completed" and "failed" only with a known effect (HC-25, HC-44, HC-45);
 // for an equivocating offer, only what HC-54 allows, for the FIRST offer.
 // A delegate never sends "canceled" for an offer it received.
-func (a *Agent) Reply(ctx context.Context, in *Received, state State, opt ReplyOptions) (Signed, error) {
+func (a *Agent) Reply(ctx context.Context, in *Received, state state.State, opt ReplyOptions) (Signed, error) {
 	if !a.received(in) || in.offer == nil || in.check == CheckSignature {
 		return Signed{}, fmt.Errorf("%w: no offer received by this agent with a verified signature to answer", ErrArgument)
 	}
@@ -260,7 +264,7 @@ func (a *Agent) Reply(ctx context.Context, in *Received, state State, opt ReplyO
 // send "completed" after a restart for work taken before it. The hop must
 // have been taken (Take, or Reply with "accepted") or canceled by its
 // delegator; the same rules as Reply apply.
-func (a *Agent) ReplyHop(ctx context.Context, iss AgentID, hop HopID, state State, opt ReplyOptions) (Signed, error) {
+func (a *Agent) ReplyHop(ctx context.Context, iss AgentID, hop HopID, st state.State, opt ReplyOptions) (Signed, error) {
 	rec, ok, err := a.cfg.Store.Get(ctx, replay.Key{Iss: string(iss), Hop: string(hop)})
 	if err != nil {
 		return Signed{}, storeErr(err)
@@ -268,10 +272,10 @@ func (a *Agent) ReplyHop(ctx context.Context, iss AgentID, hop HopID, state Stat
 	if !ok {
 		return Signed{}, rule("", "hop %s of %q is not remembered", hop, iss)
 	}
-	if s := State(rec.State); s != Accepted && s != Canceled {
+	if s := state.State(rec.State); s != state.Accepted && s != state.Canceled {
 		return Signed{}, rule("", "only a hop taken (or canceled while taken) can be answered without its delivery; this one is %q", rec.State)
 	}
-	return a.reply(ctx, iss, hop, Digest{Alg: SHA256Alg, Val: rec.Digest}, nil, &rec, verdictRetransmit, false, "", state, opt)
+	return a.reply(ctx, iss, hop, digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}, nil, &rec, verdictRetransmit, false, "", st, opt)
 }
 
 // reply applies the delegate's table to the hop (iss, hop). token, when
@@ -280,15 +284,15 @@ func (a *Agent) ReplyHop(ctx context.Context, iss AgentID, hop HopID, state Stat
 // set, is the hop's record as last read: the state is then decided from
 // it and written with one compare-and-set (Store.Swap), which returns the
 // record held if another call changed it meanwhile, to decide again.
-func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target Digest, token []byte, known *replay.Record, v verdict, owes bool, eq EquivocationAnswer, state State, opt ReplyOptions) (Signed, error) {
+func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target digest.Digest, token []byte, known *replay.Record, v verdict, owes bool, eq EquivocationAnswer, st state.State, opt ReplyOptions) (Signed, error) {
 	var conflicts []Conflict
 	defer func() { // after the hop lock is released
 		for _, c := range conflicts {
 			a.flag(c)
 		}
 	}()
-	send := delegateSend{State: state, Reason: opt.Reason, Effect: opt.Effect, Refs: len(opt.Refs), OwesAccepted: owes, Equivocation: eq}
-	if (state == Completed || state == Failed) && opt.Effect == EffectUnknown {
+	send := delegateSend{State: st, Reason: opt.Reason, Effect: opt.Effect, Refs: len(opt.Refs), OwesAccepted: owes, Equivocation: eq}
+	if (st == state.Completed || st == state.Failed) && opt.Effect == state.EffectUnknown {
 		// HC-45: never guess; the hop stays "accepted", flagged.
 		conflicts = append(conflicts, Conflict{Kind: ConflictUnresolved, Iss: iss, Hop: hop, First: target,
 			Detail: "the outcome of the work could not be established; the hop stays accepted"})
@@ -310,16 +314,16 @@ func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target Digest
 		return Signed{}, storeErr(err)
 	}
 	for attempt := 0; ; attempt++ {
-		if remembered && !(Digest{Alg: SHA256Alg, Val: rec.Digest}).Equal(target) {
+		if remembered && !(digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}).Equal(target) {
 			return Signed{}, rule("", "the hop holds another offer")
 		}
-		h := delegateHop{Remembered: remembered, State: State(rec.State), Sent: rec.Status != nil, Verdict: v}
+		h := delegateHop{Remembered: remembered, State: state.State(rec.State), Sent: rec.Status != nil, Verdict: v}
 		next, records, err := delegateStep(h, send)
 		if err != nil {
 			return Signed{}, err
 		}
 		st := &Status{Hop: hop, Offer: target, Iss: a.cfg.ID, Aud: iss, Iat: TimeOf(a.now()),
-			State: state, Reason: opt.Reason, Detail: opt.Detail, Refs: opt.Refs}
+			State: st, Reason: opt.Reason, Detail: opt.Detail, Refs: opt.Refs}
 		signed, err := a.cfg.Signer.SignStatus(st)
 		if err != nil {
 			return Signed{}, err
@@ -329,9 +333,9 @@ func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target Digest
 		}
 		w := replay.Record{State: string(next), Status: signed.Octets, Expires: rec.Expires}
 		switch {
-		case next == Accepted:
+		case next == state.Accepted:
 			w.Expires = time.Time{} // kept until resolved (HC-34)
-		case next == Rejected && v == verdictRejected:
+		case next == state.Rejected && v == verdictRejected:
 			// An offer that failed a check after 1-3 keeps its record
 			// until exp + skew only (HC-33), as it was remembered:
 			// retransmissions are answered with this "rejected" until
@@ -395,7 +399,7 @@ func (a *Agent) Take(ctx context.Context, in *Received) error {
 		if rec.State != "" {
 			return rule("HC-23", "a hop is taken once; this one is already %s", rec.State)
 		}
-		held, swapped, err := a.swap(ctx, key, rec, in.token, replay.Record{State: string(Accepted), Status: rec.Status}, attempt)
+		held, swapped, err := a.swap(ctx, key, rec, in.token, replay.Record{State: string(state.Accepted), Status: rec.Status}, attempt)
 		if err != nil {
 			return takeErr(err)
 		}
@@ -423,7 +427,7 @@ func takeErr(err error) error {
 type UntakenHop struct {
 	Iss    AgentID
 	Hop    HopID
-	Digest Digest
+	Digest digest.Digest
 	Age    time.Duration
 }
 
@@ -438,7 +442,7 @@ func (a *Agent) Untaken(ctx context.Context, olderThan time.Duration) ([]Untaken
 	}
 	out := make([]UntakenHop, len(recs))
 	for i, u := range recs {
-		out[i] = UntakenHop{Iss: AgentID(u.Key.Iss), Hop: HopID(u.Key.Hop), Digest: Digest{Alg: SHA256Alg, Val: u.Record.Digest}, Age: u.Age}
+		out[i] = UntakenHop{Iss: AgentID(u.Key.Iss), Hop: HopID(u.Key.Hop), Digest: digest.Digest{Alg: digest.SHA256Alg, Val: u.Record.Digest}, Age: u.Age}
 	}
 	return out, nil
 }
@@ -451,7 +455,7 @@ func (a *Agent) Untaken(ctx context.Context, olderThan time.Duration) ([]Untaken
 // work. Since work starts only after Take or Reply("accepted") recorded
 // the hop, a released hop was never worked on: it is accepted at most
 // once.
-func (a *Agent) Release(ctx context.Context, iss AgentID, hop HopID, digest Digest) error {
+func (a *Agent) Release(ctx context.Context, iss AgentID, hop HopID, digest digest.Digest) error {
 	err := a.cfg.Store.Release(ctx, replay.Key{Iss: string(iss), Hop: string(hop)}, digest.Val)
 	switch {
 	case err == nil:
@@ -493,7 +497,7 @@ type OfferParams struct {
 	// (HC-03). The credential itself is never put in the offer (HC-62).
 	Credential []byte
 	// Refs name prior context by digest (HC-64).
-	Refs []ContextRef
+	Refs []ref.Ref
 	// Extra members to sign with the offer (HC-01).
 	Extra map[string]any
 	// Work names the work this offer asks for. While an earlier hop for the
@@ -513,7 +517,7 @@ type OfferParams struct {
 type Outgoing struct {
 	Handoff *Handoff
 	Offer   *Offer
-	Digest  Digest
+	Digest  digest.Digest
 }
 
 // Encode returns the Handoff object to carry.
@@ -559,7 +563,7 @@ func (a *Agent) Offer(ctx context.Context, p OfferParams) (*Outgoing, error) {
 		case !in.Accepted():
 			return nil, fmt.Errorf("%w: OfferParams.From must be an offer this agent accepted; this one was refused (%s)", ErrArgument, in.Reason())
 		}
-		o.Prev = &Digest{Alg: SHA256Alg, Val: in.digest.Val}
+		o.Prev = &digest.Digest{Alg: digest.SHA256Alg, Val: in.digest.Val}
 		prev = in.digest.Val
 		if o.Dialog == "" {
 			o.Dialog = in.offer.Dialog
@@ -578,7 +582,7 @@ func (a *Agent) Offer(ctx context.Context, p OfferParams) (*Outgoing, error) {
 		return nil, fmt.Errorf("%w: OfferParams.Dialog is required: the delegate checks it against its host message", ErrArgument)
 	}
 	if p.Credential != nil {
-		g := SHA256(p.Credential)
+		g := digest.SHA256(p.Credential)
 		o.Grant = &g
 	}
 	if p.Prepare != nil {
@@ -616,7 +620,7 @@ func (a *Agent) Offer(ctx context.Context, p OfferParams) (*Outgoing, error) {
 		work = "" // not held against later offers
 	}
 	rec := replay.OfferRecord{Hop: string(hop), To: string(p.To), Digest: d.Val, Prev: prev, Work: work, Open: true,
-		Handoff: encoded, State: string(Offered), Created: a.now()}
+		Handoff: encoded, State: string(state.Offered), Created: a.now()}
 	if _, err := a.cfg.Offers.Create(ctx, rec); err != nil {
 		var busy *replay.BusyError
 		if errors.As(err, &busy) {
@@ -657,13 +661,13 @@ func (a *Agent) offered(ctx context.Context, hop HopID) (replay.OfferRecord, err
 type HopInfo struct {
 	Hop    HopID
 	To     AgentID
-	Digest Digest
+	Digest digest.Digest
 	Work   string
 	// State is the hop's state: Offered, Expired (local, provisional,
 	// HC-27), or the first verified status's state.
-	State State
+	State state.State
 	// Reason is the reason of a verified "rejected" or "failed".
-	Reason Reason
+	Reason reason.Code
 	// Canceled is true once this agent canceled the hop; a later verified
 	// "completed" or "failed" still resolves it (HC-56).
 	Canceled bool
@@ -681,8 +685,8 @@ func (a *Agent) info(rec replay.OfferRecord) HopInfo {
 	if o, _, err := InspectUnverified(a.recordedOffer(rec), Limits{MaxElementSize: len(rec.Handoff)}); err == nil && o != nil {
 		exp = o.Exp // this agent's own offer, read back from its store
 	}
-	info := HopInfo{Hop: HopID(rec.Hop), To: AgentID(rec.To), Digest: Digest{Alg: SHA256Alg, Val: rec.Digest}, Work: rec.Work,
-		State: h.localState(exp, TimeOf(a.now())), Reason: Reason(rec.Reason), Canceled: rec.Canceled,
+	info := HopInfo{Hop: HopID(rec.Hop), To: AgentID(rec.To), Digest: digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}, Work: rec.Work,
+		State: h.localState(exp, TimeOf(a.now())), Reason: reason.Code(rec.Reason), Canceled: rec.Canceled,
 		Resolved: h.resolved(), Age: a.now().Sub(rec.Created)}
 	if len(rec.Status) > 0 {
 		if s, err := ParseSigned(rec.Status, Limits{MaxElementSize: len(rec.Status)}); err == nil {
@@ -702,7 +706,7 @@ func (a *Agent) recordedOffer(rec replay.OfferRecord) Signed {
 }
 
 func hopOf(rec replay.OfferRecord) delegatorHop {
-	return delegatorHop{State: State(rec.State), Reason: Reason(rec.Reason), Canceled: rec.Canceled, Observed: rec.Observed}
+	return delegatorHop{State: state.State(rec.State), Reason: reason.Code(rec.Reason), Canceled: rec.Canceled, Observed: rec.Observed}
 }
 
 // Hop returns the delegator's view of a hop it offered.
@@ -750,7 +754,7 @@ func (a *Agent) Abandon(ctx context.Context, hop HopID) error {
 		return storeErr(err)
 	}
 	if !hopOf(rec).resolved() {
-		a.flag(Conflict{Kind: ConflictUnresolved, Iss: a.cfg.ID, Hop: hop, First: Digest{Alg: SHA256Alg, Val: rec.Digest},
+		a.flag(Conflict{Kind: ConflictUnresolved, Iss: a.cfg.ID, Hop: hop, First: digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest},
 			Detail: "hop abandoned while unresolved"})
 	}
 	return nil
@@ -798,8 +802,8 @@ type Notice struct {
 func (a *Agent) Cancel(ctx context.Context, hop HopID) (Notice, error) {
 	var n Notice
 	err := a.updateOffered(ctx, hop, func(rec *replay.OfferRecord) (bool, error) {
-		st := &Status{Hop: hop, Offer: Digest{Alg: SHA256Alg, Val: rec.Digest}, Iss: a.cfg.ID, Aud: AgentID(rec.To),
-			Iat: TimeOf(a.now()), State: Canceled}
+		st := &Status{Hop: hop, Offer: digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}, Iss: a.cfg.ID, Aud: AgentID(rec.To),
+			Iat: TimeOf(a.now()), State: state.Canceled}
 		signed, err := a.cfg.Signer.SignStatus(st)
 		if err != nil {
 			return false, err
@@ -816,7 +820,7 @@ func (a *Agent) Cancel(ctx context.Context, hop HopID) (Notice, error) {
 // rejection as a value: Err, Reason.
 type StatusResult struct {
 	status    *Status
-	state     State
+	state     state.State
 	changed   bool
 	conflict  bool
 	notices   []Notice
@@ -827,7 +831,7 @@ type StatusResult struct {
 func (r *StatusResult) Status() *Status { return r.status }
 
 // State is the hop's state after the status, for the side it concerns.
-func (r *StatusResult) State() State { return r.state }
+func (r *StatusResult) State() state.State { return r.state }
 
 // Changed reports that the status set the hop's state.
 func (r *StatusResult) Changed() bool { return r.changed }
@@ -850,7 +854,7 @@ func (r *StatusResult) Err() error {
 }
 
 // Reason returns the reason code of a refusal, or "".
-func (r *StatusResult) Reason() Reason {
+func (r *StatusResult) Reason() reason.Code {
 	if r.rejection == nil {
 		return ""
 	}
@@ -878,7 +882,7 @@ func (a *Agent) HandleStatus(ctx context.Context, octets []byte) (*StatusResult,
 	res := &StatusResult{}
 	s, err := ParseSigned(octets, a.lim)
 	if err != nil {
-		res.rejection = &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: err}
+		res.rejection = &Rejection{Reason: reason.BadSignature, Detail: err.Error(), Err: err}
 		return res, nil
 	}
 	st, err := OpenStatus(s, a.trust.Load().trust, a.lim)
@@ -887,14 +891,14 @@ func (a *Agent) HandleStatus(ctx context.Context, octets []byte) (*StatusResult,
 		return res, nil
 	}
 	if st.Aud != a.cfg.ID {
-		res.rejection = reject(ReasonWrongAudience, ErrRejected, "status aud %q is not this agent", st.Aud)
+		res.rejection = reject(reason.WrongAudience, ErrRejected, "status aud %q is not this agent", st.Aud)
 		return res, nil
 	}
-	if st.State == Canceled {
+	if st.State == state.Canceled {
 		if ok, err := a.cancelReceived(ctx, st, res); ok || err != nil {
 			return res, err
 		}
-		res.rejection = reject(ReasonPolicy, ErrRejected, "a \"canceled\" names no hop this agent received from its iss")
+		res.rejection = reject(reason.Policy, ErrRejected, "a \"canceled\" names no hop this agent received from its iss")
 		return res, nil
 	}
 	var flagged *Conflict
@@ -902,8 +906,8 @@ func (a *Agent) HandleStatus(ctx context.Context, octets []byte) (*StatusResult,
 		flagged, res.conflict, res.changed = nil, false, false
 		offer := a.recordedOffer(*rec)
 		o, _, err := InspectUnverified(offer, Limits{MaxElementSize: len(offer.Octets)})
-		if err != nil || o == nil || !(Digest{Alg: SHA256Alg, Val: rec.Digest}).Equal(st.Offer) {
-			res.rejection = reject(ReasonPolicy, ErrRejected, "the status names no offer this agent made")
+		if err != nil || o == nil || !(digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}).Equal(st.Offer) {
+			res.rejection = reject(reason.Policy, ErrRejected, "the status names no offer this agent made")
 			return false, nil
 		}
 		if rj := statusAnswers(st, o, offer.Digest()); rj != nil {
@@ -914,7 +918,7 @@ func (a *Agent) HandleStatus(ctx context.Context, octets []byte) (*StatusResult,
 		next, changed, conflict := delegatorStep(hopOf(*rec), st)
 		res.state, res.changed, res.conflict = next.State, changed, conflict
 		if conflict {
-			flagged = &Conflict{Kind: ConflictStatus, Iss: a.cfg.ID, Hop: st.Hop, First: Digest{Alg: SHA256Alg, Val: rec.Digest}, Second: s.Digest(),
+			flagged = &Conflict{Kind: ConflictStatus, Iss: a.cfg.ID, Hop: st.Hop, First: digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}, Second: s.Digest(),
 				Detail: fmt.Sprintf("status %q conflicts with the hop's state %q", st.State, rec.State)}
 		}
 		if changed {
@@ -924,7 +928,7 @@ func (a *Agent) HandleStatus(ctx context.Context, octets []byte) (*StatusResult,
 	})
 	if err != nil {
 		if errors.Is(err, ErrArgument) { // no such hop
-			res.rejection = reject(ReasonPolicy, ErrRejected, "the status names no offer this agent made")
+			res.rejection = reject(reason.Policy, ErrRejected, "the status names no offer this agent made")
 			return res, nil
 		}
 		return nil, err
@@ -973,20 +977,20 @@ func (a *Agent) cancelHop(ctx context.Context, st *Status, res *StatusResult) (b
 	}
 	// The record is keyed by (iss, hop): a matching digest proves that
 	// status.iss is the offer's iss (HC-55).
-	if !ok || !(Digest{Alg: SHA256Alg, Val: rec.Digest}).Equal(st.Offer) {
+	if !ok || !(digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}).Equal(st.Offer) {
 		return false, nil
 	}
 	res.status = st
 	for attempt := 0; ; attempt++ {
-		res.state = State(rec.State)
-		switch State(rec.State) {
-		case Rejected, Completed, Failed, Canceled:
+		res.state = state.State(rec.State)
+		switch state.State(rec.State) {
+		case state.Rejected, state.Completed, state.Failed, state.Canceled:
 			return true, nil // the first terminal state stands
 		}
 		if attempt >= maxSwaps {
 			return true, storeErr(fmt.Errorf("the record of hop %s of %q changed %d times while being written", key.Hop, key.Iss, attempt))
 		}
-		next := replay.Record{State: string(Canceled), Status: rec.Status, Expires: a.now().Add(a.retention)}
+		next := replay.Record{State: string(state.Canceled), Status: rec.Status, Expires: a.now().Add(a.retention)}
 		held, swapped, err := a.cfg.Store.Swap(ctx, key, rec, next)
 		switch {
 		case errors.Is(err, replay.ErrNotFound) || errors.Is(err, replay.ErrConflict):
@@ -994,7 +998,7 @@ func (a *Agent) cancelHop(ctx context.Context, st *Status, res *StatusResult) (b
 		case err != nil:
 			return true, storeErr(err)
 		case swapped:
-			res.state, res.changed = Canceled, true
+			res.state, res.changed = state.Canceled, true
 			return true, nil
 		}
 		rec = held

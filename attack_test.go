@@ -27,7 +27,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff/cose"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/jws"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/state"
 )
 
 // The attack suite: one test per class of hostile input, each asserting the
@@ -203,7 +206,7 @@ func atkCOSEHandoff(t *testing.T, msg []byte) []byte {
 }
 
 // atkRefused asserts a rejection with reason and every one of classes.
-func atkRefused(t *testing.T, in *Received, reason Reason, classes ...error) {
+func atkRefused(t *testing.T, in *Received, reason reason.Code, classes ...error) {
 	t.Helper()
 	require.False(t, in.Accepted(), "accepted")
 	assert.Equal(t, reason, in.Reason(), in.Detail())
@@ -246,11 +249,11 @@ func TestAttack_HC15_AlgNone(t *testing.T) {
 			// The compact form needs three non-empty segments: the Handoff
 			// itself does not parse.
 			in := e.receive(atkJSONHandoff(t, atkJWSInput(hdr, payload)+"."))
-			atkRefused(t, in, ReasonBadSignature, ErrMalformed)
+			atkRefused(t, in, reason.BadSignature, ErrMalformed)
 		})
 		t.Run(alg+" with a valid ES256 signature", func(t *testing.T) {
 			in := e.receive(atkJSONHandoff(t, atkJWS(t, e.planner, hdr, payload)))
-			atkRefused(t, in, ReasonBadSignature, ErrSignature, jws.ErrAlg)
+			atkRefused(t, in, reason.BadSignature, ErrSignature, jws.ErrAlg)
 		})
 	}
 }
@@ -280,7 +283,7 @@ func TestAttack_HC15_HS256KeyedWithPublicKey(t *testing.T) {
 				mac := hmac.New(sha256.New, key)
 				mac.Write([]byte(in))
 				got := e.receive(atkJSONHandoff(t, in+"."+atkB64(mac.Sum(nil))))
-				atkRefused(t, got, ReasonBadSignature, ErrSignature, jws.ErrAlg)
+				atkRefused(t, got, reason.BadSignature, ErrSignature, jws.ErrAlg)
 			})
 		}
 	}
@@ -301,7 +304,7 @@ func TestAttack_HC14_Crit(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := e.receive(atkJSONHandoff(t, atkJWS(t, e.planner, hdr(members), atkPayload(t, atkPlanner, ""))))
-			atkRefused(t, in, ReasonBadSignature, ErrSignature, jws.ErrCrit)
+			atkRefused(t, in, reason.BadSignature, ErrSignature, jws.ErrCrit)
 		})
 	}
 	t.Run("RFC 7797 unencoded payload", func(t *testing.T) {
@@ -311,12 +314,12 @@ func TestAttack_HC14_Crit(t *testing.T) {
 		input := atkB64([]byte(h)) + "." + payload
 		tok := input + "." + atkB64(atkRaw(atkRS(t, e.planner, []byte(input))))
 		in := e.receive(atkJSONHandoff(t, tok))
-		atkRefused(t, in, ReasonBadSignature, ErrMalformed)
+		atkRefused(t, in, reason.BadSignature, ErrMalformed)
 	})
 	t.Run("COSE crit", func(t *testing.T) {
 		prot := atkCBOR(t, map[int64]any{1: -7, 2: []any{int64(4)}, 3: cose.ContentType, 4: []byte(e.plannerKID)})
 		in := e.receive(atkCOSEHandoff(t, atkCOSE(t, e.planner, prot, atkCBORPayload(t, atkPlanner))))
-		atkRefused(t, in, ReasonBadSignature, ErrSignature, cose.ErrCrit)
+		atkRefused(t, in, reason.BadSignature, ErrSignature, cose.ErrCrit)
 	})
 }
 
@@ -341,12 +344,12 @@ func TestAttack_HC21_EmbeddedKeys(t *testing.T) {
 				data := atkJSONHandoff(t, atkJWS(t, e.evil, h, atkPayload(t, atkPlanner, "")))
 				// The key in the message is never used (HC-21): the
 				// attacker's signature fails under the planner's key.
-				want, class := ReasonBadSignature, ErrSignature
+				want, class := reason.BadSignature, ErrSignature
 				if kid == e.evilKID {
-					want, class = ReasonUntrustedKey, ErrUntrustedKey
+					want, class = reason.UntrustedKey, ErrUntrustedKey
 				}
 				atkRefused(t, e.receive(data), want, class)
-				atkRefused(t, receive(t, e.agent(Limits{Strict: true}), data, Host{}), ReasonBadSignature, ErrSignature, jws.ErrEmbeddedKey)
+				atkRefused(t, receive(t, e.agent(Limits{Strict: true}), data, Host{}), reason.BadSignature, ErrSignature, jws.ErrEmbeddedKey)
 			})
 		}
 		// The draft forbids only crit: the same parameter beside the
@@ -355,7 +358,7 @@ func TestAttack_HC21_EmbeddedKeys(t *testing.T) {
 			h := `{"alg":"ES256","kid":"` + e.plannerKID + `","typ":"agent-handoff+jwt"` + members + `}`
 			data := atkJSONHandoff(t, atkJWS(t, e.planner, h, atkPayload(t, atkPlanner, "")))
 			atkAccepted(t, e.receive(data))
-			atkRefused(t, receive(t, e.agent(Limits{Strict: true}), data, Host{}), ReasonBadSignature, ErrSignature, jws.ErrEmbeddedKey)
+			atkRefused(t, receive(t, e.agent(Limits{Strict: true}), data, Host{}), reason.BadSignature, ErrSignature, jws.ErrEmbeddedKey)
 		})
 	}
 	// COSE has no such rule in the envelope: a key in the header is simply
@@ -367,7 +370,7 @@ func TestAttack_HC21_EmbeddedKeys(t *testing.T) {
 		prot := atkCBOR(t, map[int64]any{1: -7, 3: cose.ContentType, 4: []byte(e.plannerKID),
 			33: []byte("a certificate for the attacker's key"), -65537: pt})
 		in := e.receive(atkCOSEHandoff(t, atkCOSE(t, e.evil, prot, atkCBORPayload(t, atkPlanner))))
-		atkRefused(t, in, ReasonBadSignature, ErrSignature)
+		atkRefused(t, in, reason.BadSignature, ErrSignature)
 	})
 }
 
@@ -380,28 +383,28 @@ func TestAttack_HC21_KidOfAnotherAgent(t *testing.T) {
 	e := newAtkEnv(t)
 	t.Run("JWS, signed by the other agent", func(t *testing.T) {
 		in := e.receive(atkJSONHandoff(t, atkJWS(t, e.other, atkHeader(e.otherKID), atkPayload(t, atkPlanner, ""))))
-		atkRefused(t, in, ReasonUntrustedKey, ErrUntrustedKey)
+		atkRefused(t, in, reason.UntrustedKey, ErrUntrustedKey)
 	})
 	t.Run("JWS, attacker's kid", func(t *testing.T) {
 		in := e.receive(atkJSONHandoff(t, atkJWS(t, e.evil, atkHeader(e.evilKID), atkPayload(t, atkPlanner, ""))))
-		atkRefused(t, in, ReasonUntrustedKey, ErrUntrustedKey)
+		atkRefused(t, in, reason.UntrustedKey, ErrUntrustedKey)
 	})
 	t.Run("JWS, iss with no keys at all", func(t *testing.T) {
 		in := e.receive(atkJSONHandoff(t, atkJWS(t, e.evil, atkHeader(e.evilKID), atkPayload(t, "spiffe://evil.example/x", ""))))
-		atkRefused(t, in, ReasonUntrustedKey, ErrUntrustedKey)
+		atkRefused(t, in, reason.UntrustedKey, ErrUntrustedKey)
 	})
 	t.Run("JWS, planner's kid, other agent's signature", func(t *testing.T) {
 		in := e.receive(atkJSONHandoff(t, atkJWS(t, e.other, atkHeader(e.plannerKID), atkPayload(t, atkPlanner, ""))))
-		atkRefused(t, in, ReasonBadSignature, ErrSignature)
+		atkRefused(t, in, reason.BadSignature, ErrSignature)
 	})
 	t.Run("COSE, signed by the other agent", func(t *testing.T) {
 		msg := atkCOSE(t, e.other, atkProtected(t, e.otherKID), atkCBORPayload(t, atkPlanner))
-		atkRefused(t, e.receive(atkCOSEHandoff(t, msg)), ReasonUntrustedKey, ErrUntrustedKey)
+		atkRefused(t, e.receive(atkCOSEHandoff(t, msg)), reason.UntrustedKey, ErrUntrustedKey)
 	})
 	t.Run("COSE without kid, other agent's signature", func(t *testing.T) {
 		prot := atkCBOR(t, map[int64]any{1: -7, 3: cose.ContentType})
 		msg := atkCOSE(t, e.other, prot, atkCBORPayload(t, atkPlanner))
-		atkRefused(t, e.receive(atkCOSEHandoff(t, msg)), ReasonBadSignature, ErrSignature)
+		atkRefused(t, e.receive(atkCOSEHandoff(t, msg)), reason.BadSignature, ErrSignature)
 	})
 }
 
@@ -422,7 +425,7 @@ func TestAttack_HC60_TypAndContentType(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := e.receive(atkJSONHandoff(t, atkJWS(t, e.planner, h, atkPayload(t, atkPlanner, ""))))
-			atkRefused(t, in, ReasonBadSignature, ErrSignature, jws.ErrType)
+			atkRefused(t, in, reason.BadSignature, ErrSignature, jws.ErrType)
 		})
 	}
 	for name, ct := range map[string]any{
@@ -438,7 +441,7 @@ func TestAttack_HC60_TypAndContentType(t *testing.T) {
 				m[3] = ct
 			}
 			msg := atkCOSE(t, e.planner, atkCBOR(t, m), atkCBORPayload(t, atkPlanner))
-			atkRefused(t, e.receive(atkCOSEHandoff(t, msg)), ReasonBadSignature, ErrSignature, cose.ErrType)
+			atkRefused(t, e.receive(atkCOSEHandoff(t, msg)), reason.BadSignature, ErrSignature, cose.ErrType)
 		})
 	}
 	for name, h := range map[string]string{
@@ -449,14 +452,14 @@ func TestAttack_HC60_TypAndContentType(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			data := atkJSONHandoff(t, atkJWS(t, e.planner, h, atkPayload(t, atkPlanner, "")))
 			atkAccepted(t, e.receive(data))
-			atkRefused(t, receive(t, e.agent(Limits{Strict: true}), data, Host{}), ReasonBadSignature, ErrSignature, jws.ErrType)
+			atkRefused(t, receive(t, e.agent(Limits{Strict: true}), data, Host{}), reason.BadSignature, ErrSignature, jws.ErrType)
 		})
 	}
 	t.Run("content type wrong case", func(t *testing.T) {
 		m := map[int64]any{1: -7, 4: []byte(e.plannerKID), 3: "Application/Agent-Handoff+CBOR"}
 		data := atkCOSEHandoff(t, atkCOSE(t, e.planner, atkCBOR(t, m), atkCBORPayload(t, atkPlanner)))
 		atkAccepted(t, e.receive(data))
-		atkRefused(t, receive(t, e.agent(Limits{Strict: true}), data, Host{}), ReasonBadSignature, ErrSignature, cose.ErrType)
+		atkRefused(t, receive(t, e.agent(Limits{Strict: true}), data, Host{}), reason.BadSignature, ErrSignature, cose.ErrType)
 	})
 }
 
@@ -492,7 +495,7 @@ func TestAttack_HC15_SignatureEncodings(t *testing.T) {
 		for name, sig := range variants(r, s) {
 			t.Run(name, func(t *testing.T) {
 				got := e.receive(atkJSONHandoff(t, in+"."+atkB64(sig)))
-				atkRefused(t, got, ReasonBadSignature, ErrSignature)
+				atkRefused(t, got, reason.BadSignature, ErrSignature)
 			})
 		}
 	})
@@ -505,7 +508,7 @@ func TestAttack_HC15_SignatureEncodings(t *testing.T) {
 		atkAccepted(t, e.receive(atkCOSEHandoff(t, msg(atkRaw(r, s)))))
 		for name, sig := range variants(r, s) {
 			t.Run(name, func(t *testing.T) {
-				atkRefused(t, e.receive(atkCOSEHandoff(t, msg(sig))), ReasonBadSignature, ErrSignature)
+				atkRefused(t, e.receive(atkCOSEHandoff(t, msg(sig))), reason.BadSignature, ErrSignature)
 			})
 		}
 	})
@@ -549,8 +552,8 @@ func TestAttack_HC53_HighSTwinIsEquivocation(t *testing.T) {
 				second := receive(t, a, encodeHandoff(t, &Handoff{Offer: order[1]}, CBOR), Host{})
 				assert.False(t, second.Accepted())
 				assert.False(t, second.Retransmission())
-				assert.Equal(t, ReasonEquivocation, second.Reason())
-				assert.Equal(t, ReasonEquivocation, ReasonOf(second.Err()))
+				assert.Equal(t, reason.Equivocation, second.Reason())
+				assert.Equal(t, reason.Equivocation, ReasonOf(second.Err()))
 				assert.ErrorIs(t, second.Err(), ErrRejected)
 				assert.Equal(t, AnswerRejectFirst, second.Equivocation())
 				assert.False(t, second.StatusDue(), "HC-53: no status for the second")
@@ -589,7 +592,7 @@ func TestAttack_HC01_DuplicateAndCaseVariantMembers(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := e.receive(atkJSONHandoff(t, atkJWS(t, e.planner, atkHeader(e.plannerKID), p)))
-			atkRefused(t, in, ReasonBadSignature, ErrMalformed)
+			atkRefused(t, in, reason.BadSignature, ErrMalformed)
 			assert.NotErrorIs(t, in.Err(), ErrSignature, "the payload decoder refuses, not the signature check")
 		})
 	}
@@ -613,7 +616,7 @@ func TestAttack_HC01_DuplicateAndCaseVariantMembers(t *testing.T) {
 			assert.Equal(t, atkCoder, o.Aud)
 			assert.Contains(t, o.Extra, c.variant, "the variant is kept as an unknown member")
 			strict := receive(t, e.agent(Limits{Strict: true}), data, Host{})
-			atkRefused(t, strict, ReasonBadSignature, ErrMalformed)
+			atkRefused(t, strict, reason.BadSignature, ErrMalformed)
 		})
 	}
 	t.Run("CBOR duplicate iss", func(t *testing.T) {
@@ -622,7 +625,7 @@ func TestAttack_HC01_DuplicateAndCaseVariantMembers(t *testing.T) {
 		p = append(p, atkCBOR(t, "iss")...)
 		p = append(p, atkCBOR(t, string(atkOther))...)
 		msg := atkCOSE(t, e.planner, atkProtected(t, e.plannerKID), p)
-		atkRefused(t, e.receive(atkCOSEHandoff(t, msg)), ReasonBadSignature, ErrMalformed)
+		atkRefused(t, e.receive(atkCOSEHandoff(t, msg)), reason.BadSignature, ErrMalformed)
 	})
 	// "A receiver MUST ignore members it does not understand": a name that
 	// differs from a defined one only in case, or folds to it, is such a
@@ -655,7 +658,7 @@ func TestAttack_HC01_DuplicateAndCaseVariantMembers(t *testing.T) {
 		require.True(t, in.Accepted(), in.Detail())
 		assert.Equal(t, atkPlanner, in.Offer().Iss)
 		assert.Equal(t, string(atkOther), in.Offer().Extra["ISS"])
-		atkRefused(t, receive(t, e.agent(Limits{Strict: true}), atkCOSEHandoff(t, msg), Host{}), ReasonBadSignature, ErrMalformed)
+		atkRefused(t, receive(t, e.agent(Limits{Strict: true}), atkCOSEHandoff(t, msg), Host{}), reason.BadSignature, ErrMalformed)
 	})
 }
 
@@ -690,7 +693,7 @@ func TestAttack_HC12_Numbers(t *testing.T) {
 			j := i + strings.IndexAny(p[i:], ",}")
 			p = p[:i] + c.value + p[j:]
 			in := e.receive(atkJSONHandoff(t, atkJWS(t, e.planner, atkHeader(e.plannerKID), p)))
-			atkRefused(t, in, ReasonBadSignature, ErrMalformed)
+			atkRefused(t, in, reason.BadSignature, ErrMalformed)
 			assert.NotErrorIs(t, in.Err(), ErrSignature)
 		})
 	}
@@ -703,7 +706,7 @@ func TestAttack_HC12_Numbers(t *testing.T) {
 			j := i + strings.IndexAny(p[i:], ",}")
 			p = p[:i] + big + p[j:]
 			in := e.receive(atkJSONHandoff(t, atkJWS(t, e.planner, atkHeader(e.plannerKID), p)))
-			atkRefused(t, in, ReasonStale, ErrRejected)
+			atkRefused(t, in, reason.Stale, ErrRejected)
 			assert.NotErrorIs(t, in.Err(), ErrMalformed)
 		})
 	}
@@ -786,7 +789,7 @@ func TestAttack_HC17_CBORPayload(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			msg := atkCOSE(t, e.planner, atkProtected(t, e.plannerKID), payload)
 			in := e.receive(atkCOSEHandoff(t, msg))
-			atkRefused(t, in, ReasonBadSignature, ErrMalformed)
+			atkRefused(t, in, reason.BadSignature, ErrMalformed)
 			assert.NotErrorIs(t, in.Err(), ErrSignature, "the payload decoder refuses, not the signature check")
 		})
 	}
@@ -857,24 +860,24 @@ func TestAttack_HC61_TenMegabytes(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			require.Greater(t, len(data), tenMB-len(valid))
 			in := e.receive(data)
-			atkRefused(t, in, ReasonBadSignature, ErrTooLarge)
+			atkRefused(t, in, reason.BadSignature, ErrTooLarge)
 			assert.NotErrorIs(t, in.Err(), ErrMalformed, "refused before parsing")
 			assert.Nil(t, in.Handoff())
 		})
 	}
 	t.Run("element over the element limit", func(t *testing.T) {
 		in := e.receive(atkJSONHandoff(t, valid+strings.Repeat("A", DefaultMaxElementSize)))
-		atkRefused(t, in, ReasonBadSignature, ErrTooLarge)
+		atkRefused(t, in, reason.BadSignature, ErrTooLarge)
 	})
 	t.Run("OpenOffer and HandleStatus", func(t *testing.T) {
 		_, err := OpenOffer(Signed{Format: JWS, Octets: bytes.Repeat([]byte{'A'}, tenMB)}, e.trust, Limits{})
 		assert.ErrorIs(t, err, ErrTooLarge)
-		assert.Equal(t, ReasonBadSignature, ReasonOf(err))
+		assert.Equal(t, reason.BadSignature, ReasonOf(err))
 		_, err = OpenOffer(Signed{Format: COSE, Octets: append([]byte{0xd2}, make([]byte, tenMB)...)}, e.trust, Limits{})
 		assert.ErrorIs(t, err, ErrTooLarge)
 		_, err = statusErr(e.agent(Limits{}).HandleStatus(context.Background(), bytes.Repeat([]byte{'A'}, tenMB)))
 		assert.ErrorIs(t, err, ErrTooLarge)
-		assert.Equal(t, ReasonBadSignature, ReasonOf(err))
+		assert.Equal(t, reason.BadSignature, ReasonOf(err))
 	})
 }
 
@@ -904,7 +907,7 @@ func TestAttack_HC50_TenThousandElementChain(t *testing.T) {
 	_, err = OpenOffer(badSigned, e.trust, Limits{})
 	require.ErrorIs(t, err, ErrSignature, "the element must not verify")
 
-	offer := func(prev Digest) Signed {
+	offer := func(prev digest.Digest) Signed {
 		s, err := e.jwsSigner.SignOffer(&Offer{Hop: atkHop(t), Dialog: "ctx-atk", Iss: atkPlanner, Aud: atkCoder, Iat: atkIat, Exp: atkExp, Prev: &prev})
 		require.NoError(t, err)
 		return s
@@ -919,7 +922,7 @@ func TestAttack_HC50_TenThousandElementChain(t *testing.T) {
 			data := encodeHandoff(t, &Handoff{Offer: offer(badSigned.Digest()), Chain: chain}, enc)
 			require.Greater(t, len(data), DefaultMaxHandoffSize)
 			in := receive(t, e.agent(lim), data, Host{})
-			atkRefused(t, in, ReasonTooDeep, ErrRejected)
+			atkRefused(t, in, reason.TooDeep, ErrRejected)
 			assert.Empty(t, in.Links())
 			assert.Empty(t, in.Chain())
 		}
@@ -934,7 +937,7 @@ func TestAttack_HC50_TenThousandElementChain(t *testing.T) {
 			data := encodeHandoff(t, &Handoff{Offer: offer(tiny.Digest()), Chain: chain}, enc)
 			require.Less(t, len(data), DefaultMaxHandoffSize)
 			in := e.receive(data)
-			atkRefused(t, in, ReasonTooDeep, ErrRejected)
+			atkRefused(t, in, reason.TooDeep, ErrRejected)
 		}
 	})
 	t.Run("one over the limit", func(t *testing.T) {
@@ -943,10 +946,10 @@ func TestAttack_HC50_TenThousandElementChain(t *testing.T) {
 			chain[i] = badSigned
 		}
 		in := e.receive(encodeHandoff(t, &Handoff{Offer: offer(badSigned.Digest()), Chain: chain}, JSON))
-		atkRefused(t, in, ReasonTooDeep, ErrRejected)
+		atkRefused(t, in, reason.TooDeep, ErrRejected)
 		// At the limit, the elements are verified, and the first fails.
 		in = e.receive(encodeHandoff(t, &Handoff{Offer: offer(badSigned.Digest()), Chain: chain[1:]}, JSON))
-		atkRefused(t, in, ReasonBadSignature, ErrSignature)
+		atkRefused(t, in, reason.BadSignature, ErrSignature)
 	})
 }
 
@@ -979,19 +982,19 @@ func TestAttack_HC19_FormatConfusion(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			atkRefused(t, e.receive(c.data), ReasonBadSignature, c.classes...)
+			atkRefused(t, e.receive(c.data), reason.BadSignature, c.classes...)
 		})
 	}
 	t.Run("Signed with the other Format", func(t *testing.T) {
 		_, err := OpenOffer(Signed{Format: JWS, Octets: msg}, e.trust, Limits{})
 		assert.ErrorIs(t, err, jws.ErrMalformed)
-		assert.Equal(t, ReasonBadSignature, ReasonOf(err))
+		assert.Equal(t, reason.BadSignature, ReasonOf(err))
 		_, err = OpenOffer(Signed{Format: COSE, Octets: []byte(tok)}, e.trust, Limits{})
 		assert.ErrorIs(t, err, cose.ErrMalformed)
-		assert.Equal(t, ReasonBadSignature, ReasonOf(err))
+		assert.Equal(t, reason.BadSignature, ReasonOf(err))
 		_, err = OpenOffer(Signed{Format: 7, Octets: []byte(tok)}, e.trust, Limits{})
 		assert.ErrorIs(t, err, ErrMalformed)
-		assert.Equal(t, ReasonBadSignature, ReasonOf(err))
+		assert.Equal(t, reason.BadSignature, ReasonOf(err))
 	})
 	t.Run("controls", func(t *testing.T) {
 		atkAccepted(t, e.receive(atkJSONHandoff(t, tok)))
@@ -1008,8 +1011,8 @@ func TestAttack_HC55_StatusAsOfferAndReverse(t *testing.T) {
 		t.Run(f.String(), func(t *testing.T) {
 			e := newAtkEnv(t)
 			signer := map[Format]*Signer{JWS: e.jwsSigner, COSE: e.coseSigner}[f]
-			status, err := signer.SignStatus(&Status{Hop: atkHop(t), Offer: SHA256([]byte("an offer")), Iss: atkPlanner, Aud: atkCoder,
-				Iat: atkIat, State: Canceled})
+			status, err := signer.SignStatus(&Status{Hop: atkHop(t), Offer: digest.SHA256([]byte("an offer")), Iss: atkPlanner, Aud: atkCoder,
+				Iat: atkIat, State: state.Canceled})
 			require.NoError(t, err)
 			prev := status.Digest()
 			offer, err := signer.SignOffer(&Offer{Hop: atkHop(t), Dialog: "ctx-atk", Iss: atkPlanner, Aud: atkCoder, Iat: atkIat, Exp: atkExp, Prev: &prev})
@@ -1017,11 +1020,11 @@ func TestAttack_HC55_StatusAsOfferAndReverse(t *testing.T) {
 
 			for _, enc := range []Encoding{JSON, CBOR} {
 				in := e.receive(encodeHandoff(t, &Handoff{Offer: status}, enc))
-				atkRefused(t, in, ReasonBadSignature, ErrMalformed)
+				atkRefused(t, in, reason.BadSignature, ErrMalformed)
 				assert.Nil(t, in.Offer())
 				// A status as a chain element is refused too.
 				in = e.receive(encodeHandoff(t, &Handoff{Offer: offer, Chain: []Signed{status}}, enc))
-				atkRefused(t, in, ReasonBadSignature, ErrMalformed)
+				atkRefused(t, in, reason.BadSignature, ErrMalformed)
 			}
 
 			a := e.agent(Limits{})
@@ -1034,12 +1037,12 @@ func TestAttack_HC55_StatusAsOfferAndReverse(t *testing.T) {
 				res, err := statusErr(a.HandleStatus(context.Background(), data))
 				assert.Nil(t, res, name)
 				assert.ErrorIs(t, err, ErrMalformed, name)
-				assert.Equal(t, ReasonBadSignature, ReasonOf(err), name)
+				assert.Equal(t, reason.BadSignature, ReasonOf(err), name)
 			}
 			// Control: the status itself verifies (it names no hop of this
 			// agent, so it is a policy rejection, after verification).
 			_, err = statusErr(a.HandleStatus(context.Background(), status.Octets))
-			assert.Equal(t, ReasonPolicy, ReasonOf(err))
+			assert.Equal(t, reason.Policy, ReasonOf(err))
 		})
 	}
 }
@@ -1102,11 +1105,11 @@ func TestMalleability_HC20_JWS(t *testing.T) {
 			if strings.Contains(name, "unused low bits") {
 				class = []error{ErrSignature, jws.ErrMalformed}
 			}
-			atkRefused(t, e.receive(atkJSONHandoff(t, v)), ReasonBadSignature, class...)
+			atkRefused(t, e.receive(atkJSONHandoff(t, v)), reason.BadSignature, class...)
 			_, err := OpenOffer(Signed{Format: JWS, Octets: []byte(v)}, e.trust, Limits{})
 			assert.ErrorIs(t, err, ErrSignature)
 			assert.ErrorIs(t, err, jws.ErrMalformed)
-			assert.Equal(t, ReasonBadSignature, ReasonOf(err))
+			assert.Equal(t, reason.BadSignature, ReasonOf(err))
 		})
 	}
 	t.Run("high-S twin is equivocation", func(t *testing.T) {
@@ -1123,7 +1126,7 @@ func atkTwinEquivocates(t *testing.T, e *atkEnv, orig Signed) {
 	in := receive(t, a, encodeHandoff(t, &Handoff{Offer: twin}, CBOR), Host{})
 	assert.False(t, in.Accepted())
 	assert.False(t, in.Retransmission())
-	assert.Equal(t, ReasonEquivocation, in.Reason())
+	assert.Equal(t, reason.Equivocation, in.Reason())
 	assert.True(t, in.First().Equal(orig.Digest()))
 }
 
@@ -1237,7 +1240,7 @@ func TestMalleability_HC20_COSE(t *testing.T) {
 			require.NotEqual(t, orig.Octets, v)
 			_, err := OpenOffer(Signed{Format: COSE, Octets: v}, e.trust, Limits{Strict: true})
 			assert.ErrorIs(t, err, ErrSignature, "strict profile")
-			assert.Equal(t, ReasonBadSignature, ReasonOf(err))
+			assert.Equal(t, reason.BadSignature, ReasonOf(err))
 			if valid[name] {
 				_, err := OpenOffer(Signed{Format: COSE, Octets: v}, e.trust, Limits{})
 				require.NoError(t, err, "valid COSE_Sign1")
@@ -1245,8 +1248,8 @@ func TestMalleability_HC20_COSE(t *testing.T) {
 				atkAccepted(t, receive(t, a, atkCOSEHandoff(t, orig.Octets), Host{}))
 				twin := receive(t, a, atkCOSEHandoff(t, v), Host{})
 				assert.False(t, twin.Accepted())
-				assert.Equal(t, ReasonEquivocation, twin.Reason(), "the same (iss, hop), other octets")
-				assert.Equal(t, ReasonEquivocation, receive(t, a, atkJSONHandoff(t, atkB64(v)), Host{}).Reason())
+				assert.Equal(t, reason.Equivocation, twin.Reason(), "the same (iss, hop), other octets")
+				assert.Equal(t, reason.Equivocation, receive(t, a, atkJSONHandoff(t, atkB64(v)), Host{}).Reason())
 				return
 			}
 			// An element that does not start with tag 18 is not taken for
@@ -1256,12 +1259,12 @@ func TestMalleability_HC20_COSE(t *testing.T) {
 			if _, ok := coseTagLen(v); !ok {
 				class = []error{ErrMalformed}
 			}
-			atkRefused(t, e.receive(atkCOSEHandoff(t, v)), ReasonBadSignature, class...)
-			atkRefused(t, e.receive(atkJSONHandoff(t, atkB64(v))), ReasonBadSignature, class...)
+			atkRefused(t, e.receive(atkCOSEHandoff(t, v)), reason.BadSignature, class...)
+			atkRefused(t, e.receive(atkJSONHandoff(t, atkB64(v))), reason.BadSignature, class...)
 			_, err = OpenOffer(Signed{Format: COSE, Octets: v}, e.trust, Limits{})
 			assert.ErrorIs(t, err, ErrSignature)
 			assert.ErrorIs(t, err, cose.ErrMalformed)
-			assert.Equal(t, ReasonBadSignature, ReasonOf(err))
+			assert.Equal(t, reason.BadSignature, ReasonOf(err))
 		})
 	}
 	t.Run("base64url with unused low bits set", func(t *testing.T) {
@@ -1272,7 +1275,7 @@ func TestMalleability_HC20_COSE(t *testing.T) {
 		bits := map[int]int{2: 4, 3: 2}[len(text)%4]
 		for x := 1; x < 1<<bits; x++ {
 			v := text[:len(text)-1] + string(alphabet[last^x])
-			atkRefused(t, e.receive(atkJSONHandoff(t, v)), ReasonBadSignature, ErrMalformed)
+			atkRefused(t, e.receive(atkJSONHandoff(t, v)), reason.BadSignature, ErrMalformed)
 		}
 	})
 	t.Run("high-S twin is equivocation", func(t *testing.T) {

@@ -28,7 +28,11 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	gocose "github.com/veraison/go-cose"
 
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/internal/b64u"
+	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/replay"
+	"github.com/agentproto/handoff/state"
 )
 
 // medians times fns alternately, one short batch of each in turn (fn0,
@@ -113,7 +117,7 @@ func (cb *chainBench) agent(cache int, mod ...func(*Config)) *Agent {
 
 // receiveFn returns a function that receives data with a and fails b
 // unless the outcome is want ("" for accepted).
-func receiveFn(b *testing.B, a *Agent, data []byte, want Reason) func() {
+func receiveFn(b *testing.B, a *Agent, data []byte, want reason.Code) func() {
 	ctx := context.Background()
 	return func() {
 		in, err := a.Receive(ctx, data, Host{})
@@ -145,7 +149,7 @@ func (cb *chainBench) raw(b *testing.B) []rawElement {
 			dot := strings.LastIndexByte(string(e.Octets), '.')
 			re.input = e.Octets[:dot]
 			var err error
-			if sig, err = decodeB64u(string(e.Octets[dot+1:])); err != nil {
+			if sig, err = b64u.Decode(string(e.Octets[dot+1:])); err != nil {
 				b.Fatal(err)
 			}
 		case COSE:
@@ -349,7 +353,7 @@ func BenchmarkReceiveBrokenChain(b *testing.B) {
 		}{{"first", 1}, {"middle", 8}, {"last", 16}} {
 			for _, mode := range []string{"unseen", "seen", "structure-first"} {
 				b.Run(fmt.Sprintf("%s/%s/%s", f, pos.name, mode), func(b *testing.B) {
-					bogus := SHA256([]byte("not the element before"))
+					bogus := digest.SHA256([]byte("not the element before"))
 					elems := good.w.path(func(i int, o *Offer) {
 						if i == pos.at {
 							o.Prev = &bogus
@@ -362,7 +366,7 @@ func BenchmarkReceiveBrokenChain(b *testing.B) {
 					}
 					sfirst := func(c *Config) { c.Chain.StructureFirst = mode == "structure-first" }
 					a := good.agent(cache, sfirst)
-					broken := receiveFn(b, a, data, ReasonBrokenChain)
+					broken := receiveFn(b, a, data, reason.BrokenChain)
 					broken()
 					verify := receiveFn(b, good.agent(-1), good.data, "")
 					b.ReportAllocs()
@@ -372,7 +376,7 @@ func BenchmarkReceiveBrokenChain(b *testing.B) {
 					b.StopTimer()
 					fns := []func(){broken, verify}
 					if mode == "structure-first" {
-						fns = append(fns, chainCheckFn(b, a, data, ReasonBrokenChain), chainCheckFn(b, good.agent(-1), good.data, ""))
+						fns = append(fns, chainCheckFn(b, a, data, reason.BrokenChain), chainCheckFn(b, good.agent(-1), good.data, ""))
 					}
 					m := medians(benchRounds, fns...)
 					b.ReportMetric(m[0]/m[1], "x-verify")
@@ -388,7 +392,7 @@ func BenchmarkReceiveBrokenChain(b *testing.B) {
 // chainCheckFn is step 6 of section 5.1 alone (checkChain) on a Handoff,
 // with a's trust, policy and cache, its offer decoded before; it fails b
 // unless the outcome is want ("" for a chain that passes).
-func chainCheckFn(b *testing.B, a *Agent, data []byte, want Reason) func() {
+func chainCheckFn(b *testing.B, a *Agent, data []byte, want reason.Code) func() {
 	h, _, err := ParseHandoff(data, a.lim)
 	if err != nil {
 		b.Fatal(err)
@@ -400,7 +404,7 @@ func chainCheckFn(b *testing.B, a *Agent, data []byte, want Reason) func() {
 	}
 	return func() {
 		_, _, cerr := checkChain(h, o, a.cfg.ID, ts, a.cfg.Chain, a.lim, a.skew)
-		var got Reason
+		var got reason.Code
 		if cerr != nil {
 			got = cerr.Reason
 		}
@@ -454,7 +458,7 @@ func BenchmarkOffer(b *testing.B) {
 			s := w.signers[ids[1]]
 			offer := w.offer(ids[0], ids[1], nil)
 			now := TimeOf(w.clock.Now())
-			st := &Status{Offer: offer.Digest(), Hop: "AAAAAAAAAAAAAAAAAAAAAA", Iss: ids[1], Aud: ids[0], Iat: now, State: Accepted}
+			st := &Status{Offer: offer.Digest(), Hop: "AAAAAAAAAAAAAAAAAAAAAA", Iss: ids[1], Aud: ids[0], Iat: now, State: state.Accepted}
 			var last Signed
 			sign := func() {
 				out, err := s.SignStatus(st)
@@ -601,7 +605,7 @@ func BenchmarkVerifiedCache(b *testing.B) {
 		}
 		return d
 	}
-	key := func(i int) Digest { return SHA256([]byte(strconv.Itoa(i))) }
+	key := func(i int) digest.Digest { return digest.SHA256([]byte(strconv.Itoa(i))) }
 	oneShard := func(n int) *verifiedCache {
 		return &verifiedCache{shards: []cacheShard{{max: n, set: make(map[[sha256.Size]byte]cached, n)}}}
 	}
@@ -631,7 +635,7 @@ func BenchmarkVerifiedCache(b *testing.B) {
 	held, one := newVerifiedCache(size), oneShard(size)
 	fill(held)
 	fill(one)
-	var keys []Digest
+	var keys []digest.Digest
 	for i := range size {
 		if held.get(key(i)) != nil {
 			keys = append(keys, key(i))

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"sync"
 	"sync/atomic"
+
+	"github.com/agentproto/handoff/digest"
 )
 
 // DefaultVerifiedCache is the number of chain elements an Agent remembers
@@ -70,7 +72,7 @@ func newVerifiedCache(n int) *verifiedCache {
 }
 
 // cacheKey is the cache key of an element: its handoff digest.
-func cacheKey(d Digest) (k [sha256.Size]byte) {
+func cacheKey(d digest.Digest) (k [sha256.Size]byte) {
 	copy(k[:], d.Val)
 	return k
 }
@@ -79,7 +81,7 @@ func (c *verifiedCache) shard(k *[sha256.Size]byte) *cacheShard {
 	return &c.shards[int(k[0])%len(c.shards)]
 }
 
-func (c *verifiedCache) get(d Digest) *Offer {
+func (c *verifiedCache) get(d digest.Digest) *Offer {
 	if c == nil {
 		return nil
 	}
@@ -91,7 +93,7 @@ func (c *verifiedCache) get(d Digest) *Offer {
 	return e.offer
 }
 
-func (c *verifiedCache) add(d Digest, o *Offer, key keyRef) {
+func (c *verifiedCache) add(d digest.Digest, o *Offer, key keyRef) {
 	if c == nil {
 		return
 	}

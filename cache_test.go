@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/replay"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,24 +17,24 @@ func TestVerifiedCache_Bounded(t *testing.T) {
 	c := newVerifiedCache(3)
 	o := &Offer{Hop: "AAAAAAAAAAAAAAAAAAAAAA"}
 	for _, s := range []string{"a", "b", "c"} {
-		c.add(SHA256([]byte(s)), o, keyRef{})
+		c.add(digest.SHA256([]byte(s)), o, keyRef{})
 	}
-	assert.NotNil(t, c.get(SHA256([]byte("a"))))
-	c.add(SHA256([]byte("a")), o, keyRef{}) // already held: no change
-	c.add(SHA256([]byte("d")), o, keyRef{}) // evicts the oldest, "a"
-	assert.Nil(t, c.get(SHA256([]byte("a"))))
+	assert.NotNil(t, c.get(digest.SHA256([]byte("a"))))
+	c.add(digest.SHA256([]byte("a")), o, keyRef{}) // already held: no change
+	c.add(digest.SHA256([]byte("d")), o, keyRef{}) // evicts the oldest, "a"
+	assert.Nil(t, c.get(digest.SHA256([]byte("a"))))
 	for _, s := range []string{"b", "c", "d"} {
-		assert.NotNil(t, c.get(SHA256([]byte(s))), s)
+		assert.NotNil(t, c.get(digest.SHA256([]byte(s))), s)
 	}
 	assert.Equal(t, 3, c.len())
 	var off *verifiedCache = newVerifiedCache(-1)
-	off.add(SHA256([]byte("x")), o, keyRef{})
-	assert.Nil(t, off.get(SHA256([]byte("x"))))
+	off.add(digest.SHA256([]byte("x")), o, keyRef{})
+	assert.Nil(t, off.get(digest.SHA256([]byte("x"))))
 	// The cache holds its own copy: changing the offer added changes
 	// nothing cached.
-	c.add(SHA256([]byte("e")), o, keyRef{})
+	c.add(digest.SHA256([]byte("e")), o, keyRef{})
 	o.Hop = "BBBBBBBBBBBBBBBBBBBBBB"
-	assert.Equal(t, HopID("AAAAAAAAAAAAAAAAAAAAAA"), c.get(SHA256([]byte("e"))).Hop)
+	assert.Equal(t, HopID("AAAAAAAAAAAAAAAAAAAAAA"), c.get(digest.SHA256([]byte("e"))).Hop)
 }
 
 // chainFixture builds a chain of n hops a0 -> a1 -> ... -> an, the last
@@ -105,7 +107,7 @@ func TestReceive_VerifiedCacheNeverAdmitsTampered(t *testing.T) {
 	h.Chain[0] = Signed{Format: JWS, Octets: bad}
 	in := receive(t, a, encodeHandoff(t, h, JSON), Host{})
 	assert.False(t, in.Accepted())
-	assert.Equal(t, ReasonBadSignature, in.Reason())
+	assert.Equal(t, reason.BadSignature, in.Reason())
 }
 
 // forgetful is a store that remembers nothing, so that a benchmark can

@@ -7,6 +7,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
 )
 
 // Section 5.3 of the draft: checking a chain. The work is split in two:
@@ -74,7 +78,7 @@ type ChainPolicy struct {
 // Link is one element of a checked chain, oldest first.
 type Link struct {
 	Signed Signed
-	Digest Digest
+	Digest digest.Digest
 	// Verified is true when the element's signature verified with a key
 	// the trust configuration binds to its iss.
 	Verified bool
@@ -101,7 +105,7 @@ func (l Link) Unverified() *Offer { return l.offer.clone() }
 // the chain for the current offer) and the draft's reason code.
 type ChainError struct {
 	Index  int
-	Reason Reason
+	Reason reason.Code
 	Detail string
 	err    error
 }
@@ -140,7 +144,7 @@ func (e *ChainError) Unwrap() error {
 	return e.err
 }
 
-func chainErr(i int, reason Reason, format string, args ...any) *ChainError {
+func chainErr(i int, reason reason.Code, format string, args ...any) *ChainError {
 	return &ChainError{Index: i, Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
 
@@ -171,7 +175,7 @@ type element struct {
 // decodeElements, for ChainPolicy.StructureFirst); a nil entry is an
 // element found in cache. The signatures are then verified over the same
 // octets without decoding the payloads again.
-func verifyElements(chain []Signed, digests []Digest, ts *trustState, lim Limits, workers int, pre []*Offer) ([]element, *ChainError) {
+func verifyElements(chain []Signed, digests []digest.Digest, ts *trustState, lim Limits, workers int, pre []*Offer) ([]element, *ChainError) {
 	out := make([]element, len(chain))
 	var todo []int // indices not in cache, newest first
 	for i := len(chain) - 1; i >= 0; i-- {
@@ -233,7 +237,7 @@ func verifyElements(chain []Signed, digests []Digest, ts *trustState, lim Limits
 
 // verifyElement is check 1 on element i, which is not in cache. On success
 // it sets out[i], and caches the element when its signature verified.
-func verifyElement(chain []Signed, digests []Digest, i int, ts *trustState, lim Limits, out []element, pre []*Offer) *ChainError {
+func verifyElement(chain []Signed, digests []digest.Digest, i int, ts *trustState, lim Limits, out []element, pre []*Offer) *ChainError {
 	var o *Offer
 	var key keyRef
 	var err error
@@ -248,7 +252,7 @@ func verifyElement(chain []Signed, digests []Digest, i int, ts *trustState, lim 
 		ts.cache.add(digests[i], o, key)
 		return nil
 	}
-	if ReasonOf(err) != ReasonUntrustedKey {
+	if ReasonOf(err) != reason.UntrustedKey {
 		r := asRejection(err)
 		return &ChainError{Index: i, Reason: r.Reason, Detail: r.Detail, err: r.Err}
 	}
@@ -256,7 +260,7 @@ func verifyElement(chain []Signed, digests []Digest, i int, ts *trustState, lim 
 	if err != nil {
 		// Unreachable in practice: the lookup decoded the payload as an
 		// offer before it found no key.
-		return chainErr(i, ReasonBadSignature, "not a well-formed offer: %s", bare(err))
+		return chainErr(i, reason.BadSignature, "not a well-formed offer: %s", bare(err))
 	}
 	out[i] = element{offer: u, untrusted: true}
 	return nil
@@ -268,7 +272,7 @@ func verifyElement(chain []Signed, digests []Digest, i int, ts *trustState, lim 
 // are decoded. An element that is not a well-formed signed offer fails
 // check 1 (bad-signature), the failing element with the highest index
 // reported, as verifyElements reports.
-func decodeElements(chain []Signed, digests []Digest, ts *trustState, lim Limits) ([]element, []*Offer, *ChainError) {
+func decodeElements(chain []Signed, digests []digest.Digest, ts *trustState, lim Limits) ([]element, []*Offer, *ChainError) {
 	elems := make([]element, len(chain))
 	pre := make([]*Offer, len(chain))
 	for i := len(chain) - 1; i >= 0; i-- {
@@ -279,7 +283,7 @@ func decodeElements(chain []Signed, digests []Digest, ts *trustState, lim Limits
 		o, err := inspectOffer(chain[i], lim)
 		if err != nil {
 			r := asRejection(err)
-			return nil, nil, &ChainError{Index: i, Reason: ReasonBadSignature, Detail: "not a well-formed signed offer: " + strings.TrimPrefix(r.Detail, pkgPrefix), err: errClass(err)}
+			return nil, nil, &ChainError{Index: i, Reason: reason.BadSignature, Detail: "not a well-formed signed offer: " + strings.TrimPrefix(r.Detail, pkgPrefix), err: errClass(err)}
 		}
 		elems[i], pre[i] = element{offer: o}, o
 	}
@@ -291,7 +295,7 @@ func decodeElements(chain []Signed, digests []Digest, ts *trustState, lim Limits
 // digest of the element before), continuity (each iss is the aud before
 // it), timing (HC-47), and cycles (HC-49). It returns the chain's state.
 // It is pure: no signature, no clock, no I/O.
-func checkStructure(elems []element, digests []Digest, o *Offer, self AgentID, pol ChainPolicy, skew Time) (ChainState, *ChainError) {
+func checkStructure(elems []element, digests []digest.Digest, o *Offer, self AgentID, pol ChainPolicy, skew Time) (ChainState, *ChainError) {
 	n := len(elems)
 	at := func(i int) *Offer {
 		if i == n {
@@ -303,15 +307,15 @@ func checkStructure(elems []element, digests []Digest, o *Offer, self AgentID, p
 		prev, cur := at(i-1), at(i)
 		if cur.Prev == nil || !cur.Prev.Equal(digests[i-1]) { // check 2
 			if cur.Prev != nil && !cur.Prev.Supported() { // HC-08: fails for prev
-				return "", &ChainError{Index: i, Reason: ReasonBrokenChain, Detail: fmt.Sprintf("prev uses the unsupported digest alg %q", cur.Prev.Alg), err: ErrUnsupportedDigest}
+				return "", &ChainError{Index: i, Reason: reason.BrokenChain, Detail: fmt.Sprintf("prev uses the unsupported digest alg %q", cur.Prev.Alg), err: digest.ErrUnsupported}
 			}
-			return "", chainErr(i, ReasonBrokenChain, "prev does not name the digest of element %d", i-1)
+			return "", chainErr(i, reason.BrokenChain, "prev does not name the digest of element %d", i-1)
 		}
 		if prev.Aud != cur.Iss { // check 3
-			return "", chainErr(i, ReasonBrokenChain, "iss %q is not the aud %q of element %d", cur.Iss, prev.Aud, i-1)
+			return "", chainErr(i, reason.BrokenChain, "iss %q is not the aud %q of element %d", cur.Iss, prev.Aud, i-1)
 		}
 		if prev.Iat > cur.Iat || cur.Iat > prev.Exp.plus(skew) { // check 4, HC-47
-			return "", chainErr(i, ReasonBrokenChain, "issued at %d, outside [%d, %d + skew] of element %d", cur.Iat, prev.Iat, prev.Exp, i-1)
+			return "", chainErr(i, reason.BrokenChain, "issued at %d, outside [%d, %d + skew] of element %d", cur.Iat, prev.Iat, prev.Exp, i-1)
 		}
 	}
 	// Check 6: cycles (HC-49).
@@ -320,11 +324,11 @@ func checkStructure(elems []element, digests []Digest, o *Offer, self AgentID, p
 	for i := 0; i <= n; i++ {
 		iss := at(i).Iss
 		if j, dup := seen[iss]; dup && !allowed(iss) {
-			return "", chainErr(i, ReasonCycle, "%q is iss of elements %d and %d", iss, j, i)
+			return "", chainErr(i, reason.Cycle, "%q is iss of elements %d and %d", iss, j, i)
 		}
 		seen[iss] = i
 		if i < n && (at(i).Iss == self || at(i).Aud == self) && !allowed(self) {
-			return "", chainErr(i, ReasonCycle, "the receiver %q already appears in element %d", self, i)
+			return "", chainErr(i, reason.Cycle, "the receiver %q already appears in element %d", self, i)
 		}
 	}
 	return chainState(elems), nil
@@ -354,7 +358,7 @@ func checkChain(h *Handoff, o *Offer, self AgentID, ts *trustState, pol ChainPol
 		return "", nil, h.chainErr
 	}
 	if n > lim.maxChain() { // HC-50
-		return "", nil, chainErr(-1, ReasonTooDeep, "chain of %d elements exceeds the limit of %d", n, lim.maxChain())
+		return "", nil, chainErr(-1, reason.TooDeep, "chain of %d elements exceeds the limit of %d", n, lim.maxChain())
 	}
 	if h.chainErr != nil {
 		return "", nil, h.chainErr
@@ -365,7 +369,7 @@ func checkChain(h *Handoff, o *Offer, self AgentID, ts *trustState, pol ChainPol
 		}
 		return ChainFull, nil, nil
 	}
-	digests := make([]Digest, n)
+	digests := make([]digest.Digest, n)
 	for i, e := range h.Chain {
 		digests[i] = e.Digest()
 	}
@@ -410,7 +414,7 @@ func applyChainPolicy(state ChainState, links []Link, o *Offer, pol ChainPolicy)
 		if !pol.RequireFull {
 			setting = "ChainPolicy.TrustedOrigins (the origin is known only from a full chain)"
 		}
-		return chainErr(-1, ReasonPolicy, "%s requires a full verified chain; this one is %s", setting, state)
+		return chainErr(-1, reason.Policy, "%s requires a full verified chain; this one is %s", setting, state)
 	}
 	if len(pol.TrustedOrigins) > 0 {
 		origin := o.Iss
@@ -418,7 +422,7 @@ func applyChainPolicy(state ChainState, links []Link, o *Offer, pol ChainPolicy)
 			origin = links[0].offer.Iss
 		}
 		if !slices.Contains(pol.TrustedOrigins, origin) {
-			return chainErr(0, ReasonPolicy, "the chain's origin %q is not one of ChainPolicy.TrustedOrigins", origin)
+			return chainErr(0, reason.Policy, "the chain's origin %q is not one of ChainPolicy.TrustedOrigins", origin)
 		}
 	}
 	return nil
@@ -434,11 +438,11 @@ func (o *Offer) clone() *Offer {
 	c := *o
 	c.Obo = o.Obo.clone()
 	if o.Grant != nil {
-		g := o.Grant.clone()
+		g := o.Grant.Clone()
 		c.Grant = &g
 	}
 	if o.Prev != nil {
-		p := o.Prev.clone()
+		p := o.Prev.Clone()
 		c.Prev = &p
 	}
 	c.Refs = cloneRefs(o.Refs)
@@ -455,20 +459,20 @@ func (p *Principal) clone() *Principal {
 	return &c
 }
 
-func (r ContextRef) clone() ContextRef {
-	r.Dig = r.Dig.clone()
+func cloneRef(r ref.Ref) ref.Ref {
+	r.Dig = r.Dig.Clone()
 	r.Proof = cloneValue(r.Proof)
 	r.Extra = cloneMembers(r.Extra)
 	return r
 }
 
-func cloneRefs(refs []ContextRef) []ContextRef {
+func cloneRefs(refs []ref.Ref) []ref.Ref {
 	if refs == nil {
 		return nil
 	}
-	c := make([]ContextRef, len(refs))
+	c := make([]ref.Ref, len(refs))
 	for i, r := range refs {
-		c[i] = r.clone()
+		c[i] = cloneRef(r)
 	}
 	return c
 }
@@ -491,5 +495,3 @@ func (h *Handoff) clone() *Handoff {
 	c.Extra = cloneMembers(h.Extra)
 	return &c
 }
-
-func (d Digest) clone() Digest { return Digest{Alg: d.Alg, Val: slices.Clone(d.Val)} }

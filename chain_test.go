@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/state"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -165,7 +168,7 @@ func TestChain_HC19_MixedFormats(t *testing.T) {
 				bad := handoffOf(e...)
 				bad.Chain[1] = tamperSignature(t, bad.Chain[1])
 				in = receive(t, w.agent(rxReceiver), encodeHandoff(t, bad, enc), Host{})
-				assertReceived(t, in, ReasonBadSignature, ErrSignature)
+				assertReceived(t, in, reason.BadSignature, ErrSignature)
 			})
 		}
 	}
@@ -173,7 +176,7 @@ func TestChain_HC19_MixedFormats(t *testing.T) {
 
 // HC-47: linkage, continuity and timing failures are "broken-chain".
 func TestChain_HC47_BrokenChain(t *testing.T) {
-	zero := Digest{Alg: SHA256Alg, Val: make([]byte, 32)}
+	zero := digest.Digest{Alg: digest.SHA256Alg, Val: make([]byte, 32)}
 	at := func(i int, mod func(o *Offer)) func(int, *Offer) {
 		return func(j int, o *Offer) {
 			if i == j {
@@ -182,25 +185,25 @@ func TestChain_HC47_BrokenChain(t *testing.T) {
 		}
 	}
 	runRxCases(t, []rxCase{
-		{name: "prev names another offer", reason: ReasonBrokenChain, class: ErrRejected,
+		{name: "prev names another offer", reason: reason.BrokenChain, class: ErrRejected,
 			build: pathTo(at(1, func(o *Offer) { o.Prev = &zero }), nil, path1)},
-		{name: "prev of a middle element names another offer", reason: ReasonBrokenChain, class: ErrRejected,
+		{name: "prev of a middle element names another offer", reason: reason.BrokenChain, class: ErrRejected,
 			build: pathTo(at(2, func(o *Offer) { o.Prev = &zero }), nil, path3)},
-		{name: "aud of an element is not the iss of the next", reason: ReasonBrokenChain, class: ErrRejected,
+		{name: "aud of an element is not the iss of the next", reason: reason.BrokenChain, class: ErrRejected,
 			build: pathTo(at(0, func(o *Offer) { o.Aud = rxOther }), nil, path1)},
-		{name: "iss of the offer is not the aud of the last element", reason: ReasonBrokenChain, class: ErrRejected,
+		{name: "iss of the offer is not the aud of the last element", reason: reason.BrokenChain, class: ErrRejected,
 			build: pathTo(at(1, func(o *Offer) { o.Iss = rxOther }), nil, path1)},
-		{name: "issued before the element it passes on", reason: ReasonBrokenChain, class: ErrRejected,
+		{name: "issued before the element it passes on", reason: reason.BrokenChain, class: ErrRejected,
 			build: pathTo(at(0, func(o *Offer) { o.Iat, o.Exp = o.Iat+1, o.Exp+1 }), nil, path1)},
 		{name: "issued at the same second as the element it passes on",
 			build: pathTo(nil, nil, path1)},
-		{name: "issued after the element's exp plus the skew", reason: ReasonBrokenChain, class: ErrRejected,
+		{name: "issued after the element's exp plus the skew", reason: reason.BrokenChain, class: ErrRejected,
 			build: pathTo(at(0, func(o *Offer) { o.Iat, o.Exp = o.Iat-100, o.Iat-61 }), nil, path1)},
 		{name: "issued at the element's exp plus the skew",
 			build: pathTo(at(0, func(o *Offer) { o.Iat, o.Exp = o.Iat-100, o.Iat-60 }), nil, path1)},
 		{name: "HC12 an element whose exp is the largest Time",
 			build: pathTo(at(0, func(o *Offer) { o.Exp = MaxTime }), nil, path1)},
-		{name: "a middle element issued after its predecessor's exp plus the skew", reason: ReasonBrokenChain, class: ErrRejected,
+		{name: "a middle element issued after its predecessor's exp plus the skew", reason: reason.BrokenChain, class: ErrRejected,
 			build: pathTo(func(i int, o *Offer) {
 				switch i {
 				case 0: // expired 190 s ago
@@ -209,38 +212,38 @@ func TestChain_HC47_BrokenChain(t *testing.T) {
 					o.Iat, o.Exp = o.Iat-100, o.Iat+20
 				}
 			}, nil, path3)},
-		{name: "chain carried but the offer has no prev", reason: ReasonBrokenChain, class: ErrRejected,
+		{name: "chain carried but the offer has no prev", reason: reason.BrokenChain, class: ErrRejected,
 			build: pathTo(at(1, func(o *Offer) { o.Prev = nil }), nil, path1)},
-		{name: "element removed from a chain of three", reason: ReasonBrokenChain, class: ErrRejected,
+		{name: "element removed from a chain of three", reason: reason.BrokenChain, class: ErrRejected,
 			build: pathTo(nil, func(e []Signed) []Signed { return []Signed{e[0], e[2], e[3]} }, path3)},
 		{name: "first element removed from a chain of three",
 			build: pathTo(nil, func(e []Signed) []Signed { return e[1:] }, path3),
 			check: func(t *testing.T, _ *world, in *Received) {
 				assert.Equal(t, ChainPartial, in.Chain(), "a dropped start is only detectable as partial (draft: Truncated Chains)")
 			}},
-		{name: "last element removed from a chain of three", reason: ReasonBrokenChain, class: ErrRejected,
+		{name: "last element removed from a chain of three", reason: reason.BrokenChain, class: ErrRejected,
 			build: pathTo(nil, func(e []Signed) []Signed { return []Signed{e[0], e[1], e[3]} }, path3)},
-		{name: "chain reordered", reason: ReasonBrokenChain, class: ErrRejected,
+		{name: "chain reordered", reason: reason.BrokenChain, class: ErrRejected,
 			build: pathTo(nil, func(e []Signed) []Signed { return []Signed{e[1], e[0], e[2], e[3]} }, path3)},
-		{name: "chain newest first", reason: ReasonBrokenChain, class: ErrRejected,
+		{name: "chain newest first", reason: reason.BrokenChain, class: ErrRejected,
 			build: pathTo(nil, func(e []Signed) []Signed { return []Signed{e[2], e[1], e[0], e[3]} }, path3)},
-		{name: "element duplicated", reason: ReasonBrokenChain, class: ErrRejected,
+		{name: "element duplicated", reason: reason.BrokenChain, class: ErrRejected,
 			build: pathTo(nil, func(e []Signed) []Signed { return []Signed{e[0], e[0], e[1]} }, path1)},
-		{name: "chain element replaced by the offer", reason: ReasonBrokenChain, class: ErrRejected,
+		{name: "chain element replaced by the offer", reason: reason.BrokenChain, class: ErrRejected,
 			build: pathTo(nil, func(e []Signed) []Signed { return []Signed{e[1], e[1]} }, path1)},
-		{name: "HC08 offer's prev uses an unsupported digest alg", reason: ReasonBrokenChain, class: ErrUnsupportedDigest,
-			build: pathTo(at(1, func(o *Offer) { o.Prev = &Digest{Alg: "sha-512", Val: make([]byte, 64)} }), nil, path1)},
-		{name: "HC08 a middle element's prev uses an unsupported digest alg", reason: ReasonBrokenChain, class: ErrUnsupportedDigest,
-			build: pathTo(at(1, func(o *Offer) { o.Prev = &Digest{Alg: "sha3-256", Val: make([]byte, 32)} }), nil, path3)},
-		{name: "chain element is not an offer", reason: ReasonBadSignature, class: ErrMalformed,
+		{name: "HC08 offer's prev uses an unsupported digest alg", reason: reason.BrokenChain, class: digest.ErrUnsupported,
+			build: pathTo(at(1, func(o *Offer) { o.Prev = &digest.Digest{Alg: "sha-512", Val: make([]byte, 64)} }), nil, path1)},
+		{name: "HC08 a middle element's prev uses an unsupported digest alg", reason: reason.BrokenChain, class: digest.ErrUnsupported,
+			build: pathTo(at(1, func(o *Offer) { o.Prev = &digest.Digest{Alg: "sha3-256", Val: make([]byte, 32)} }), nil, path3)},
+		{name: "chain element is not an offer", reason: reason.BadSignature, class: ErrMalformed,
 			build: func(t *testing.T, w *world) rxInput {
 				e := w.path(nil, path1...)
 				o := w.draftOffer(rxPlanner, rxCoder)
-				st, err := w.signers[rxCoder].SignStatus(&Status{Hop: o.Hop, Offer: SHA256(nil), Iss: rxCoder, Aud: rxPlanner, Iat: o.Iat, State: Accepted})
+				st, err := w.signers[rxCoder].SignStatus(&Status{Hop: o.Hop, Offer: digest.SHA256(nil), Iss: rxCoder, Aud: rxPlanner, Iat: o.Iat, State: state.Accepted})
 				require.NoError(t, err)
 				return rxInput{agent: w.agent(rxReceiver), h: handoffOf(st, e[1])}
 			}},
-		{name: "chain element with a broken signature", reason: ReasonBadSignature, class: ErrSignature,
+		{name: "chain element with a broken signature", reason: reason.BadSignature, class: ErrSignature,
 			build: func(t *testing.T, w *world) rxInput {
 				e := w.path(nil, path1...)
 				return rxInput{agent: w.agent(rxReceiver), h: handoffOf(tamperSignature(t, e[0]), e[1])}
@@ -257,20 +260,20 @@ func TestChain_HC49_Cycle(t *testing.T) {
 	self := []AgentID{rxReceiver, rxPlanner, rxCoder, rxReceiver} // the receiver is iss of an earlier element
 	selfAud := []AgentID{rxPlanner, rxReceiver, rxReceiver}       // the receiver only as aud of an earlier element
 	runRxCases(t, []rxCase{
-		{name: "repeated iss", reason: ReasonCycle, class: ErrRejected, build: pathTo(nil, nil, back)},
+		{name: "repeated iss", reason: reason.Cycle, class: ErrRejected, build: pathTo(nil, nil, back)},
 		{name: "repeated iss admitted by AllowReentry", build: pathTo(nil, nil, back, allow(rxPlanner)),
 			check: func(t *testing.T, _ *world, in *Received) { assert.Equal(t, ChainFull, in.Chain()) }},
-		{name: "repeated iss, another agent admitted", reason: ReasonCycle, build: pathTo(nil, nil, back, allow(rxCoder))},
-		{name: "receiver is iss of an earlier element", reason: ReasonCycle, class: ErrRejected, build: pathTo(nil, nil, self)},
-		{name: "receiver is aud of an earlier element", reason: ReasonCycle, class: ErrRejected, build: pathTo(nil, nil, selfAud)},
+		{name: "repeated iss, another agent admitted", reason: reason.Cycle, build: pathTo(nil, nil, back, allow(rxCoder))},
+		{name: "receiver is iss of an earlier element", reason: reason.Cycle, class: ErrRejected, build: pathTo(nil, nil, self)},
+		{name: "receiver is aud of an earlier element", reason: reason.Cycle, class: ErrRejected, build: pathTo(nil, nil, selfAud)},
 		{name: "receiver re-entry admitted by AllowReentry", build: pathTo(nil, nil, self, allow(rxReceiver)),
 			check: func(t *testing.T, _ *world, in *Received) { assert.Equal(t, ChainFull, in.Chain()) }},
 		{name: "receiver as aud admitted by AllowReentry", build: pathTo(nil, nil, selfAud, allow(rxReceiver))},
-		{name: "cycle in a partial chain", reason: ReasonCycle,
+		{name: "cycle in a partial chain", reason: reason.Cycle,
 			build: pathTo(nil, func(e []Signed) []Signed { return e[1:] }, []AgentID{rxOrigin, rxPlanner, rxCoder, rxPlanner, rxReceiver})},
-		{name: "cycle in an unverifiable prefix", reason: ReasonCycle,
+		{name: "cycle in an unverifiable prefix", reason: reason.Cycle,
 			build: pathTo(nil, nil, back, func(c *Config) { c.Trust = c.Trust.without(rxCoder) })},
-		{name: "cycle and a broken link: broken-chain first", reason: ReasonBrokenChain,
+		{name: "cycle and a broken link: broken-chain first", reason: reason.BrokenChain,
 			build: pathTo(nil, func(e []Signed) []Signed { return []Signed{e[1], e[0], e[2]} }, back)},
 	})
 }
@@ -293,14 +296,14 @@ func TestChain_HC50_TooDeep(t *testing.T) {
 		name   string
 		n      int
 		limit  int
-		reason Reason
+		reason reason.Code
 	}{
 		{"16 elements, default limit", 16, 0, ""},
-		{"17 elements, default limit", 17, 0, ReasonTooDeep},
+		{"17 elements, default limit", 17, 0, reason.TooDeep},
 		{"2 elements, limit 2", 2, 2, ""},
-		{"3 elements, limit 2", 3, 2, ReasonTooDeep},
+		{"3 elements, limit 2", 3, 2, reason.TooDeep},
 		{"1 element, limit 1", 1, 1, ""},
-		{"2 elements, limit 1", 2, 1, ReasonTooDeep},
+		{"2 elements, limit 1", 2, 1, reason.TooDeep},
 	}
 	eachFormatEncoding(t, func(t *testing.T, fe formatEncoding) {
 		for _, c := range cases {
@@ -331,7 +334,7 @@ func TestChain_HC50_TooDeep(t *testing.T) {
 		e := w.path(nil, path3...)
 		h := handoffOf(e[2], e[1], e[0], e[3])
 		in := receive(t, w.agent(rxReceiver, func(c *Config) { c.Limits.MaxChain = new(2) }), encodeHandoff(t, h, JSON), Host{})
-		assert.Equal(t, ReasonTooDeep, in.Reason())
+		assert.Equal(t, reason.TooDeep, in.Reason())
 	})
 }
 
@@ -345,15 +348,15 @@ func TestChain_HC36_RequireFull(t *testing.T) {
 			in.agent = w.agent(rxReceiver, requireFull)
 			return in
 		}},
-		{name: "absent", reason: ReasonPolicy, class: ErrRejected,
+		{name: "absent", reason: reason.Policy, class: ErrRejected,
 			build: pathTo(nil, func(e []Signed) []Signed { return e[3:] }, path3, requireFull),
 			check: func(t *testing.T, _ *world, in *Received) {
 				assert.Equal(t, ChainAbsent, in.Chain(), "the state found is reported")
 			}},
-		{name: "partial", reason: ReasonPolicy, class: ErrRejected,
+		{name: "partial", reason: reason.Policy, class: ErrRejected,
 			build: pathTo(nil, func(e []Signed) []Signed { return e[1:] }, path3, requireFull),
 			check: func(t *testing.T, _ *world, in *Received) { assert.Equal(t, ChainPartial, in.Chain()) }},
-		{name: "unverifiable", reason: ReasonPolicy, class: ErrRejected,
+		{name: "unverifiable", reason: reason.Policy, class: ErrRejected,
 			build: pathTo(nil, nil, path3, requireFull, func(c *Config) { c.Trust = c.Trust.without(rxPlanner) }),
 			check: func(t *testing.T, _ *world, in *Received) { assert.Equal(t, ChainUnverifiable, in.Chain()) }},
 		{name: "unverifiable without the policy",
@@ -379,15 +382,15 @@ func TestChain_HC58_TrustedOrigins(t *testing.T) {
 	}
 	runRxCases(t, []rxCase{
 		{name: "full chain from a trusted origin", build: pathTo(nil, nil, path3, origins(rxOrigin))},
-		{name: "full chain from another origin", reason: ReasonPolicy, class: ErrRejected,
+		{name: "full chain from another origin", reason: reason.Policy, class: ErrRejected,
 			build: pathTo(nil, nil, path3, origins(rxOther))},
 		{name: "offer starting its own chain, its iss a trusted origin",
 			build: func(t *testing.T, w *world) rxInput {
 				return rxInput{agent: w.agent(rxReceiver, origins(rxPlanner)), h: handoffOf(w.offer(rxPlanner, rxReceiver, nil))}
 			}},
-		{name: "truncated: the offer presented as the start", reason: ReasonPolicy, class: ErrRejected,
+		{name: "truncated: the offer presented as the start", reason: reason.Policy, class: ErrRejected,
 			build: pathTo(truncated(3), func(e []Signed) []Signed { return e[3:] }, path3, origins(rxOrigin))},
-		{name: "truncated: a middle element presented as the start", reason: ReasonPolicy, class: ErrRejected,
+		{name: "truncated: a middle element presented as the start", reason: reason.Policy, class: ErrRejected,
 			build: pathTo(truncated(2), func(e []Signed) []Signed { return e[2:] }, path3, origins(rxOrigin))},
 		{name: "truncated, accepted without the policy",
 			build: pathTo(truncated(2), func(e []Signed) []Signed { return e[2:] }, path3),
@@ -395,11 +398,11 @@ func TestChain_HC58_TrustedOrigins(t *testing.T) {
 				assert.Equal(t, ChainFull, in.Chain(), "a truncated chain looks full (draft: Truncated Chains)")
 				assert.Equal(t, rxCoder, in.Links()[0].Offer().Iss)
 			}},
-		{name: "partial chain", reason: ReasonPolicy, class: ErrRejected,
+		{name: "partial chain", reason: reason.Policy, class: ErrRejected,
 			build: pathTo(nil, func(e []Signed) []Signed { return e[1:] }, path3, origins(rxOrigin, rxPlanner))},
-		{name: "absent chain", reason: ReasonPolicy, class: ErrRejected,
+		{name: "absent chain", reason: reason.Policy, class: ErrRejected,
 			build: pathTo(nil, func(e []Signed) []Signed { return e[3:] }, path3, origins(rxOrigin, rxTester))},
-		{name: "origin untrusted for its key: unverifiable", reason: ReasonPolicy, class: ErrRejected,
+		{name: "origin untrusted for its key: unverifiable", reason: reason.Policy, class: ErrRejected,
 			build: pathTo(nil, nil, path3, origins(rxOrigin), func(c *Config) { c.Trust = c.Trust.without(rxOrigin) })},
 	})
 }
@@ -418,6 +421,6 @@ func TestChain_HC47_TimingUsesConfiguredSkew(t *testing.T) {
 		in := receive(t, w.agent(rxReceiver, func(c *Config) { c.Skew = new(10 * time.Second) }), data, Host{})
 		assertReceived(t, in, "", nil)
 		in = receive(t, w.agent(rxReceiver, func(c *Config) { c.Skew = new(9 * time.Second) }), data, Host{})
-		assertReceived(t, in, ReasonBrokenChain, ErrRejected)
+		assertReceived(t, in, reason.BrokenChain, ErrRejected)
 	})
 }

@@ -10,8 +10,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/agentproto/handoff"
 )
 
 // readmeSection returns the shell commands of the ```sh blocks in the
@@ -59,7 +57,10 @@ import (
 	"github.com/agentproto/handoff"
 )
 
-func main() { fmt.Println(handoff.SHA256([]byte("from a checkout")).B64()) }
+func main() {
+	hop, err := handoff.NewHopID(nil)
+	fmt.Println(hop.Valid(), err)
+}
 `
 	for i, name := range []string{"replace", "workspace"} {
 		t.Run(name, func(t *testing.T) {
@@ -84,7 +85,7 @@ func main() { fmt.Println(handoff.SHA256([]byte("from a checkout")).B64()) }
 				require.Equal(t, "go", args[0], "every line of the block is a go command: %q", line)
 				run(args[1:]...)
 			}
-			want := handoff.SHA256([]byte("from a checkout")).B64() + "\n"
+			want := "true <nil>\n"
 			require.Equal(t, want, run("run", "."), "the program ran")
 		})
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/ref"
 	"github.com/fxamacker/cbor/v2"
 	"github.com/stretchr/testify/require"
 )
@@ -31,7 +33,7 @@ import (
 // prev, two refs and an extension member.
 func benchOfferJSON(tb testing.TB, i int) []byte {
 	tb.Helper()
-	d := SHA256([]byte("prev" + strconv.Itoa(i)))
+	d := digest.SHA256([]byte("prev" + strconv.Itoa(i)))
 	o := &Offer{
 		Hop: HopID("q3Zl0v8bVfQmJm2c4bq1W" + strconv.Itoa(i%10)), Dialog: "ctx-7c1e-4a0b-9d55-2f1c8e3b6a71",
 		Task: "Refactor the billing module and open a pull request",
@@ -39,9 +41,9 @@ func benchOfferJSON(tb testing.TB, i int) []byte {
 		Iat: 1793000000, Exp: 1793000120,
 		Obo:  &Principal{Sub: "user:alice@example.com", Iss: "https://idp.example"},
 		Prev: &d,
-		Refs: []ContextRef{
-			{Kind: KindDigest, Dig: SHA256([]byte("spec")), Loc: "https://store.example/ctx/spec.md"},
-			{Kind: KindSCITTReceipt, Dig: SHA256([]byte("receipt"))},
+		Refs: []ref.Ref{
+			{Kind: ref.KindDigest, Dig: digest.SHA256([]byte("spec")), Loc: "https://store.example/ctx/spec.md"},
+			{Kind: ref.KindSCITTReceipt, Dig: digest.SHA256([]byte("receipt"))},
 		},
 		Extra: map[string]any{"x-priority": uint64(3)},
 	}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/state"
 	"github.com/fxamacker/cbor/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -663,7 +665,7 @@ func deep(n int) any {
 func TestDecodeStatus_Draft00Payload(t *testing.T) {
 	st, err := decodeStatus(readDraft(t, "status-payload.json"), JSON, Limits{})
 	require.NoError(t, err)
-	assert.Equal(t, Accepted, st.State)
+	assert.Equal(t, state.Accepted, st.State)
 	assert.Equal(t, "kJIcudVNmFFwbYKTXNO3mqC3e9dQSWVXDNbamGeoP18", st.Offer.B64())
 	// A status is not an offer and the reverse (type check).
 	_, err = decodeOffer(readDraft(t, "status-payload.json"), JSON, Limits{})
@@ -758,7 +760,7 @@ func TestParseHandoff_ChainFormAtStep6(t *testing.T) {
 			assert.Equal(t, offer, string(h.Offer.Octets))
 			var ce *ChainError
 			require.ErrorAs(t, h.ChainErr(), &ce)
-			assert.Equal(t, ReasonBadSignature, ce.Reason)
+			assert.Equal(t, reason.BadSignature, ce.Reason)
 			assert.ErrorIs(t, h.ChainErr(), ErrMalformed)
 		})
 	}

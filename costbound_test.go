@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
 	"github.com/fxamacker/cbor/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,9 +28,9 @@ import (
 func TestDigest_HC08_EmptyAlgIsUnknownNotMalformed(t *testing.T) {
 	eachFormatEncoding(t, func(t *testing.T, fe formatEncoding) {
 		w := newWorld(t, fe.Format, rxPlanner, rxCoder)
-		val := SHA256([]byte("context")).Val
+		val := digest.SHA256([]byte("context")).Val
 		s := w.offer(rxPlanner, rxCoder, func(o *Offer) {
-			o.Refs = []ContextRef{{Kind: KindDigest, Dig: Digest{Alg: "", Val: val}}}
+			o.Refs = []ref.Ref{{Kind: ref.KindDigest, Dig: digest.Digest{Alg: "", Val: val}}}
 		})
 		in := receive(t, w.agent(rxCoder), encodeHandoff(t, handoffOf(s), fe.Encoding), Host{})
 		require.True(t, in.Accepted(), "%s: %s", in.Reason(), in.Detail())
@@ -44,7 +47,7 @@ func TestDigest_HC08_EmptyAlgIsUnknownNotMalformed(t *testing.T) {
 		}, rxPlanner, rxCoder, rxPlanner)
 		in = receive(t, w.agent(rxPlanner), encodeHandoff(t, handoffOf(elems...), fe.Encoding), Host{})
 		assert.Equal(t, CheckChain, in.Check())
-		assert.Equal(t, ReasonBrokenChain, in.Reason(), in.Detail())
+		assert.Equal(t, reason.BrokenChain, in.Reason(), in.Detail())
 	})
 }
 
@@ -78,11 +81,11 @@ func TestCopies_AreDeep(t *testing.T) {
 	eachFormatEncoding(t, func(t *testing.T, fe formatEncoding) {
 		w := newWorld(t, fe.Format, rxOrigin, rxPlanner, rxCoder, rxTester)
 		ctx := context.Background()
-		val := SHA256([]byte("context")).Val
+		val := digest.SHA256([]byte("context")).Val
 		decorate := func(_ int, o *Offer) {
 			o.Extra = map[string]any{"https://example.com/x": map[string]any{"n": []any{uint64(1), "a"}}}
 			o.Obo = &Principal{Sub: "alice", Extra: map[string]any{"k": []any{"v"}}}
-			o.Refs = []ContextRef{{Kind: KindDigest, Dig: Digest{Alg: SHA256Alg, Val: slices.Clone(val)}, Proof: []any{"p"}, Extra: map[string]any{"e": []any{"f"}}}}
+			o.Refs = []ref.Ref{{Kind: ref.KindDigest, Dig: digest.Digest{Alg: digest.SHA256Alg, Val: slices.Clone(val)}, Proof: []any{"p"}, Extra: map[string]any{"e": []any{"f"}}}}
 		}
 		elems := w.path(decorate, rxOrigin, rxPlanner, rxCoder)
 		coder := w.agent(rxCoder)
@@ -170,7 +173,7 @@ func TestReceive_HC61_ShapeBoundedBySizeAlone(t *testing.T) {
 
 			bounded := w.agent(rxCoder, func(c *Config) { c.Limits = Limits{MaxDepth: 16, MaxMembers: 256} })
 			in = receive(t, bounded, data, Host{})
-			assert.Equal(t, ReasonBadSignature, in.Reason(), "%s under the opt-in bounds", name)
+			assert.Equal(t, reason.BadSignature, in.Reason(), "%s under the opt-in bounds", name)
 			assert.ErrorIs(t, in.Err(), ErrMalformed, name)
 		})
 	}

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -67,7 +70,7 @@ func TestDraft00_HC20_Digests(t *testing.T) {
 func TestDraft00_HC03_Grant(t *testing.T) {
 	cred := readDraft(t, "credential.txt")
 	require.Len(t, cred, 61)
-	g := SHA256(cred)
+	g := digest.SHA256(cred)
 	assert.Equal(t, "SKLjsfET5xtZoO5hzIiZFigz2JoYZLmW8Cg8GuYh4o4", g.B64())
 
 	o, err := OpenOffer(draftHandoff(t).Offer, draftTrust(t), Limits{})
@@ -84,11 +87,11 @@ func TestDraft00_HC11_Reference(t *testing.T) {
 	o, err := OpenOffer(draftHandoff(t).Offer, draftTrust(t), Limits{})
 	require.NoError(t, err)
 	require.Len(t, o.Refs, 1)
-	ref := o.Refs[0]
-	assert.Equal(t, "V_WPM8F9ztg6WxBxj1ZIGnzRbM1Xyp5GVdpEYmwbvuQ", ref.Dig.B64())
-	assert.Equal(t, "https://a.example/ctx/9", ref.Loc)
-	assert.Equal(t, RefVerified, CheckRef(ref, RefObject{Octets: obj}).Outcome)
-	assert.Equal(t, RefMismatch, CheckRef(ref, RefObject{Octets: obj[1:]}).Outcome)
+	r := o.Refs[0]
+	assert.Equal(t, "V_WPM8F9ztg6WxBxj1ZIGnzRbM1Xyp5GVdpEYmwbvuQ", r.Dig.B64())
+	assert.Equal(t, "https://a.example/ctx/9", r.Loc)
+	assert.Equal(t, ref.Verified, ref.Check(r, ref.Object{Octets: obj}).Outcome)
+	assert.Equal(t, ref.Mismatch, ref.Check(r, ref.Object{Octets: obj[1:]}).Outcome)
 }
 
 // HC-16: each kid is the RFC 7638 thumbprint of the signing key.
@@ -133,7 +136,7 @@ func TestDraft00_HC21_SignaturesAndSwappedKeys(t *testing.T) {
 		_, err := OpenOffer(s, swapped, Limits{})
 		require.Error(t, err, i)
 		assert.ErrorIs(t, err, ErrSignature)
-		assert.Equal(t, ReasonBadSignature, ReasonOf(err))
+		assert.Equal(t, reason.BadSignature, ReasonOf(err))
 	}
 }
 
@@ -157,7 +160,7 @@ func TestDraft00_ReceiveAccepted(t *testing.T) {
 	require.Len(t, in.Links(), 1)
 	assert.True(t, in.Links()[0].Verified)
 	assert.Equal(t, "kJIcudVNmFFwbYKTXNO3mqC3e9dQSWVXDNbamGeoP18", in.Digest().B64())
-	assert.Equal(t, RefNotChecked, in.Refs()[0].Outcome, "HC-11: not checked unless policy asks")
+	assert.Equal(t, ref.NotChecked, in.Refs()[0].Outcome, "HC-11: not checked unless policy asks")
 }
 
 func TestDraft00_ReceiveRejected(t *testing.T) {
@@ -174,17 +177,17 @@ func TestDraft00_ReceiveRejected(t *testing.T) {
 		at     int64
 		pol    ChainPolicy
 		data   []byte
-		reason Reason
+		reason reason.Code
 	}{
-		{"another audience", draftPlanner, draftNow, ChainPolicy{}, raw, ReasonWrongAudience},
-		{"later time", draftCoder, 1793000120, ChainPolicy{}, raw, ReasonStale},
+		{"another audience", draftPlanner, draftNow, ChainPolicy{}, raw, reason.WrongAudience},
+		{"later time", draftCoder, 1793000120, ChainPolicy{}, raw, reason.Stale},
 		{"chain reordered", draftCoder, draftNow, ChainPolicy{},
-			encode(&Handoff{Offer: h.Offer, Chain: []Signed{h.Offer, h.Chain[0]}}), ReasonBrokenChain},
+			encode(&Handoff{Offer: h.Offer, Chain: []Signed{h.Offer, h.Chain[0]}}), reason.BrokenChain},
 		{"chain element removed, full chain required", draftCoder, draftNow, ChainPolicy{RequireFull: true},
-			encode(&Handoff{Offer: h.Offer}), ReasonPolicy},
+			encode(&Handoff{Offer: h.Offer}), reason.Policy},
 		{"chain element replaced by the offer", draftCoder, draftNow, ChainPolicy{},
-			encode(&Handoff{Offer: h.Offer, Chain: []Signed{h.Offer}}), ReasonBrokenChain},
-		{"wrong dialog", draftCoder, draftNow, ChainPolicy{}, raw, ReasonPolicy},
+			encode(&Handoff{Offer: h.Offer, Chain: []Signed{h.Offer}}), reason.BrokenChain},
+		{"wrong dialog", draftCoder, draftNow, ChainPolicy{}, raw, reason.Policy},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/agentproto/handoff/reason"
 )
 
 // Failure classes. Every error this package returns for bad input wraps one
@@ -46,7 +48,7 @@ var (
 // wraps the failure class (ErrSignature, ErrMalformed, ErrRejected...), so
 // errors.Is works on it, and errors.As recovers the reason.
 type Rejection struct {
-	Reason Reason
+	Reason reason.Code
 	// Detail is for people (HC-05): no program may depend on its text.
 	Detail string
 	Err    error
@@ -73,13 +75,13 @@ func (r *Rejection) Unwrap() error {
 	return r.Err
 }
 
-func reject(reason Reason, class error, format string, args ...any) *Rejection {
+func reject(reason reason.Code, class error, format string, args ...any) *Rejection {
 	return &Rejection{Reason: reason, Detail: fmt.Sprintf(format, args...), Err: class}
 }
 
 // ReasonOf returns the reason code carried by err, or "" when err carries
 // none.
-func ReasonOf(err error) Reason {
+func ReasonOf(err error) reason.Code {
 	var r *Rejection
 	if errors.As(err, &r) {
 		return r.Reason

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/state"
 )
 
 // exampleMust ends the example on an error it does not expect.
@@ -58,7 +59,7 @@ func ExampleAgent_Receive() {
 	fmt.Println("accepted:", in.Accepted(), "chain:", in.Chain())
 
 	// It takes the work and says so; the planner verifies the status.
-	accepted := exampleMust(delegate.Reply(ctx, in, handoff.Accepted, handoff.ReplyOptions{}))
+	accepted := exampleMust(delegate.Reply(ctx, in, state.Accepted, handoff.ReplyOptions{}))
 	res := exampleMust(delegator.HandleStatus(ctx, accepted.Octets))
 	fmt.Println("planner sees:", res.State())
 

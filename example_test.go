@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/state"
 )
 
 // The draft's worked example: the handoff digest of each element is SHA-256
@@ -43,8 +44,8 @@ func ExampleAgent_Offer() {
 
 	in := exampleMust(c.Receive(ctx, wire, handoff.Host{Dialog: "ctx-1"}))
 	fmt.Println("coder: accepted:", in.Accepted())
-	for _, st := range []handoff.State{handoff.Accepted, handoff.Completed} {
-		s := exampleMust(c.Reply(ctx, in, st, handoff.ReplyOptions{Effect: handoff.EffectFull}))
+	for _, st := range []state.State{state.Accepted, state.Completed} {
+		s := exampleMust(c.Reply(ctx, in, st, handoff.ReplyOptions{Effect: state.EffectFull}))
 		res := exampleMust(p.HandleStatus(ctx, s.Octets))
 		fmt.Println("planner: hop", res.State())
 	}

@@ -23,8 +23,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff/cose"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/internal/ecsig"
 	"github.com/agentproto/handoff/jws"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
+	"github.com/agentproto/handoff/state"
 )
 
 // Fuzz targets for the root package, one per parser of untrusted input and
@@ -145,8 +149,8 @@ func buildFuzzFixture() (*fzFixture, error) {
 		return s, nil
 	}
 	obo := &Principal{Sub: "u-8f2a", Iss: "https://idp.u.example"}
-	grant := SHA256([]byte("credential"))
-	refs := []ContextRef{{Kind: KindDigest, Dig: SHA256([]byte("context")), Loc: "https://a.example/ctx/9"}}
+	grant := digest.SHA256([]byte("credential"))
+	refs := []ref.Ref{{Kind: ref.KindDigest, Dig: digest.SHA256([]byte("context")), Loc: "https://a.example/ctx/9"}}
 
 	direct, err := sign("alpha-direct", "alpha", &Offer{Hop: "fzhop-alpha-direct-00001", Dialog: "ctx-fuzz", Task: "t-1",
 		Iss: fzAlpha, Aud: fzCoder, Iat: 1793000000, Exp: 1793000120})
@@ -227,13 +231,13 @@ func buildFuzzFixture() (*fzFixture, error) {
 	}
 
 	fx.statuses["accepted"] = &Status{Hop: fzHop(direct), Offer: direct.Digest(), Iss: fzCoder, Aud: fzAlpha,
-		Iat: 1793000003, State: Accepted}
+		Iat: 1793000003, State: state.Accepted}
 	fx.statuses["rejected"] = &Status{Hop: fzHop(direct), Offer: direct.Digest(), Iss: fzCoder, Aud: fzAlpha,
-		Iat: 1793000004, State: Rejected, Reason: ReasonPolicy, Detail: "not today"}
+		Iat: 1793000004, State: state.Rejected, Reason: reason.Policy, Detail: "not today"}
 	fx.statuses["failed"] = &Status{Hop: fzHop(direct), Offer: direct.Digest(), Iss: fzCoder, Aud: fzAlpha,
-		Iat: 1793000050, State: Failed, Reason: ReasonEquivocation, Refs: refs, Extra: map[string]any{"x-n": int64(-1)}}
+		Iat: 1793000050, State: state.Failed, Reason: reason.Equivocation, Refs: refs, Extra: map[string]any{"x-n": int64(-1)}}
 	fx.statuses["canceled"] = &Status{Hop: fzHop(direct), Offer: direct.Digest(), Iss: fzAlpha, Aud: fzCoder,
-		Iat: 1793000010, State: Canceled}
+		Iat: 1793000010, State: state.Canceled}
 	return fx, nil
 }
 
@@ -354,7 +358,7 @@ func fzEncoding(isCBOR bool) Encoding {
 // requireTyped checks that err is one of the package's failure classes.
 func requireTyped(t *testing.T, err error) {
 	t.Helper()
-	for _, class := range []error{ErrMalformed, ErrTooLarge, ErrSignature, ErrUntrustedKey, ErrUnsupportedDigest, ErrRejected} {
+	for _, class := range []error{ErrMalformed, ErrTooLarge, ErrSignature, ErrUntrustedKey, digest.ErrUnsupported, ErrRejected} {
 		if errors.Is(err, class) {
 			return
 		}
@@ -510,7 +514,7 @@ func FuzzParseHandoff(f *testing.F) {
 			// itself well formed.
 			var ce *ChainError
 			require.ErrorAs(t, err, &ce)
-			require.Equal(t, ReasonBadSignature, ce.Reason)
+			require.Equal(t, reason.BadSignature, ce.Reason)
 			requireTyped(t, err)
 			elems = elems[:1]
 		}
@@ -578,7 +582,7 @@ func FuzzReceive(f *testing.F) {
 			require.NotNil(t, in.Handoff())
 			require.NotNil(t, in.Offer())
 			require.Equal(t, fzCoder, in.Offer().Aud)
-			require.True(t, in.Digest().Equal(SHA256(in.Handoff().Offer.Octets)))
+			require.True(t, in.Digest().Equal(digest.SHA256(in.Handoff().Offer.Octets)))
 			require.True(t, fx.known[string(in.Handoff().Offer.Octets)], "accepted an offer the fixture never signed: %q", in.Handoff().Offer.Octets)
 			for i, e := range in.Handoff().Chain {
 				require.True(t, fx.known[string(e.Octets)], "accepted a chain element the fixture never signed: chain[%d] %q", i, e.Octets)

@@ -5,8 +5,13 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"slices"
 	"testing"
 
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
+	"github.com/agentproto/handoff/state"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -39,27 +44,27 @@ func TestNewHopID_HC12(t *testing.T) {
 // the salt is never in the reference, and a short salt never matches.
 func TestSaltedDigest_HC09(t *testing.T) {
 	octets := []byte("the prompt, never in the element")
-	salt, d, err := SaltedDigest(nil, octets)
+	salt, d, err := digest.Salted(nil, octets)
 	require.NoError(t, err)
 	assert.Len(t, salt, 32)
-	ref := ContextRef{Kind: KindSaltedDigest, Dig: d}
-	assert.Equal(t, RefVerified, CheckRef(ref, RefObject{Octets: octets, Salt: salt}).Outcome)
-	assert.Equal(t, RefMismatch, CheckRef(ref, RefObject{Octets: octets, Salt: append([]byte{1}, salt[1:]...)}).Outcome)
-	assert.Equal(t, RefMismatch, CheckRef(ContextRef{Kind: KindDigest, Dig: d}, RefObject{Octets: octets}).Outcome,
+	r2 := ref.Ref{Kind: ref.KindSaltedDigest, Dig: d}
+	assert.Equal(t, ref.Verified, ref.Check(r2, ref.Object{Octets: octets, Salt: salt}).Outcome)
+	assert.Equal(t, ref.Mismatch, ref.Check(r2, ref.Object{Octets: octets, Salt: append([]byte{1}, salt[1:]...)}).Outcome)
+	assert.Equal(t, ref.Mismatch, ref.Check(ref.Ref{Kind: ref.KindDigest, Dig: d}, ref.Object{Octets: octets}).Outcome,
 		"unsalted, the digest does not match: the salt hides the octets")
-	short := saltedSHA256(salt[:15], octets)
-	r := CheckRef(ContextRef{Kind: KindSaltedDigest, Dig: short}, RefObject{Octets: octets, Salt: salt[:15]})
-	assert.Equal(t, RefUnverifiable, r.Outcome, "a salt under 16 octets is refused")
+	short := digest.SHA256(slices.Concat(salt[:15], octets))
+	r := ref.Check(ref.Ref{Kind: ref.KindSaltedDigest, Dig: short}, ref.Object{Octets: octets, Salt: salt[:15]})
+	assert.Equal(t, ref.Unverifiable, r.Outcome, "a salt under 16 octets is refused")
 
 	// The encoded offer carries the digest, never the salt.
-	o := &Offer{Hop: "AAAAAAAAAAAAAAAAAAAAAA", Dialog: "d", Iss: "a", Aud: "b", Iat: 1, Exp: 2, Refs: []ContextRef{ref}}
+	o := &Offer{Hop: "AAAAAAAAAAAAAAAAAAAAAA", Dialog: "d", Iss: "a", Aud: "b", Iat: 1, Exp: 2, Refs: []ref.Ref{r2}}
 	for _, enc := range []Encoding{JSON, CBOR} {
 		b, err := o.encode(enc)
 		require.NoError(t, err)
 		assert.False(t, bytes.Contains(b, salt), "HC-09")
 		assert.False(t, bytes.Contains(b, []byte(base64.RawURLEncoding.EncodeToString(salt))), "HC-09")
 	}
-	_, _, err = SaltedDigest(bytes.NewReader(nil), octets)
+	_, _, err = digest.Salted(bytes.NewReader(nil), octets)
 	assert.Error(t, err)
 }
 
@@ -68,11 +73,11 @@ func TestSaltedDigest_HC09(t *testing.T) {
 func TestLifecycle_HC04_OtherReasons(t *testing.T) {
 	p := newPair(t)
 	st := signStatus(t, p.w, &Status{Hop: p.out.Offer.Hop, Offer: p.out.Digest, Iss: idB, Aud: idA,
-		Iat: TimeOf(p.w.clock.Now()), State: Rejected, Reason: "busy-try-later"})
+		Iat: TimeOf(p.w.clock.Now()), State: state.Rejected, Reason: "busy-try-later"})
 	res, err := statusErr(p.dtor.HandleStatus(context.Background(), st.Octets))
 	require.NoError(t, err)
-	assert.Equal(t, Rejected, res.State())
-	assert.False(t, Reason("busy-try-later").Defined())
+	assert.Equal(t, state.Rejected, res.State())
+	assert.False(t, reason.Code("busy-try-later").Defined())
 	h, _, _ := p.dtor.Hop(context.Background(), p.out.Offer.Hop)
 	assert.True(t, h.Resolved, "HC-41: a verified rejected with a reason other than stale or replay")
 }
@@ -90,13 +95,13 @@ func TestLifecycle_HC28_ForgedCancel(t *testing.T) {
 	require.True(t, in.Accepted())
 	down, err := dte.Offer(ctx, OfferParams{To: c, From: in})
 	require.NoError(t, err)
-	_, err = dte.Reply(ctx, in, Accepted, ReplyOptions{})
+	_, err = dte.Reply(ctx, in, state.Accepted, ReplyOptions{})
 	require.NoError(t, err)
 
 	for name, st := range map[string]*Status{
-		"signed by a third agent as itself": {Hop: out.Offer.Hop, Offer: out.Digest, Iss: c, Aud: idB, State: Canceled},
-		"naming another offer":              {Hop: out.Offer.Hop, Offer: SHA256([]byte("x")), Iss: idA, Aud: idB, State: Canceled},
-		"addressed to someone else":         {Hop: out.Offer.Hop, Offer: out.Digest, Iss: idA, Aud: c, State: Canceled},
+		"signed by a third agent as itself": {Hop: out.Offer.Hop, Offer: out.Digest, Iss: c, Aud: idB, State: state.Canceled},
+		"naming another offer":              {Hop: out.Offer.Hop, Offer: digest.SHA256([]byte("x")), Iss: idA, Aud: idB, State: state.Canceled},
+		"addressed to someone else":         {Hop: out.Offer.Hop, Offer: out.Digest, Iss: idA, Aud: c, State: state.Canceled},
 	} {
 		t.Run(name, func(t *testing.T) {
 			st.Iat = TimeOf(w.clock.Now())
@@ -108,7 +113,7 @@ func TestLifecycle_HC28_ForgedCancel(t *testing.T) {
 			rec, ok, err := dte.cfg.Store.Get(ctx, replayKey(in.Offer()))
 			require.NoError(t, err)
 			require.True(t, ok)
-			assert.Equal(t, string(Accepted), rec.State, "the hop is not canceled")
+			assert.Equal(t, string(state.Accepted), rec.State, "the hop is not canceled")
 			h, _, _ := dte.Hop(context.Background(), down.Offer.Hop)
 			assert.False(t, h.Canceled, "nothing propagates")
 		})
@@ -139,10 +144,10 @@ func TestLifecycle_HC05_DetailDrivesNothing(t *testing.T) {
 	for _, detail := range []string{"", "completed", "ignore the state: the work took full effect"} {
 		p := newPair(t)
 		st := signStatus(t, p.w, &Status{Hop: p.out.Offer.Hop, Offer: p.out.Digest, Iss: idB, Aud: idA,
-			Iat: TimeOf(p.w.clock.Now()), State: Failed, Detail: detail})
+			Iat: TimeOf(p.w.clock.Now()), State: state.Failed, Detail: detail})
 		res, err := statusErr(p.dtor.HandleStatus(context.Background(), st.Octets))
 		require.NoError(t, err)
-		assert.Equal(t, Failed, res.State(), detail)
+		assert.Equal(t, state.Failed, res.State(), detail)
 		assert.Equal(t, detail, res.Status().Detail, "kept, for people")
 	}
 }

@@ -11,7 +11,10 @@ import (
 	"github.com/fxamacker/cbor/v2"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/internal/b64u"
 	"github.com/agentproto/handoff/internal/cborhead"
+	"github.com/agentproto/handoff/reason"
 )
 
 // Section 2.1 of the draft: the signed forms of a handoff, and the Handoff
@@ -48,7 +51,7 @@ type Signed struct {
 }
 
 // Digest returns the handoff digest of s (section 3.3, HC-20).
-func (s Signed) Digest() Digest { return SHA256(s.Octets) }
+func (s Signed) Digest() digest.Digest { return digest.SHA256(s.Octets) }
 
 // IsZero reports whether s holds no octets.
 func (s Signed) IsZero() bool { return len(s.Octets) == 0 }
@@ -433,10 +436,10 @@ func (w *handoffWire) handoff(enc Encoding, lim Limits) (*Handoff, error) {
 	case !w.hasChain:
 		return h, nil
 	case w.chain == nil:
-		h.chainErr = &ChainError{Index: -1, Reason: ReasonBadSignature, Detail: "chain: want an array of signed handoffs, got " + w.chainKind, err: ErrMalformed}
+		h.chainErr = &ChainError{Index: -1, Reason: reason.BadSignature, Detail: "chain: want an array of signed handoffs, got " + w.chainKind, err: ErrMalformed}
 		return h, nil
 	case len(w.chain) == 0:
-		h.chainErr = &ChainError{Index: -1, Reason: ReasonBadSignature, Detail: "chain: empty array ([+ SignedHandoff])", err: ErrMalformed}
+		h.chainErr = &ChainError{Index: -1, Reason: reason.BadSignature, Detail: "chain: empty array ([+ SignedHandoff])", err: ErrMalformed}
 		return h, nil
 	}
 	h.Chain = make([]Signed, len(w.chain))
@@ -444,7 +447,7 @@ func (w *handoffWire) handoff(enc Encoding, lim Limits) (*Handoff, error) {
 		s, err := elementFrom(e, enc, lim, "")
 		if err != nil && h.chainErr == nil {
 			_, err = elementFrom(e, enc, lim, fmt.Sprintf("chain[%d]", i)) // named, now that it is needed
-			h.chainErr = &ChainError{Index: i, Reason: ReasonBadSignature, Detail: err.Error(), err: errClass(err)}
+			h.chainErr = &ChainError{Index: i, Reason: reason.BadSignature, Detail: err.Error(), err: errClass(err)}
 		}
 		h.Chain[i] = s
 	}
@@ -463,7 +466,7 @@ func elementFrom(e wireElement, enc Encoding, lim Limits, path string) (Signed, 
 		case jwsCompact.MatchString(t):
 			s = Signed{Format: JWS, Octets: []byte(t)}
 		case enc == JSON:
-			b, err := decodeB64u(t)
+			b, err := b64u.Decode(t)
 			if err != nil {
 				return Signed{Octets: []byte(t)}, malformed("%s: neither a JWS nor a base64url COSE_Sign1: %v", path, err)
 			}

@@ -3,6 +3,9 @@ package handoff
 import (
 	"fmt"
 	"time"
+
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/state"
 )
 
 // Section 4 of the draft (the hop's states), "Asking Again" and "Knowing
@@ -10,23 +13,6 @@ import (
 // for each role. They take plain values and return the next state or the
 // rule that forbids the step; the Agent applies them around storage, locks
 // and signing.
-
-// Effect is what a delegate knows of its work's effect when it reports an
-// outcome ("Knowing the Outcome").
-type Effect uint8
-
-const (
-	// EffectUnknown: the outcome could not be established. No "completed"
-	// or "failed" may be sent; the hop stays "accepted" (HC-25, HC-45).
-	EffectUnknown Effect = iota
-	// EffectNone: the work took no effect. "failed" without refs says so.
-	EffectNone
-	// EffectPartial: part of the work took effect. "failed" must list in
-	// refs what took effect (HC-44).
-	EffectPartial
-	// EffectFull: the work took full effect: "completed".
-	EffectFull
-)
 
 // EquivocationAnswer says what status, if any, the rules let the receiver
 // send for the FIRST of two offers with one (iss, hop) (HC-54). The second
@@ -50,11 +36,11 @@ const (
 
 // equivocationAnswer is HC-54 for a hop in state held ("" when only
 // remembered).
-func equivocationAnswer(held State) EquivocationAnswer {
+func equivocationAnswer(held state.State) EquivocationAnswer {
 	switch held {
 	case "":
 		return AnswerRejectFirst
-	case Accepted, Canceled:
+	case state.Accepted, state.Canceled:
 		// A hop the delegator canceled has no terminal status from this
 		// delegate, which may still report the outcome (HC-54, HC-56).
 		return AnswerFinishFirst
@@ -110,7 +96,7 @@ type delegateHop struct {
 	// Remembered: the (iss, hop) pair is in the delegate's memory.
 	Remembered bool
 	// State is the hop's recorded state: "" while only remembered.
-	State State
+	State state.State
 	// Sent: a status was sent for the hop (its last status is recorded).
 	Sent bool
 	// Verdict is how the checks of section 5.1 judged the offer being
@@ -130,9 +116,9 @@ const (
 
 // delegateSend is the status a delegate wants to send.
 type delegateSend struct {
-	State  State
-	Reason Reason
-	Effect Effect
+	State  state.State
+	Reason reason.Code
+	Effect state.Effect
 	Refs   int // number of refs
 	// OwesAccepted: the hop was taken and no status was sent yet (HC-39).
 	OwesAccepted bool
@@ -145,11 +131,11 @@ type delegateSend struct {
 // after the status is sent, and whether sending it records that state; a
 // "rejected" with reason stale or replay for a hop not remembered, and a
 // rejection by checks 2 or 3 (before the pair is remembered), set none.
-func delegateStep(h delegateHop, s delegateSend) (next State, records bool, err error) {
+func delegateStep(h delegateHop, s delegateSend) (next state.State, records bool, err error) {
 	if err := effectRule(s); err != nil {
 		return "", false, err
 	}
-	forgotten := s.State == Rejected && (s.Reason == ReasonStale || s.Reason == ReasonReplay)
+	forgotten := s.State == state.Rejected && (s.Reason == reason.Stale || s.Reason == reason.Replay)
 	if forgotten {
 		if h.Remembered {
 			return "", false, rule("HC-24", "a \"rejected\" with reason stale or replay is only for a hop this delegate does not remember")
@@ -162,16 +148,16 @@ func delegateStep(h delegateHop, s delegateSend) (next State, records bool, err 
 		}
 	}
 	if !h.Remembered {
-		if s.State == Rejected && h.Verdict == verdictRejected {
+		if s.State == state.Rejected && h.Verdict == verdictRejected {
 			return "", false, nil // checks 2 and 3 come before the pair is remembered
 		}
 		return "", false, rule("", "the hop is not remembered")
 	}
 	switch s.State {
-	case Accepted:
+	case state.Accepted:
 		switch {
 		case h.Verdict == verdictAccepted && h.State == "":
-		case h.State == Accepted && !h.Sent && (h.Verdict == verdictAccepted || h.Verdict == verdictRetransmit):
+		case h.State == state.Accepted && !h.Sent && (h.Verdict == verdictAccepted || h.Verdict == verdictRetransmit):
 			// Taken (Take) and no status sent yet: "accepted" is owed
 			// (HC-39), once.
 		case h.Verdict != verdictAccepted && h.Verdict != verdictRetransmit:
@@ -179,13 +165,13 @@ func delegateStep(h delegateHop, s delegateSend) (next State, records bool, err 
 		default:
 			return "", false, rule("HC-23", "the hop is already %s; a delegate answers an offer at most once", h.State)
 		}
-	case Rejected:
+	case state.Rejected:
 		if h.State != "" {
 			return "", false, rule("HC-23, HC-24", "the hop is already %s; a delegate never rejects a hop it has taken or answered", h.State)
 		}
-	case Completed, Failed:
+	case state.Completed, state.Failed:
 		switch h.State {
-		case "", Accepted, Canceled:
+		case "", state.Accepted, state.Canceled:
 		default:
 			return "", false, rule("HC-23", "the hop is already %s; a delegate reports the outcome at most once", h.State)
 		}
@@ -205,28 +191,28 @@ func delegateStep(h delegateHop, s delegateSend) (next State, records bool, err 
 // error (ErrArgument) naming the ReplyOptions field, not a state error.
 func effectRule(s delegateSend) error {
 	switch s.State {
-	case Completed:
-		if s.Effect != EffectFull {
+	case state.Completed:
+		if s.Effect != state.EffectFull {
 			return optionErr("Effect", "HC-25", "\"completed\" is sent only when the work took full effect: set Effect to EffectFull; "+
 				"if it did not, send \"failed\" with EffectNone or EffectPartial")
 		}
-	case Failed:
+	case state.Failed:
 		switch s.Effect {
-		case EffectNone:
+		case state.EffectNone:
 			if s.Refs > 0 {
 				return optionErr("Effect", "HC-44", "\"failed\" with Refs says part of the work took effect: set Effect to EffectPartial, or leave Refs empty")
 			}
-		case EffectPartial:
+		case state.EffectPartial:
 			if s.Refs == 0 {
 				return optionErr("Refs", "HC-44", "\"failed\" with EffectPartial must list in Refs what took effect")
 			}
-		case EffectFull:
+		case state.EffectFull:
 			return optionErr("Effect", "HC-25", "the work took full effect: send \"completed\", not \"failed\"")
 		default:
 			return optionErr("Effect", "HC-25, HC-45", "\"failed\" is sent only when the work's effect is known: set Effect to EffectNone or EffectPartial; "+
 				"until it is known, send nothing (the hop stays \"accepted\")")
 		}
-	case Rejected:
+	case state.Rejected:
 		if s.Reason == "" {
 			return optionErr("Reason", "", "\"rejected\" needs a reason: set Reason to the draft's reason code (Reasons lists them)")
 		}
@@ -239,11 +225,11 @@ func effectRule(s delegateSend) error {
 func equivocationRule(s delegateSend) error {
 	switch s.Equivocation {
 	case AnswerRejectFirst:
-		if s.State == Rejected && s.Reason == ReasonEquivocation {
+		if s.State == state.Rejected && s.Reason == reason.Equivocation {
 			return nil
 		}
 	case AnswerFinishFirst:
-		if s.State == Completed || (s.State == Failed && s.Reason == ReasonEquivocation) {
+		if s.State == state.Completed || (s.State == state.Failed && s.Reason == reason.Equivocation) {
 			return nil
 		}
 	}
@@ -252,8 +238,8 @@ func equivocationRule(s delegateSend) error {
 
 // delegatorHop is what a delegator holds for a hop it offered.
 type delegatorHop struct {
-	State    State // Offered, or the state a verified status set
-	Reason   Reason
+	State    state.State // Offered, or the state a verified status set
+	Reason   reason.Code
 	Canceled bool // this delegator canceled it
 	Observed bool // an authoritative observation of no effect (HC-41)
 }
@@ -267,17 +253,17 @@ type delegatorHop struct {
 func delegatorStep(h delegatorHop, s *Status) (next delegatorHop, changed, conflict bool) {
 	next = h
 	switch {
-	case s.State == Rejected && (s.Reason == ReasonStale || s.Reason == ReasonReplay):
+	case s.State == state.Rejected && (s.Reason == reason.Stale || s.Reason == reason.Replay):
 		// Says only that the delegate does not remember the hop (HC-24).
-	case h.State == Offered:
+	case h.State == state.Offered:
 		next.State, next.Reason, changed = s.State, s.Reason, true
-	case h.State == Accepted && s.State != Accepted:
-		if s.State == Rejected {
+	case h.State == state.Accepted && s.State != state.Accepted:
+		if s.State == state.Rejected {
 			conflict = true // a delegate may not reject a hop it took
 		} else {
 			next.State, next.Reason, changed = s.State, s.Reason, true
 		}
-	case s.State == Accepted:
+	case s.State == state.Accepted:
 		// Implied by a terminal state already held.
 	case h.State == s.State && h.Reason == s.Reason:
 		// The same answer again, e.g. a resent status.
@@ -294,19 +280,19 @@ func delegatorStep(h delegatorHop, s *Status) (next delegatorHop, changed, confl
 // work.
 func (h delegatorHop) resolved() bool {
 	switch h.State {
-	case Completed, Failed:
+	case state.Completed, state.Failed:
 		return true
-	case Rejected:
-		return h.Reason != ReasonStale && h.Reason != ReasonReplay
+	case state.Rejected:
+		return h.Reason != reason.Stale && h.Reason != reason.Replay
 	}
 	return h.Observed
 }
 
 // localState is the state a delegator shows for a hop: Expired once an
 // offer with no status passed its exp (local and provisional, HC-27).
-func (h delegatorHop) localState(exp, now Time) State {
-	if h.State == Offered && now >= exp {
-		return Expired
+func (h delegatorHop) localState(exp, now Time) state.State {
+	if h.State == state.Offered && now >= exp {
+		return state.Expired
 	}
 	return h.State
 }

@@ -6,7 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/replay"
+	"github.com/agentproto/handoff/state"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -77,11 +81,11 @@ func fiveAgentChain(t *testing.T, f Format) {
 		assert.Equal(t, ChainFull, in.Chain())
 		assert.Len(t, in.Links(), i, "the chain grows by one offer per hop")
 		ins[i+1] = in
-		acc, err := agents[i+1].Reply(ctx, in, Accepted, ReplyOptions{})
+		acc, err := agents[i+1].Reply(ctx, in, state.Accepted, ReplyOptions{})
 		require.NoError(t, err)
 		res, err := statusErr(agents[i].HandleStatus(ctx, acc.Octets))
 		require.NoError(t, err)
-		assert.Equal(t, Accepted, res.State())
+		assert.Equal(t, state.Accepted, res.State())
 		assert.True(t, res.Changed())
 	}
 
@@ -93,7 +97,7 @@ func fiveAgentChain(t *testing.T, f Format) {
 	for i := 1; i < len(ids); i++ {
 		res, err := statusErr(agents[i].HandleStatus(ctx, msg))
 		require.NoError(t, err, "hop %d", i)
-		assert.Equal(t, Canceled, res.State())
+		assert.Equal(t, state.Canceled, res.State())
 		if i == len(ids)-1 {
 			assert.Empty(t, res.Notices(), "the reviewer issued no offers")
 			break
@@ -112,7 +116,7 @@ func fiveAgentChain(t *testing.T, f Format) {
 
 	// The reviewer had finished anyway: a late "completed" still resolves
 	// the canceled hop at the tester (HC-56).
-	done, err := agents[4].Reply(ctx, ins[4], Completed, ReplyOptions{Effect: EffectFull})
+	done, err := agents[4].Reply(ctx, ins[4], state.Completed, ReplyOptions{Effect: state.EffectFull})
 	require.NoError(t, err)
 	// The status is lost; the tester asks again with the identical octets
 	// (HC-37, HC-52) and the reviewer resends the identical status (HC-39).
@@ -128,20 +132,20 @@ func fiveAgentChain(t *testing.T, f Format) {
 	assert.Equal(t, done.Octets, last.Octets, "the last status, identical")
 	res, err := statusErr(agents[3].HandleStatus(ctx, last.Octets))
 	require.NoError(t, err)
-	assert.Equal(t, Completed, res.State())
+	assert.Equal(t, state.Completed, res.State())
 	h, _, _ := agents[3].Hop(context.Background(), outs[3].Offer.Hop)
 	assert.True(t, h.Resolved)
 
 	// A conflicting second terminal status is flagged and ignored (HC-56).
-	conflicting, err := agents[4].Reply(ctx, ins[4], Failed, ReplyOptions{Effect: EffectNone})
+	conflicting, err := agents[4].Reply(ctx, ins[4], state.Failed, ReplyOptions{Effect: state.EffectNone})
 	require.ErrorIs(t, err, ErrState, "HC-23: at most one of completed/failed")
 	assert.True(t, conflicting.IsZero())
 	forged := signStatus(t, w, &Status{Hop: outs[3].Offer.Hop, Offer: outs[3].Digest, Iss: ids[4], Aud: ids[3],
-		Iat: TimeOf(w.clock.Now()), State: Failed})
+		Iat: TimeOf(w.clock.Now()), State: state.Failed})
 	res, err = statusErr(agents[3].HandleStatus(ctx, forged.Octets))
 	require.NoError(t, err)
 	assert.True(t, res.Conflict())
-	assert.Equal(t, Completed, res.State(), "the first verified terminal state stands")
+	assert.Equal(t, state.Completed, res.State(), "the first verified terminal state stands")
 	assert.Contains(t, logs[3].kinds(), ConflictStatus)
 }
 
@@ -186,41 +190,41 @@ func newPair(t *testing.T) *pair {
 // what is allowed and what is sent (HC-23..HC-26, HC-44, HC-45).
 func TestLifecycle_DelegateTable(t *testing.T) {
 	ctx := context.Background()
-	reach := map[State]func(t *testing.T, p *pair){
+	reach := map[state.State]func(t *testing.T, p *pair){
 		"": func(*testing.T, *pair) {},
-		Accepted: func(t *testing.T, p *pair) {
-			_, err := p.dte.Reply(ctx, p.in, Accepted, ReplyOptions{})
+		state.Accepted: func(t *testing.T, p *pair) {
+			_, err := p.dte.Reply(ctx, p.in, state.Accepted, ReplyOptions{})
 			require.NoError(t, err)
 		},
-		Rejected: func(t *testing.T, p *pair) {
-			_, err := p.dte.Reply(ctx, p.in, Rejected, ReplyOptions{Reason: ReasonPolicy})
+		state.Rejected: func(t *testing.T, p *pair) {
+			_, err := p.dte.Reply(ctx, p.in, state.Rejected, ReplyOptions{Reason: reason.Policy})
 			require.NoError(t, err)
 		},
-		Completed: func(t *testing.T, p *pair) {
-			_, err := p.dte.Reply(ctx, p.in, Completed, ReplyOptions{Effect: EffectFull})
+		state.Completed: func(t *testing.T, p *pair) {
+			_, err := p.dte.Reply(ctx, p.in, state.Completed, ReplyOptions{Effect: state.EffectFull})
 			require.NoError(t, err)
 		},
-		Failed: func(t *testing.T, p *pair) {
-			_, err := p.dte.Reply(ctx, p.in, Failed, ReplyOptions{Effect: EffectNone})
+		state.Failed: func(t *testing.T, p *pair) {
+			_, err := p.dte.Reply(ctx, p.in, state.Failed, ReplyOptions{Effect: state.EffectNone})
 			require.NoError(t, err)
 		},
 	}
 	type req struct {
-		state State
+		state state.State
 		opt   ReplyOptions
 	}
 	reqs := map[string]req{
-		"accepted":               {Accepted, ReplyOptions{}},
-		"rejected":               {Rejected, ReplyOptions{Reason: ReasonPolicy}},
-		"rejected-stale":         {Rejected, ReplyOptions{Reason: ReasonStale}},
-		"completed":              {Completed, ReplyOptions{Effect: EffectFull}},
-		"completed-unknown":      {Completed, ReplyOptions{Effect: EffectUnknown}},
-		"failed-none":            {Failed, ReplyOptions{Effect: EffectNone}},
-		"failed-partial":         {Failed, ReplyOptions{Effect: EffectPartial, Refs: []ContextRef{{Kind: KindDigest, Dig: SHA256([]byte("effect"))}}}},
-		"failed-partial-no-refs": {Failed, ReplyOptions{Effect: EffectPartial}},
-		"failed-none-with-refs":  {Failed, ReplyOptions{Effect: EffectNone, Refs: []ContextRef{{Kind: KindDigest, Dig: SHA256([]byte("x"))}}}},
-		"failed-unknown":         {Failed, ReplyOptions{Effect: EffectUnknown}},
-		"canceled":               {Canceled, ReplyOptions{}},
+		"accepted":               {state.Accepted, ReplyOptions{}},
+		"rejected":               {state.Rejected, ReplyOptions{Reason: reason.Policy}},
+		"rejected-stale":         {state.Rejected, ReplyOptions{Reason: reason.Stale}},
+		"completed":              {state.Completed, ReplyOptions{Effect: state.EffectFull}},
+		"completed-unknown":      {state.Completed, ReplyOptions{Effect: state.EffectUnknown}},
+		"failed-none":            {state.Failed, ReplyOptions{Effect: state.EffectNone}},
+		"failed-partial":         {state.Failed, ReplyOptions{Effect: state.EffectPartial, Refs: []ref.Ref{{Kind: ref.KindDigest, Dig: digest.SHA256([]byte("effect"))}}}},
+		"failed-partial-no-refs": {state.Failed, ReplyOptions{Effect: state.EffectPartial}},
+		"failed-none-with-refs":  {state.Failed, ReplyOptions{Effect: state.EffectNone, Refs: []ref.Ref{{Kind: ref.KindDigest, Dig: digest.SHA256([]byte("x"))}}}},
+		"failed-unknown":         {state.Failed, ReplyOptions{Effect: state.EffectUnknown}},
+		"canceled":               {state.Canceled, ReplyOptions{}},
 	}
 	// argument[request] = the ReplyOptions field an argument error names.
 	argument := map[string]string{
@@ -230,12 +234,12 @@ func TestLifecycle_DelegateTable(t *testing.T) {
 		"failed-unknown":         "ReplyOptions.Effect",
 	}
 	// allowed[state][request] = the state recorded afterwards.
-	allowed := map[State]map[string]State{
-		"":        {"accepted": Accepted, "rejected": Rejected, "completed": Completed, "failed-none": Failed, "failed-partial": Failed},
-		Accepted:  {"completed": Completed, "failed-none": Failed, "failed-partial": Failed},
-		Rejected:  {},
-		Completed: {},
-		Failed:    {},
+	allowed := map[state.State]map[string]state.State{
+		"":              {"accepted": state.Accepted, "rejected": state.Rejected, "completed": state.Completed, "failed-none": state.Failed, "failed-partial": state.Failed},
+		state.Accepted:  {"completed": state.Completed, "failed-none": state.Failed, "failed-partial": state.Failed},
+		state.Rejected:  {},
+		state.Completed: {},
+		state.Failed:    {},
 	}
 	for from, get := range reach {
 		for name, r := range reqs {
@@ -296,7 +300,7 @@ func TestLifecycle_HC39_OwesAccepted(t *testing.T) {
 	require.NoError(t, p.dte.Take(ctx, p.in))
 	re = receive(t, p.dte, b, Host{Peer: idA})
 	assert.True(t, re.OwesAccepted())
-	s, err := p.dte.Reply(ctx, re, Accepted, ReplyOptions{})
+	s, err := p.dte.Reply(ctx, re, state.Accepted, ReplyOptions{})
 	require.NoError(t, err)
 	re = receive(t, p.dte, b, Host{Peer: idA})
 	last, ok := re.LastStatus()
@@ -308,34 +312,34 @@ func TestLifecycle_HC39_OwesAccepted(t *testing.T) {
 func TestLifecycle_DelegatorTable(t *testing.T) {
 	ctx := context.Background()
 	type in struct {
-		state  State
-		reason Reason
+		state  state.State
+		reason reason.Code
 	}
 	statuses := map[string]in{
-		"accepted":  {Accepted, ""},
-		"rejected":  {Rejected, ReasonPolicy},
-		"stale":     {Rejected, ReasonStale},
-		"replay":    {Rejected, ReasonReplay},
-		"completed": {Completed, ""},
-		"failed":    {Failed, ReasonEquivocation},
+		"accepted":  {state.Accepted, ""},
+		"rejected":  {state.Rejected, reason.Policy},
+		"stale":     {state.Rejected, reason.Stale},
+		"replay":    {state.Rejected, reason.Replay},
+		"completed": {state.Completed, ""},
+		"failed":    {state.Failed, reason.Equivocation},
 	}
 	type want struct {
-		state    State
+		state    state.State
 		conflict bool
 	}
 	// from the hop state reached by the first status (or none) to the
 	// result of the second.
 	table := map[string]map[string]want{
-		"offered": {"accepted": {Accepted, false}, "rejected": {Rejected, false}, "stale": {Offered, false},
-			"replay": {Offered, false}, "completed": {Completed, false}, "failed": {Failed, false}},
-		"accepted": {"accepted": {Accepted, false}, "rejected": {Accepted, true}, "stale": {Accepted, false},
-			"replay": {Accepted, false}, "completed": {Completed, false}, "failed": {Failed, false}},
-		"rejected": {"accepted": {Rejected, false}, "rejected": {Rejected, false}, "stale": {Rejected, false},
-			"replay": {Rejected, false}, "completed": {Rejected, true}, "failed": {Rejected, true}},
-		"completed": {"accepted": {Completed, false}, "rejected": {Completed, true}, "stale": {Completed, false},
-			"replay": {Completed, false}, "completed": {Completed, false}, "failed": {Completed, true}},
-		"failed": {"accepted": {Failed, false}, "rejected": {Failed, true}, "stale": {Failed, false},
-			"replay": {Failed, false}, "completed": {Failed, true}, "failed": {Failed, false}},
+		"offered": {"accepted": {state.Accepted, false}, "rejected": {state.Rejected, false}, "stale": {state.Offered, false},
+			"replay": {state.Offered, false}, "completed": {state.Completed, false}, "failed": {state.Failed, false}},
+		"accepted": {"accepted": {state.Accepted, false}, "rejected": {state.Accepted, true}, "stale": {state.Accepted, false},
+			"replay": {state.Accepted, false}, "completed": {state.Completed, false}, "failed": {state.Failed, false}},
+		"rejected": {"accepted": {state.Rejected, false}, "rejected": {state.Rejected, false}, "stale": {state.Rejected, false},
+			"replay": {state.Rejected, false}, "completed": {state.Rejected, true}, "failed": {state.Rejected, true}},
+		"completed": {"accepted": {state.Completed, false}, "rejected": {state.Completed, true}, "stale": {state.Completed, false},
+			"replay": {state.Completed, false}, "completed": {state.Completed, false}, "failed": {state.Completed, true}},
+		"failed": {"accepted": {state.Failed, false}, "rejected": {state.Failed, true}, "stale": {state.Failed, false},
+			"replay": {state.Failed, false}, "completed": {state.Failed, true}, "failed": {state.Failed, false}},
 	}
 	for from, row := range table {
 		for name, w := range row {
@@ -355,7 +359,7 @@ func TestLifecycle_DelegatorTable(t *testing.T) {
 				assert.Equal(t, w.state, res.State())
 				assert.Equal(t, w.conflict, res.Conflict())
 				h, _, _ := p.dtor.Hop(context.Background(), p.out.Offer.Hop)
-				wantResolved := w.state == Completed || w.state == Failed || w.state == Rejected
+				wantResolved := w.state == state.Completed || w.state == state.Failed || w.state == state.Rejected
 				assert.Equal(t, wantResolved, h.Resolved, "HC-41")
 				if w.conflict {
 					assert.Contains(t, p.log.kinds(), ConflictStatus, "HC-56: flagged")
@@ -371,11 +375,11 @@ func TestLifecycle_HC55_StatusVerification(t *testing.T) {
 	p := newPair(t)
 	w := newWorld(t, JWS, "spiffe://x.example/mallory")
 	other := w.signers["spiffe://x.example/mallory"]
-	good := &Status{Hop: p.out.Offer.Hop, Offer: p.out.Digest, Iss: idB, Aud: idA, Iat: TimeOf(p.w.clock.Now()), State: Completed}
+	good := &Status{Hop: p.out.Offer.Hop, Offer: p.out.Digest, Iss: idB, Aud: idA, Iat: TimeOf(p.w.clock.Now()), State: state.Completed}
 	cases := map[string]func() []byte{
 		"wrong offer digest": func() []byte {
 			s := *good
-			s.Offer = SHA256([]byte("another offer"))
+			s.Offer = digest.SHA256([]byte("another offer"))
 			return signStatus(t, p.w, &s).Octets
 		},
 		"wrong aud": func() []byte {
@@ -403,7 +407,7 @@ func TestLifecycle_HC55_StatusVerification(t *testing.T) {
 			assert.Nil(t, res)
 			assert.NotEmpty(t, ReasonOf(err))
 			h, _, _ := p.dtor.Hop(context.Background(), p.out.Offer.Hop)
-			assert.Equal(t, Offered, h.State)
+			assert.Equal(t, state.Offered, h.State)
 		})
 	}
 }
@@ -416,14 +420,14 @@ func TestLifecycle_HC27_ExpiryProvisional(t *testing.T) {
 	require.NoError(t, p.dte.Take(ctx, p.in)) // taken; no status reaches the delegator
 	p.w.clock.Add(3 * time.Minute)
 	h, _, _ := p.dtor.Hop(context.Background(), p.out.Offer.Hop)
-	assert.Equal(t, Expired, h.State)
+	assert.Equal(t, state.Expired, h.State)
 	assert.False(t, h.Resolved)
 	assert.Len(t, unresolvedOf(p.dtor), 1)
-	s, err := p.dte.Reply(ctx, p.in, Completed, ReplyOptions{Effect: EffectFull})
+	s, err := p.dte.Reply(ctx, p.in, state.Completed, ReplyOptions{Effect: state.EffectFull})
 	require.NoError(t, err)
 	res, err := statusErr(p.dtor.HandleStatus(ctx, s.Octets))
 	require.NoError(t, err)
-	assert.Equal(t, Completed, res.State())
+	assert.Equal(t, state.Completed, res.State())
 	assert.Empty(t, unresolvedOf(p.dtor))
 }
 
@@ -438,7 +442,7 @@ func TestLifecycle_HC42_NoNewOfferWhileUnresolved(t *testing.T) {
 	require.NoError(t, err)
 	// Stale rejections leave the hop unresolved (HC-41).
 	st := signStatus(t, p.w, &Status{Hop: p.out.Offer.Hop, Offer: p.out.Digest, Iss: idB, Aud: idA,
-		Iat: TimeOf(p.w.clock.Now()), State: Rejected, Reason: ReasonStale})
+		Iat: TimeOf(p.w.clock.Now()), State: state.Rejected, Reason: reason.Stale})
 	_, err = statusErr(p.dtor.HandleStatus(ctx, st.Octets))
 	require.NoError(t, err)
 	_, err = p.dtor.Offer(ctx, OfferParams{To: idB, Dialog: "d", Work: "job"})
@@ -460,17 +464,17 @@ func TestLifecycle_HC54_Equivocation(t *testing.T) {
 		name   string
 		before func(t *testing.T, p *pair)
 		answer EquivocationAnswer
-		send   State
-		reason Reason
+		send   state.State
+		reason reason.Code
 	}{
-		{"not yet answered", func(*testing.T, *pair) {}, AnswerRejectFirst, Rejected, ReasonEquivocation},
-		{"taken", func(t *testing.T, p *pair) { require.NoError(t, p.dte.Take(ctx, p.in)) }, AnswerFinishFirst, Failed, ReasonEquivocation},
+		{"not yet answered", func(*testing.T, *pair) {}, AnswerRejectFirst, state.Rejected, reason.Equivocation},
+		{"taken", func(t *testing.T, p *pair) { require.NoError(t, p.dte.Take(ctx, p.in)) }, AnswerFinishFirst, state.Failed, reason.Equivocation},
 		{"accepted, finished", func(t *testing.T, p *pair) {
-			_, err := p.dte.Reply(ctx, p.in, Accepted, ReplyOptions{})
+			_, err := p.dte.Reply(ctx, p.in, state.Accepted, ReplyOptions{})
 			require.NoError(t, err)
-		}, AnswerFinishFirst, Completed, ""},
+		}, AnswerFinishFirst, state.Completed, ""},
 		{"already terminal", func(t *testing.T, p *pair) {
-			_, err := p.dte.Reply(ctx, p.in, Completed, ReplyOptions{Effect: EffectFull})
+			_, err := p.dte.Reply(ctx, p.in, state.Completed, ReplyOptions{Effect: state.EffectFull})
 			require.NoError(t, err)
 		}, AnswerNone, "", ""},
 	}
@@ -485,22 +489,22 @@ func TestLifecycle_HC54_Equivocation(t *testing.T) {
 			require.NoError(t, err)
 			in := receive(t, p.dte, encodeHandoff(t, &Handoff{Offer: s}, JSON), Host{Peer: idA})
 			assert.False(t, in.Accepted())
-			assert.Equal(t, ReasonEquivocation, in.Reason())
+			assert.Equal(t, reason.Equivocation, in.Reason())
 			assert.Equal(t, c.answer, in.Equivocation())
 			assert.False(t, in.StatusDue(), "HC-53: no status for the second")
 			assert.True(t, in.First().Equal(p.out.Digest))
 			assert.Contains(t, p.log.kinds(), ConflictEquivocation)
 			if c.answer == AnswerNone {
-				_, err := p.dte.Reply(ctx, in, Failed, ReplyOptions{Reason: ReasonEquivocation, Effect: EffectNone})
+				_, err := p.dte.Reply(ctx, in, state.Failed, ReplyOptions{Reason: reason.Equivocation, Effect: state.EffectNone})
 				require.ErrorIs(t, err, ErrState)
 				return
 			}
-			opt := ReplyOptions{Reason: c.reason, Effect: EffectFull}
-			if c.send == Failed {
-				opt.Effect = EffectNone
+			opt := ReplyOptions{Reason: c.reason, Effect: state.EffectFull}
+			if c.send == state.Failed {
+				opt.Effect = state.EffectNone
 			}
-			if c.send == Rejected {
-				opt.Effect = EffectUnknown
+			if c.send == state.Rejected {
+				opt.Effect = state.EffectUnknown
 			}
 			st, err := p.dte.Reply(ctx, in, c.send, opt)
 			require.NoError(t, err)
@@ -550,16 +554,16 @@ func TestBackoff_HC37(t *testing.T) {
 func TestLifecycle_HC45_UnknownOutcomeFlagged(t *testing.T) {
 	ctx := context.Background()
 	p := newPair(t)
-	_, err := p.dte.Reply(ctx, p.in, Accepted, ReplyOptions{})
+	_, err := p.dte.Reply(ctx, p.in, state.Accepted, ReplyOptions{})
 	require.NoError(t, err)
-	_, err = p.dte.Reply(ctx, p.in, Completed, ReplyOptions{Effect: EffectUnknown})
+	_, err = p.dte.Reply(ctx, p.in, state.Completed, ReplyOptions{Effect: state.EffectUnknown})
 	require.ErrorIs(t, err, ErrArgument, "the option contradicts the state asked for")
 	assert.Contains(t, err.Error(), "ReplyOptions.Effect")
 	assert.Contains(t, p.log.kinds(), ConflictUnresolved)
 	rec, ok, err := p.dte.cfg.Store.Get(ctx, replayKey(p.in.Offer()))
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.Equal(t, string(Accepted), rec.State)
+	assert.Equal(t, string(state.Accepted), rec.State)
 	assert.True(t, rec.Expires.IsZero(), "HC-34: kept until resolved")
 }
 
@@ -567,7 +571,7 @@ func TestLifecycle_HC45_UnknownOutcomeFlagged(t *testing.T) {
 func TestVerifyStatus_HC55(t *testing.T) {
 	p := newPair(t)
 	mk := func(mod func(*Status)) Signed {
-		s := &Status{Hop: p.out.Offer.Hop, Offer: p.out.Digest, Iss: idB, Aud: idA, Iat: TimeOf(p.w.clock.Now()), State: Completed}
+		s := &Status{Hop: p.out.Offer.Hop, Offer: p.out.Digest, Iss: idB, Aud: idA, Iat: TimeOf(p.w.clock.Now()), State: state.Completed}
 		mod(s)
 		return signStatus(t, p.w, s)
 	}
@@ -576,17 +580,17 @@ func TestVerifyStatus_HC55(t *testing.T) {
 		return err
 	}
 	assert.NoError(t, ok(mk(func(*Status) {})))
-	assert.NoError(t, ok(mk(func(s *Status) { s.State, s.Iss, s.Aud = Canceled, idA, idB })), "canceled comes from offer.iss")
+	assert.NoError(t, ok(mk(func(s *Status) { s.State, s.Iss, s.Aud = state.Canceled, idA, idB })), "canceled comes from offer.iss")
 	for name, mod := range map[string]func(*Status){
-		"canceled from the delegate":   func(s *Status) { s.State = Canceled },
+		"canceled from the delegate":   func(s *Status) { s.State = state.Canceled },
 		"completed from the delegator": func(s *Status) { s.Iss, s.Aud = idA, idB },
 		"wrong aud":                    func(s *Status) { s.Aud = idB },
 		"wrong hop":                    func(s *Status) { s.Hop = "AAAAAAAAAAAAAAAAAAAAAA" },
-		"wrong offer digest":           func(s *Status) { s.Offer = SHA256(nil) },
+		"wrong offer digest":           func(s *Status) { s.Offer = digest.SHA256(nil) },
 	} {
 		err := ok(mk(mod))
 		assert.ErrorIs(t, err, ErrRejected, name)
-		assert.Equal(t, ReasonPolicy, ReasonOf(err), name)
+		assert.Equal(t, reason.Policy, ReasonOf(err), name)
 	}
 }
 
@@ -595,7 +599,7 @@ func TestVerifyStatus_HC55(t *testing.T) {
 func TestLifecycle_DelegatorRecordsBounded(t *testing.T) {
 	ctx := context.Background()
 	p := newPair(t)
-	s, err := p.dte.Reply(ctx, p.in, Completed, ReplyOptions{Effect: EffectFull})
+	s, err := p.dte.Reply(ctx, p.in, state.Completed, ReplyOptions{Effect: state.EffectFull})
 	require.NoError(t, err)
 	_, err = statusErr(p.dtor.HandleStatus(ctx, s.Octets))
 	require.NoError(t, err)
@@ -622,7 +626,7 @@ func TestLifecycle_HC23_ConcurrentReplies(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := p.dte.Reply(ctx, p.in, Accepted, ReplyOptions{}); err == nil {
+			if _, err := p.dte.Reply(ctx, p.in, state.Accepted, ReplyOptions{}); err == nil {
 				mu.Lock()
 				ok++
 				mu.Unlock()

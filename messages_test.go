@@ -11,6 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
+	"github.com/agentproto/handoff/state"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -41,7 +45,7 @@ func TestMessage_WrongKeySameAlg(t *testing.T) {
 		require.NoError(t, err)
 		_, err = OpenOffer(s, w.trust, Limits{})
 		require.ErrorIs(t, err, ErrUntrustedKey)
-		assert.Equal(t, ReasonUntrustedKey, ReasonOf(err))
+		assert.Equal(t, reason.UntrustedKey, ReasonOf(err))
 		msg := err.Error()
 		assert.Contains(t, msg, `the signing key is not one the trust configuration binds to "`+string(rxPlanner)+`"`)
 		assert.Contains(t, msg, "names none of the 1 key(s) bound to it")
@@ -65,7 +69,7 @@ func TestMessage_WrongKeyOtherAlg(t *testing.T) {
 
 		_, err = OpenOffer(s, trust, Limits{})
 		require.ErrorIs(t, err, ErrSignature)
-		assert.Equal(t, ReasonBadSignature, ReasonOf(err))
+		assert.Equal(t, reason.BadSignature, ReasonOf(err))
 		msg := err.Error()
 		assert.Contains(t, msg, `the trust configuration pins the key(s) of "`+string(rxPlanner)+`" to ES384, but the element is signed with ES256 (HC-22)`)
 		assert.Contains(t, msg, `the signing key is not one bound to "`+string(rxPlanner)+`" (HC-21)`)
@@ -81,7 +85,7 @@ func TestMessage_AlgNotPinnedKidNamed(t *testing.T) {
 	w := newWorld(t, JWS, rxPlanner, rxCoder)
 	forged := withHeader(t, w.offer(rxPlanner, rxCoder, nil), "alg", "ES384")
 	_, err := OpenOffer(forged, w.trust, Limits{})
-	assert.Equal(t, ReasonBadSignature, ReasonOf(err))
+	assert.Equal(t, reason.BadSignature, ReasonOf(err))
 	msg := err.Error()
 	assert.Contains(t, msg, `pins the key(s) of "`+string(rxPlanner)+`" to ES256, but the element is signed with ES384 (HC-22)`)
 	assert.NotContains(t, msg, "not one bound", "the kid names iss's own key")
@@ -135,21 +139,21 @@ func TestMessage_ReplyOptionsNamed(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
 		name  string
-		state State
+		state state.State
 		opt   ReplyOptions
 		want  []string
 	}{
-		{"completed without effect", Completed, ReplyOptions{},
+		{"completed without effect", state.Completed, ReplyOptions{},
 			[]string{"ReplyOptions.Effect", "set Effect to EffectFull", "(HC-25)"}},
-		{"completed with no effect", Completed, ReplyOptions{Effect: EffectNone},
+		{"completed with no effect", state.Completed, ReplyOptions{Effect: state.EffectNone},
 			[]string{"ReplyOptions.Effect", "send \"failed\" with EffectNone or EffectPartial"}},
-		{"rejected without reason", Rejected, ReplyOptions{},
+		{"rejected without reason", state.Rejected, ReplyOptions{},
 			[]string{"ReplyOptions.Reason", `"rejected" needs a reason: set Reason`}},
-		{"failed without effect", Failed, ReplyOptions{},
+		{"failed without effect", state.Failed, ReplyOptions{},
 			[]string{"ReplyOptions.Effect", "set Effect to EffectNone or EffectPartial", "HC-45"}},
-		{"failed with full effect", Failed, ReplyOptions{Effect: EffectFull},
+		{"failed with full effect", state.Failed, ReplyOptions{Effect: state.EffectFull},
 			[]string{"ReplyOptions.Effect", `send "completed"`}},
-		{"failed partly without refs", Failed, ReplyOptions{Effect: EffectPartial},
+		{"failed partly without refs", state.Failed, ReplyOptions{Effect: state.EffectPartial},
 			[]string{"ReplyOptions.Refs", "(HC-44)"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -163,7 +167,7 @@ func TestMessage_ReplyOptionsNamed(t *testing.T) {
 			}
 			saysOnce(t, err.Error())
 			// Nothing was recorded: the right options still go through.
-			_, err = p.dte.Reply(ctx, p.in, Accepted, ReplyOptions{})
+			_, err = p.dte.Reply(ctx, p.in, state.Accepted, ReplyOptions{})
 			require.NoError(t, err)
 		})
 	}
@@ -182,9 +186,9 @@ func TestMessage_NoStutter(t *testing.T) {
 
 	t.Run("policy", func(t *testing.T) {
 		a := w.agent(rxCoder, requireFull)
-		prev := SHA256([]byte("an earlier offer, not carried"))
+		prev := digest.SHA256([]byte("an earlier offer, not carried"))
 		in := receive(t, a, encodeHandoff(t, handoffOf(w.offer(rxPlanner, rxCoder, func(o *Offer) { o.Prev = &prev })), JSON), Host{})
-		require.Equal(t, ReasonPolicy, in.Reason())
+		require.Equal(t, reason.Policy, in.Reason())
 		check(t, in.Err(), "handoff: rejected: policy: chain: ChainPolicy.RequireFull requires a full verified chain; this one is absent")
 		var ce *ChainError
 		require.ErrorAs(t, in.Err(), &ce)
@@ -193,12 +197,12 @@ func TestMessage_NoStutter(t *testing.T) {
 	t.Run("trusted origins", func(t *testing.T) {
 		a := w.agent(rxCoder, func(c *Config) { c.Chain.TrustedOrigins = []AgentID{rxOrigin} })
 		in := receive(t, a, encodeHandoff(t, handoffOf(w.offer(rxPlanner, rxCoder, nil)), JSON), Host{})
-		require.Equal(t, ReasonPolicy, in.Reason())
+		require.Equal(t, reason.Policy, in.Reason())
 		check(t, in.Err(), `handoff: rejected: policy: chain[0]: the chain's origin "`+string(rxPlanner)+`" is not one of ChainPolicy.TrustedOrigins`)
 	})
 	t.Run("payload of another type", func(t *testing.T) {
-		st, err := w.signers[rxPlanner].SignStatus(&Status{Hop: "AAAAAAAAAAAAAAAAAAAAAA", Offer: SHA256([]byte("x")),
-			Iss: rxPlanner, Aud: rxCoder, Iat: TimeOf(w.clock.Now()), State: Accepted})
+		st, err := w.signers[rxPlanner].SignStatus(&Status{Hop: "AAAAAAAAAAAAAAAAAAAAAA", Offer: digest.SHA256([]byte("x")),
+			Iss: rxPlanner, Aud: rxCoder, Iat: TimeOf(w.clock.Now()), State: state.Accepted})
 		require.NoError(t, err)
 		_, err = OpenOffer(st, w.trust, Limits{})
 		require.ErrorIs(t, err, ErrMalformed)
@@ -212,7 +216,7 @@ func TestMessage_NoStutter(t *testing.T) {
 		a := w.agent(rxCoder)
 		data := []byte(`{"offer":"` + string(w.offer(rxPlanner, rxCoder, nil).Octets) + `","chain":["!!"]}`)
 		in := receive(t, a, data, Host{})
-		require.Equal(t, ReasonBadSignature, in.Reason())
+		require.Equal(t, reason.BadSignature, in.Reason())
 		check(t, in.Err(), "handoff: rejected: bad-signature: chain[0]: malformed input: ")
 		assert.Equal(t, 1, strings.Count(in.Err().Error(), "chain[0]"), in.Err().Error())
 	})
@@ -220,7 +224,7 @@ func TestMessage_NoStutter(t *testing.T) {
 		a := w.agent(rxCoder)
 		data := []byte(`{"offer":"` + string(w.offer(rxPlanner, rxCoder, nil).Octets) + `","chain":"x"}`)
 		in := receive(t, a, data, Host{})
-		require.Equal(t, ReasonBadSignature, in.Reason())
+		require.Equal(t, reason.BadSignature, in.Reason())
 		check(t, in.Err(), "handoff: rejected: bad-signature: chain: want an array of signed handoffs")
 	})
 	t.Run("status for an offer that does not decode", func(t *testing.T) {
@@ -228,10 +232,10 @@ func TestMessage_NoStutter(t *testing.T) {
 		check(t, err, "handoff: rejected: policy: the offer does not decode: malformed input: ")
 	})
 	t.Run("reference unavailable", func(t *testing.T) {
-		res := RefCheckers(nil).Check(ctx, ContextRef{Kind: KindDigest, Loc: "urn:x", Dig: SHA256([]byte("x"))}, RefsByLoc(nil))
-		assert.Equal(t, RefUnverifiable, res.Outcome)
+		res := ref.Checkers(nil).Check(ctx, ref.Ref{Kind: ref.KindDigest, Loc: "urn:x", Dig: digest.SHA256([]byte("x"))}, ref.ByLoc(nil))
+		assert.Equal(t, ref.Unverifiable, res.Outcome)
 		assert.Equal(t, `referenced object unavailable: nothing supplied for loc "urn:x"`, res.Detail)
-		_, rej := checkRefs(ctx, []ContextRef{res.Ref}, RefsRequired, nil, RefsByLoc(nil))
+		_, rej := checkRefs(ctx, []ref.Ref{res.Ref}, ref.CheckRequired, nil, ref.ByLoc(nil))
 		check(t, rej, `handoff: rejected: unverifiable-ref: refs[0]: referenced object unavailable`)
 	})
 	t.Run("trust with a bad key", func(t *testing.T) {
@@ -252,12 +256,12 @@ func TestMessage_ChainDetailOnce(t *testing.T) {
 	w := newWorld(t, JWS, rxOrigin, rxPlanner, rxReceiver)
 	elems := w.path(func(i int, o *Offer) {
 		if i == 1 {
-			o.Prev = &Digest{Alg: SHA256Alg, Val: SHA256([]byte("not the element before")).Val}
+			o.Prev = &digest.Digest{Alg: digest.SHA256Alg, Val: digest.SHA256([]byte("not the element before")).Val}
 		}
 	}, rxOrigin, rxPlanner, rxReceiver)
 	in := receive(t, w.agent(rxReceiver), encodeHandoff(t, handoffOf(elems...), JSON), Host{})
-	require.Equal(t, ReasonBrokenChain, in.Reason())
+	require.Equal(t, reason.BrokenChain, in.Reason())
 	assert.NotContains(t, in.Detail(), "handoff:")
-	assert.NotContains(t, in.Detail(), string(ReasonBrokenChain))
+	assert.NotContains(t, in.Detail(), string(reason.BrokenChain))
 	assert.True(t, strings.HasPrefix(in.Detail(), "chain"), in.Detail())
 }

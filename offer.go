@@ -9,12 +9,13 @@ import (
 	"io"
 	"math"
 	"math/big"
-	"net/url"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/ref"
 	"github.com/fxamacker/cbor/v2"
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -96,24 +97,6 @@ type Principal struct {
 	Extra map[string]any
 }
 
-// Reference kinds defined by the draft (section 2.2). Any other kind must be
-// an absolute URI (HC-10).
-const (
-	KindDigest       = "digest"
-	KindSaltedDigest = "salted-digest"
-	KindSCITTReceipt = "scitt-receipt"
-	KindLearnlogHead = "learnlog-head"
-)
-
-// ContextRef names prior context by digest (section 2.2).
-type ContextRef struct {
-	Kind  string
-	Dig   Digest
-	Loc   string // optional URI where the object can be fetched
-	Proof any    // optional kind-specific material, as decoded
-	Extra map[string]any
-}
-
 // Offer is a handoff offer (HandoffOffer, section 2). Its v is 1 and its
 // type "offer"; both are implied by the Go type.
 type Offer struct {
@@ -124,10 +107,10 @@ type Offer struct {
 	Aud    AgentID
 	Iat    Time
 	Exp    Time
-	Obo    *Principal   // optional
-	Grant  *Digest      // optional: digest of the credential's octets (HC-03)
-	Prev   *Digest      // optional: handoff digest of the offer passed on
-	Refs   []ContextRef // optional; when present, at least one
+	Obo    *Principal     // optional
+	Grant  *digest.Digest // optional: digest of the credential's octets (HC-03)
+	Prev   *digest.Digest // optional: handoff digest of the offer passed on
+	Refs   []ref.Ref      // optional; when present, at least one
 	// Extra holds members this version does not define (HC-01), as decoded.
 	Extra map[string]any
 }
@@ -403,7 +386,7 @@ func offerFromCBORFast(payload []byte, lim Limits) (*Offer, bool) {
 		Iat: Time(w.Iat), Exp: Time(w.Exp)}
 	for _, d := range []struct {
 		from *digestCBOR
-		to   **Digest
+		to   **digest.Digest
 	}{{w.Grant, &o.Grant}, {w.Prev, &o.Prev}} {
 		if d.from == nil {
 			continue
@@ -580,7 +563,7 @@ func (f fields) hop() (HopID, error) {
 	return HopID(s), nil
 }
 
-func (f fields) digest(name string, required bool) (*Digest, error) {
+func (f fields) digest(name string, required bool) (*digest.Digest, error) {
 	v, ok := f.m[name]
 	if !ok {
 		if required {
@@ -595,7 +578,7 @@ func (f fields) digest(name string, required bool) (*Digest, error) {
 	return &d, nil
 }
 
-func (f fields) refs() ([]ContextRef, error) {
+func (f fields) refs() ([]ref.Ref, error) {
 	v, ok := f.m["refs"]
 	if !ok {
 		return nil, nil
@@ -607,7 +590,7 @@ func (f fields) refs() ([]ContextRef, error) {
 	if len(a) == 0 {
 		return nil, malformed("%srefs: empty array ([+ ContextRef])", f.path)
 	}
-	refs := make([]ContextRef, len(a))
+	refs := make([]ref.Ref, len(a))
 	for i, e := range a {
 		r, err := refFrom(e, fmt.Sprintf("%srefs[%d].", f.path, i), f.strict)
 		if err != nil {
@@ -667,32 +650,32 @@ func caseVariant[V any](m map[string]V, known []string) (name, of string, found 
 // variants of "iss" too.
 func foldJSON(s string) string { return strings.ToUpper(strings.ToLower(s)) }
 
-func refFrom(v any, path string, strict bool) (ContextRef, error) {
+func refFrom(v any, path string, strict bool) (ref.Ref, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
-		return ContextRef{}, malformed("%s: ContextRef must be a map, got %s", path, typeName(v))
+		return ref.Ref{}, malformed("%s: ContextRef must be a map, got %s", path, typeName(v))
 	}
 	f := fields{m: m, path: path, strict: strict}
 	kind, err := f.text("kind", true)
 	if err != nil {
-		return ContextRef{}, err
+		return ref.Ref{}, err
 	}
-	if !knownKind(kind) && !absoluteURI(kind) { // HC-10
-		return ContextRef{}, malformed("%skind: %q is neither a defined kind nor an absolute URI", path, kind)
+	if !ref.ValidKind(kind) { // HC-10
+		return ref.Ref{}, malformed("%skind: %q is neither a defined kind nor an absolute URI", path, kind)
 	}
 	dig, err := f.digest("dig", true)
 	if err != nil {
-		return ContextRef{}, err
+		return ref.Ref{}, err
 	}
 	loc, err := f.text("loc", false)
 	if err != nil {
-		return ContextRef{}, err
+		return ref.Ref{}, err
 	}
 	extra, err := extraMembers(f, refMembers)
 	if err != nil {
-		return ContextRef{}, err
+		return ref.Ref{}, err
 	}
-	return ContextRef{Kind: kind, Dig: *dig, Loc: loc, Proof: m["proof"], Extra: extra}, nil
+	return ref.Ref{Kind: kind, Dig: *dig, Loc: loc, Proof: m["proof"], Extra: extra}, nil
 }
 
 func principalFrom(v any, path string, strict bool) (*Principal, error) {
@@ -716,32 +699,17 @@ func principalFrom(v any, path string, strict bool) (*Principal, error) {
 	return &Principal{Sub: sub, Iss: iss, Extra: extra}, nil
 }
 
-func knownKind(k string) bool {
-	switch k {
-	case KindDigest, KindSaltedDigest, KindSCITTReceipt, KindLearnlogHead:
-		return true
-	}
-	return false
-}
-
-// absoluteURI reports whether s is an absolute URI (RFC 3986 section 4.3):
-// a scheme and no fragment.
-func absoluteURI(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && u.IsAbs() && u.Fragment == "" && !strings.Contains(s, "#")
-}
-
 // member is one name/value pair in the order the encoders write it.
 type member struct {
 	name  string
 	value any
 }
 
-func digestValue(d Digest) map[string]any {
+func digestValue(d digest.Digest) map[string]any {
 	return map[string]any{"alg": d.Alg, "val": d.B64()}
 }
 
-func refsValue(refs []ContextRef) []any {
+func refsValue(refs []ref.Ref) []any {
 	a := make([]any, len(refs))
 	for i, r := range refs {
 		m := map[string]any{"kind": r.Kind, "dig": digestValue(r.Dig)}

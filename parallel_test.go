@@ -13,6 +13,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/internal/b64u"
+	"github.com/agentproto/handoff/reason"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -21,7 +24,7 @@ import (
 // chain failure the element and detail.
 type outcome struct {
 	Check  Check
-	Reason Reason
+	Reason reason.Code
 	Index  int
 	Detail string
 	State  ChainState
@@ -48,7 +51,7 @@ func TestChain_HC46_ParallelSameOutcome(t *testing.T) {
 	for _, f := range []Format{JWS, COSE} {
 		w := newWorld(t, f, ids...)
 		for trial := range 24 {
-			bogus := SHA256([]byte("not the element before"))
+			bogus := digest.SHA256([]byte("not the element before"))
 			pick := func(p float64) map[int]bool {
 				m := map[int]bool{}
 				for i := range n {
@@ -139,7 +142,7 @@ func TestVerifiedCache_ShardedBound(t *testing.T) {
 	c := newVerifiedCache(bound)
 	require.Len(t, c.shards, cacheShards)
 	o := &Offer{Hop: "AAAAAAAAAAAAAAAAAAAAAA"}
-	key := func(i int) Digest { return SHA256([]byte(fmt.Sprint(i))) }
+	key := func(i int) digest.Digest { return digest.SHA256([]byte(fmt.Sprint(i))) }
 	for i := range 3 * bound {
 		c.add(key(i), o, keyRef{})
 		require.LessOrEqual(t, c.len(), bound)
@@ -214,16 +217,16 @@ func BenchmarkJWSCompactForm(b *testing.B) {
 func TestChain_HC46_SignatureBeforeLink(t *testing.T) {
 	ids := benchIDs(4)
 	w := newWorld(t, JWS, ids...)
-	bogus := SHA256([]byte("not the element before"))
+	bogus := digest.SHA256([]byte("not the element before"))
 	for _, tc := range []struct {
 		bad    []int
 		broken int
 		want   outcome
 	}{
-		{bad: []int{1}, broken: 3, want: outcome{Check: CheckChain, Reason: ReasonBadSignature, Index: 1}},
-		{bad: []int{3}, broken: 1, want: outcome{Check: CheckChain, Reason: ReasonBadSignature, Index: 3}},
-		{bad: []int{0, 2}, broken: 4, want: outcome{Check: CheckChain, Reason: ReasonBadSignature, Index: 2}},
-		{broken: 2, want: outcome{Check: CheckChain, Reason: ReasonBrokenChain, Index: 2}},
+		{bad: []int{1}, broken: 3, want: outcome{Check: CheckChain, Reason: reason.BadSignature, Index: 1}},
+		{bad: []int{3}, broken: 1, want: outcome{Check: CheckChain, Reason: reason.BadSignature, Index: 3}},
+		{bad: []int{0, 2}, broken: 4, want: outcome{Check: CheckChain, Reason: reason.BadSignature, Index: 2}},
+		{broken: 2, want: outcome{Check: CheckChain, Reason: reason.BrokenChain, Index: 2}},
 	} {
 		elems := w.path(func(i int, o *Offer) {
 			if i == tc.broken {
@@ -251,7 +254,7 @@ func FuzzDecodeB64u(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		got, err := decodeB64u(s)
+		got, err := b64u.Decode(s)
 		want, werr := base64.RawURLEncoding.Strict().DecodeString(s)
 		ok := s != "" && werr == nil && base64.RawURLEncoding.EncodeToString(want) == s
 		if (err == nil) != ok || (ok && !bytes.Equal(got, want)) {
@@ -274,7 +277,7 @@ func TestChain_HC46_StructureFirst(t *testing.T) {
 	straight := []AgentID{a, b, c, d, ids[4], rx}
 	cycle := []AgentID{a, b, a, c, d, rx} // a is iss of elements 0 and 2
 	type want struct {
-		reason Reason
+		reason reason.Code
 		index  int
 	}
 	for _, f := range []Format{JWS, COSE} {
@@ -287,12 +290,12 @@ func TestChain_HC46_StructureFirst(t *testing.T) {
 			garbage       int   // an element replaced by octets that do not decode; -1: none
 			draft, sfirst want
 		}{
-			{"bad 1, broken 3", straight, []int{1}, 3, -1, want{ReasonBadSignature, 1}, want{ReasonBrokenChain, 3}},
-			{"bad 3, broken 1", straight, []int{3}, 1, -1, want{ReasonBadSignature, 3}, want{ReasonBrokenChain, 1}},
-			{"all bad, the offer's link broken", straight, []int{0, 1, 2, 3}, 4, -1, want{ReasonBadSignature, 3}, want{ReasonBrokenChain, 4}},
-			{"all bad, a cycle", cycle, []int{0, 1, 2, 3}, -1, -1, want{ReasonBadSignature, 3}, want{ReasonCycle, 2}},
-			{"bad 2, sound structure", straight, []int{2}, -1, -1, want{ReasonBadSignature, 2}, want{ReasonBadSignature, 2}},
-			{"not decodable 0, bad 1, broken 3", straight, []int{1}, 3, 0, want{ReasonBadSignature, 1}, want{ReasonBadSignature, 0}},
+			{"bad 1, broken 3", straight, []int{1}, 3, -1, want{reason.BadSignature, 1}, want{reason.BrokenChain, 3}},
+			{"bad 3, broken 1", straight, []int{3}, 1, -1, want{reason.BadSignature, 3}, want{reason.BrokenChain, 1}},
+			{"all bad, the offer's link broken", straight, []int{0, 1, 2, 3}, 4, -1, want{reason.BadSignature, 3}, want{reason.BrokenChain, 4}},
+			{"all bad, a cycle", cycle, []int{0, 1, 2, 3}, -1, -1, want{reason.BadSignature, 3}, want{reason.Cycle, 2}},
+			{"bad 2, sound structure", straight, []int{2}, -1, -1, want{reason.BadSignature, 2}, want{reason.BadSignature, 2}},
+			{"not decodable 0, bad 1, broken 3", straight, []int{1}, 3, 0, want{reason.BadSignature, 1}, want{reason.BadSignature, 0}},
 			{"intact", straight, nil, -1, -1, want{"", -2}, want{"", -2}},
 		} {
 			var elems []Signed
@@ -303,7 +306,7 @@ func TestChain_HC46_StructureFirst(t *testing.T) {
 					o.Prev = &dg
 				}
 				if i == tc.broken {
-					bogus := SHA256([]byte("not the element before"))
+					bogus := digest.SHA256([]byte("not the element before"))
 					o.Prev = &bogus
 				}
 				s := w.signAs(o.Iss, o)

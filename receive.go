@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/replay"
+	"github.com/agentproto/handoff/state"
 )
 
 // Section 5.1 of the draft: receiving an offer, as one ordered pipeline.
@@ -23,7 +27,7 @@ type Host struct {
 	Peer AgentID
 	// RefSource, when set, provides referenced objects for this message,
 	// in place of Config.RefSource.
-	RefSource RefSource
+	RefSource ref.Source
 }
 
 // Check names a check of section 5.1, numbered as the draft numbers them.
@@ -58,17 +62,17 @@ type Received struct {
 	by        *Agent
 	handoff   *Handoff
 	offer     *Offer // decoded; verified when check != CheckSignature
-	digest    Digest
+	digest    digest.Digest
 	check     Check
 	verdict   verdict
 	rejection *Rejection
 
 	chain ChainState
 	links []Link
-	refs  []RefResult
+	refs  []ref.Result
 
 	equivocation EquivocationAnswer
-	first        Digest
+	first        digest.Digest
 	lastStatus   []byte
 	owesAccept   bool
 	host         Host
@@ -93,12 +97,12 @@ func (r *Received) Check() Check { return r.check }
 
 // Reason returns the draft's reason code of a rejection, "equivocation" for
 // an equivocating offer, and "" when accepted or a retransmission.
-func (r *Received) Reason() Reason {
+func (r *Received) Reason() reason.Code {
 	switch {
 	case r.rejection != nil:
 		return r.rejection.Reason
 	case r.verdict == verdictEquivocation:
-		return ReasonEquivocation
+		return reason.Equivocation
 	}
 	return ""
 }
@@ -125,7 +129,7 @@ func (r *Received) Err() error {
 	case r.rejection != nil:
 		return r.rejection
 	case r.verdict == verdictEquivocation:
-		return reject(ReasonEquivocation, ErrRejected, "%s", r.Detail())
+		return reject(reason.Equivocation, ErrRejected, "%s", r.Detail())
 	}
 	return nil
 }
@@ -161,7 +165,7 @@ func (r *Received) Handoff() *Handoff { return r.handoff.clone() }
 
 // Digest returns the offer's handoff digest (HC-20), or the zero Digest
 // when the Handoff did not parse.
-func (r *Received) Digest() Digest { return r.digest }
+func (r *Received) Digest() digest.Digest { return r.digest }
 
 // Chain returns the chain's state, when step 6 ran.
 func (r *Received) Chain() ChainState { return r.chain }
@@ -174,7 +178,7 @@ func (r *Received) Links() []Link {
 	}
 	c := make([]Link, len(r.links))
 	for i, l := range r.links {
-		l.Signed, l.Digest = l.Signed.clone(), l.Digest.clone()
+		l.Signed, l.Digest = l.Signed.clone(), l.Digest.Clone()
 		c[i] = l // l.offer is reached only through Offer and Unverified, which copy
 	}
 	return c
@@ -182,13 +186,13 @@ func (r *Received) Links() []Link {
 
 // Refs returns each reference's outcome (HC-11): checked when step 7 ran,
 // "not checked" otherwise. The results are copies.
-func (r *Received) Refs() []RefResult {
+func (r *Received) Refs() []ref.Result {
 	if r.refs == nil {
 		return nil
 	}
-	c := make([]RefResult, len(r.refs))
+	c := make([]ref.Result, len(r.refs))
 	for i, rr := range r.refs {
-		rr.Ref = rr.Ref.clone()
+		rr.Ref = cloneRef(rr.Ref)
 		c[i] = rr
 	}
 	return c
@@ -205,7 +209,7 @@ func (r *Received) Equivocation() EquivocationAnswer { return r.equivocation }
 
 // First is the digest of the first offer seen for the (iss, hop), for a
 // retransmission or equivocation.
-func (r *Received) First() Digest { return r.first }
+func (r *Received) First() digest.Digest { return r.first }
 
 // LastStatus returns, for a retransmission, the last status this agent sent
 // for the hop, as the identical octets to resend (HC-39). It is withheld
@@ -267,7 +271,7 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 	ts := a.trust.Load()
 	h, _, err := ParseHandoff(data, a.lim)
 	if err != nil {
-		return r.fail(CheckSignature, &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: err}), nil
+		return r.fail(CheckSignature, &Rejection{Reason: reason.BadSignature, Detail: err.Error(), Err: err}), nil
 	}
 	r.handoff = h
 	r.digest = h.Offer.Digest()
@@ -282,7 +286,7 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 
 	// 2. Audience.
 	if o.Aud != a.cfg.ID {
-		return r.fail(CheckAudience, reject(ReasonWrongAudience, ErrRejected, "aud %q is not this agent %q", o.Aud, a.cfg.ID)), nil
+		return r.fail(CheckAudience, reject(reason.WrongAudience, ErrRejected, "aud %q is not this agent %q", o.Aud, a.cfg.ID)), nil
 	}
 
 	// 3. Freshness, unless (iss, hop) is remembered, and 4. the (iss, hop)
@@ -323,23 +327,23 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 	r.rec, r.hasRec = held, true
 	if remembered {
 		r.check = CheckMemory
-		r.first = Digest{Alg: SHA256Alg, Val: held.Digest}
+		r.first = digest.Digest{Alg: digest.SHA256Alg, Val: held.Digest}
 		if !r.first.Equal(r.digest) {
 			r.verdict = verdictEquivocation
-			r.equivocation = equivocationAnswer(State(held.State))
+			r.equivocation = equivocationAnswer(state.State(held.State))
 			a.flag(Conflict{Kind: ConflictEquivocation, Iss: o.Iss, Hop: o.Hop, First: r.first, Second: r.digest,
 				Detail: "two offers with one (iss, hop) and different octets"})
 			return r, nil
 		}
 		r.verdict = verdictRetransmit
 		r.lastStatus = held.Status
-		r.owesAccept = held.Status == nil && held.State == string(Accepted)
+		r.owesAccept = held.Status == nil && held.State == string(state.Accepted)
 		return r, nil
 	}
 
 	// 5. Dialog.
 	if host.Dialog != "" && o.Dialog != host.Dialog {
-		return r.fail(CheckDialog, reject(ReasonPolicy, ErrRejected, "dialog %q is not the host dialog %q", o.Dialog, host.Dialog)), nil
+		return r.fail(CheckDialog, reject(reason.Policy, ErrRejected, "dialog %q is not the host dialog %q", o.Dialog, host.Dialog)), nil
 	}
 
 	// 6. Chain.
@@ -378,7 +382,7 @@ func (a *Agent) beforeMemory(o *Offer, now time.Time) (Check, *Rejection) {
 	// the loss until they can no longer be fresh.
 	if lost := a.cfg.MemoryLostAt; !lost.IsZero() && o.Iat.Std().Before(lost) &&
 		now.Before(lost.Add(a.maxLifetime+a.skew)) {
-		return CheckMemory, reject(ReasonReplay, ErrRejected, "issued before this receiver lost its memory at %s", lost.UTC().Format(time.RFC3339))
+		return CheckMemory, reject(reason.Replay, ErrRejected, "issued before this receiver lost its memory at %s", lost.UTC().Format(time.RFC3339))
 	}
 	return CheckNone, nil
 }
@@ -389,13 +393,13 @@ func (a *Agent) fresh(o *Offer, now time.Time) *Rejection {
 	nowT := TimeOf(now)
 	switch {
 	case o.Exp <= o.Iat:
-		return reject(ReasonStale, ErrRejected, "exp %d is not later than iat %d", o.Exp, o.Iat)
+		return reject(reason.Stale, ErrRejected, "exp %d is not later than iat %d", o.Exp, o.Iat)
 	case o.Iat > nowT.plus(seconds(a.skew)):
-		return reject(ReasonStale, ErrRejected, "iat %d is in the future beyond the skew (now %d)", o.Iat, nowT)
+		return reject(reason.Stale, ErrRejected, "iat %d is in the future beyond the skew (now %d)", o.Iat, nowT)
 	case o.Exp-o.Iat > seconds(a.maxLifetime):
-		return reject(ReasonStale, ErrRejected, "lifetime %ds exceeds the maximum %s", o.Exp-o.Iat, a.maxLifetime)
+		return reject(reason.Stale, ErrRejected, "lifetime %ds exceeds the maximum %s", o.Exp-o.Iat, a.maxLifetime)
 	case o.Exp <= nowT:
-		return reject(ReasonStale, ErrRejected, "expired at %d (now %d)", o.Exp, nowT)
+		return reject(reason.Stale, ErrRejected, "expired at %d (now %d)", o.Exp, nowT)
 	}
 	return nil
 }
@@ -410,10 +414,10 @@ func (a *Agent) storeExpiry(o *Offer) time.Time {
 	return o.Exp.plus(seconds(a.skew)).Std()
 }
 
-func notChecked(refs []ContextRef) []RefResult {
-	out := make([]RefResult, len(refs))
-	for i, ref := range refs {
-		out[i] = RefResult{Ref: ref, Outcome: RefNotChecked}
+func notChecked(refs []ref.Ref) []ref.Result {
+	out := make([]ref.Result, len(refs))
+	for i, r := range refs {
+		out[i] = ref.Result{Ref: r, Outcome: ref.NotChecked}
 	}
 	return out
 }
@@ -431,5 +435,5 @@ func asRejection(err error) *Rejection {
 		c := *r
 		return &c
 	}
-	return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: err}
+	return &Rejection{Reason: reason.BadSignature, Detail: err.Error(), Err: err}
 }

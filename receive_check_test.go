@@ -3,6 +3,8 @@ package handoff
 import (
 	"testing"
 
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/ref"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -32,12 +34,12 @@ func TestReceive_HC30_CheckNumber(t *testing.T) {
 		"audience":  {h(w.offer(a, c, nil)), Host{}, CheckAudience},
 		"freshness": {h(w.offer(a, b, func(o *Offer) { o.Exp = o.Iat })), Host{}, CheckFreshness},
 		"dialog":    {h(w.offer(a, b, nil)), Host{Dialog: "other"}, CheckDialog},
-		"chain":     {h(w.offer(a, b, func(o *Offer) { d := SHA256(nil); o.Prev = &d }), good), Host{}, CheckChain},
+		"chain":     {h(w.offer(a, b, func(o *Offer) { d := digest.SHA256(nil); o.Prev = &d }), good), Host{}, CheckChain},
 		"references": {h(w.offer(a, b, func(o *Offer) {
-			o.Refs = []ContextRef{{Kind: KindDigest, Dig: SHA256([]byte("x"))}}
+			o.Refs = []ref.Ref{{Kind: ref.KindDigest, Dig: digest.SHA256([]byte("x"))}}
 		})), Host{}, CheckRefs},
 	}
-	strict := w.agent(b, func(c *Config) { c.Refs = RefsRequired })
+	strict := w.agent(b, func(c *Config) { c.Refs = ref.CheckRequired })
 	for name, k := range cases {
 		in := receive(t, strict, k.data, k.host)
 		assert.False(t, in.Accepted(), name)

@@ -17,9 +17,13 @@ import (
 	gocose "github.com/veraison/go-cose"
 
 	"github.com/agentproto/handoff/cose"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/internal/ecsig"
 	"github.com/agentproto/handoff/jws"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/replay"
+	"github.com/agentproto/handoff/state"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -50,8 +54,8 @@ type rxInput struct {
 type rxCase struct {
 	name   string
 	build  func(t *testing.T, w *world) rxInput
-	reason Reason // "" means accepted
-	class  error  // when set, errors.Is(in.Err(), class) must hold
+	reason reason.Code // "" means accepted
+	class  error       // when set, errors.Is(in.Err(), class) must hold
 	check  func(t *testing.T, w *world, in *Received)
 }
 
@@ -80,7 +84,7 @@ func runRxCases(t *testing.T, cases []rxCase) {
 
 // assertReceived asserts an accepted offer (reason "") or a rejection with
 // exactly reason, whose error is of class when class is not nil.
-func assertReceived(t *testing.T, in *Received, reason Reason, class error) {
+func assertReceived(t *testing.T, in *Received, reason reason.Code, class error) {
 	t.Helper()
 	if reason == "" {
 		assert.True(t, in.Accepted(), "want accepted, got %q: %s", in.Reason(), in.Detail())
@@ -225,23 +229,23 @@ func TestReceive_HC30_ReasonPerCheck(t *testing.T) {
 		}},
 
 		// Step 1: bad-signature.
-		{name: "HC13 tampered payload", reason: ReasonBadSignature, class: ErrSignature,
+		{name: "HC13 tampered payload", reason: reason.BadSignature, class: ErrSignature,
 			build: func(t *testing.T, w *world) rxInput {
 				return rxInput{agent: w.agent(rxReceiver), h: handoffOf(tamperPayload(t, w.offer(rxPlanner, rxReceiver, nil)))}
 			}},
-		{name: "HC13 tampered signature", reason: ReasonBadSignature, class: ErrSignature,
+		{name: "HC13 tampered signature", reason: reason.BadSignature, class: ErrSignature,
 			build: func(t *testing.T, w *world) rxInput {
 				return rxInput{agent: w.agent(rxReceiver), h: handoffOf(tamperSignature(t, w.offer(rxPlanner, rxReceiver, nil)))}
 			}},
-		{name: "HC13 status presented as an offer", reason: ReasonBadSignature, class: ErrMalformed,
+		{name: "HC13 status presented as an offer", reason: reason.BadSignature, class: ErrMalformed,
 			build: func(t *testing.T, w *world) rxInput {
 				o := w.draftOffer(rxPlanner, rxReceiver)
-				st, err := w.signers[rxPlanner].SignStatus(&Status{Hop: o.Hop, Offer: SHA256([]byte("an offer")),
-					Iss: rxPlanner, Aud: rxReceiver, Iat: o.Iat, State: Accepted})
+				st, err := w.signers[rxPlanner].SignStatus(&Status{Hop: o.Hop, Offer: digest.SHA256([]byte("an offer")),
+					Iss: rxPlanner, Aud: rxReceiver, Iat: o.Iat, State: state.Accepted})
 				require.NoError(t, err)
 				return rxInput{agent: w.agent(rxReceiver), h: &Handoff{Offer: st}}
 			}},
-		{name: "HC19 element under the other form's label", reason: ReasonBadSignature,
+		{name: "HC19 element under the other form's label", reason: reason.BadSignature,
 			build: func(t *testing.T, w *world) rxInput {
 				s := w.offer(rxPlanner, rxReceiver, nil)
 				b64 := base64.RawURLEncoding.EncodeToString(s.Octets)
@@ -260,7 +264,7 @@ func TestReceive_HC30_ReasonPerCheck(t *testing.T) {
 					return rawHandoff(t, map[string]any{"offer": v}, enc)
 				}}
 			}},
-		{name: "HC13 empty signed element", reason: ReasonBadSignature, class: ErrMalformed,
+		{name: "HC13 empty signed element", reason: reason.BadSignature, class: ErrMalformed,
 			build: func(t *testing.T, w *world) rxInput {
 				return rxInput{agent: w.agent(rxReceiver), raw: func(enc Encoding) []byte {
 					return rawHandoff(t, map[string]any{"offer": ""}, enc)
@@ -268,53 +272,53 @@ func TestReceive_HC30_ReasonPerCheck(t *testing.T) {
 			}},
 
 		// Step 1: untrusted-key.
-		{name: "HC21 iss unknown to the receiver", reason: ReasonUntrustedKey, class: ErrUntrustedKey,
+		{name: "HC21 iss unknown to the receiver", reason: reason.UntrustedKey, class: ErrUntrustedKey,
 			build: func(t *testing.T, w *world) rxInput {
 				a := w.agent(rxReceiver, func(c *Config) { c.Trust = w.trustOnly(rxReceiver, rxPlanner) })
 				return rxInput{agent: a, h: handoffOf(w.offer(rxOther, rxReceiver, nil))}
 			}},
-		{name: "HC21 kid names another agent's key", reason: ReasonUntrustedKey, class: ErrUntrustedKey,
+		{name: "HC21 kid names another agent's key", reason: reason.UntrustedKey, class: ErrUntrustedKey,
 			build: func(t *testing.T, w *world) rxInput {
 				// Signed by rxOther's key, which the receiver trusts, but
 				// in the name of rxPlanner.
 				o := w.draftOffer(rxPlanner, rxReceiver)
 				return rxInput{agent: w.agent(rxReceiver), h: handoffOf(w.signAs(rxOther, o))}
 			}},
-		{name: "HC21 no trust for anyone but the receiver", reason: ReasonUntrustedKey, class: ErrUntrustedKey,
+		{name: "HC21 no trust for anyone but the receiver", reason: reason.UntrustedKey, class: ErrUntrustedKey,
 			build: func(t *testing.T, w *world) rxInput {
 				a := w.agent(rxReceiver, func(c *Config) { c.Trust = w.trustOnly(rxReceiver) })
 				return rxInput{agent: a, h: handoffOf(w.offer(rxPlanner, rxReceiver, nil))}
 			}},
 
 		// Step 2: wrong-audience.
-		{name: "aud is another agent", reason: ReasonWrongAudience, class: ErrRejected,
+		{name: "aud is another agent", reason: reason.WrongAudience, class: ErrRejected,
 			build: func(t *testing.T, w *world) rxInput {
 				return rxInput{agent: w.agent(rxReceiver), h: handoffOf(w.offer(rxPlanner, rxOther, nil))}
 			}},
 
 		// Step 3: stale (HC-31, HC-32).
-		{name: "HC31 exp equals iat", reason: ReasonStale, class: ErrRejected,
+		{name: "HC31 exp equals iat", reason: reason.Stale, class: ErrRejected,
 			build: withOffer(func(_ *world, o *Offer) { o.Exp = o.Iat })},
-		{name: "HC31 exp before iat", reason: ReasonStale, class: ErrRejected,
+		{name: "HC31 exp before iat", reason: reason.Stale, class: ErrRejected,
 			build: withOffer(func(_ *world, o *Offer) { o.Exp = o.Iat - 1 })},
-		{name: "HC31 iat in the future beyond the skew", reason: ReasonStale, class: ErrRejected,
+		{name: "HC31 iat in the future beyond the skew", reason: reason.Stale, class: ErrRejected,
 			build: withOffer(func(_ *world, o *Offer) { o.Iat += 61; o.Exp = o.Iat + 60 })},
 		{name: "HC31 iat in the future within the skew",
 			build: withOffer(func(_ *world, o *Offer) { o.Iat += 60; o.Exp = o.Iat + 60 })},
-		{name: "HC32 lifetime over the maximum", reason: ReasonStale, class: ErrRejected,
+		{name: "HC32 lifetime over the maximum", reason: reason.Stale, class: ErrRejected,
 			build: withOffer(func(_ *world, o *Offer) { o.Exp = o.Iat + 301 })},
-		{name: "HC32 lifetime of 292 years, past what a Duration holds", reason: ReasonStale, class: ErrRejected,
+		{name: "HC32 lifetime of 292 years, past what a Duration holds", reason: reason.Stale, class: ErrRejected,
 			build: withOffer(func(_ *world, o *Offer) { o.Exp = o.Iat + (1<<63)/Time(time.Second) + 1 })},
-		{name: "HC32 exp at the largest Time", reason: ReasonStale, class: ErrRejected,
+		{name: "HC32 exp at the largest Time", reason: reason.Stale, class: ErrRejected,
 			build: withOffer(func(_ *world, o *Offer) { o.Exp = Time(math.MaxUint64) })},
 		{name: "HC32 lifetime at the maximum",
 			build: withOffer(func(_ *world, o *Offer) { o.Exp = o.Iat + 300 })},
-		{name: "HC32 lifetime over a configured maximum", reason: ReasonStale, class: ErrRejected,
+		{name: "HC32 lifetime over a configured maximum", reason: reason.Stale, class: ErrRejected,
 			build: func(t *testing.T, w *world) rxInput {
 				a := w.agent(rxReceiver, func(c *Config) { c.MaxLifetime = new(30 * time.Second) })
 				return rxInput{agent: a, h: handoffOf(w.offer(rxPlanner, rxReceiver, func(o *Offer) { o.Exp = o.Iat + 31 }))}
 			}},
-		{name: "HC31 expired", reason: ReasonStale, class: ErrRejected,
+		{name: "HC31 expired", reason: reason.Stale, class: ErrRejected,
 			build: func(t *testing.T, w *world) rxInput {
 				s := w.offer(rxPlanner, rxReceiver, nil)
 				w.clock.Add(120 * time.Second) // now == exp
@@ -328,7 +332,7 @@ func TestReceive_HC30_ReasonPerCheck(t *testing.T) {
 			}},
 
 		// Step 5: the dialog (policy).
-		{name: "HC36 dialog differs from the host's", reason: ReasonPolicy, class: ErrRejected,
+		{name: "HC36 dialog differs from the host's", reason: reason.Policy, class: ErrRejected,
 			build: func(t *testing.T, w *world) rxInput {
 				in := plain(rxPlanner)(t, w)
 				in.host.Dialog = "ctx-2"
@@ -367,7 +371,7 @@ func TestReceive_HC60_COSEContentTypeOfJWS(t *testing.T) {
 			require.NoError(t, err)
 
 			in := receive(t, w.agent(rxReceiver), encodeHandoff(t, handoffOf(Signed{Format: COSE, Octets: b}), enc), Host{})
-			assertReceived(t, in, ReasonBadSignature, ErrSignature)
+			assertReceived(t, in, reason.BadSignature, ErrSignature)
 			assert.ErrorIs(t, in.Err(), cose.ErrType)
 			assert.False(t, in.StatusDue(), "no status answers an offer whose signer is unknown")
 		})
@@ -384,7 +388,7 @@ func TestReceive_HC19_OpenUnderTheOtherLabel(t *testing.T) {
 			other = COSE
 		}
 		_, err := OpenOffer(Signed{Format: other, Octets: s.Octets}, w.trust, Limits{})
-		assert.Equal(t, ReasonBadSignature, ReasonOf(err), f.String())
+		assert.Equal(t, reason.BadSignature, ReasonOf(err), f.String())
 		_, err = OpenOffer(s, w.trust, Limits{})
 		assert.NoError(t, err, f.String())
 	}
@@ -399,16 +403,16 @@ func TestReceive_HC35_Retransmission(t *testing.T) {
 		var flagged []Conflict
 		a := w.agent(rxReceiver, func(c *Config) {
 			c.OnConflict = func(x Conflict) { flagged = append(flagged, x) }
-			c.Refs = RefsRequired // every ref would be unverifiable if checked again
+			c.Refs = ref.CheckRequired // every ref would be unverifiable if checked again
 		})
 		elems := w.path(func(i int, o *Offer) {
 			if i == 1 {
-				o.Refs = []ContextRef{{Kind: KindDigest, Dig: SHA256([]byte("prior context"))}}
+				o.Refs = []ref.Ref{{Kind: ref.KindDigest, Dig: digest.SHA256([]byte("prior context"))}}
 			}
 		}, rxPlanner, rxCoder, rxReceiver)
 		h := handoffOf(elems...)
 		first := receive(t, a, encodeHandoff(t, h, fe.Encoding), Host{Dialog: "ctx-1"})
-		require.Equal(t, ReasonUnverifiableRef, first.Reason(), "the first reception runs every check")
+		require.Equal(t, reason.UnverifiableRef, first.Reason(), "the first reception runs every check")
 
 		other := CBOR
 		if fe.Encoding == CBOR {
@@ -421,7 +425,7 @@ func TestReceive_HC35_Retransmission(t *testing.T) {
 		assert.NoError(t, again.Err())
 		assert.Empty(t, again.Chain())
 		assert.Empty(t, again.Links())
-		assert.Equal(t, RefNotChecked, again.Refs()[0].Outcome)
+		assert.Equal(t, ref.NotChecked, again.Refs()[0].Outcome)
 		assert.Equal(t, first.Digest(), again.Digest())
 		assert.Equal(t, first.Digest(), again.First())
 		assert.Empty(t, again.Equivocation())
@@ -451,14 +455,14 @@ func TestReceive_HC33_RetransmissionAfterExp(t *testing.T) {
 		assert.True(t, receive(t, a, data, Host{}).Retransmission(), "after exp, within the skew")
 		w.clock.Add(31 * time.Second) // exp + skew + 1 s
 		late := receive(t, a, data, Host{})
-		assert.Equal(t, ReasonStale, late.Reason(), "forgotten after exp + skew: checked afresh")
+		assert.Equal(t, reason.Stale, late.Reason(), "forgotten after exp + skew: checked afresh")
 
 		// Answered: kept for the retention period, answered long after exp.
 		s2 := w.offer(rxPlanner, rxReceiver, nil)
 		data2 := encodeHandoff(t, handoffOf(s2), fe.Encoding)
 		in := receive(t, a, data2, Host{})
 		require.True(t, in.Accepted())
-		st, err := a.Reply(ctx, in, Accepted, ReplyOptions{})
+		st, err := a.Reply(ctx, in, state.Accepted, ReplyOptions{})
 		require.NoError(t, err)
 		w.clock.Add(10 * time.Hour)
 		again := receive(t, a, data2, Host{Peer: rxPlanner})
@@ -491,7 +495,7 @@ func TestReceive_HC39_LastStatusAndOwesAccepted(t *testing.T) {
 		assert.True(t, again.OwesAccepted())
 		_, ok = again.LastStatus()
 		assert.False(t, ok, "nothing sent yet")
-		acc, err := a.Reply(ctx, again, Accepted, ReplyOptions{})
+		acc, err := a.Reply(ctx, again, state.Accepted, ReplyOptions{})
 		require.NoError(t, err, "the owed accepted is sent in answer to the retransmission")
 
 		// Sent: the identical octets, to the offer's iss only.
@@ -519,7 +523,7 @@ func TestReceive_HC39_LastStatusAndOwesAccepted(t *testing.T) {
 		}
 
 		// A later terminal status becomes the last status.
-		done, err := a.Reply(ctx, again, Completed, ReplyOptions{Effect: EffectFull})
+		done, err := a.Reply(ctx, again, state.Completed, ReplyOptions{Effect: state.EffectFull})
 		require.NoError(t, err)
 		r := receive(t, a, data, Host{Peer: rxPlanner})
 		last, ok := r.LastStatus()
@@ -541,12 +545,12 @@ func TestReceive_HC39_LargeLastStatus(t *testing.T) {
 			data := encodeHandoff(t, handoffOf(w.offer(rxPlanner, rxReceiver, nil)), JSON)
 			in := receive(t, a, data, Host{})
 			require.True(t, in.Accepted())
-			var refs []ContextRef
+			var refs []ref.Ref
 			for i := range 120 {
-				refs = append(refs, ContextRef{Kind: KindDigest, Dig: SHA256([]byte{byte(i)}),
+				refs = append(refs, ref.Ref{Kind: ref.KindDigest, Dig: digest.SHA256([]byte{byte(i)}),
 					Loc: fmt.Sprintf("https://r.example/effects/%03d", i)})
 			}
-			st, err := a.Reply(ctx, in, Failed, ReplyOptions{Effect: EffectPartial, Refs: refs})
+			st, err := a.Reply(ctx, in, state.Failed, ReplyOptions{Effect: state.EffectPartial, Refs: refs})
 			require.NoError(t, err)
 			require.Greater(t, len(st.Octets), DefaultMaxElementSize)
 
@@ -562,80 +566,80 @@ func TestReceive_HC39_LargeLastStatus(t *testing.T) {
 // HC-30: the checks run in order and the first failure is reported.
 func TestReceive_HC30_OrderOfChecks(t *testing.T) {
 	badRef := func(o *Offer) {
-		o.Refs = []ContextRef{{Kind: KindDigest, Dig: SHA256([]byte("expected")), Loc: "https://r.example/ctx/1"}}
+		o.Refs = []ref.Ref{{Kind: ref.KindDigest, Dig: digest.SHA256([]byte("expected")), Loc: "https://r.example/ctx/1"}}
 	}
 	refAgent := func(w *world, mod ...func(*Config)) *Agent {
 		return w.agent(rxReceiver, append([]func(*Config){func(c *Config) {
-			c.Refs = RefsRequired
-			c.RefSource = RefsByLoc(map[string]RefObject{"https://r.example/ctx/1": {Octets: []byte("other")}})
+			c.Refs = ref.CheckRequired
+			c.RefSource = ref.ByLoc(map[string]ref.Object{"https://r.example/ctx/1": {Octets: []byte("other")}})
 		}}, mod...)...)
 	}
 	runRxCases(t, []rxCase{
-		{name: "bad signature and wrong audience", reason: ReasonBadSignature,
+		{name: "bad signature and wrong audience", reason: reason.BadSignature,
 			build: func(t *testing.T, w *world) rxInput {
 				return rxInput{agent: w.agent(rxReceiver), h: handoffOf(tamperSignature(t, w.offer(rxPlanner, rxOther, nil)))}
 			}},
-		{name: "untrusted key and wrong audience", reason: ReasonUntrustedKey,
+		{name: "untrusted key and wrong audience", reason: reason.UntrustedKey,
 			build: func(t *testing.T, w *world) rxInput {
 				a := w.agent(rxReceiver, func(c *Config) { c.Trust = w.trustOnly(rxReceiver) })
 				return rxInput{agent: a, h: handoffOf(w.offer(rxPlanner, rxOther, nil))}
 			}},
-		{name: "untrusted key and stale", reason: ReasonUntrustedKey,
+		{name: "untrusted key and stale", reason: reason.UntrustedKey,
 			build: func(t *testing.T, w *world) rxInput {
 				a := w.agent(rxReceiver, func(c *Config) { c.Trust = w.trustOnly(rxReceiver) })
 				return rxInput{agent: a, h: handoffOf(w.offer(rxPlanner, rxReceiver, func(o *Offer) { o.Exp = o.Iat }))}
 			}},
-		{name: "wrong audience and stale", reason: ReasonWrongAudience,
+		{name: "wrong audience and stale", reason: reason.WrongAudience,
 			build: func(t *testing.T, w *world) rxInput {
 				s := w.offer(rxPlanner, rxOther, nil)
 				w.clock.Add(time.Hour)
 				return rxInput{agent: w.agent(rxReceiver), h: handoffOf(s)}
 			}},
-		{name: "wrong audience and replay", reason: ReasonWrongAudience,
+		{name: "wrong audience and replay", reason: reason.WrongAudience,
 			build: func(t *testing.T, w *world) rxInput {
 				s := w.offer(rxPlanner, rxOther, nil)
 				lost := w.clock.Now().Add(time.Second)
 				return rxInput{agent: w.agent(rxReceiver, func(c *Config) { c.MemoryLostAt = lost }), h: handoffOf(s)}
 			}},
-		{name: "stale and bad dialog", reason: ReasonStale,
+		{name: "stale and bad dialog", reason: reason.Stale,
 			build: func(t *testing.T, w *world) rxInput {
 				s := w.offer(rxPlanner, rxReceiver, func(o *Offer) { o.Exp = o.Iat + 301 })
 				return rxInput{agent: w.agent(rxReceiver), h: handoffOf(s), host: Host{Dialog: "ctx-2"}}
 			}},
-		{name: "stale and broken chain", reason: ReasonStale,
+		{name: "stale and broken chain", reason: reason.Stale,
 			build: func(t *testing.T, w *world) rxInput {
 				e := w.path(nil, rxPlanner, rxCoder, rxReceiver)
 				w.clock.Add(time.Hour)
 				return rxInput{agent: w.agent(rxReceiver), h: handoffOf(e[1], e[0], e[1])}
 			}},
-		{name: "replay and bad dialog", reason: ReasonReplay,
+		{name: "replay and bad dialog", reason: reason.Replay,
 			build: func(t *testing.T, w *world) rxInput {
 				s := w.offer(rxPlanner, rxReceiver, nil)
 				lost := w.clock.Now().Add(time.Second)
 				a := w.agent(rxReceiver, func(c *Config) { c.MemoryLostAt = lost })
 				return rxInput{agent: a, h: handoffOf(s), host: Host{Dialog: "ctx-2"}}
 			}},
-		{name: "bad dialog and broken chain", reason: ReasonPolicy,
+		{name: "bad dialog and broken chain", reason: reason.Policy,
 			build: func(t *testing.T, w *world) rxInput {
 				e := w.path(nil, rxPlanner, rxCoder, rxReceiver)
 				return rxInput{agent: w.agent(rxReceiver), h: handoffOf(e[1], e[1]), host: Host{Dialog: "ctx-2"}}
 			}},
-		{name: "bad dialog and bad ref", reason: ReasonPolicy,
+		{name: "bad dialog and bad ref", reason: reason.Policy,
 			build: func(t *testing.T, w *world) rxInput {
 				s := w.offer(rxPlanner, rxReceiver, badRef)
 				return rxInput{agent: refAgent(w), h: handoffOf(s), host: Host{Dialog: "ctx-2"}}
 			}},
-		{name: "broken chain and bad ref", reason: ReasonBrokenChain,
+		{name: "broken chain and bad ref", reason: reason.BrokenChain,
 			build: func(t *testing.T, w *world) rxInput {
 				e := w.path(func(i int, o *Offer) {
 					if i == 1 {
 						badRef(o)
-						o.Prev = &Digest{Alg: SHA256Alg, Val: make([]byte, 32)}
+						o.Prev = &digest.Digest{Alg: digest.SHA256Alg, Val: make([]byte, 32)}
 					}
 				}, rxPlanner, rxCoder, rxReceiver)
 				return rxInput{agent: refAgent(w), h: handoffOf(e...)}
 			}},
-		{name: "cycle and bad ref", reason: ReasonCycle,
+		{name: "cycle and bad ref", reason: reason.Cycle,
 			build: func(t *testing.T, w *world) rxInput {
 				e := w.path(func(i int, o *Offer) {
 					if i == 2 {
@@ -644,7 +648,7 @@ func TestReceive_HC30_OrderOfChecks(t *testing.T) {
 				}, rxPlanner, rxCoder, rxPlanner, rxReceiver)
 				return rxInput{agent: refAgent(w), h: handoffOf(e...)}
 			}},
-		{name: "chain policy and bad ref", reason: ReasonPolicy,
+		{name: "chain policy and bad ref", reason: reason.Policy,
 			build: func(t *testing.T, w *world) rxInput {
 				e := w.path(func(i int, o *Offer) {
 					if i == 1 {
@@ -654,7 +658,7 @@ func TestReceive_HC30_OrderOfChecks(t *testing.T) {
 				a := refAgent(w, func(c *Config) { c.Chain.RequireFull = true })
 				return rxInput{agent: a, h: handoffOf(e[1])} // chain absent
 			}},
-		{name: "bad ref alone", reason: ReasonRefMismatch,
+		{name: "bad ref alone", reason: reason.RefMismatch,
 			build: func(t *testing.T, w *world) rxInput {
 				return rxInput{agent: refAgent(w), h: handoffOf(w.offer(rxPlanner, rxReceiver, badRef))}
 			}},
@@ -675,7 +679,7 @@ func TestReceive_HC30_MemoryBeforeDialog(t *testing.T) {
 		assert.True(t, re.Retransmission())
 		assert.Empty(t, re.Reason())
 		eq := receive(t, a, encodeHandoff(t, handoffOf(second), fe.Encoding), Host{Dialog: "ctx-2"})
-		assert.Equal(t, ReasonEquivocation, eq.Reason())
+		assert.Equal(t, reason.Equivocation, eq.Reason())
 	})
 }
 
@@ -686,42 +690,42 @@ func TestReceive_HC30_MemoryBeforeDialog(t *testing.T) {
 func TestReceive_HC33_RememberedAfterLaterRejection(t *testing.T) {
 	type setup struct {
 		name       string
-		reason     Reason
+		reason     reason.Code
 		remembered bool
 		build      func(t *testing.T, w *world) rxInput
 	}
 	mismatch := func(w *world, mod ...func(*Config)) *Agent {
 		return w.agent(rxReceiver, append([]func(*Config){func(c *Config) {
-			c.Refs = RefsRequired
-			c.RefSource = RefsByLoc(map[string]RefObject{"https://r.example/x": {Octets: []byte("not it")}})
+			c.Refs = ref.CheckRequired
+			c.RefSource = ref.ByLoc(map[string]ref.Object{"https://r.example/x": {Octets: []byte("not it")}})
 		}}, mod...)...)
 	}
 	withRef := func(o *Offer) {
-		o.Refs = []ContextRef{{Kind: KindDigest, Dig: SHA256([]byte("it")), Loc: "https://r.example/x"}}
+		o.Refs = []ref.Ref{{Kind: ref.KindDigest, Dig: digest.SHA256([]byte("it")), Loc: "https://r.example/x"}}
 	}
 	cases := []setup{
-		{"step 1 bad signature", ReasonBadSignature, false, func(t *testing.T, w *world) rxInput {
+		{"step 1 bad signature", reason.BadSignature, false, func(t *testing.T, w *world) rxInput {
 			return rxInput{agent: w.agent(rxReceiver), h: handoffOf(tamperSignature(t, w.offer(rxPlanner, rxReceiver, nil)))}
 		}},
-		{"step 2 wrong audience", ReasonWrongAudience, false, func(t *testing.T, w *world) rxInput {
+		{"step 2 wrong audience", reason.WrongAudience, false, func(t *testing.T, w *world) rxInput {
 			return rxInput{agent: w.agent(rxReceiver), h: handoffOf(w.offer(rxPlanner, rxOther, nil))}
 		}},
-		{"step 3 stale", ReasonStale, false, func(t *testing.T, w *world) rxInput {
+		{"step 3 stale", reason.Stale, false, func(t *testing.T, w *world) rxInput {
 			return rxInput{agent: w.agent(rxReceiver), h: handoffOf(w.offer(rxPlanner, rxReceiver, func(o *Offer) { o.Exp = o.Iat + 400 }))}
 		}},
-		{"step 5 dialog", ReasonPolicy, true, func(t *testing.T, w *world) rxInput {
+		{"step 5 dialog", reason.Policy, true, func(t *testing.T, w *world) rxInput {
 			return rxInput{agent: w.agent(rxReceiver), h: handoffOf(w.offer(rxPlanner, rxReceiver, nil)), host: Host{Dialog: "ctx-2"}}
 		}},
-		{"step 6 broken chain", ReasonBrokenChain, true, func(t *testing.T, w *world) rxInput {
+		{"step 6 broken chain", reason.BrokenChain, true, func(t *testing.T, w *world) rxInput {
 			e := w.path(nil, rxPlanner, rxCoder, rxTester, rxReceiver)
 			return rxInput{agent: w.agent(rxReceiver), h: handoffOf(e[0], e[2])}
 		}},
-		{"step 6 chain policy", ReasonPolicy, true, func(t *testing.T, w *world) rxInput {
+		{"step 6 chain policy", reason.Policy, true, func(t *testing.T, w *world) rxInput {
 			e := w.path(nil, rxPlanner, rxCoder, rxReceiver)
 			a := w.agent(rxReceiver, func(c *Config) { c.Chain.RequireFull = true })
 			return rxInput{agent: a, h: handoffOf(e[1])}
 		}},
-		{"step 7 ref mismatch", ReasonRefMismatch, true, func(t *testing.T, w *world) rxInput {
+		{"step 7 ref mismatch", reason.RefMismatch, true, func(t *testing.T, w *world) rxInput {
 			return rxInput{agent: mismatch(w), h: handoffOf(w.offer(rxPlanner, rxReceiver, withRef))}
 		}},
 	}
@@ -734,12 +738,12 @@ func TestReceive_HC33_RememberedAfterLaterRejection(t *testing.T) {
 				data := encodeHandoff(t, in.h, fe.Encoding)
 				first := receive(t, in.agent, data, in.host)
 				require.Equal(t, c.reason, first.Reason(), first.Detail())
-				assert.Equal(t, c.reason != ReasonBadSignature, first.StatusDue(), "HC-30: a rejection is answered unless the signer is unknown")
+				assert.Equal(t, c.reason != reason.BadSignature, first.StatusDue(), "HC-30: a rejection is answered unless the signer is unknown")
 
 				var rejected Signed
 				if first.StatusDue() {
 					var err error
-					rejected, err = in.agent.Reply(ctx, first, Rejected, ReplyOptions{Reason: c.reason})
+					rejected, err = in.agent.Reply(ctx, first, state.Rejected, ReplyOptions{Reason: c.reason})
 					require.NoError(t, err, "the rejection may be sent")
 				}
 				again := receive(t, in.agent, data, Host{Peer: first.Unverified().Iss, Dialog: in.host.Dialog})
@@ -770,35 +774,35 @@ func TestReceive_HC53_Equivocation(t *testing.T) {
 		host   Host // for the first offer
 		record step
 		answer EquivocationAnswer
-		allow  State // a status the answer allows for the first offer
+		allow  state.State // a status the answer allows for the first offer
 	}{
-		{"neither taken nor answered", Host{}, none, AnswerRejectFirst, Rejected},
-		{"first rejected by a check, not answered", Host{Dialog: "ctx-2"}, none, AnswerRejectFirst, Rejected},
+		{"neither taken nor answered", Host{}, none, AnswerRejectFirst, state.Rejected},
+		{"first rejected by a check, not answered", Host{Dialog: "ctx-2"}, none, AnswerRejectFirst, state.Rejected},
 		{"taken", Host{}, func(t *testing.T, w *world, a *Agent, in *Received) {
 			require.NoError(t, a.Take(ctx, in))
-		}, AnswerFinishFirst, Completed},
+		}, AnswerFinishFirst, state.Completed},
 		{"accepted sent", Host{}, func(t *testing.T, w *world, a *Agent, in *Received) {
-			_, err := a.Reply(ctx, in, Accepted, ReplyOptions{})
+			_, err := a.Reply(ctx, in, state.Accepted, ReplyOptions{})
 			require.NoError(t, err)
-		}, AnswerFinishFirst, Failed},
+		}, AnswerFinishFirst, state.Failed},
 		{"completed sent", Host{}, func(t *testing.T, w *world, a *Agent, in *Received) {
-			_, err := a.Reply(ctx, in, Completed, ReplyOptions{Effect: EffectFull})
+			_, err := a.Reply(ctx, in, state.Completed, ReplyOptions{Effect: state.EffectFull})
 			require.NoError(t, err)
 		}, AnswerNone, ""},
 		{"failed sent", Host{}, func(t *testing.T, w *world, a *Agent, in *Received) {
-			_, err := a.Reply(ctx, in, Failed, ReplyOptions{Effect: EffectNone})
+			_, err := a.Reply(ctx, in, state.Failed, ReplyOptions{Effect: state.EffectNone})
 			require.NoError(t, err)
 		}, AnswerNone, ""},
 		{"canceled by the delegator after accepted", Host{}, func(t *testing.T, w *world, a *Agent, in *Received) {
-			_, err := a.Reply(ctx, in, Accepted, ReplyOptions{})
+			_, err := a.Reply(ctx, in, state.Accepted, ReplyOptions{})
 			require.NoError(t, err)
 			cancelAtDelegate(t, w, a, in)
-		}, AnswerFinishFirst, Failed},
+		}, AnswerFinishFirst, state.Failed},
 		{"canceled by the delegator before taken", Host{}, func(t *testing.T, w *world, a *Agent, in *Received) {
 			cancelAtDelegate(t, w, a, in)
-		}, AnswerFinishFirst, Failed},
+		}, AnswerFinishFirst, state.Failed},
 		{"rejected sent", Host{Dialog: "ctx-2"}, func(t *testing.T, w *world, a *Agent, in *Received) {
-			_, err := a.Reply(ctx, in, Rejected, ReplyOptions{Reason: ReasonPolicy})
+			_, err := a.Reply(ctx, in, state.Rejected, ReplyOptions{Reason: reason.Policy})
 			require.NoError(t, err)
 		}, AnswerNone, ""},
 	}
@@ -818,10 +822,10 @@ func TestReceive_HC53_Equivocation(t *testing.T) {
 
 				assert.False(t, second.Accepted())
 				assert.False(t, second.Retransmission())
-				assert.Equal(t, ReasonEquivocation, second.Reason())
+				assert.Equal(t, reason.Equivocation, second.Reason())
 				assert.Equal(t, c.answer, second.Equivocation())
 				assert.ErrorIs(t, second.Err(), ErrRejected)
-				assert.Equal(t, ReasonEquivocation, ReasonOf(second.Err()))
+				assert.Equal(t, reason.Equivocation, ReasonOf(second.Err()))
 				assert.False(t, second.StatusDue(), "HC-53: no status for the second offer")
 				_, ok := second.LastStatus()
 				assert.False(t, ok, "HC-53: not even a resent one")
@@ -834,21 +838,21 @@ func TestReceive_HC53_Equivocation(t *testing.T) {
 				assert.Equal(t, s2.Digest(), flagged[0].Second)
 
 				// Accepting the second is never allowed (HC-53).
-				_, err := a.Reply(ctx, second, Accepted, ReplyOptions{})
+				_, err := a.Reply(ctx, second, state.Accepted, ReplyOptions{})
 				assert.ErrorIs(t, err, ErrState)
 				// What the answer allows goes to the first offer.
 				var st Signed
 				switch c.allow {
-				case Rejected:
-					st, err = a.Reply(ctx, second, Rejected, ReplyOptions{Reason: ReasonEquivocation})
-				case Completed:
-					st, err = a.Reply(ctx, second, Completed, ReplyOptions{Effect: EffectFull})
-				case Failed:
-					st, err = a.Reply(ctx, second, Failed, ReplyOptions{Reason: ReasonEquivocation, Effect: EffectNone})
+				case state.Rejected:
+					st, err = a.Reply(ctx, second, state.Rejected, ReplyOptions{Reason: reason.Equivocation})
+				case state.Completed:
+					st, err = a.Reply(ctx, second, state.Completed, ReplyOptions{Effect: state.EffectFull})
+				case state.Failed:
+					st, err = a.Reply(ctx, second, state.Failed, ReplyOptions{Reason: reason.Equivocation, Effect: state.EffectNone})
 				default:
-					_, err = a.Reply(ctx, second, Rejected, ReplyOptions{Reason: ReasonEquivocation})
+					_, err = a.Reply(ctx, second, state.Rejected, ReplyOptions{Reason: reason.Equivocation})
 					assert.ErrorIs(t, err, ErrState, "HC-54: no further status")
-					_, err = a.Reply(ctx, second, Failed, ReplyOptions{Reason: ReasonEquivocation, Effect: EffectNone})
+					_, err = a.Reply(ctx, second, state.Failed, ReplyOptions{Reason: reason.Equivocation, Effect: state.EffectNone})
 					assert.ErrorIs(t, err, ErrState, "HC-54: no further status")
 					return
 				}
@@ -870,12 +874,12 @@ func TestReceive_HC53_Equivocation(t *testing.T) {
 func cancelAtDelegate(t *testing.T, w *world, a *Agent, in *Received) {
 	t.Helper()
 	o := in.Offer()
-	st := &Status{Hop: o.Hop, Offer: in.Digest(), Iss: o.Iss, Aud: o.Aud, Iat: TimeOf(w.clock.Now()), State: Canceled}
+	st := &Status{Hop: o.Hop, Offer: in.Digest(), Iss: o.Iss, Aud: o.Aud, Iat: TimeOf(w.clock.Now()), State: state.Canceled}
 	s, err := w.signers[o.Iss].SignStatus(st)
 	require.NoError(t, err)
 	res, err := statusErr(a.HandleStatus(context.Background(), s.Octets))
 	require.NoError(t, err)
-	require.Equal(t, Canceled, res.State())
+	require.Equal(t, state.Canceled, res.State())
 }
 
 // HC-35: the memory is keyed on (iss, hop): one hop identifier used by two
@@ -907,17 +911,17 @@ func TestReceive_HC53_EquivocationAfterExpAndSignatureTwin(t *testing.T) {
 		s1, s2 := w.signAs(rxPlanner, o), w.signAs(rxPlanner, o)
 		first := receive(t, a, encodeHandoff(t, handoffOf(s1), fe.Encoding), Host{})
 		require.True(t, first.Accepted())
-		_, err := a.Reply(ctx, first, Accepted, ReplyOptions{})
+		_, err := a.Reply(ctx, first, state.Accepted, ReplyOptions{})
 		require.NoError(t, err)
 
 		twin := signatureTwin(t, s1)
 		require.NotEqual(t, s1.Octets, twin.Octets)
 		in := receive(t, a, encodeHandoff(t, handoffOf(twin), fe.Encoding), Host{})
-		assert.Equal(t, ReasonEquivocation, in.Reason(), "the high-S twin verifies but is other octets")
+		assert.Equal(t, reason.Equivocation, in.Reason(), "the high-S twin verifies but is other octets")
 
 		w.clock.Add(time.Hour) // long after exp
 		in = receive(t, a, encodeHandoff(t, handoffOf(s2), fe.Encoding), Host{})
-		assert.Equal(t, ReasonEquivocation, in.Reason(), "after exp: equivocation, not stale")
+		assert.Equal(t, reason.Equivocation, in.Reason(), "after exp: equivocation, not stale")
 		assert.Equal(t, AnswerFinishFirst, in.Equivocation())
 	})
 }
@@ -940,7 +944,7 @@ func TestReceive_HC59_ReplayAfterMemoryLoss(t *testing.T) {
 		keptTwin := w.signAs(rxPlanner, o)
 		in := receive(t, before, enc(kept), Host{})
 		require.True(t, in.Accepted())
-		accepted, err := before.Reply(ctx, in, Accepted, ReplyOptions{})
+		accepted, err := before.Reply(ctx, in, state.Accepted, ReplyOptions{})
 		require.NoError(t, err)
 		oldOffer := w.offer(rxPlanner, rxReceiver, func(o *Offer) { o.Exp = o.Iat + 200 })
 
@@ -953,20 +957,20 @@ func TestReceive_HC59_ReplayAfterMemoryLoss(t *testing.T) {
 		// Memory lost: an offer issued before the loss is refused.
 		fresh := restarted(nil)
 		r := receive(t, fresh, enc(oldOffer), Host{})
-		assertReceived(t, r, ReasonReplay, ErrRejected)
+		assertReceived(t, r, reason.Replay, ErrRejected)
 		assert.True(t, r.StatusDue(), "HC-24: a replay rejection may be sent; it sets no state")
-		st, err := fresh.Reply(ctx, r, Rejected, ReplyOptions{Reason: ReasonReplay})
+		st, err := fresh.Reply(ctx, r, state.Rejected, ReplyOptions{Reason: reason.Replay})
 		require.NoError(t, err)
 		assert.NotEmpty(t, st.Octets)
 		r = receive(t, fresh, enc(oldOffer), Host{})
-		assert.Equal(t, ReasonReplay, r.Reason(), "a replay rejection is not remembered")
+		assert.Equal(t, reason.Replay, r.Reason(), "a replay rejection is not remembered")
 
 		// Issued at or after the loss: accepted.
 		assert.True(t, receive(t, fresh, enc(w.offer(rxPlanner, rxReceiver, nil)), Host{}).Accepted())
 
 		// Still within MaxLifetime + Skew of the loss.
 		w.clock.Add(100 * time.Second)
-		assert.Equal(t, ReasonReplay, receive(t, fresh, enc(oldOffer), Host{}).Reason())
+		assert.Equal(t, reason.Replay, receive(t, fresh, enc(oldOffer), Host{}).Reason())
 
 		// Records the store kept are answered normally, not as replay.
 		survivor := restarted(store)
@@ -976,13 +980,13 @@ func TestReceive_HC59_ReplayAfterMemoryLoss(t *testing.T) {
 		require.True(t, ok)
 		assert.Equal(t, accepted.Octets, last.Octets)
 		eq := receive(t, survivor, enc(keptTwin), Host{})
-		assert.Equal(t, ReasonEquivocation, eq.Reason())
+		assert.Equal(t, reason.Equivocation, eq.Reason())
 		assert.Equal(t, AnswerFinishFirst, eq.Equivocation())
 
 		// After MaxLifetime + Skew the rule lapses: an old offer can only
 		// be stale by then, and new offers are accepted.
 		w.clock.Add(260 * time.Second) // lost + 360 s
-		assert.Equal(t, ReasonStale, receive(t, fresh, enc(oldOffer), Host{}).Reason())
+		assert.Equal(t, reason.Stale, receive(t, fresh, enc(oldOffer), Host{}).Reason())
 		assert.True(t, receive(t, fresh, enc(w.offer(rxPlanner, rxReceiver, nil)), Host{}).Accepted())
 	})
 }
@@ -1001,11 +1005,11 @@ func TestReceive_HC59_WindowCoversEveryOlderOffer(t *testing.T) {
 			// Issued one second before the loss, for the longest lifetime.
 			s := w.offer(rxPlanner, rxReceiver, func(o *Offer) { o.Iat--; o.Exp = o.Iat + 30 })
 			data := encodeHandoff(t, handoffOf(s), JSON)
-			assert.Equal(t, ReasonReplay, receive(t, w.agent(rxReceiver, mod), data, Host{}).Reason())
+			assert.Equal(t, reason.Replay, receive(t, w.agent(rxReceiver, mod), data, Host{}).Reason())
 			w.clock.Add(28 * time.Second) // exp - 1 s
-			assert.Equal(t, ReasonReplay, receive(t, w.agent(rxReceiver, mod), data, Host{}).Reason())
+			assert.Equal(t, reason.Replay, receive(t, w.agent(rxReceiver, mod), data, Host{}).Reason())
 			w.clock.Add(time.Second) // exp
-			assert.Equal(t, ReasonStale, receive(t, w.agent(rxReceiver, mod), data, Host{}).Reason())
+			assert.Equal(t, reason.Stale, receive(t, w.agent(rxReceiver, mod), data, Host{}).Reason())
 			// Issued at the loss: accepted.
 			in := receive(t, w.agent(rxReceiver, mod), encodeHandoff(t, handoffOf(w.offer(rxPlanner, rxReceiver, func(o *Offer) {
 				o.Iat, o.Exp = TimeOf(lost), TimeOf(lost)+30
@@ -1072,7 +1076,7 @@ func TestReceive_HC53_ConcurrentEquivocation(t *testing.T) {
 			case in.Digest().Equal(winner.Digest()):
 				assert.True(t, in.Retransmission(), "a copy of the accepted offer")
 			default:
-				assert.Equal(t, ReasonEquivocation, in.Reason(), "a copy of the other offer")
+				assert.Equal(t, reason.Equivocation, in.Reason(), "a copy of the other offer")
 				assert.Equal(t, winner.Digest(), in.First())
 				eq++
 			}
@@ -1119,7 +1123,7 @@ func TestReceive_HC61_TenMegabytes(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := receive(t, a, data, Host{})
-			assertReceived(t, in, ReasonBadSignature, ErrTooLarge)
+			assertReceived(t, in, reason.BadSignature, ErrTooLarge)
 			assert.Nil(t, in.Handoff())
 			assert.Nil(t, in.Offer())
 			assert.False(t, in.StatusDue())
@@ -1134,7 +1138,7 @@ func TestReceive_HC61_ElementTooLarge(t *testing.T) {
 		w := newWorld(t, fe.Format, rxAgents...)
 		a := w.agent(rxReceiver, func(c *Config) { c.Limits.MaxElementSize = 256 })
 		in := receive(t, a, encodeHandoff(t, handoffOf(w.offer(rxPlanner, rxReceiver, nil)), fe.Encoding), Host{})
-		assertReceived(t, in, ReasonBadSignature, ErrTooLarge)
+		assertReceived(t, in, reason.BadSignature, ErrTooLarge)
 	})
 }
 
@@ -1157,10 +1161,10 @@ func TestReceive_HC50_TenThousandElementChain(t *testing.T) {
 			name    string
 			element Signed
 			mod     func(*Config)
-			reason  Reason // of the one-element control
+			reason  reason.Code // of the one-element control
 		}{
-			{"junk", junk, nil, ReasonBadSignature},
-			{"copies of a broken element", broken, big, ReasonBadSignature},
+			{"junk", junk, nil, reason.BadSignature},
+			{"copies of a broken element", broken, big, reason.BadSignature},
 			{"copies of a valid element", e[0], big, ""},
 		}
 		for _, c := range cases {
@@ -1175,7 +1179,7 @@ func TestReceive_HC50_TenThousandElementChain(t *testing.T) {
 				}
 				h := &Handoff{Offer: e[1], Chain: chain}
 				in := receive(t, w.agent(rxReceiver, mods...), encodeHandoff(t, h, fe.Encoding), Host{})
-				assertReceived(t, in, ReasonTooDeep, ErrRejected)
+				assertReceived(t, in, reason.TooDeep, ErrRejected)
 				assert.Empty(t, in.Links(), "no element was checked")
 
 				control := receive(t, w.agent(rxReceiver, mods...), encodeHandoff(t, &Handoff{Offer: e[1], Chain: chain[:1]}, fe.Encoding), Host{})
@@ -1206,7 +1210,7 @@ func TestReceive_HC61_DeepNesting(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			w := newWorld(t, JWS, rxAgents...)
 			in := receive(t, w.agent(rxReceiver), data, Host{})
-			assertReceived(t, in, ReasonBadSignature, ErrMalformed)
+			assertReceived(t, in, reason.BadSignature, ErrMalformed)
 		})
 	}
 	eachFormatEncoding(t, func(t *testing.T, fe formatEncoding) {
@@ -1224,7 +1228,7 @@ func TestReceive_HC61_DeepNesting(t *testing.T) {
 			data := encodeHandoff(t, handoffOf(s), fe.Encoding)
 			assertReceived(t, receive(t, w.agent(rxReceiver), data, Host{}), "", nil)
 			bounded := w.agent(rxReceiver, func(c *Config) { c.Limits.MaxDepth = 16 })
-			assertReceived(t, receive(t, bounded, data, Host{}), ReasonBadSignature, ErrMalformed)
+			assertReceived(t, receive(t, bounded, data, Host{}), reason.BadSignature, ErrMalformed)
 		})
 	})
 }
@@ -1236,7 +1240,7 @@ func TestReceive_HC61_MutationsNeverPanic(t *testing.T) {
 	eachFormatEncoding(t, func(t *testing.T, fe formatEncoding) {
 		w := newWorld(t, fe.Format, rxAgents...)
 		e := w.path(func(i int, o *Offer) {
-			o.Refs = []ContextRef{{Kind: KindDigest, Dig: SHA256([]byte{byte(i)}), Loc: "https://r.example/" + fmt.Sprint(i)}}
+			o.Refs = []ref.Ref{{Kind: ref.KindDigest, Dig: digest.SHA256([]byte{byte(i)}), Loc: "https://r.example/" + fmt.Sprint(i)}}
 		}, rxPlanner, rxCoder, rxTester, rxReceiver)
 		h := handoffOf(e...)
 		orig := encodeHandoff(t, h, fe.Encoding)
@@ -1247,7 +1251,7 @@ func TestReceive_HC61_MutationsNeverPanic(t *testing.T) {
 		}
 		for i := range n {
 			data := mutate(rng, orig)
-			a := w.agent(rxReceiver, func(c *Config) { c.Refs = RefsCheckAvailable })
+			a := w.agent(rxReceiver, func(c *Config) { c.Refs = ref.CheckAvailable })
 			var in *Received
 			var err error
 			require.NotPanics(t, func() { in, err = a.Receive(context.Background(), data, Host{}) }, "mutation %d", i)
@@ -1446,7 +1450,7 @@ func BenchmarkReceiveHostileChain(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		in, err := a.Receive(ctx, data, Host{})
-		if err != nil || in.Reason() != ReasonTooDeep {
+		if err != nil || in.Reason() != reason.TooDeep {
 			b.Fatal(err, in.Reason())
 		}
 	}

@@ -8,12 +8,17 @@ import (
 
 	"context"
 	"errors"
-	"github.com/agentproto/handoff/replay"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
+	"github.com/agentproto/handoff/replay"
+	"github.com/agentproto/handoff/state"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,7 +34,7 @@ func TestReceived_UnverifiedOnlyUnderItsName(t *testing.T) {
 		w := newWorld(t, f, rxPlanner, rxReceiver, rxOther)
 		a := w.agent(rxReceiver, func(c *Config) { c.Trust = c.Trust.without(rxPlanner) })
 		in := receive(t, a, encodeHandoff(t, handoffOf(w.offer(rxPlanner, rxReceiver, nil)), JSON), Host{})
-		require.Equal(t, ReasonUntrustedKey, in.Reason())
+		require.Equal(t, reason.UntrustedKey, in.Reason())
 		require.NotNil(t, in.Unverified(), "decoded for diagnosis")
 
 		offerType := reflect.TypeOf((*Offer)(nil))
@@ -71,7 +76,7 @@ func TestOffer_FromMustBeThisAgents(t *testing.T) {
 	other := w.agent(rxReceiver)
 	_, err := other.Offer(ctx, OfferParams{To: rxPlanner, From: in})
 	assert.ErrorIs(t, err, ErrArgument)
-	_, err = other.Reply(ctx, in, Accepted, ReplyOptions{})
+	_, err = other.Reply(ctx, in, state.Accepted, ReplyOptions{})
 	assert.ErrorIs(t, err, ErrArgument)
 	assert.ErrorIs(t, other.Take(ctx, in), ErrArgument)
 	assert.ErrorIs(t, other.Take(ctx, nil), ErrArgument)
@@ -117,14 +122,14 @@ func TestAgent_OnConflictMayReenter(t *testing.T) {
 	out, err := p.Offer(ctx, OfferParams{To: rxCoder, Dialog: "d"})
 	require.NoError(t, err)
 	in := receive(t, coder, encodeHandoff(t, out.Handoff, JSON), Host{})
-	done, err := coder.Reply(ctx, in, Completed, ReplyOptions{Effect: EffectFull})
+	done, err := coder.Reply(ctx, in, state.Completed, ReplyOptions{Effect: state.EffectFull})
 	require.NoError(t, err)
 	res, err := p.HandleStatus(ctx, done.Octets)
 	require.NoError(t, err)
 	require.NoError(t, res.Err())
 	// A conflicting terminal status, signed by the coder.
 	failed := signStatus(t, w, &Status{Hop: out.Offer.Hop, Offer: out.Digest, Iss: rxCoder, Aud: rxPlanner,
-		Iat: TimeOf(w.clock.Now()), State: Failed})
+		Iat: TimeOf(w.clock.Now()), State: state.Failed})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
@@ -184,13 +189,13 @@ func TestAgent_ReplyHopAfterRestart(t *testing.T) {
 	// A new Agent on the same stores: the process came back.
 	coder2 := w.agent(rxCoder, func(c *Config) { c.Store = coder.cfg.Store })
 	p2 := w.agent(rxPlanner, func(c *Config) { c.Offers = p.cfg.Offers })
-	_, err = coder2.ReplyHop(ctx, rxPlanner, "AAAAAAAAAAAAAAAAAAAAAA", Completed, ReplyOptions{Effect: EffectFull})
+	_, err = coder2.ReplyHop(ctx, rxPlanner, "AAAAAAAAAAAAAAAAAAAAAA", state.Completed, ReplyOptions{Effect: state.EffectFull})
 	assert.ErrorIs(t, err, ErrState, "a hop not remembered")
-	_, err = coder2.ReplyHop(ctx, rxPlanner, out.Offer.Hop, Completed, ReplyOptions{})
+	_, err = coder2.ReplyHop(ctx, rxPlanner, out.Offer.Hop, state.Completed, ReplyOptions{})
 	assert.ErrorIs(t, err, ErrArgument, "completed needs a known effect (HC-25)")
-	done, err := coder2.ReplyHop(ctx, rxPlanner, out.Offer.Hop, Completed, ReplyOptions{Effect: EffectFull})
+	done, err := coder2.ReplyHop(ctx, rxPlanner, out.Offer.Hop, state.Completed, ReplyOptions{Effect: state.EffectFull})
 	require.NoError(t, err)
-	_, err = coder2.ReplyHop(ctx, rxPlanner, out.Offer.Hop, Failed, ReplyOptions{Effect: EffectNone})
+	_, err = coder2.ReplyHop(ctx, rxPlanner, out.Offer.Hop, state.Failed, ReplyOptions{Effect: state.EffectNone})
 	assert.ErrorIs(t, err, ErrState, "the outcome is reported once (HC-23)")
 
 	again, err := p2.Retransmit(ctx, out.Offer.Hop)
@@ -201,7 +206,7 @@ func TestAgent_ReplyHopAfterRestart(t *testing.T) {
 	res, err := p2.HandleStatus(ctx, done.Octets)
 	require.NoError(t, err)
 	require.NoError(t, res.Err())
-	assert.Equal(t, Completed, res.State())
+	assert.Equal(t, state.Completed, res.State())
 	hop, ok, err := p2.Hop(ctx, out.Offer.Hop)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -218,7 +223,7 @@ func TestHandleStatus_RejectionIsAResult(t *testing.T) {
 	p := w.agent(rxPlanner)
 	res, err := p.HandleStatus(context.Background(), []byte("not a status"))
 	require.NoError(t, err)
-	assert.Equal(t, ReasonBadSignature, res.Reason())
+	assert.Equal(t, reason.BadSignature, res.Reason())
 	assert.ErrorIs(t, res.Err(), ErrMalformed)
 	assert.Nil(t, res.Status())
 	var rj *Rejection
@@ -228,40 +233,40 @@ func TestHandleStatus_RejectionIsAResult(t *testing.T) {
 // The delegate's table, driven directly: every state a hop can be in
 // against every status a delegate might send.
 func TestLifecycle_DelegateStepTable(t *testing.T) {
-	full, none := EffectFull, EffectNone
+	full, none := state.EffectFull, state.EffectNone
 	cases := []struct {
 		name string
 		hop  delegateHop
 		send delegateSend
-		next State
+		next state.State
 		rec  bool
 		hc   string // "" when allowed
 	}{
-		{"accept after the checks", delegateHop{true, "", false, verdictAccepted}, delegateSend{State: Accepted}, Accepted, true, ""},
-		{"accept twice", delegateHop{true, Accepted, true, verdictAccepted}, delegateSend{State: Accepted}, "", false, "HC-23"},
-		{"accept after Take, none sent (HC-39)", delegateHop{true, Accepted, false, verdictAccepted}, delegateSend{State: Accepted}, Accepted, true, ""},
-		{"owed accept on retransmission", delegateHop{true, Accepted, false, verdictRetransmit}, delegateSend{State: Accepted, OwesAccepted: true}, Accepted, true, ""},
-		{"accept on retransmission after one was sent", delegateHop{true, Accepted, true, verdictRetransmit}, delegateSend{State: Accepted}, "", false, "HC-23"},
-		{"accept a rejected offer", delegateHop{true, "", false, verdictRejected}, delegateSend{State: Accepted}, "", false, "section 5.1"},
-		{"reject after a failed check", delegateHop{true, "", false, verdictRejected}, delegateSend{State: Rejected, Reason: ReasonPolicy}, Rejected, true, ""},
-		{"reject before the pair is remembered", delegateHop{false, "", false, verdictRejected}, delegateSend{State: Rejected, Reason: ReasonStale}, "", false, ""},
-		{"reject a taken hop", delegateHop{true, Accepted, false, verdictRetransmit}, delegateSend{State: Rejected, Reason: ReasonPolicy}, "", false, "HC-24"},
-		{"reject without a reason", delegateHop{true, "", false, verdictRejected}, delegateSend{State: Rejected}, "", false, "reason"},
-		{"stale for a remembered hop", delegateHop{true, Accepted, false, verdictRetransmit}, delegateSend{State: Rejected, Reason: ReasonStale}, "", false, "HC-24"},
-		{"complete from accepted", delegateHop{true, Accepted, false, verdictRetransmit}, delegateSend{State: Completed, Effect: full}, Completed, true, ""},
-		{"complete without accepted (HC-26)", delegateHop{true, "", false, verdictAccepted}, delegateSend{State: Completed, Effect: full}, Completed, true, ""},
-		{"complete a canceled hop", delegateHop{true, Canceled, false, verdictRetransmit}, delegateSend{State: Completed, Effect: full}, Completed, true, ""},
-		{"complete twice", delegateHop{true, Completed, true, verdictRetransmit}, delegateSend{State: Completed, Effect: full}, "", false, "HC-23"},
-		{"complete, effect unknown", delegateHop{true, Accepted, false, verdictRetransmit}, delegateSend{State: Completed}, "", false, "HC-25"},
-		{"fail with no effect", delegateHop{true, Accepted, false, verdictRetransmit}, delegateSend{State: Failed, Effect: none}, Failed, true, ""},
-		{"fail with no effect but refs", delegateHop{true, Accepted, false, verdictRetransmit}, delegateSend{State: Failed, Effect: none, Refs: 1}, "", false, "HC-44"},
-		{"fail partly without refs", delegateHop{true, Accepted, false, verdictRetransmit}, delegateSend{State: Failed, Effect: EffectPartial}, "", false, "HC-44"},
-		{"fail partly with refs", delegateHop{true, Accepted, false, verdictRetransmit}, delegateSend{State: Failed, Effect: EffectPartial, Refs: 1}, Failed, true, ""},
-		{"delegate cancels", delegateHop{true, Accepted, false, verdictRetransmit}, delegateSend{State: Canceled}, "", false, "only the delegator"},
-		{"equivocation: reject the first", delegateHop{true, "", false, verdictEquivocation}, delegateSend{State: Rejected, Reason: ReasonEquivocation, Equivocation: AnswerRejectFirst}, Rejected, true, ""},
-		{"equivocation: accept", delegateHop{true, "", false, verdictEquivocation}, delegateSend{State: Accepted, Equivocation: AnswerRejectFirst}, "", false, "HC-54"},
-		{"equivocation: finish the first", delegateHop{true, Accepted, false, verdictEquivocation}, delegateSend{State: Failed, Reason: ReasonEquivocation, Effect: none, Equivocation: AnswerFinishFirst}, Failed, true, ""},
-		{"equivocation: nothing more", delegateHop{true, Completed, true, verdictEquivocation}, delegateSend{State: Completed, Effect: full, Equivocation: AnswerNone}, "", false, "HC-54"},
+		{"accept after the checks", delegateHop{true, "", false, verdictAccepted}, delegateSend{State: state.Accepted}, state.Accepted, true, ""},
+		{"accept twice", delegateHop{true, state.Accepted, true, verdictAccepted}, delegateSend{State: state.Accepted}, "", false, "HC-23"},
+		{"accept after Take, none sent (HC-39)", delegateHop{true, state.Accepted, false, verdictAccepted}, delegateSend{State: state.Accepted}, state.Accepted, true, ""},
+		{"owed accept on retransmission", delegateHop{true, state.Accepted, false, verdictRetransmit}, delegateSend{State: state.Accepted, OwesAccepted: true}, state.Accepted, true, ""},
+		{"accept on retransmission after one was sent", delegateHop{true, state.Accepted, true, verdictRetransmit}, delegateSend{State: state.Accepted}, "", false, "HC-23"},
+		{"accept a rejected offer", delegateHop{true, "", false, verdictRejected}, delegateSend{State: state.Accepted}, "", false, "section 5.1"},
+		{"reject after a failed check", delegateHop{true, "", false, verdictRejected}, delegateSend{State: state.Rejected, Reason: reason.Policy}, state.Rejected, true, ""},
+		{"reject before the pair is remembered", delegateHop{false, "", false, verdictRejected}, delegateSend{State: state.Rejected, Reason: reason.Stale}, "", false, ""},
+		{"reject a taken hop", delegateHop{true, state.Accepted, false, verdictRetransmit}, delegateSend{State: state.Rejected, Reason: reason.Policy}, "", false, "HC-24"},
+		{"reject without a reason", delegateHop{true, "", false, verdictRejected}, delegateSend{State: state.Rejected}, "", false, "reason"},
+		{"stale for a remembered hop", delegateHop{true, state.Accepted, false, verdictRetransmit}, delegateSend{State: state.Rejected, Reason: reason.Stale}, "", false, "HC-24"},
+		{"complete from accepted", delegateHop{true, state.Accepted, false, verdictRetransmit}, delegateSend{State: state.Completed, Effect: full}, state.Completed, true, ""},
+		{"complete without accepted (HC-26)", delegateHop{true, "", false, verdictAccepted}, delegateSend{State: state.Completed, Effect: full}, state.Completed, true, ""},
+		{"complete a canceled hop", delegateHop{true, state.Canceled, false, verdictRetransmit}, delegateSend{State: state.Completed, Effect: full}, state.Completed, true, ""},
+		{"complete twice", delegateHop{true, state.Completed, true, verdictRetransmit}, delegateSend{State: state.Completed, Effect: full}, "", false, "HC-23"},
+		{"complete, effect unknown", delegateHop{true, state.Accepted, false, verdictRetransmit}, delegateSend{State: state.Completed}, "", false, "HC-25"},
+		{"fail with no effect", delegateHop{true, state.Accepted, false, verdictRetransmit}, delegateSend{State: state.Failed, Effect: none}, state.Failed, true, ""},
+		{"fail with no effect but refs", delegateHop{true, state.Accepted, false, verdictRetransmit}, delegateSend{State: state.Failed, Effect: none, Refs: 1}, "", false, "HC-44"},
+		{"fail partly without refs", delegateHop{true, state.Accepted, false, verdictRetransmit}, delegateSend{State: state.Failed, Effect: state.EffectPartial}, "", false, "HC-44"},
+		{"fail partly with refs", delegateHop{true, state.Accepted, false, verdictRetransmit}, delegateSend{State: state.Failed, Effect: state.EffectPartial, Refs: 1}, state.Failed, true, ""},
+		{"delegate cancels", delegateHop{true, state.Accepted, false, verdictRetransmit}, delegateSend{State: state.Canceled}, "", false, "only the delegator"},
+		{"equivocation: reject the first", delegateHop{true, "", false, verdictEquivocation}, delegateSend{State: state.Rejected, Reason: reason.Equivocation, Equivocation: AnswerRejectFirst}, state.Rejected, true, ""},
+		{"equivocation: accept", delegateHop{true, "", false, verdictEquivocation}, delegateSend{State: state.Accepted, Equivocation: AnswerRejectFirst}, "", false, "HC-54"},
+		{"equivocation: finish the first", delegateHop{true, state.Accepted, false, verdictEquivocation}, delegateSend{State: state.Failed, Reason: reason.Equivocation, Effect: none, Equivocation: AnswerFinishFirst}, state.Failed, true, ""},
+		{"equivocation: nothing more", delegateHop{true, state.Completed, true, verdictEquivocation}, delegateSend{State: state.Completed, Effect: full, Equivocation: AnswerNone}, "", false, "HC-54"},
 	}
 	// Options that contradict the state asked for are argument errors in
 	// every state: they name the ReplyOptions field to set.
@@ -296,26 +301,26 @@ func TestLifecycle_DelegateStepTable(t *testing.T) {
 // The delegator's table, driven directly (HC-24, HC-26, HC-27, HC-41,
 // HC-56).
 func TestLifecycle_DelegatorStepTable(t *testing.T) {
-	st := func(s State, r Reason) *Status { return &Status{State: s, Reason: r} }
+	st := func(s state.State, r reason.Code) *Status { return &Status{State: s, Reason: r} }
 	cases := []struct {
 		name              string
 		from              delegatorHop
 		status            *Status
-		want              State
+		want              state.State
 		changed, conflict bool
 		resolved          bool
 	}{
-		{"offered, accepted", delegatorHop{State: Offered}, st(Accepted, ""), Accepted, true, false, false},
-		{"offered, completed (HC-26)", delegatorHop{State: Offered}, st(Completed, ""), Completed, true, false, true},
-		{"offered, stale (HC-24)", delegatorHop{State: Offered}, st(Rejected, ReasonStale), Offered, false, false, false},
-		{"offered, replay (HC-24)", delegatorHop{State: Offered}, st(Rejected, ReasonReplay), Offered, false, false, false},
-		{"offered, rejected", delegatorHop{State: Offered}, st(Rejected, ReasonPolicy), Rejected, true, false, true},
-		{"accepted, failed", delegatorHop{State: Accepted}, st(Failed, ""), Failed, true, false, true},
-		{"accepted, rejected (HC-56)", delegatorHop{State: Accepted}, st(Rejected, ReasonPolicy), Accepted, false, true, false},
-		{"completed, failed (HC-56)", delegatorHop{State: Completed}, st(Failed, ""), Completed, false, true, true},
-		{"completed, completed again", delegatorHop{State: Completed}, st(Completed, ""), Completed, false, false, true},
-		{"completed, accepted", delegatorHop{State: Completed}, st(Accepted, ""), Completed, false, false, true},
-		{"canceled, completed still resolves", delegatorHop{State: Offered, Canceled: true}, st(Completed, ""), Completed, true, false, true},
+		{"offered, accepted", delegatorHop{State: state.Offered}, st(state.Accepted, ""), state.Accepted, true, false, false},
+		{"offered, completed (HC-26)", delegatorHop{State: state.Offered}, st(state.Completed, ""), state.Completed, true, false, true},
+		{"offered, stale (HC-24)", delegatorHop{State: state.Offered}, st(state.Rejected, reason.Stale), state.Offered, false, false, false},
+		{"offered, replay (HC-24)", delegatorHop{State: state.Offered}, st(state.Rejected, reason.Replay), state.Offered, false, false, false},
+		{"offered, rejected", delegatorHop{State: state.Offered}, st(state.Rejected, reason.Policy), state.Rejected, true, false, true},
+		{"accepted, failed", delegatorHop{State: state.Accepted}, st(state.Failed, ""), state.Failed, true, false, true},
+		{"accepted, rejected (HC-56)", delegatorHop{State: state.Accepted}, st(state.Rejected, reason.Policy), state.Accepted, false, true, false},
+		{"completed, failed (HC-56)", delegatorHop{State: state.Completed}, st(state.Failed, ""), state.Completed, false, true, true},
+		{"completed, completed again", delegatorHop{State: state.Completed}, st(state.Completed, ""), state.Completed, false, false, true},
+		{"completed, accepted", delegatorHop{State: state.Completed}, st(state.Accepted, ""), state.Completed, false, false, true},
+		{"canceled, completed still resolves", delegatorHop{State: state.Offered, Canceled: true}, st(state.Completed, ""), state.Completed, true, false, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -326,22 +331,22 @@ func TestLifecycle_DelegatorStepTable(t *testing.T) {
 			assert.Equal(t, c.resolved, next.resolved())
 		})
 	}
-	assert.False(t, delegatorHop{State: Offered, Canceled: true}.resolved(), "HC-41: a canceled hop is unresolved")
-	assert.True(t, delegatorHop{State: Offered, Observed: true}.resolved(), "HC-41: an observation of no effect resolves")
-	assert.Equal(t, Expired, delegatorHop{State: Offered}.localState(10, 10), "HC-27")
-	assert.Equal(t, Offered, delegatorHop{State: Offered}.localState(10, 9))
+	assert.False(t, delegatorHop{State: state.Offered, Canceled: true}.resolved(), "HC-41: a canceled hop is unresolved")
+	assert.True(t, delegatorHop{State: state.Offered, Observed: true}.resolved(), "HC-41: an observation of no effect resolves")
+	assert.Equal(t, state.Expired, delegatorHop{State: state.Offered}.localState(10, 10), "HC-27")
+	assert.Equal(t, state.Offered, delegatorHop{State: state.Offered}.localState(10, 9))
 }
 
 // Checks 2 to 6 of section 5.3 as a pure function: each failure names the
 // element and the reason.
 func TestChain_StructureTable(t *testing.T) {
-	d := func(s string) Digest { return SHA256([]byte(s)) }
-	off := func(iss, aud AgentID, iat Time, prev *Digest) *Offer {
+	d := func(s string) digest.Digest { return digest.SHA256([]byte(s)) }
+	off := func(iss, aud AgentID, iat Time, prev *digest.Digest) *Offer {
 		return &Offer{Iss: iss, Aud: aud, Iat: iat, Exp: iat + 60, Prev: prev}
 	}
 	p0, p1 := d("c0"), d("c1")
 	good := []element{{offer: off("a", "b", 100, nil), verified: true}, {offer: off("b", "c", 110, &p0), verified: true}}
-	digests := []Digest{p0, p1}
+	digests := []digest.Digest{p0, p1}
 	cur := off("c", "self", 120, &p1)
 	cases := []struct {
 		name  string
@@ -350,20 +355,20 @@ func TestChain_StructureTable(t *testing.T) {
 		pol   ChainPolicy
 		state ChainState
 		index int
-		why   Reason
+		why   reason.Code
 	}{
 		{"full", good, cur, ChainPolicy{}, ChainFull, 0, ""},
 		{"partial", []element{{offer: off("a", "b", 100, &p1), verified: true}, good[1]}, cur, ChainPolicy{}, ChainPartial, 0, ""},
 		{"unverifiable", []element{{offer: good[0].offer, untrusted: true}, good[1]}, cur, ChainPolicy{}, ChainUnverifiable, 0, ""},
-		{"prev of the offer", good, off("c", "self", 120, &p0), ChainPolicy{}, "", 2, ReasonBrokenChain},
-		{"continuity", good, off("x", "self", 120, &p1), ChainPolicy{}, "", 2, ReasonBrokenChain},
-		{"issued before the element before", good, off("c", "self", 105, &p1), ChainPolicy{}, "", 2, ReasonBrokenChain},
-		{"issued after its exp plus skew", good, off("c", "self", 181, &p1), ChainPolicy{}, "", 2, ReasonBrokenChain},
+		{"prev of the offer", good, off("c", "self", 120, &p0), ChainPolicy{}, "", 2, reason.BrokenChain},
+		{"continuity", good, off("x", "self", 120, &p1), ChainPolicy{}, "", 2, reason.BrokenChain},
+		{"issued before the element before", good, off("c", "self", 105, &p1), ChainPolicy{}, "", 2, reason.BrokenChain},
+		{"issued after its exp plus skew", good, off("c", "self", 181, &p1), ChainPolicy{}, "", 2, reason.BrokenChain},
 		{"within the skew", good, off("c", "self", 180, &p1), ChainPolicy{}, ChainFull, 0, ""},
 		{"cycle", good, off("c", "a", 120, &p1), ChainPolicy{}, ChainFull, 0, ""},
-		{"iss twice", []element{good[0], {offer: off("b", "a", 110, &p0), verified: true}}, off("a", "self", 120, &p1), ChainPolicy{}, "", 2, ReasonCycle},
+		{"iss twice", []element{good[0], {offer: off("b", "a", 110, &p0), verified: true}}, off("a", "self", 120, &p1), ChainPolicy{}, "", 2, reason.Cycle},
 		{"re-entry allowed", []element{good[0], {offer: off("b", "a", 110, &p0), verified: true}}, off("a", "self", 120, &p1), ChainPolicy{AllowReentry: []AgentID{"a"}}, ChainFull, 0, ""},
-		{"receiver in the chain", []element{{offer: off("a", "self", 100, nil), verified: true}, {offer: off("self", "c", 110, &p0), verified: true}}, cur, ChainPolicy{}, "", 0, ReasonCycle},
+		{"receiver in the chain", []element{{offer: off("a", "self", 100, nil), verified: true}, {offer: off("self", "c", 110, &p0), verified: true}}, cur, ChainPolicy{}, "", 0, reason.Cycle},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -394,7 +399,7 @@ func TestReceive_ChainErrorIndex(t *testing.T) {
 	var ce *ChainError
 	require.ErrorAs(t, in.Err(), &ce)
 	assert.Equal(t, 1, ce.Index)
-	assert.Equal(t, ReasonBadSignature, ce.Reason)
+	assert.Equal(t, reason.BadSignature, ce.Reason)
 	assert.ErrorIs(t, in.Err(), ErrSignature)
 }
 
@@ -407,14 +412,14 @@ func TestOffer_Prepare(t *testing.T) {
 	var seen HopID
 	out, err := a.Offer(ctx, OfferParams{To: rxCoder, Dialog: "d", Prepare: func(o *Offer) error {
 		seen = o.Hop
-		o.Refs = append(o.Refs, ContextRef{Kind: KindDigest, Dig: SHA256([]byte(o.Hop))})
+		o.Refs = append(o.Refs, ref.Ref{Kind: ref.KindDigest, Dig: digest.SHA256([]byte(o.Hop))})
 		return nil
 	}})
 	require.NoError(t, err)
 	assert.Equal(t, out.Offer.Hop, seen)
 	in := receive(t, w.agent(rxCoder), encodeHandoff(t, out.Handoff, JSON), Host{})
 	require.True(t, in.Accepted())
-	assert.Equal(t, SHA256([]byte(seen)), in.Offer().Refs[0].Dig, "signed with the offer")
+	assert.Equal(t, digest.SHA256([]byte(seen)), in.Offer().Refs[0].Dig, "signed with the offer")
 	_, err = a.Offer(ctx, OfferParams{To: rxCoder, Dialog: "d", Prepare: func(o *Offer) error { o.Aud = rxPlanner; return nil }})
 	assert.ErrorIs(t, err, ErrArgument)
 	boom := errors.New("boom")
@@ -440,36 +445,36 @@ func TestAgentID_HC02_ComparedExactly(t *testing.T) {
 		"spiffe://b.example/agent/coder\u00a0",
 	} {
 		in := receive(t, a, encodeHandoff(t, handoffOf(w.offer(plain, aud, nil)), JSON), Host{})
-		assert.Equal(t, ReasonWrongAudience, in.Reason(), "%q is not %q", aud, self)
+		assert.Equal(t, reason.WrongAudience, in.Reason(), "%q is not %q", aud, self)
 	}
 	// Keys are bound to the exact string: "Planner" has none.
 	w2 := newWorld(t, JWS, "Planner", self)
 	in := receive(t, w.agent(self), encodeHandoff(t, handoffOf(w2.offer("Planner", self, nil)), JSON), Host{})
-	assert.Equal(t, ReasonUntrustedKey, in.Reason())
+	assert.Equal(t, reason.UntrustedKey, in.Reason())
 }
 
 // HC-06: a Digest is the closed map {alg, val}; val is the whole hash in
 // canonical base64url without padding; sha-256 is always computed.
 func TestDigest_HC06_ClosedAndUntruncated(t *testing.T) {
-	d := SHA256([]byte("x"))
+	d := digest.SHA256([]byte("x"))
 	assert.Len(t, d.Val, 32)
-	assert.Equal(t, SHA256Alg, d.Alg)
-	back, err := ParseDigest(d.String())
+	assert.Equal(t, digest.SHA256Alg, d.Alg)
+	back, err := digest.Parse(d.String())
 	require.NoError(t, err)
 	assert.True(t, back.Equal(d))
 	val := d.B64()
 	for name, m := range map[string]map[string]any{
-		"extra member": {"alg": SHA256Alg, "val": val, "x": 1},
-		"truncated":    {"alg": SHA256Alg, "val": val[:len(val)-2]},
-		"padded":       {"alg": SHA256Alg, "val": val + "="},
-		"std alphabet": {"alg": SHA256Alg, "val": strings.NewReplacer("-", "+", "_", "/").Replace(val) + "+"},
-		"no val":       {"alg": SHA256Alg},
+		"extra member": {"alg": digest.SHA256Alg, "val": val, "x": 1},
+		"truncated":    {"alg": digest.SHA256Alg, "val": val[:len(val)-2]},
+		"padded":       {"alg": digest.SHA256Alg, "val": val + "="},
+		"std alphabet": {"alg": digest.SHA256Alg, "val": strings.NewReplacer("-", "+", "_", "/").Replace(val) + "+"},
+		"no val":       {"alg": digest.SHA256Alg},
 		"no alg":       {"val": val},
 	} {
 		_, err := digestFrom(m, "prev")
 		assert.ErrorIs(t, err, ErrMalformed, name)
 	}
-	got, err := digestFrom(map[string]any{"alg": SHA256Alg, "val": val}, "prev")
+	got, err := digestFrom(map[string]any{"alg": digest.SHA256Alg, "val": val}, "prev")
 	require.NoError(t, err)
 	assert.True(t, got.Equal(d))
 	// The CDDL's alg is "sha-256" / text: the empty text is an alg this
@@ -492,7 +497,7 @@ func TestRetention_HC65(t *testing.T) {
 	require.NoError(t, err)
 	data := encodeHandoff(t, out.Handoff, JSON)
 	in := receive(t, c, data, Host{})
-	acc, err := c.Reply(ctx, in, Accepted, ReplyOptions{})
+	acc, err := c.Reply(ctx, in, state.Accepted, ReplyOptions{})
 	require.NoError(t, err)
 	st, err := OpenStatus(acc, w.trust, Limits{})
 	require.NoError(t, err)
@@ -501,14 +506,14 @@ func TestRetention_HC65(t *testing.T) {
 	w.clock.Add(48 * time.Hour) // long past exp: an accepted hop is kept
 	again := receive(t, c, data, Host{Peer: rxPlanner})
 	require.True(t, again.Retransmission(), "an outcome still unknown is kept")
-	_, err = c.Reply(ctx, in, Completed, ReplyOptions{Effect: EffectFull})
+	_, err = c.Reply(ctx, in, state.Completed, ReplyOptions{Effect: state.EffectFull})
 	require.NoError(t, err)
 	w.clock.Add(59 * time.Minute)
 	assert.True(t, receive(t, c, data, Host{Peer: rxPlanner}).Retransmission(), "within the retention period")
 	w.clock.Add(2 * time.Minute)
 	gone := receive(t, c, data, Host{Peer: rxPlanner})
 	assert.False(t, gone.Retransmission(), "dropped once the retention period ended")
-	assert.Equal(t, ReasonStale, gone.Reason())
+	assert.Equal(t, reason.Stale, gone.Reason())
 }
 
 // lostReply is a store whose Remember writes and then reports an error, as
@@ -557,7 +562,7 @@ func TestAgent_UntakenAndRelease(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, none, "younger than the age asked for")
 
-	assert.ErrorIs(t, c.Release(ctx, rxPlanner, hops[0].Hop, SHA256([]byte("other"))), ErrArgument, "another offer")
+	assert.ErrorIs(t, c.Release(ctx, rxPlanner, hops[0].Hop, digest.SHA256([]byte("other"))), ErrArgument, "another offer")
 	require.NoError(t, c.Release(ctx, rxPlanner, hops[0].Hop, hops[0].Digest))
 	in := receive(t, c, data, Host{})
 	require.True(t, in.Accepted(), "released: checked afresh and accepted, once")
@@ -593,9 +598,9 @@ func TestAgent_AcceptedAfterTake_HC39(t *testing.T) {
 	require.NoError(t, c.Take(ctx, in))
 	again := receive(t, c, data, Host{Peer: rxPlanner})
 	assert.True(t, again.OwesAccepted())
-	acc, err := c.Reply(ctx, in, Accepted, ReplyOptions{})
+	acc, err := c.Reply(ctx, in, state.Accepted, ReplyOptions{})
 	require.NoError(t, err, "owed after Take")
-	_, err = c.Reply(ctx, again, Accepted, ReplyOptions{})
+	_, err = c.Reply(ctx, again, state.Accepted, ReplyOptions{})
 	assert.ErrorIs(t, err, ErrState, "sent once")
 	last, ok := receive(t, c, data, Host{Peer: rxPlanner}).LastStatus()
 	require.True(t, ok)
@@ -609,7 +614,7 @@ func TestReceive_BareSignedOfferSaysWhatWasExpected(t *testing.T) {
 		w := newWorld(t, f, rxPlanner, rxCoder)
 		s := w.offer(rxPlanner, rxCoder, nil)
 		in := receive(t, w.agent(rxCoder), s.Octets, Host{})
-		assert.Equal(t, ReasonBadSignature, in.Reason())
+		assert.Equal(t, reason.BadSignature, in.Reason())
 		assert.ErrorIs(t, in.Err(), ErrMalformed)
 		assert.Contains(t, in.Detail(), "on its own; a Handoff object {offer, chain} was expected")
 		assert.NotContains(t, in.Detail(), "trailing data")

@@ -1,84 +1,27 @@
 package handoff
 
+import (
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
+	"github.com/agentproto/handoff/state"
+)
+
 // Sections 2 and 4 of the draft: the status, the wire states of a hop and
 // the reason codes; section 5.4: verifying a status against its offer.
-
-// State is the state of a hop (section 4). The first five are sent in
-// statuses; Offered and Expired are held locally by a delegator only.
-type State string
-
-const (
-	Offered   State = "offered"
-	Accepted  State = "accepted"
-	Rejected  State = "rejected"
-	Completed State = "completed"
-	Failed    State = "failed"
-	Canceled  State = "canceled"
-	// Expired is local and provisional at the delegator (HC-27): no message
-	// carries it, and a later verified status replaces it.
-	Expired State = "expired"
-)
-
-// Wire reports whether s may appear in a status.
-func (s State) Wire() bool {
-	switch s {
-	case Accepted, Rejected, Completed, Failed, Canceled:
-		return true
-	}
-	return false
-}
-
-// Reason says why an offer was rejected or work failed (section 2). Values
-// outside the list below are permitted but should be avoided (HC-04).
-type Reason string
-
-const (
-	ReasonBadSignature    Reason = "bad-signature"
-	ReasonUntrustedKey    Reason = "untrusted-key"
-	ReasonWrongAudience   Reason = "wrong-audience"
-	ReasonStale           Reason = "stale"
-	ReasonReplay          Reason = "replay"
-	ReasonEquivocation    Reason = "equivocation"
-	ReasonBrokenChain     Reason = "broken-chain"
-	ReasonCycle           Reason = "cycle"
-	ReasonTooDeep         Reason = "too-deep"
-	ReasonUnverifiableRef Reason = "unverifiable-ref"
-	ReasonRefMismatch     Reason = "ref-mismatch"
-	ReasonPolicy          Reason = "policy"
-)
-
-// Reasons lists the reason codes the draft defines, in its order.
-func Reasons() []Reason {
-	return []Reason{
-		ReasonBadSignature, ReasonUntrustedKey, ReasonWrongAudience,
-		ReasonStale, ReasonReplay, ReasonEquivocation, ReasonBrokenChain,
-		ReasonCycle, ReasonTooDeep, ReasonUnverifiableRef,
-		ReasonRefMismatch, ReasonPolicy,
-	}
-}
-
-// Defined reports whether r is one of the draft's reason codes.
-func (r Reason) Defined() bool {
-	for _, d := range Reasons() {
-		if r == d {
-			return true
-		}
-	}
-	return false
-}
 
 // Status is a handoff status (HandoffStatus, section 2). Its v is 1 and its
 // type "status".
 type Status struct {
 	Hop    HopID
-	Offer  Digest // handoff digest of the offer this status answers
+	Offer  digest.Digest // handoff digest of the offer this status answers
 	Iss    AgentID
 	Aud    AgentID
 	Iat    Time
-	State  State
-	Reason Reason // optional
-	Detail string // optional; for people only (HC-05)
-	Refs   []ContextRef
+	State  state.State
+	Reason reason.Code // optional
+	Detail string      // optional; for people only (HC-05)
+	Refs   []ref.Ref
 	Extra  map[string]any
 }
 
@@ -87,9 +30,9 @@ type Status struct {
 // (HC-24, HC-41).
 func (s *Status) Terminal() bool {
 	switch s.State {
-	case Rejected:
-		return s.Reason != ReasonStale && s.Reason != ReasonReplay
-	case Completed, Failed, Canceled:
+	case state.Rejected:
+		return s.Reason != reason.Stale && s.Reason != reason.Replay
+	case state.Completed, state.Failed, state.Canceled:
 		return true
 	}
 	return false
@@ -136,7 +79,7 @@ func statusFrom(m map[string]any, strict bool) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.State = State(st)
+	s.State = state.State(st)
 	if !s.State.Wire() {
 		return nil, malformed("state: %q is not a status state", st)
 	}
@@ -144,7 +87,7 @@ func statusFrom(m map[string]any, strict bool) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Reason = Reason(r)
+	s.Reason = reason.Code(r)
 	if s.Detail, err = f.text("detail", false); err != nil {
 		return nil, err
 	}
@@ -197,10 +140,10 @@ func (s *Status) validate() error {
 func VerifyStatus(status, offer Signed, trust *Trust, lim Limits) (*Status, error) {
 	o, _, err := InspectUnverified(offer, lim)
 	if err != nil {
-		return nil, reject(ReasonPolicy, ErrMalformed, "the offer does not decode: %s", bare(err))
+		return nil, reject(reason.Policy, ErrMalformed, "the offer does not decode: %s", bare(err))
 	}
 	if o == nil {
-		return nil, reject(ReasonPolicy, ErrMalformed, "the element given as the offer is a status")
+		return nil, reject(reason.Policy, ErrMalformed, "the element given as the offer is a status")
 	}
 	st, err := OpenStatus(status, trust, lim)
 	if err != nil {
@@ -214,28 +157,28 @@ func VerifyStatus(status, offer Signed, trust *Trust, lim Limits) (*Status, erro
 
 // statusAnswers is the part of HC-55 that relates a verified status to its
 // offer.
-func statusAnswers(st *Status, offer *Offer, offerDigest Digest) error {
+func statusAnswers(st *Status, offer *Offer, offerDigest digest.Digest) error {
 	if !st.Offer.Equal(offerDigest) {
-		return reject(ReasonPolicy, ErrRejected, "status.offer does not name the offer's digest (HC-55)")
+		return reject(reason.Policy, ErrRejected, "status.offer does not name the offer's digest (HC-55)")
 	}
 	if st.Hop != offer.Hop {
-		return reject(ReasonPolicy, ErrRejected, "status.hop %q is not the offer's hop %q", st.Hop, offer.Hop)
+		return reject(reason.Policy, ErrRejected, "status.hop %q is not the offer's hop %q", st.Hop, offer.Hop)
 	}
 	from, to := offer.Aud, offer.Iss
-	if st.State == Canceled {
+	if st.State == state.Canceled {
 		from, to = offer.Iss, offer.Aud
 	}
 	if st.Iss != from {
-		return reject(ReasonPolicy, ErrRejected, "a %q status must come from the hop's %s %q, not %q (HC-55)", st.State, party(st.State, true), from, st.Iss)
+		return reject(reason.Policy, ErrRejected, "a %q status must come from the hop's %s %q, not %q (HC-55)", st.State, party(st.State, true), from, st.Iss)
 	}
 	if st.Aud != to {
-		return reject(ReasonPolicy, ErrRejected, "a %q status must be addressed to the hop's %s %q, not %q (HC-55)", st.State, party(st.State, false), to, st.Aud)
+		return reject(reason.Policy, ErrRejected, "a %q status must be addressed to the hop's %s %q, not %q (HC-55)", st.State, party(st.State, false), to, st.Aud)
 	}
 	return nil
 }
 
-func party(s State, sender bool) string {
-	if (s == Canceled) == sender {
+func party(s state.State, sender bool) string {
+	if (s == state.Canceled) == sender {
 		return "delegator"
 	}
 	return "delegate"

@@ -10,7 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/replay"
+	"github.com/agentproto/handoff/state"
 )
 
 const (
@@ -36,7 +38,7 @@ func TestRejectedKeepsItsRecordUntilExpPlusSkew(t *testing.T) {
 	in := receive(t, a, data, host)
 	require.True(t, in.StatusDue())
 	require.Equal(t, CheckDialog, in.Check())
-	rejected, err := a.Reply(ctx, in, Rejected, ReplyOptions{Reason: ReasonPolicy})
+	rejected, err := a.Reply(ctx, in, state.Rejected, ReplyOptions{Reason: reason.Policy})
 	require.NoError(t, err)
 
 	key := replay.Key{Iss: string(o.Iss), Hop: string(o.Hop)}
@@ -72,7 +74,7 @@ func TestDeclinedKeepsItsRecordForTheRetention(t *testing.T) {
 	s := w.offer(stPlanner, stWorker, nil)
 	in := receive(t, a, encodeHandoff(t, handoffOf(s), JSON), Host{})
 	require.True(t, in.Accepted())
-	_, err := a.Reply(ctx, in, Rejected, ReplyOptions{Reason: ReasonPolicy})
+	_, err := a.Reply(ctx, in, state.Rejected, ReplyOptions{Reason: reason.Policy})
 	require.NoError(t, err)
 	rec, ok, err := store.Get(ctx, replay.Key{Iss: string(stPlanner), Hop: string(in.Offer().Hop)})
 	require.NoError(t, err)
@@ -154,7 +156,7 @@ func TestHopLockHonoursDeadline(t *testing.T) {
 
 	hung := make(chan error, 1)
 	go func() {
-		_, err := a.Reply(context.Background(), inA, Accepted, ReplyOptions{})
+		_, err := a.Reply(context.Background(), inA, state.Accepted, ReplyOptions{})
 		hung <- err
 	}()
 	<-store.entered // hop A's store call hangs, holding whatever it holds
@@ -164,7 +166,7 @@ func TestHopLockHonoursDeadline(t *testing.T) {
 		defer cancel()
 		done := make(chan error, 1)
 		start := time.Now()
-		go func() { _, err := a.Reply(ctx, in, Accepted, ReplyOptions{}); done <- err }()
+		go func() { _, err := a.Reply(ctx, in, state.Accepted, ReplyOptions{}); done <- err }()
 		select {
 		case err := <-done:
 			return time.Since(start), err
@@ -180,7 +182,7 @@ func TestHopLockHonoursDeadline(t *testing.T) {
 
 	close(store.release)
 	require.NoError(t, <-hung)
-	_, err = a.Reply(context.Background(), inA, Accepted, ReplyOptions{})
+	_, err = a.Reply(context.Background(), inA, state.Accepted, ReplyOptions{})
 	assert.ErrorIs(t, err, ErrState, "a second accepted is refused")
 }
 
@@ -222,7 +224,7 @@ func TestReplyAfterTheRecordExpired(t *testing.T) {
 	require.True(t, refused.StatusDue())
 
 	setClock(w.clock, o.Exp.Std().Add(DefaultSkew)) // the record is gone
-	st, err := a.Reply(ctx, refused, Rejected, ReplyOptions{Reason: ReasonPolicy})
+	st, err := a.Reply(ctx, refused, state.Rejected, ReplyOptions{Reason: reason.Policy})
 	require.NoError(t, err)
 	assert.NotEmpty(t, st.Octets)
 
@@ -232,7 +234,7 @@ func TestReplyAfterTheRecordExpired(t *testing.T) {
 	in := receive(t, a, encodeHandoff(t, handoffOf(s2), JSON), Host{})
 	require.True(t, in.Accepted())
 	setClock(w.clock, o2.Exp.Std().Add(DefaultSkew))
-	_, err = a.Reply(ctx, in, Accepted, ReplyOptions{})
+	_, err = a.Reply(ctx, in, state.Accepted, ReplyOptions{})
 	assert.ErrorIs(t, err, ErrState, "an accepted for a hop no longer remembered")
 }
 
@@ -257,7 +259,7 @@ func TestFloodingDelegatorCannotCrowdOut(t *testing.T) {
 			break
 		}
 		require.True(t, in.StatusDue())
-		_, err = a.Reply(ctx, in, Rejected, ReplyOptions{Reason: ReasonPolicy})
+		_, err = a.Reply(ctx, in, state.Rejected, ReplyOptions{Reason: reason.Policy})
 		require.NoError(t, err)
 	}
 	require.True(t, flooded, "the flooding delegator was never refused")

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/reason"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -116,7 +118,7 @@ func TestTrust_Withhold(t *testing.T) {
 
 	a := w.agent(rxReceiver, func(c *Config) { c.Trust = stale })
 	in := receive(t, a, encodeHandoff(t, handoffOf(w.offer(rxPlanner, rxReceiver, nil)), JSON), Host{})
-	assert.Equal(t, ReasonUntrustedKey, in.Reason())
+	assert.Equal(t, reason.UntrustedKey, in.Reason())
 	assert.Contains(t, in.Detail(), "its keys are stale")
 	in = receive(t, a, encodeHandoff(t, handoffOf(w.offer(rxCoder, rxReceiver, nil)), JSON), Host{})
 	assert.True(t, in.Accepted(), in.Detail())
@@ -144,12 +146,12 @@ func TestTrust_OnUnknownKey(t *testing.T) {
 		forged, err := stranger.SignOffer(o)
 		require.NoError(t, err)
 		in = receive(t, a, encodeHandoff(t, handoffOf(forged), JSON), Host{})
-		assert.Equal(t, ReasonUntrustedKey, in.Reason())
+		assert.Equal(t, reason.UntrustedKey, in.Reason())
 		assert.Equal(t, []string{string(rxPlanner) + " true"}, heard)
 
 		w.signers[rxOther] = stranger
 		in = receive(t, a, encodeHandoff(t, handoffOf(w.offer(rxOther, rxReceiver, nil)), JSON), Host{})
-		assert.Equal(t, ReasonUntrustedKey, in.Reason())
+		assert.Equal(t, reason.UntrustedKey, in.Reason())
 		assert.Equal(t, []string{string(rxPlanner) + " true", string(rxOther) + " true"}, heard)
 	})
 }
@@ -208,7 +210,7 @@ func BenchmarkSetTrust(b *testing.B) {
 		o := &Offer{Iss: rxOrigin, Aud: rxPlanner, Dialog: "d"}
 		key := w.trust.keys[rxOrigin][0].ref()
 		for i := range DefaultVerifiedCache {
-			ts.cache.add(SHA256(fmt.Appendf(nil, "%d", i)), o, key)
+			ts.cache.add(digest.SHA256(fmt.Appendf(nil, "%d", i)), o, key)
 		}
 		return ts
 	}

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -137,16 +139,16 @@ func vectorAgentProfile(t *testing.T, v vectorCase, strict bool) *Agent {
 	require.NoError(t, err)
 
 	r := v.Receiver
-	objects := map[string]RefObject{}
+	objects := map[string]ref.Object{}
 	for loc, o := range r.RefObjects {
-		obj := RefObject{Octets: vectorB64(t, o.OctetsB64, "octets_b64")}
+		obj := ref.Object{Octets: vectorB64(t, o.OctetsB64, "octets_b64")}
 		if o.SaltB64 != "" {
 			obj.Salt = vectorB64(t, o.SaltB64, "salt_b64")
 		}
 		objects[loc] = obj
 	}
-	refs := map[string]RefPolicy{
-		"not-checked": RefsNotChecked, "check-available": RefsCheckAvailable, "required": RefsRequired,
+	refs := map[string]ref.Policy{
+		"not-checked": ref.CheckNone, "check-available": ref.CheckAvailable, "required": ref.CheckRequired,
 	}
 	pol, ok := refs[r.RefsPolicy]
 	require.True(t, ok, "refs_policy %q", r.RefsPolicy)
@@ -172,7 +174,7 @@ func vectorAgentProfile(t *testing.T, v vectorCase, strict bool) *Agent {
 			AllowReentry:   vectorAgentIDs(r.AllowReentry),
 		},
 		Refs:      pol,
-		RefSource: RefsByLoc(objects),
+		RefSource: ref.ByLoc(objects),
 	}
 	if r.MemoryLostAt != 0 {
 		cfg.MemoryLostAt = time.Unix(r.MemoryLostAt, 0)
@@ -270,7 +272,7 @@ func TestVectorsWellFormed(t *testing.T) {
 	files := loadVectors(t)
 	hcID := regexp.MustCompile(`^HC-([0-9]{2})$`)
 	states := []string{string(ChainAbsent), string(ChainPartial), string(ChainFull), string(ChainUnverifiable)}
-	outcomes := []string{string(RefVerified), string(RefMismatch), string(RefUnverifiable), string(RefNotChecked)}
+	outcomes := []string{string(ref.Verified), string(ref.Mismatch), string(ref.Unverifiable), string(ref.NotChecked)}
 
 	reasons := map[string][]string{}
 	chains := map[string][]string{}
@@ -352,7 +354,7 @@ func TestVectorsWellFormed(t *testing.T) {
 			assert.Empty(t, e.Reason, "%s: retransmission with a reason", name)
 			assert.NotEmpty(t, v.Prior, "%s: a retransmission needs a prior", name)
 		default:
-			assert.True(t, Reason(e.Reason).Defined(), "%s: reason %q", name, e.Reason)
+			assert.True(t, reason.Code(e.Reason).Defined(), "%s: reason %q", name, e.Reason)
 			reasons[e.Reason] = append(reasons[e.Reason], name)
 		}
 		if e.Chain != "" {
@@ -364,7 +366,7 @@ func TestVectorsWellFormed(t *testing.T) {
 		}
 	}
 
-	for _, r := range Reasons() {
+	for _, r := range reason.All() {
 		assert.NotEmpty(t, reasons[string(r)], "no vector expects reason %q", r)
 	}
 	for _, s := range states {
@@ -424,7 +426,7 @@ func TestVectors_StrictProfileDeparts(t *testing.T) {
 		in, err := vectorAgentProfile(t, v, true).Receive(context.Background(), vectorB64(t, v.Input.HandoffB64, "handoff_b64"), Host{Dialog: v.Receiver.Dialog})
 		require.NoError(t, err)
 		assert.False(t, in.Accepted(), "%s: the strict profile refuses case variants", f.file)
-		assert.Equal(t, ReasonBadSignature, in.Reason(), f.file)
+		assert.Equal(t, reason.BadSignature, in.Reason(), f.file)
 	}
 	assert.Equal(t, 6, n)
 }

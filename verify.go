@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentproto/handoff/cose"
 	"github.com/agentproto/handoff/jws"
+	"github.com/agentproto/handoff/reason"
 )
 
 // Section 3 of the draft and step 1 of section 5.1: the signed form, the
@@ -74,7 +75,7 @@ func OpenStatus(s Signed, trust *Trust, lim Limits) (*Status, error) {
 // signedMalformed is the rejection of a payload whose signature verified
 // but that the CDDL refuses: bad-signature, as before the signature.
 func signedMalformed(err error) error {
-	return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: errClass(err)}
+	return &Rejection{Reason: reason.BadSignature, Detail: err.Error(), Err: errClass(err)}
 }
 
 // peekIss reads, before the signature is checked, what step 1 needs from
@@ -123,7 +124,7 @@ func (e errNoTrustedKey) Error() string {
 func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (AgentID, error)) ([]byte, Encoding, keyRef, error) {
 	lim = lim.withDefaults()
 	if trust == nil {
-		return nil, 0, keyRef{}, reject(ReasonUntrustedKey, ErrUntrustedKey, "no trust configuration")
+		return nil, 0, keyRef{}, reject(reason.UntrustedKey, ErrUntrustedKey, "no trust configuration")
 	}
 	// foreignKID: the message names a key by kid, none of iss's keys has
 	// that name, and (below) none of them verifies: the signer is a key the
@@ -192,7 +193,7 @@ func open(s Signed, trust *Trust, lim Limits, decode func([]byte, Encoding) (Age
 		}, cose.Options{MaxSize: lim.MaxElementSize, Strict: lim.Strict})
 		used = h.KeyIndex
 	default:
-		return nil, 0, keyRef{}, reject(ReasonBadSignature, ErrMalformed, "unknown signed form %d", s.Format)
+		return nil, 0, keyRef{}, reject(reason.BadSignature, ErrMalformed, "unknown signed form %d", s.Format)
 	}
 	if err == nil {
 		return payload, enc, bound[used].ref(), nil
@@ -245,23 +246,23 @@ func openErr(err error, iss AgentID, foreignKID bool, why keyMismatch) error {
 	otherAlg, _ := why.otherAlg()
 	switch {
 	case errors.As(err, &nk):
-		return reject(ReasonUntrustedKey, ErrUntrustedKey, "%v", nk)
+		return reject(reason.UntrustedKey, ErrUntrustedKey, "%v", nk)
 	case errors.Is(err, ErrMalformed), errors.Is(err, ErrTooLarge):
-		return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: errClass(err)}
+		return &Rejection{Reason: reason.BadSignature, Detail: err.Error(), Err: errClass(err)}
 	case errors.Is(err, jws.ErrTooLarge), errors.Is(err, cose.ErrTooLarge):
-		return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: ErrTooLarge}
+		return &Rejection{Reason: reason.BadSignature, Detail: err.Error(), Err: ErrTooLarge}
 	case (errors.Is(err, jws.ErrAlg) || errors.Is(err, cose.ErrAlg)) && otherAlg:
 		// HC-22: vector #040 is bad-signature, whatever the kid names.
-		return &Rejection{Reason: ReasonBadSignature, Detail: algDetail(iss, why, foreignKID), Err: fmt.Errorf("%w: %w", ErrSignature, err)}
+		return &Rejection{Reason: reason.BadSignature, Detail: algDetail(iss, why, foreignKID), Err: fmt.Errorf("%w: %w", ErrSignature, err)}
 	case (errors.Is(err, jws.ErrSignature) || errors.Is(err, cose.ErrSignature)) && foreignKID:
-		return reject(ReasonUntrustedKey, ErrUntrustedKey,
+		return reject(reason.UntrustedKey, ErrUntrustedKey,
 			"the signing key is not one the trust configuration binds to %q: the kid %q names none of the %d key(s) bound to it, and none of them verifies the signature (HC-21)",
 			iss, why.kid, len(why.pinned))
 	case errors.Is(err, jws.ErrSignature), errors.Is(err, cose.ErrSignature):
-		return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: ErrSignature}
+		return &Rejection{Reason: reason.BadSignature, Detail: err.Error(), Err: ErrSignature}
 	default:
 		// Form errors of the envelope: typ, crit, alg...
-		return &Rejection{Reason: ReasonBadSignature, Detail: err.Error(), Err: fmt.Errorf("%w: %w", ErrSignature, err)}
+		return &Rejection{Reason: reason.BadSignature, Detail: err.Error(), Err: fmt.Errorf("%w: %w", ErrSignature, err)}
 	}
 }
 

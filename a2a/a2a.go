@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/carriage"
+	"github.com/agentproto/handoff/state"
 )
 
 // ExtensionURI is the A2A extension URI and metadata key of the draft.
@@ -54,19 +55,19 @@ func Status(metadata map[string]any) ([]byte, error) { return carriage.Status(me
 // draft's table "Mapping to A2A task states"), in the protocol buffer form
 // ("TASK_STATE_WORKING"), or "" for Expired, which has none: the host
 // protocol keeps its own task state.
-func TaskState(s handoff.State) string {
+func TaskState(s state.State) string {
 	switch s {
-	case handoff.Offered:
+	case state.Offered:
 		return "TASK_STATE_SUBMITTED"
-	case handoff.Accepted:
+	case state.Accepted:
 		return "TASK_STATE_WORKING"
-	case handoff.Rejected:
+	case state.Rejected:
 		return "TASK_STATE_REJECTED"
-	case handoff.Completed:
+	case state.Completed:
 		return "TASK_STATE_COMPLETED"
-	case handoff.Failed:
+	case state.Failed:
 		return "TASK_STATE_FAILED"
-	case handoff.Canceled:
+	case state.Canceled:
 		return "TASK_STATE_CANCELED"
 	}
 	return ""

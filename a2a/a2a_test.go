@@ -9,6 +9,7 @@ import (
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/a2a"
 	"github.com/agentproto/handoff/carriage/carriagetest"
+	"github.com/agentproto/handoff/state"
 )
 
 var carrier = carriagetest.Carrier{
@@ -42,9 +43,9 @@ func TestA2A_HC66_Extensions(t *testing.T) {
 func TestA2A_Absent(t *testing.T) { carriagetest.Absent(t, carrier, a2a.ExtensionURI, a2a.ErrAbsent) }
 
 func TestTaskState_HC29_A2AMapping(t *testing.T) {
-	want := map[handoff.State]string{
-		handoff.Offered: "TASK_STATE_SUBMITTED", handoff.Accepted: "TASK_STATE_WORKING", handoff.Rejected: "TASK_STATE_REJECTED",
-		handoff.Completed: "TASK_STATE_COMPLETED", handoff.Failed: "TASK_STATE_FAILED", handoff.Canceled: "TASK_STATE_CANCELED", handoff.Expired: "",
+	want := map[state.State]string{
+		state.Offered: "TASK_STATE_SUBMITTED", state.Accepted: "TASK_STATE_WORKING", state.Rejected: "TASK_STATE_REJECTED",
+		state.Completed: "TASK_STATE_COMPLETED", state.Failed: "TASK_STATE_FAILED", state.Canceled: "TASK_STATE_CANCELED", state.Expired: "",
 	}
 	for s, ts := range want {
 		if got := a2a.TaskState(s); got != ts {

@@ -8,7 +8,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/replay"
+	"github.com/agentproto/handoff/state"
 )
 
 // This file is where the package meets the root's Agent: acknowledgement
@@ -18,7 +21,7 @@ import (
 // ReasonEvidence is the reason of a rejection for a package that failed the
 // check. It is the draft's "policy" (HC-04: prefer the defined reasons);
 // the status detail names the failing finding codes and paths.
-const ReasonEvidence = handoff.ReasonPolicy
+const ReasonEvidence = reason.Policy
 
 // Acknowledge maps a report to the receiver's acknowledgement: "accepted"
 // when the package passed against its offer (Report.Acceptable), else
@@ -44,11 +47,11 @@ func Acknowledge(rep *Report) Acknowledgement {
 // PackageRef returns the reference that binds the acknowledged package: the
 // offer's reference when it verified, else a plain reference to the
 // package digest.
-func (r *Report) PackageRef() handoff.ContextRef {
-	if r.binding != nil && r.binding.Outcome == handoff.RefVerified {
+func (r *Report) PackageRef() ref.Ref {
+	if r.binding != nil && r.binding.Outcome == ref.Verified {
 		return r.Binding().Ref
 	}
-	return handoff.ContextRef{Kind: Kind, Dig: r.Digest()}
+	return ref.Ref{Kind: Kind, Dig: r.Digest()}
 }
 
 // maxDetailFindings bounds how many findings a status detail names, so
@@ -99,18 +102,18 @@ func Reply(ctx context.Context, a *handoff.Agent, in *handoff.Received, rep *Rep
 	if in == nil || in.Offer() == nil || rep == nil || !rep.checked || rep.unbound || rep.offerIss != in.Offer().Iss || rep.offerHop != in.Offer().Hop {
 		return handoff.Signed{}, fmt.Errorf("%w: the report was not made against this offer", ErrNotPassed)
 	}
-	ref := rep.PackageRef()
+	r := rep.PackageRef()
 	if rep.Acceptable() {
-		return a.Reply(ctx, in, handoff.Accepted, handoff.ReplyOptions{Refs: []handoff.ContextRef{ref}})
+		return a.Reply(ctx, in, state.Accepted, handoff.ReplyOptions{Refs: []ref.Ref{r}})
 	}
-	return a.Reply(ctx, in, handoff.Rejected, handoff.ReplyOptions{
-		Reason: ReasonEvidence, Detail: rep.Detail(), Refs: []handoff.ContextRef{ref}})
+	return a.Reply(ctx, in, state.Rejected, handoff.ReplyOptions{
+		Reason: ReasonEvidence, Detail: rep.Detail(), Refs: []ref.Ref{r}})
 }
 
 // ReturnResult is the specialist's return to the sender: a "completed"
 // status whose refs name the result artifacts by digest, followed by the
 // package reference so that the final record still names the package.
-func ReturnResult(ctx context.Context, a *handoff.Agent, in *handoff.Received, rep *Report, results []handoff.ContextRef) (handoff.Signed, error) {
+func ReturnResult(ctx context.Context, a *handoff.Agent, in *handoff.Received, rep *Report, results []ref.Ref) (handoff.Signed, error) {
 	p := rep.Package()
 	if p == nil {
 		return handoff.Signed{}, ErrNotPassed
@@ -121,8 +124,8 @@ func ReturnResult(ctx context.Context, a *handoff.Agent, in *handoff.Received, r
 	if len(results) == 0 {
 		return handoff.Signed{}, fmt.Errorf("%w: no result artifacts", ErrNotReturn)
 	}
-	refs := append(append([]handoff.ContextRef(nil), results...), rep.PackageRef())
-	return a.Reply(ctx, in, handoff.Completed, handoff.ReplyOptions{Effect: handoff.EffectFull, Refs: refs})
+	refs := append(append([]ref.Ref(nil), results...), rep.PackageRef())
+	return a.Reply(ctx, in, state.Completed, handoff.ReplyOptions{Effect: state.EffectFull, Refs: refs})
 }
 
 // ErrNotReturn: the package does not ask for a result back, or none was
@@ -137,23 +140,23 @@ var ErrResult = errors.New("evidence: result not verified")
 // delegator sent (sent, the reference put in the offer), and at least one
 // result artifact, every one of which must verify against the object src
 // provides (HC-11). It returns each result's outcome.
-func CheckResult(ctx context.Context, st *handoff.Status, sent handoff.ContextRef, src handoff.RefSource) ([]handoff.RefResult, error) {
-	if st.State != handoff.Completed {
+func CheckResult(ctx context.Context, st *handoff.Status, sent ref.Ref, src ref.Source) ([]ref.Result, error) {
+	if st.State != state.Completed {
 		return nil, fmt.Errorf("%w: status is %q, not completed", ErrResult, st.State)
 	}
 	named := false
-	var out []handoff.RefResult
-	for _, ref := range st.Refs {
-		if IsRef(ref) {
-			named = named || (ref.Kind == sent.Kind && ref.Dig.Equal(sent.Dig))
+	var out []ref.Result
+	for _, r := range st.Refs {
+		if IsRef(r) {
+			named = named || (r.Kind == sent.Kind && r.Dig.Equal(sent.Dig))
 			continue
 		}
-		res := handoff.RefResult{Ref: ref, Outcome: handoff.RefUnverifiable, Detail: "no source"}
+		res := ref.Result{Ref: r, Outcome: ref.Unverifiable, Detail: "no source"}
 		if src != nil {
-			if obj, err := src(ctx, ref); err != nil {
+			if obj, err := src(ctx, r); err != nil {
 				res.Detail = err.Error()
 			} else {
-				res = handoff.CheckRef(ref, obj)
+				res = ref.Check(r, obj)
 			}
 		}
 		out = append(out, res)
@@ -165,7 +168,7 @@ func CheckResult(ctx context.Context, st *handoff.Status, sent handoff.ContextRe
 		return out, fmt.Errorf("%w: no result artifacts", ErrResult)
 	}
 	for i, r := range out {
-		if r.Outcome != handoff.RefVerified {
+		if r.Outcome != ref.Verified {
 			return out, fmt.Errorf("%w: result %d is %s", ErrResult, i, r.Outcome)
 		}
 	}
@@ -175,15 +178,15 @@ func CheckResult(ctx context.Context, st *handoff.Status, sent handoff.ContextRe
 // Disposition is what the delegate's store keeps of a hop: its state and
 // the last status it sent, with the package that status acknowledged.
 type Disposition struct {
-	State  handoff.State
+	State  state.State
 	Status *handoff.Status // nil when no status was sent
 	// Package is the package reference in the last status, if any.
-	Package *handoff.ContextRef
+	Package *ref.Ref
 }
 
 // Final reports whether the disposition is terminal.
 func (d Disposition) Final() bool {
-	return d.Status != nil && d.Status.Terminal() || d.State == handoff.Canceled
+	return d.Status != nil && d.Status.Terminal() || d.State == state.Canceled
 }
 
 // Recorded reads a hop's disposition from the delegate's store: the
@@ -195,7 +198,7 @@ func Recorded(ctx context.Context, store replay.Store, iss handoff.AgentID, hop 
 	if err != nil || !ok {
 		return Disposition{}, ok, err
 	}
-	d.State = handoff.State(rec.State)
+	d.State = state.State(rec.State)
 	if len(rec.Status) == 0 {
 		return d, true, nil
 	}

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/ref"
 )
 
 // Attenuation along the chain (evidence contract: "Guardrails at one agent
@@ -108,18 +109,18 @@ func (c *checker) attenuation(in *handoff.Received) {
 			continue
 		}
 		c.r.offerTime = min(c.r.offerTime, lo.Exp)
-		for _, ref := range Refs(lo.Refs) {
+		for _, r := range Refs(lo.Refs) {
 			if c.cfg.Ancestors == nil {
 				c.ancestor("", "chain element %d names a package and there is no ancestor resolver", k)
 				continue
 			}
-			obj, err := c.cfg.Ancestors(c.ctx, ref)
+			obj, err := c.cfg.Ancestors(c.ctx, r)
 			if err != nil {
 				c.ancestor("", "the package of chain element %d could not be obtained: %v", k, err)
 				continue
 			}
-			res := CheckRef(ref, obj, c.cfg.Decode)
-			if res.Outcome != handoff.RefVerified {
+			res := CheckRef(r, obj, c.cfg.Decode)
+			if res.Outcome != ref.Verified {
 				c.ancestor("", "the package of chain element %d is %s: %s", k, res.Outcome, res.Detail)
 				continue
 			}

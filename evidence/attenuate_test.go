@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/evidence/authority"
+	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/replay"
 )
 
@@ -53,14 +54,14 @@ func newChain(t *testing.T, f handoff.Format, n int) *chain {
 }
 
 // ancestors serves the packages of earlier hops, by digest.
-func (c *chain) ancestors(_ context.Context, ref handoff.ContextRef) (handoff.RefObject, error) {
+func (c *chain) ancestors(_ context.Context, r ref.Ref) (ref.Object, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	b, ok := c.pkgs[ref.Dig.B64()]
+	b, ok := c.pkgs[r.Dig.B64()]
 	if !ok {
-		return handoff.RefObject{}, handoff.ErrRefUnavailable
+		return ref.Object{}, ref.ErrUnavailable
 	}
-	return handoff.RefObject{Octets: b}, nil
+	return ref.Object{Octets: b}, nil
 }
 
 // hand makes agent i offer to agent i+1, passing on from (nil for the
@@ -197,8 +198,8 @@ func TestAttenuation_NarrowingPasses(t *testing.T) {
 // advisory by default, failing the check under RequireAncestors.
 func TestAttenuation_AncestorUnobtainable(t *testing.T) {
 	ch := newChain(t, handoff.JWS, 3)
-	none := func(context.Context, handoff.ContextRef) (handoff.RefObject, error) {
-		return handoff.RefObject{}, handoff.ErrRefUnavailable
+	none := func(context.Context, ref.Ref) (ref.Object, error) {
+		return ref.Object{}, ref.ErrUnavailable
 	}
 	in, rep := ch.hand(0, nil, refundPackage(), CheckConfig{})
 	require.True(t, rep.Acceptable())
@@ -215,8 +216,8 @@ func TestAttenuation_AncestorUnobtainable(t *testing.T) {
 	// A package served under another digest is not the ancestor's.
 	ch = newChain(t, handoff.JWS, 3)
 	in, _ = ch.hand(0, nil, refundPackage(), CheckConfig{})
-	other := func(context.Context, handoff.ContextRef) (handoff.RefObject, error) {
-		return handoff.RefObject{Octets: []byte(`{"authority":{"allowed":["everything"]}}`)}, nil
+	other := func(context.Context, ref.Ref) (ref.Object, error) {
+		return ref.Object{Octets: []byte(`{"authority":{"allowed":["everything"]}}`)}, nil
 	}
 	_, rep = ch.hand(1, in, refundPackage(), CheckConfig{Now: ch.clock.Now, Artifacts: artifactSource(), Ancestors: other, RequireAncestors: true})
 	require.True(t, rep.Has(CodeAncestorUnverifiable, ""))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/ref"
 )
 
 // Binding is what a package is bound to: the offer it rides with.
@@ -77,7 +78,7 @@ type Built struct {
 	Package   *Package
 	Encoded   []byte // the package as it travels beside the offer
 	Canonical []byte // its JCS form, which the digest covers
-	Ref       handoff.ContextRef
+	Ref       ref.Ref
 	Salt      []byte // for a salted reference; travels with the package
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/ref"
 )
 
 // Code is a stable, machine-readable finding code. Programs branch on it,
@@ -98,10 +100,10 @@ type Finding struct {
 
 // ArtifactResult is the outcome of one artifact reference (HC-11).
 type ArtifactResult struct {
-	ID      string             `json:"id"`
-	Path    string             `json:"path"`
-	Outcome handoff.RefOutcome `json:"outcome"`
-	Detail  string             `json:"detail,omitempty"`
+	ID      string      `json:"id"`
+	Path    string      `json:"path"`
+	Outcome ref.Outcome `json:"outcome"`
+	Detail  string      `json:"detail,omitempty"`
 }
 
 // Report is the outcome of Check. It is opaque, as handoff.Received is:
@@ -121,10 +123,10 @@ type Report struct {
 	// handoff digest when CheckReceived made the report.
 	offerIss  handoff.AgentID
 	offerHop  handoff.HopID
-	offerDig  handoff.Digest
+	offerDig  digest.Digest
 	offerTime handoff.Time // the offer's exp: no authority outlives it
-	digest    handoff.Digest
-	binding   *handoff.RefResult
+	digest    digest.Digest
+	binding   *ref.Result
 	artifacts []ArtifactResult
 	findings  []Finding
 	// ancestors are the packages of earlier hops the attenuation check
@@ -137,11 +139,11 @@ type Report struct {
 func (r *Report) Unbound() bool { return r.unbound }
 
 // Digest is the package digest: SHA-256 over its JCS form.
-func (r *Report) Digest() handoff.Digest { return cloneDigest(r.digest) }
+func (r *Report) Digest() digest.Digest { return cloneDigest(r.digest) }
 
 // Binding is the outcome of the offer's package reference, when an offer
 // was given and named one; nil otherwise.
-func (r *Report) Binding() *handoff.RefResult {
+func (r *Report) Binding() *ref.Result {
 	if r.binding == nil {
 		return nil
 	}
@@ -158,9 +160,9 @@ func (r *Report) Findings() []Finding { return slices.Clone(r.findings) }
 
 // OfferDigest is the handoff digest of the offer the report was made
 // against, when CheckReceived made it (zero otherwise).
-func (r *Report) OfferDigest() handoff.Digest { return cloneDigest(r.offerDig) }
+func (r *Report) OfferDigest() digest.Digest { return cloneDigest(r.offerDig) }
 
-func cloneDigest(d handoff.Digest) handoff.Digest {
+func cloneDigest(d digest.Digest) digest.Digest {
 	d.Val = slices.Clone(d.Val)
 	return d
 }
@@ -183,7 +185,7 @@ func (r *Report) Passed() bool {
 // report: the package passed and is bound to the offer it was checked
 // against.
 func (r *Report) Acceptable() bool {
-	return r.Passed() && !r.unbound && r.binding != nil && r.binding.Outcome == handoff.RefVerified
+	return r.Passed() && !r.unbound && r.binding != nil && r.binding.Outcome == ref.Verified
 }
 
 // Package returns the package when the report is Acceptable, else nil.
@@ -237,7 +239,7 @@ type CheckConfig struct {
 	// Artifacts provides the objects artifact references name. Nil makes
 	// every artifact unverifiable. It never fetches on this package's
 	// behalf (HC-61): the caller applies its own safeguards.
-	Artifacts handoff.RefSource
+	Artifacts ref.Source
 	// Decode bounds decoding.
 	Decode DecodeOptions
 	// Unbound skips the binding checks when no offer is at hand (a
@@ -251,7 +253,7 @@ type CheckConfig struct {
 	// chain reference (CheckReceived compares the package with each, see
 	// Widen). It never fetches on this package's behalf (HC-61). Nil makes
 	// every such package unobtainable.
-	Ancestors handoff.RefSource
+	Ancestors ref.Source
 	// RequireAncestors makes an ancestor package that cannot be obtained
 	// or checked fail the check; by default it is an advisory finding.
 	RequireAncestors bool
@@ -319,7 +321,7 @@ func check(ctx context.Context, offer *handoff.Offer, d Delivered, cfg CheckConf
 		maxAge = DefaultMaxStateAge
 	}
 	ck := &checker{ctx: ctx, p: p, cfg: cfg, now: now(), maxAge: maxAge,
-		r: &Report{unverified: p, unbound: offer == nil && cfg.Unbound, digest: handoff.SHA256(c), checked: true}}
+		r: &Report{unverified: p, unbound: offer == nil && cfg.Unbound, digest: digest.SHA256(c), checked: true}}
 	ck.required()
 	// The binding comes before any scan or resolver call: a package that
 	// is not the one the offer names costs no more than its decoding.
@@ -501,23 +503,23 @@ func (c *checker) binding(o *handoff.Offer, d Delivered, canonical []byte) bool 
 		c.add(CodeUnbound, at(""), "the offer names no evidence package")
 		return false
 	}
-	var best *handoff.RefResult
-	for _, ref := range refs {
-		res := checkCanonical(ref, canonical, d.Salt)
-		if best == nil || res.Outcome == handoff.RefVerified ||
-			(res.Outcome == handoff.RefMismatch && best.Outcome == handoff.RefUnverifiable) {
+	var best *ref.Result
+	for _, r := range refs {
+		res := checkCanonical(r, canonical, d.Salt)
+		if best == nil || res.Outcome == ref.Verified ||
+			(res.Outcome == ref.Mismatch && best.Outcome == ref.Unverifiable) {
 			r := res
 			best = &r
 		}
 	}
 	c.r.binding = best
 	switch best.Outcome {
-	case handoff.RefMismatch:
+	case ref.Mismatch:
 		c.add(CodePackageMismatch, at(""), "the offer's package digest does not match the package delivered")
-	case handoff.RefUnverifiable:
+	case ref.Unverifiable:
 		c.add(CodePackageUnverifiable, at(""), "the offer's package reference could not be checked: %s", best.Detail)
 	}
-	return ok && best.Outcome == handoff.RefVerified
+	return ok && best.Outcome == ref.Verified
 }
 
 // restricted reports credential-like strings, and items both withheld and
@@ -579,16 +581,16 @@ func (c *checker) authority() {
 }
 
 // WireToRef converts a package reference to the root's ContextRef.
-func WireToRef(w WireRef) (handoff.ContextRef, error) {
-	d, err := handoff.ParseDigest(w.Dig.Alg + ":" + w.Dig.Val)
+func WireToRef(w WireRef) (ref.Ref, error) {
+	d, err := digest.Parse(w.Dig.Alg + ":" + w.Dig.Val)
 	if err != nil {
-		return handoff.ContextRef{}, err
+		return ref.Ref{}, err
 	}
-	return handoff.ContextRef{Kind: w.Kind, Dig: d, Loc: w.Loc}, nil
+	return ref.Ref{Kind: w.Kind, Dig: d, Loc: w.Loc}, nil
 }
 
 // RefToWire converts a root ContextRef to its form in a package.
-func RefToWire(r handoff.ContextRef) WireRef {
+func RefToWire(r ref.Ref) WireRef {
 	return WireRef{Kind: r.Kind, Dig: WireDigest{Alg: r.Dig.Alg, Val: r.Dig.B64()}, Loc: r.Loc}
 }
 
@@ -610,26 +612,26 @@ func (c *checker) artifacts() {
 			c.add(CodeMissing, at(path+"/proves"), "required")
 		}
 		res := ArtifactResult{ID: a.ID, Path: path + "/ref"}
-		ref, err := WireToRef(a.Ref)
+		r, err := WireToRef(a.Ref)
 		switch {
 		case err != nil:
-			res.Outcome, res.Detail = handoff.RefUnverifiable, err.Error()
+			res.Outcome, res.Detail = ref.Unverifiable, err.Error()
 			c.add(CodeInvalid, at(path+"/ref"), "malformed reference")
 		case c.cfg.Artifacts == nil:
-			res.Outcome, res.Detail = handoff.RefUnverifiable, "no artifact resolver"
+			res.Outcome, res.Detail = ref.Unverifiable, "no artifact resolver"
 		default:
-			obj, gerr := c.cfg.Artifacts(c.ctx, ref)
+			obj, gerr := c.cfg.Artifacts(c.ctx, r)
 			if gerr != nil {
-				res.Outcome, res.Detail = handoff.RefUnverifiable, gerr.Error()
+				res.Outcome, res.Detail = ref.Unverifiable, gerr.Error()
 			} else {
-				rr := handoff.CheckRef(ref, obj)
+				rr := ref.Check(r, obj)
 				res.Outcome, res.Detail = rr.Outcome, rr.Detail
 			}
 		}
 		switch res.Outcome {
-		case handoff.RefVerified:
+		case ref.Verified:
 			c.verified[a.ID] = true
-		case handoff.RefMismatch:
+		case ref.Mismatch:
 			c.add(CodeArtifactMismatch, at(path+"/ref"), "digest differs")
 		default:
 			c.add(CodeArtifactUnverifiable, at(path+"/ref"), "%s", res.Detail)

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/ref"
 )
 
 func TestCheck_CleanPackagePasses(t *testing.T) {
@@ -19,6 +20,6 @@ func TestCheck_CleanPackagePasses(t *testing.T) {
 	}
 	require.True(t, rep.Passed())
 	require.Empty(t, rep.Findings())
-	require.Equal(t, handoff.RefVerified, rep.Binding().Outcome)
+	require.Equal(t, ref.Verified, rep.Binding().Outcome)
 	_ = context.Background()
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/ref"
 )
 
 // Issue 20, point 2: the cost of the evidence check is a small multiple of
@@ -91,7 +92,7 @@ func rawWorld(t testing.TB, edit func(enc string, room int) string) (*handoff.Re
 	c, err := jcs.Transform(enc)
 	require.NoError(t, err)
 	out, err := w.from.Offer(context.Background(), handoff.OfferParams{To: payments, Dialog: "case-77", TTL: 120e9,
-		Refs: []handoff.ContextRef{Ref(c, "")}})
+		Refs: []ref.Ref{Ref(c, "")}})
 	require.NoError(t, err)
 	data, err := out.Encode(handoff.JSON)
 	require.NoError(t, err)
@@ -177,7 +178,7 @@ func costWorld(t testing.TB, deep bool, n, total int) (*handoff.Received, []byte
 	c, err := Canonical(enc, DecodeOptions{})
 	require.NoError(t, err)
 	out, err := w.from.Offer(context.Background(), handoff.OfferParams{To: payments, Dialog: "case-77", TTL: 120e9,
-		Refs: []handoff.ContextRef{Ref(c, "")}})
+		Refs: []ref.Ref{Ref(c, "")}})
 	require.NoError(t, err)
 	data, err := out.Encode(handoff.JSON)
 	require.NoError(t, err)

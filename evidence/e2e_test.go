@@ -8,8 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence/authority"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/replay"
+	"github.com/agentproto/handoff/state"
 )
 
 // formats runs fn for the signed forms of the draft: JWS carried in JSON,
@@ -50,7 +54,7 @@ func TestContract_Acceptance_SurvivesRestart(t *testing.T) {
 
 		res, err := w.from.HandleStatus(ctx, st.Octets)
 		require.NoError(t, err)
-		require.Equal(t, handoff.Accepted, res.State())
+		require.Equal(t, state.Accepted, res.State())
 		require.Len(t, Refs(res.Status().Refs), 1)
 		require.True(t, Refs(res.Status().Refs)[0].Dig.Equal(built.Ref.Dig), "the acknowledged package is the one sent")
 
@@ -61,7 +65,7 @@ func TestContract_Acceptance_SurvivesRestart(t *testing.T) {
 		d, ok, err := Recorded(ctx, store, triage, bind.Hop, w.trust, handoff.Limits{})
 		require.NoError(t, err)
 		require.True(t, ok)
-		require.Equal(t, handoff.Accepted, d.State)
+		require.Equal(t, state.Accepted, d.State)
 		require.False(t, d.Final())
 		require.NotNil(t, d.Package)
 		require.True(t, d.Package.Dig.Equal(built.Ref.Dig))
@@ -105,8 +109,8 @@ func TestContract_Rejection(t *testing.T) {
 
 		res, err := w.from.HandleStatus(ctx, st.Octets)
 		require.NoError(t, err)
-		require.Equal(t, handoff.Rejected, res.State())
-		require.Equal(t, handoff.ReasonPolicy, res.Status().Reason)
+		require.Equal(t, state.Rejected, res.State())
+		require.Equal(t, reason.Policy, res.Status().Reason)
 		require.Contains(t, res.Status().Detail, "stale-state /state/0/as_of")
 		info, _, _ := w.from.Hop(context.Background(), out.Offer.Hop)
 		require.True(t, info.Resolved)
@@ -115,7 +119,7 @@ func TestContract_Rejection(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.True(t, d.Final())
-		require.Equal(t, handoff.Rejected, d.State)
+		require.Equal(t, state.Rejected, d.State)
 		require.NotNil(t, d.Package)
 
 		// A rejected package yields no guard.
@@ -139,7 +143,7 @@ func TestContract_Timeout(t *testing.T) {
 		w.clock.Add(121 * time.Second)
 		info, ok, _ := w.from.Hop(context.Background(), bind.Hop)
 		require.True(t, ok)
-		require.Equal(t, handoff.Expired, info.State)
+		require.Equal(t, state.Expired, info.State)
 		require.False(t, info.Resolved)
 
 		// A late verified "accepted" replaces the local expiry (HC-27).
@@ -147,7 +151,7 @@ func TestContract_Timeout(t *testing.T) {
 		require.NoError(t, err)
 		res, err := w.from.HandleStatus(context.Background(), st.Octets)
 		require.NoError(t, err)
-		require.Equal(t, handoff.Accepted, res.State())
+		require.Equal(t, state.Accepted, res.State())
 
 		// Then nothing more comes. When the package's timeout is due, its
 		// owner escalates; the hop is still unresolved for the delegator,
@@ -162,7 +166,7 @@ func TestContract_Timeout(t *testing.T) {
 		d, ok, err := Recorded(context.Background(), w.store, triage, bind.Hop, w.trust, handoff.Limits{})
 		require.NoError(t, err)
 		require.True(t, ok)
-		require.Equal(t, handoff.Accepted, d.State)
+		require.Equal(t, state.Accepted, d.State)
 		require.True(t, d.Package.Dig.Equal(built.Ref.Dig))
 	})
 }
@@ -190,14 +194,14 @@ func TestContract_Cancellation(t *testing.T) {
 		res, err := w.to.HandleStatus(ctx, cancel.Status.Octets)
 		require.NoError(t, err)
 		require.True(t, res.Changed())
-		require.Equal(t, handoff.Canceled, res.State())
+		require.Equal(t, state.Canceled, res.State())
 		g.Stop("hop canceled by its delegator")
 		require.ErrorIs(t, g.Authorize(ctx, Call{Hop: in.Digest(), Action: "refund.eligibility"}), ErrStopped)
 
 		d, ok, err := Recorded(ctx, w.store0(), triage, bind.Hop, w.trust, handoff.Limits{})
 		require.NoError(t, err)
 		require.True(t, ok)
-		require.Equal(t, handoff.Canceled, d.State)
+		require.Equal(t, state.Canceled, d.State)
 		require.True(t, d.Final())
 		require.True(t, d.Package.Dig.Equal(built.Ref.Dig))
 	})
@@ -230,28 +234,28 @@ func TestContract_ReturnToSender(t *testing.T) {
 		require.ErrorIs(t, g.Authorize(ctx, call), ErrRepeated)
 
 		result := []byte(`{"refund":"re_1","invoice":"INV-1042","status":"succeeded"}`)
-		resRef := handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.SHA256(result), Loc: "urn:example:refund:re_1"}
-		done, err := ReturnResult(ctx, w.to, in, rep, []handoff.ContextRef{resRef})
+		resRef := ref.Ref{Kind: ref.KindDigest, Dig: digest.SHA256(result), Loc: "urn:example:refund:re_1"}
+		done, err := ReturnResult(ctx, w.to, in, rep, []ref.Ref{resRef})
 		require.NoError(t, err)
 		g.Stop("completed")
 
 		res, err := w.from.HandleStatus(ctx, done.Octets)
 		require.NoError(t, err)
-		require.Equal(t, handoff.Completed, res.State())
-		got, err := CheckResult(ctx, res.Status(), built.Ref, handoff.RefsByLoc(map[string]handoff.RefObject{
+		require.Equal(t, state.Completed, res.State())
+		got, err := CheckResult(ctx, res.Status(), built.Ref, ref.ByLoc(map[string]ref.Object{
 			"urn:example:refund:re_1": {Octets: result}}))
 		require.NoError(t, err)
 		require.Len(t, got, 1)
-		require.Equal(t, handoff.RefVerified, got[0].Outcome)
+		require.Equal(t, ref.Verified, got[0].Outcome)
 
 		// A tampered result, a missing one, and another package are refused.
-		_, err = CheckResult(ctx, res.Status(), built.Ref, handoff.RefsByLoc(map[string]handoff.RefObject{
+		_, err = CheckResult(ctx, res.Status(), built.Ref, ref.ByLoc(map[string]ref.Object{
 			"urn:example:refund:re_1": {Octets: []byte(`{"refund":"re_1","status":"failed"}`)}}))
 		require.ErrorIs(t, err, ErrResult)
 		_, err = CheckResult(ctx, res.Status(), built.Ref, nil)
 		require.ErrorIs(t, err, ErrResult)
 		other := built.Ref
-		other.Dig = handoff.SHA256([]byte("another package"))
+		other.Dig = digest.SHA256([]byte("another package"))
 		_, err = CheckResult(ctx, res.Status(), other, nil)
 		require.ErrorIs(t, err, ErrResult)
 
@@ -259,7 +263,7 @@ func TestContract_ReturnToSender(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.True(t, d.Final())
-		require.Equal(t, handoff.Completed, d.State)
+		require.Equal(t, state.Completed, d.State)
 		require.True(t, d.Package.Dig.Equal(built.Ref.Dig), "the final record still names the package")
 	})
 }
@@ -273,7 +277,7 @@ func TestContract_ReturnResultNeedsSpecialistMode(t *testing.T) {
 	built, bind := w.build(p, BuildOptions{})
 	out := w.offer(built, bind)
 	in, rep := w.receive(out, handoff.JSON, Delivered{Package: built.Encoded})
-	_, err := ReturnResult(ctx, w.to, in, rep, []handoff.ContextRef{{Kind: handoff.KindDigest, Dig: handoff.SHA256([]byte("r"))}})
+	_, err := ReturnResult(ctx, w.to, in, rep, []ref.Ref{{Kind: ref.KindDigest, Dig: digest.SHA256([]byte("r"))}})
 	require.ErrorIs(t, err, ErrNotReturn)
 }
 
@@ -289,7 +293,7 @@ func TestContract_TimeoutNeverAnswered(t *testing.T) {
 		require.True(t, rep.Acceptable())
 		w.clock.Add(time.Hour)
 		info, _, _ := w.from.Hop(context.Background(), bind.Hop)
-		require.Equal(t, handoff.Expired, info.State)
+		require.Equal(t, state.Expired, info.State)
 		require.False(t, info.Resolved)
 		_, err := Reply(context.Background(), w.to, in, rep)
 		require.ErrorIs(t, err, handoff.ErrState)

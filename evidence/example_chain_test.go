@@ -9,6 +9,7 @@ import (
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/evidence"
 	"github.com/agentproto/handoff/evidence/authority"
+	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/replay"
 )
 
@@ -38,11 +39,11 @@ func Example_chain() {
 	// ancestors' packages (any resolver the deployment trusts will do; the
 	// digest in the signed chain is what is checked).
 	sent := map[string][]byte{}
-	ancestors := func(_ context.Context, ref handoff.ContextRef) (handoff.RefObject, error) {
-		if b, ok := sent[ref.Dig.B64()]; ok {
-			return handoff.RefObject{Octets: b}, nil
+	ancestors := func(_ context.Context, r ref.Ref) (ref.Object, error) {
+		if b, ok := sent[r.Dig.B64()]; ok {
+			return ref.Object{Octets: b}, nil
 		}
-		return handoff.RefObject{}, handoff.ErrRefUnavailable
+		return ref.Object{}, ref.ErrUnavailable
 	}
 	pkg := func(from, to string, auth evidence.Authority, next string) evidence.Package {
 		return evidence.Package{

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence"
 	"github.com/agentproto/handoff/evidence/authority"
+	"github.com/agentproto/handoff/ref"
 )
 
 // A billing refund handed from a triage agent to a payments specialist.
@@ -35,15 +37,15 @@ func Example() {
 		"urn:shop:ledger:INV-1042": []byte(`{"invoice":"INV-1042","status":"paid","refunded":0}`),
 		"urn:shop:mail:m-77":       []byte(`{"message":"m-77","status":"queued"}`),
 	}
-	ref := func(loc string) evidence.WireRef {
-		return evidence.RefToWire(handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.SHA256(objects[loc]), Loc: loc})
+	r := func(loc string) evidence.WireRef {
+		return evidence.RefToWire(ref.Ref{Kind: ref.KindDigest, Dig: digest.SHA256(objects[loc]), Loc: loc})
 	}
-	resolver := map[string]handoff.RefObject{}
+	resolver := map[string]ref.Object{}
 	for loc, b := range objects {
-		resolver[loc] = handoff.RefObject{Octets: b}
+		resolver[loc] = ref.Object{Octets: b}
 	}
 
-	handOver := func(gatewayReadAt time.Time) (handoff.Signed, *handoff.Offer, handoff.ContextRef, []byte) {
+	handOver := func(gatewayReadAt time.Time) (handoff.Signed, *handoff.Offer, ref.Ref, []byte) {
 		pkg := evidence.Package{
 			Sender:   evidence.Party{Role: "triage"},
 			Receiver: evidence.Party{Role: "payments-specialist"},
@@ -61,8 +63,8 @@ func Example() {
 			Completed: []evidence.CompletedAction{{Action: "customer.notify", External: true,
 				IdempotencyKey: "notify-INV-1042-1", Postcondition: "acknowledgement email queued", Evidence: []string{"mail"}}},
 			Artifacts: []evidence.Artifact{
-				{ID: "ledger", Ref: ref("urn:shop:ledger:INV-1042"), Proves: "INV-1042 is paid and not refunded"},
-				{ID: "mail", Ref: ref("urn:shop:mail:m-77"), Proves: "the customer was told once"},
+				{ID: "ledger", Ref: r("urn:shop:ledger:INV-1042"), Proves: "INV-1042 is paid and not refunded"},
+				{ID: "mail", Ref: r("urn:shop:mail:m-77"), Proves: "the customer was told once"},
 			},
 			Passed:       []evidence.ContextItem{{Name: "invoice", Value: "INV-1042"}, {Name: "amount", Value: "EUR 640.00"}},
 			Attempts:     []evidence.Attempt{{Attempt: "self-service refund", Result: "declined: over the EUR 500 limit"}},
@@ -79,7 +81,7 @@ func Example() {
 			Withhold("card_number", "PCI scope: the refund goes to the original payment", []byte("4111111111111111")).
 			Build(bind, evidence.BuildOptions{}))
 		o := &handoff.Offer{Hop: hop, Dialog: "case-77", Iss: triage, Aud: payments, Iat: bind.Iat, Exp: bind.Exp,
-			Refs: []handoff.ContextRef{built.Ref}}
+			Refs: []ref.Ref{built.Ref}}
 		return must(signers[triage].SignOffer(o)), o, built.Ref, built.Encoded
 	}
 
@@ -88,7 +90,7 @@ func Example() {
 		wire := must((&handoff.Handoff{Offer: offer}).Encode(handoff.JSON))
 		in := must(specialist.Receive(ctx, wire, handoff.Host{Dialog: "case-77"}))
 		rep := must(evidence.CheckReceived(ctx, in, evidence.Delivered{Package: pkg}, evidence.CheckConfig{
-			Now: clock, Artifacts: handoff.RefsByLoc(resolver)}))
+			Now: clock, Artifacts: ref.ByLoc(resolver)}))
 		return in, rep
 	}
 

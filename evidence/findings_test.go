@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/ref"
 )
 
 // rawOffer binds p to a planned hop without the builder's refusals, applies
@@ -26,14 +28,14 @@ func (w *world) rawOffer(p Package, mut func(*Package, Binding), salted, noRef b
 	require.NoError(w.t, err)
 	c, err := Canonical(enc, DecodeOptions{})
 	require.NoError(w.t, err)
-	ref, salt := Ref(c, ""), []byte(nil)
+	r, salt := Ref(c, ""), []byte(nil)
 	if salted {
-		ref, salt, err = SaltedRef(nil, c, "")
+		r, salt, err = SaltedRef(nil, c, "")
 		require.NoError(w.t, err)
 	}
-	var refs []handoff.ContextRef
+	var refs []ref.Ref
 	if !noRef {
-		refs = []handoff.ContextRef{ref}
+		refs = []ref.Ref{r}
 	}
 	out, err := w.from.Offer(context.Background(), handoff.OfferParams{To: payments, Dialog: "case-77", TTL: 120 * time.Second, Refs: refs})
 	require.NoError(w.t, err)
@@ -71,7 +73,7 @@ func TestCheck_EachFinding(t *testing.T) {
 		{name: "package swapped", swap: true, code: CodePackageMismatch, path: ""},
 		{name: "salted without its salt", salted: true, noSalt: true, code: CodePackageUnverifiable, path: ""},
 		{name: "artifact mismatch", mut: func(p *Package, _ Binding) {
-			p.Artifacts[0].Ref.Dig.Val = handoff.SHA256([]byte("another ledger")).B64()
+			p.Artifacts[0].Ref.Dig.Val = digest.SHA256([]byte("another ledger")).B64()
 		}, code: CodeArtifactMismatch, path: "/artifacts/0/ref"},
 		{name: "artifact does not resolve", mut: func(p *Package, _ Binding) { p.Artifacts[1].Ref.Loc = "urn:example:artifact:gone" }, code: CodeArtifactUnverifiable, path: "/artifacts/1/ref"},
 		{name: "artifact of an unimplemented kind", mut: func(p *Package, _ Binding) { p.Artifacts[2].Ref.Kind = "scitt-receipt" }, code: CodeArtifactUnverifiable, path: "/artifacts/2/ref"},
@@ -149,12 +151,12 @@ func TestCheck_EachFinding(t *testing.T) {
 func TestCheck_MismatchedEvidenceLeavesClaimUnsupported(t *testing.T) {
 	w := newWorld(t, handoff.JWS, nil)
 	out, enc, _ := w.rawOffer(refundPackage(), func(p *Package, _ Binding) {
-		p.Artifacts[0].Ref.Dig.Val = handoff.SHA256([]byte("another ledger")).B64()
+		p.Artifacts[0].Ref.Dig.Val = digest.SHA256([]byte("another ledger")).B64()
 	}, false, false)
 	_, rep := w.receive(out, handoff.JSON, Delivered{Package: enc})
 	require.True(t, rep.Has(CodeUnsupported, "/state/0"))
-	require.Equal(t, handoff.RefMismatch, rep.Artifacts()[0].Outcome)
-	require.Equal(t, handoff.RefVerified, rep.Artifacts()[1].Outcome)
+	require.Equal(t, ref.Mismatch, rep.Artifacts()[0].Outcome)
+	require.Equal(t, ref.Verified, rep.Artifacts()[1].Outcome)
 }
 
 // Without an artifact resolver nothing is reported verified (HC-11).
@@ -165,7 +167,7 @@ func TestCheck_HC11_NoResolverNothingVerified(t *testing.T) {
 	rep, err := Check(context.Background(), out.Offer, Delivered{Package: built.Encoded}, CheckConfig{Now: w.clock.Now})
 	require.NoError(t, err)
 	for _, a := range rep.Artifacts() {
-		require.Equal(t, handoff.RefUnverifiable, a.Outcome)
+		require.Equal(t, ref.Unverifiable, a.Outcome)
 	}
 	require.True(t, rep.Has(CodeArtifactUnverifiable, "/artifacts/0/ref"))
 	require.False(t, rep.Passed())

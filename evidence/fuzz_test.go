@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/ref"
 )
 
 // Decoding never panics; what decodes re-encodes to a fixed point, and the
@@ -57,12 +58,12 @@ func mustEncodeF(f *testing.F, p Package) []byte {
 func TestRootRefMachinery_PackageKindIsCheckedByEvidence(t *testing.T) {
 	w := newWorld(t, handoff.JWS, nil)
 	to, err := handoff.NewAgent(handoff.Config{ID: payments, Signer: w.signers[payments], Trust: w.trust, Now: w.clock.Now,
-		Refs: handoff.RefsCheckAvailable})
+		Refs: ref.CheckAvailable})
 	require.NoError(t, err)
 	// Registered for its kind, the package's checker runs at step 7, and a
 	// receiver that requires references accepts the verified package.
 	strict, err := handoff.NewAgent(handoff.Config{ID: payments, Signer: w.signers[payments], Trust: w.trust, Now: w.clock.Now,
-		Refs: handoff.RefsRequired, RefCheckers: handoff.RefCheckers{Kind: RefChecker{}, KindSalted: RefChecker{}}})
+		Refs: ref.CheckRequired, RefCheckers: ref.Checkers{Kind: RefChecker{}, KindSalted: RefChecker{}}})
 	require.NoError(t, err)
 	built, bind := w.build(refundPackage(), BuildOptions{})
 	out := w.offer(built, bind)
@@ -71,17 +72,17 @@ func TestRootRefMachinery_PackageKindIsCheckedByEvidence(t *testing.T) {
 	in, err := to.Receive(context.Background(), data, handoff.Host{RefSource: Source(built.Encoded, nil)})
 	require.NoError(t, err)
 	require.True(t, in.Accepted())
-	require.Equal(t, handoff.RefUnverifiable, in.Refs()[0].Outcome, "no checker registered for the kind")
+	require.Equal(t, ref.Unverifiable, in.Refs()[0].Outcome, "no checker registered for the kind")
 	in2, err := strict.Receive(context.Background(), data, handoff.Host{RefSource: Source(built.Encoded, nil)})
 	require.NoError(t, err)
 	require.True(t, in2.Accepted(), in2.Detail())
-	require.Equal(t, handoff.RefVerified, in2.Refs()[0].Outcome)
+	require.Equal(t, ref.Verified, in2.Refs()[0].Outcome)
 	in3, err := strict.Receive(context.Background(), data, handoff.Host{RefSource: Source([]byte(`{"other":1}`), nil)})
 	require.NoError(t, err)
 	require.True(t, in3.Retransmission(), "the same offer again")
 	rep, err := Check(context.Background(), in.Offer(), Delivered{Package: built.Encoded}, CheckConfig{Now: w.clock.Now, Artifacts: artifactSource()})
 	require.NoError(t, err)
-	require.Equal(t, handoff.RefVerified, rep.Binding().Outcome)
+	require.Equal(t, ref.Verified, rep.Binding().Outcome)
 }
 
 func TestRecorded_UnknownHop(t *testing.T) {

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence/authority"
+	"github.com/agentproto/handoff/state"
 )
 
 // Guard refusals. Every error Authorize returns is a *Refusal wrapping one
@@ -74,7 +76,7 @@ func (r *Refusal) Unwrap() error { return r.Err }
 type ApprovalRequest struct {
 	Action string
 	Owner  string
-	Hop    handoff.Digest
+	Hop    digest.Digest
 	// OperationID and IdempotencyKey name the effect waiting for it; both
 	// are empty in the list Guard.Pending returns.
 	OperationID    string
@@ -87,7 +89,7 @@ type ApprovalRequest struct {
 type Call struct {
 	// Hop is the handoff digest of the offer the call is made under
 	// (Received.Digest): the guard answers only for its own hop.
-	Hop    handoff.Digest
+	Hop    digest.Digest
 	Action string
 	// OperationID and IdempotencyKey, when set, name the effect: a value
 	// already recorded in the ledger, as either kind, is refused (see
@@ -128,7 +130,7 @@ const (
 // memory of effects and approvals is its ledger's. It is safe for
 // concurrent use and runs no caller code under a lock.
 type Guard struct {
-	hop     handoff.Digest
+	hop     digest.Digest
 	hopKey  string
 	exp     time.Time // the offer's exp: no authority outlives it
 	actions map[string]class
@@ -212,7 +214,7 @@ func NewGuard(ctx context.Context, rep *Report, cfg GuardConfig) (*Guard, error)
 }
 
 // Hop returns the handoff digest of the guard's offer.
-func (g *Guard) Hop() handoff.Digest { return cloneDigest(g.hop) }
+func (g *Guard) Hop() digest.Digest { return cloneDigest(g.hop) }
 
 // Authorize decides a call, for the guard's hop only (ErrOtherHop): an
 // action in "denied" is refused, one in "allowed" passes, one in "must
@@ -345,7 +347,7 @@ func (g *Guard) grant(ctx context.Context, gr Grant, src authority.Source, evide
 		Source: src, Evidence: evidence}
 	if src == authority.SourceSigned {
 		// One statement is one grant, however often it is presented.
-		a.ID = handoff.SHA256(evidence).B64()
+		a.ID = digest.SHA256(evidence).B64()
 	}
 	a, err := a.Normalized()
 	if err != nil {
@@ -374,7 +376,7 @@ func (g *Guard) stop(err error) {
 
 // Finish records the hop's final disposition (its terminal state and a
 // detail for people) in the ledger and stops the guard.
-func (g *Guard) Finish(ctx context.Context, state handoff.State, detail string) error {
+func (g *Guard) Finish(ctx context.Context, state state.State, detail string) error {
 	if err := g.ledger.Finish(ctx, g.hopKey, authority.Final{State: string(state), Detail: detail, At: g.now()}); err != nil {
 		return fmt.Errorf("%w: %w", ErrLedger, err)
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/evidence/authority"
 	"github.com/agentproto/handoff/jws"
+	"github.com/agentproto/handoff/ref"
+	"github.com/agentproto/handoff/state"
 )
 
 // hopGuard is a passed package's guard on ledger, with the hop's digest.
@@ -287,7 +289,7 @@ func TestGuard_FinishStopsTheHop(t *testing.T) {
 	g := newHopGuard(t, w, refundPackage(), ledger)
 	twin, err := NewGuard(ctx, g.rep, GuardConfig{Ledger: ledger, Now: w.clock.Now})
 	require.NoError(t, err)
-	require.NoError(t, g.Finish(ctx, handoff.Completed, "refund settled"))
+	require.NoError(t, g.Finish(ctx, state.Completed, "refund settled"))
 	require.ErrorIs(t, g.authorize("ledger.read", "", ""), ErrStopped)
 	require.ErrorIs(t, twin.Authorize(ctx, g.call("ledger.read", "op-7", "")), ErrStopped, "its effects are refused by the ledger")
 	later, err := NewGuard(ctx, g.rep, GuardConfig{Ledger: ledger, Now: w.clock.Now})
@@ -329,7 +331,7 @@ func TestGuard_PendingApprovals(t *testing.T) {
 func TestGuard_OnlyFromPassedPackage(t *testing.T) {
 	ctx := context.Background()
 	cfg := GuardConfig{Ledger: authority.NewMemory()}
-	for _, rep := range []*Report{nil, {}, {binding: &handoff.RefResult{Outcome: handoff.RefVerified}}} {
+	for _, rep := range []*Report{nil, {}, {binding: &ref.Result{Outcome: ref.Verified}}} {
 		require.NotPanics(t, func() {
 			_, err := NewGuard(ctx, rep, cfg)
 			require.ErrorIs(t, err, ErrNotPassed)
@@ -438,7 +440,7 @@ func TestGuard_AcknowledgementAndDispositionRecorded(t *testing.T) {
 	g := newHopGuard(t, w, refundPackage(), ledger)
 	require.NoError(t, RecordAcknowledgement(ctx, ledger, g.rep, w.clock.Now()))
 	require.NoError(t, RecordAcknowledgement(ctx, ledger, g.rep, w.clock.Now()))
-	require.NoError(t, g.Finish(ctx, handoff.Completed, "refund settled"))
+	require.NoError(t, g.Finish(ctx, state.Completed, "refund settled"))
 	h, err := ledger.Hop(ctx, g.in.Digest().String())
 	require.NoError(t, err)
 	require.Equal(t, authority.Accepted, h.Ack.Decision)

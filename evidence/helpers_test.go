@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/replay"
 )
 
@@ -122,16 +124,16 @@ var artifacts = map[string][]byte{
 }
 
 func artifactRef(id string) WireRef {
-	return RefToWire(handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.SHA256(artifacts[id]), Loc: "urn:example:artifact:" + id})
+	return RefToWire(ref.Ref{Kind: ref.KindDigest, Dig: digest.SHA256(artifacts[id]), Loc: "urn:example:artifact:" + id})
 }
 
 // artifactSource serves the artifacts by loc.
-func artifactSource() handoff.RefSource {
-	objs := map[string]handoff.RefObject{}
+func artifactSource() ref.Source {
+	objs := map[string]ref.Object{}
 	for id, b := range artifacts {
-		objs["urn:example:artifact:"+id] = handoff.RefObject{Octets: b}
+		objs["urn:example:artifact:"+id] = ref.Object{Octets: b}
 	}
-	return handoff.RefsByLoc(objs)
+	return ref.ByLoc(objs)
 }
 
 // refundPackage is a clean package: a billing refund handed from triage
@@ -184,7 +186,7 @@ func (w *world) build(p Package, opt BuildOptions) (*Built, Binding) {
 func (w *world) offer(built *Built, bind Binding) *handoff.Outgoing {
 	w.t.Helper()
 	out, err := w.from.Offer(context.Background(), handoff.OfferParams{To: payments, Dialog: "case-77", TTL: 120 * time.Second,
-		Refs: []handoff.ContextRef{built.Ref}})
+		Refs: []ref.Ref{built.Ref}})
 	require.NoError(w.t, err)
 	require.Equal(w.t, bind.Hop, out.Offer.Hop, "the planned hop")
 	return out

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/ref"
 )
 
 func TestDecode_StrictRefusals(t *testing.T) {
@@ -102,7 +104,7 @@ func TestDigest_JCS(t *testing.T) {
 	require.False(t, da.Equal(dc))
 	canon, err := jcs.Transform(b)
 	require.NoError(t, err)
-	require.True(t, da.Equal(handoff.SHA256(canon)))
+	require.True(t, da.Equal(digest.SHA256(canon)))
 	require.Equal(t, `{"control":"transfer-ownership","outcome":{"done_when":"d","result":"r"}}`, string(canon))
 }
 
@@ -117,7 +119,7 @@ func TestRef_HC10_KindIsAbsoluteURIAndTravels(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, o.Refs, 1)
 		require.Equal(t, Kind, o.Refs[0].Kind)
-		require.True(t, o.Refs[0].Dig.Equal(handoff.SHA256(built.Canonical)))
+		require.True(t, o.Refs[0].Dig.Equal(digest.SHA256(built.Canonical)))
 	}
 }
 
@@ -134,29 +136,29 @@ func TestRef_HC09_HC64_Salted(t *testing.T) {
 			data, err := out.Encode(enc)
 			require.NoError(t, err)
 			require.False(t, bytes.Contains(data, built.Salt), "HC-09: salt octets in the element")
-			require.NotContains(t, string(data), handoff.SHA256(built.Canonical).B64(), "HC-64: plain digest in the element")
+			require.NotContains(t, string(data), digest.SHA256(built.Canonical).B64(), "HC-64: plain digest in the element")
 		}
-		res := CheckRef(built.Ref, handoff.RefObject{Octets: built.Encoded, Salt: built.Salt}, DecodeOptions{})
-		require.Equal(t, handoff.RefVerified, res.Outcome)
-		res = CheckRef(built.Ref, handoff.RefObject{Octets: built.Encoded}, DecodeOptions{})
-		require.Equal(t, handoff.RefUnverifiable, res.Outcome)
+		res := CheckRef(built.Ref, ref.Object{Octets: built.Encoded, Salt: built.Salt}, DecodeOptions{})
+		require.Equal(t, ref.Verified, res.Outcome)
+		res = CheckRef(built.Ref, ref.Object{Octets: built.Encoded}, DecodeOptions{})
+		require.Equal(t, ref.Unverifiable, res.Outcome)
 		salt := bytes.Clone(built.Salt)
 		salt[0] ^= 1
-		res = CheckRef(built.Ref, handoff.RefObject{Octets: built.Encoded, Salt: salt}, DecodeOptions{})
-		require.Equal(t, handoff.RefMismatch, res.Outcome)
+		res = CheckRef(built.Ref, ref.Object{Octets: built.Encoded, Salt: salt}, DecodeOptions{})
+		require.Equal(t, ref.Mismatch, res.Outcome)
 	}
 }
 
 func TestCheckRef_Outcomes_HC11(t *testing.T) {
 	w := newWorld(t, handoff.JWS, nil)
 	built, _ := w.build(refundPackage(), BuildOptions{})
-	require.Equal(t, handoff.RefVerified, CheckRef(built.Ref, handoff.RefObject{Octets: built.Encoded}, DecodeOptions{}).Outcome)
+	require.Equal(t, ref.Verified, CheckRef(built.Ref, ref.Object{Octets: built.Encoded}, DecodeOptions{}).Outcome)
 	other := bytes.Replace(built.Encoded, []byte("INV-1042 paid"), []byte("INV-1042 open"), 1)
-	require.Equal(t, handoff.RefMismatch, CheckRef(built.Ref, handoff.RefObject{Octets: other}, DecodeOptions{}).Outcome)
-	require.Equal(t, handoff.RefUnverifiable, CheckRef(built.Ref, handoff.RefObject{Octets: []byte(`{"a":1,"a":2}`)}, DecodeOptions{}).Outcome)
+	require.Equal(t, ref.Mismatch, CheckRef(built.Ref, ref.Object{Octets: other}, DecodeOptions{}).Outcome)
+	require.Equal(t, ref.Unverifiable, CheckRef(built.Ref, ref.Object{Octets: []byte(`{"a":1,"a":2}`)}, DecodeOptions{}).Outcome)
 	plain := built.Ref
-	plain.Kind = handoff.KindDigest
-	require.Equal(t, handoff.RefUnverifiable, CheckRef(plain, handoff.RefObject{Octets: built.Encoded}, DecodeOptions{}).Outcome)
+	plain.Kind = ref.KindDigest
+	require.Equal(t, ref.Unverifiable, CheckRef(plain, ref.Object{Octets: built.Encoded}, DecodeOptions{}).Outcome)
 
 	// Source serves the package for package references only.
 	src := Source(built.Encoded, nil)
@@ -164,7 +166,7 @@ func TestCheckRef_Outcomes_HC11(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, built.Encoded, obj.Octets)
 	_, err = src(context.Background(), plain)
-	require.ErrorIs(t, err, handoff.ErrRefUnavailable)
+	require.ErrorIs(t, err, ref.ErrUnavailable)
 }
 
 // The template names every member of the package, and nothing else.
@@ -192,9 +194,9 @@ func TestRefChecker_HC11(t *testing.T) {
 	built, _ := w.build(refundPackage(), BuildOptions{Salted: true})
 	ctx := context.Background()
 	var c RefChecker
-	require.Equal(t, handoff.RefVerified, c.CheckRef(ctx, built.Ref, Source(built.Encoded, built.Salt)).Outcome)
-	require.Equal(t, handoff.RefUnverifiable, c.CheckRef(ctx, built.Ref, Source(built.Encoded, nil)).Outcome)
-	require.Equal(t, handoff.RefUnverifiable, c.CheckRef(ctx, built.Ref, nil).Outcome)
+	require.Equal(t, ref.Verified, c.CheckRef(ctx, built.Ref, Source(built.Encoded, built.Salt)).Outcome)
+	require.Equal(t, ref.Unverifiable, c.CheckRef(ctx, built.Ref, Source(built.Encoded, nil)).Outcome)
+	require.Equal(t, ref.Unverifiable, c.CheckRef(ctx, built.Ref, nil).Outcome)
 	other := bytes.Replace(built.Encoded, []byte("INV-1042 paid"), []byte("INV-1042 open"), 1)
-	require.Equal(t, handoff.RefMismatch, c.CheckRef(ctx, built.Ref, Source(other, built.Salt)).Outcome)
+	require.Equal(t, ref.Mismatch, c.CheckRef(ctx, built.Ref, Source(other, built.Salt)).Outcome)
 }

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/ref"
 )
 
 // Reference kinds naming this package definition (HC-10: a kind other than
@@ -18,11 +19,11 @@ const (
 )
 
 // IsRef reports whether ref names an evidence package.
-func IsRef(ref handoff.ContextRef) bool { return ref.Kind == Kind || ref.Kind == KindSalted }
+func IsRef(ref ref.Ref) bool { return ref.Kind == Kind || ref.Kind == KindSalted }
 
 // Refs returns the references among refs that name an evidence package.
-func Refs(refs []handoff.ContextRef) []handoff.ContextRef {
-	var out []handoff.ContextRef
+func Refs(refs []ref.Ref) []ref.Ref {
+	var out []ref.Ref
 	for _, r := range refs {
 		if IsRef(r) {
 			out = append(out, r)
@@ -52,18 +53,18 @@ func (p *Package) Canonical() ([]byte, error) {
 
 // Digest returns the package digest of an encoded package: SHA-256 over
 // its JCS form.
-func Digest(data []byte, opt DecodeOptions) (handoff.Digest, error) {
+func Digest(data []byte, opt DecodeOptions) (digest.Digest, error) {
 	c, err := Canonical(data, opt)
 	if err != nil {
-		return handoff.Digest{}, err
+		return digest.Digest{}, err
 	}
-	return handoff.SHA256(c), nil
+	return digest.SHA256(c), nil
 }
 
 // Ref returns the reference an offer carries for the package whose JCS
 // form is canonical, with a plain digest (kind Kind). loc is optional.
-func Ref(canonical []byte, loc string) handoff.ContextRef {
-	return handoff.ContextRef{Kind: Kind, Dig: handoff.SHA256(canonical), Loc: loc}
+func Ref(canonical []byte, loc string) ref.Ref {
+	return ref.Ref{Kind: Kind, Dig: digest.SHA256(canonical), Loc: loc}
 }
 
 // SaltedRef returns a reference with a salted digest (kind KindSalted) and
@@ -71,12 +72,12 @@ func Ref(canonical []byte, loc string) handoff.ContextRef {
 // the package; the salt never goes in the offer (HC-09). Use it when the
 // package is sensitive and the offer may be seen by parties who could
 // guess it (HC-64).
-func SaltedRef(r io.Reader, canonical []byte, loc string) (handoff.ContextRef, []byte, error) {
-	salt, d, err := handoff.SaltedDigest(r, canonical)
+func SaltedRef(r io.Reader, canonical []byte, loc string) (ref.Ref, []byte, error) {
+	salt, d, err := digest.Salted(r, canonical)
 	if err != nil {
-		return handoff.ContextRef{}, nil, err
+		return ref.Ref{}, nil, err
 	}
-	return handoff.ContextRef{Kind: KindSalted, Dig: d, Loc: loc}, salt, nil
+	return ref.Ref{Kind: KindSalted, Dig: d, Loc: loc}, salt, nil
 }
 
 // CheckRef checks a package reference against the package delivered with
@@ -85,31 +86,31 @@ func SaltedRef(r io.Reader, canonical []byte, loc string) (handoff.ContextRef, [
 // a "digest" or "salted-digest" reference. The outcome is verified,
 // mismatch or unverifiable as in HC-11; a package that does not decode
 // strictly is unverifiable. The returned RefResult names ref as given.
-func CheckRef(ref handoff.ContextRef, obj handoff.RefObject, opt DecodeOptions) handoff.RefResult {
-	if !IsRef(ref) {
-		return checkCanonical(ref, nil, nil)
+func CheckRef(r ref.Ref, obj ref.Object, opt DecodeOptions) ref.Result {
+	if !IsRef(r) {
+		return checkCanonical(r, nil, nil)
 	}
 	c, err := Canonical(obj.Octets, opt)
 	if err != nil {
-		return handoff.RefResult{Ref: ref, Outcome: handoff.RefUnverifiable, Detail: err.Error()}
+		return ref.Result{Ref: r, Outcome: ref.Unverifiable, Detail: err.Error()}
 	}
-	return checkCanonical(ref, c, obj.Salt)
+	return checkCanonical(r, c, obj.Salt)
 }
 
 // checkCanonical checks a package reference against a package's JCS form.
-func checkCanonical(ref handoff.ContextRef, canonical, salt []byte) handoff.RefResult {
-	as := ref
-	switch ref.Kind {
+func checkCanonical(r ref.Ref, canonical, salt []byte) ref.Result {
+	as := r
+	switch r.Kind {
 	case Kind:
-		as.Kind = handoff.KindDigest
+		as.Kind = ref.KindDigest
 	case KindSalted:
-		as.Kind = handoff.KindSaltedDigest
+		as.Kind = ref.KindSaltedDigest
 	default:
-		return handoff.RefResult{Ref: ref, Outcome: handoff.RefUnverifiable,
-			Detail: fmt.Sprintf("kind %q does not name an evidence package", ref.Kind)}
+		return ref.Result{Ref: r, Outcome: ref.Unverifiable,
+			Detail: fmt.Sprintf("kind %q does not name an evidence package", r.Kind)}
 	}
-	res := handoff.CheckRef(as, handoff.RefObject{Octets: canonical, Salt: salt})
-	res.Ref = ref
+	res := ref.Check(as, ref.Object{Octets: canonical, Salt: salt})
+	res.Ref = r
 	return res
 }
 
@@ -117,12 +118,12 @@ func checkCanonical(ref handoff.ContextRef, canonical, salt []byte) handoff.RefR
 // offer (and its salt, for KindSalted) for every package reference, and
 // reports every other reference unavailable. Combine it with the caller's
 // own source for other references.
-func Source(pkg, salt []byte) handoff.RefSource {
-	return func(_ context.Context, ref handoff.ContextRef) (handoff.RefObject, error) {
-		if !IsRef(ref) {
-			return handoff.RefObject{}, fmt.Errorf("%w: not an evidence package reference", handoff.ErrRefUnavailable)
+func Source(pkg, salt []byte) ref.Source {
+	return func(_ context.Context, r ref.Ref) (ref.Object, error) {
+		if !IsRef(r) {
+			return ref.Object{}, fmt.Errorf("%w: not an evidence package reference", ref.ErrUnavailable)
 		}
-		return handoff.RefObject{Octets: pkg, Salt: salt}, nil
+		return ref.Object{Octets: pkg, Salt: salt}, nil
 	}
 }
 
@@ -136,13 +137,13 @@ type RefChecker struct {
 
 // CheckRef obtains the package ref names from src and checks it (see the
 // function CheckRef).
-func (c RefChecker) CheckRef(ctx context.Context, ref handoff.ContextRef, src handoff.RefSource) handoff.RefResult {
+func (c RefChecker) CheckRef(ctx context.Context, r ref.Ref, src ref.Source) ref.Result {
 	if src == nil {
-		return handoff.RefResult{Ref: ref, Outcome: handoff.RefUnverifiable, Detail: "no source of referenced objects"}
+		return ref.Result{Ref: r, Outcome: ref.Unverifiable, Detail: "no source of referenced objects"}
 	}
-	obj, err := src(ctx, ref)
+	obj, err := src(ctx, r)
 	if err != nil {
-		return handoff.RefResult{Ref: ref, Outcome: handoff.RefUnverifiable, Detail: err.Error()}
+		return ref.Result{Ref: r, Outcome: ref.Unverifiable, Detail: err.Error()}
 	}
-	return CheckRef(ref, obj, c.Decode)
+	return CheckRef(r, obj, c.Decode)
 }

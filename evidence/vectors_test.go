@@ -11,7 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/ref"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/vectors from the fixture")
@@ -44,11 +45,11 @@ func TestVectors(t *testing.T) {
 		c, err := Canonical(pkg, DecodeOptions{})
 		require.NoError(t, err)
 		salt := []byte("0123456789abcdef0123456789abcdef")
-		salted := handoff.SHA256(append(append([]byte(nil), salt...), c...))
+		salted := digest.SHA256(append(append([]byte(nil), salt...), c...))
 		files := map[string]string{
 			"valid-refund.json":          string(pkg),
 			"valid-refund.jcs":           string(c),
-			"valid-refund.digest":        handoff.SHA256(c).B64() + "\n",
+			"valid-refund.digest":        digest.SHA256(c).B64() + "\n",
 			"valid-refund.salt":          string(salt),
 			"valid-refund.salted-digest": salted.B64() + "\n",
 		}
@@ -68,8 +69,8 @@ func TestVectors(t *testing.T) {
 	d, err := Digest(pkg, DecodeOptions{})
 	require.NoError(t, err)
 	require.Equal(t, strings.TrimSpace(string(read("valid-refund.digest"))), d.B64())
-	ref := handoff.ContextRef{Kind: KindSalted, Dig: mustParse(t, strings.TrimSpace(string(read("valid-refund.salted-digest"))))}
-	require.Equal(t, handoff.RefVerified, CheckRef(ref, handoff.RefObject{Octets: pkg, Salt: read("valid-refund.salt")}, DecodeOptions{}).Outcome)
+	r := ref.Ref{Kind: KindSalted, Dig: mustParse(t, strings.TrimSpace(string(read("valid-refund.salted-digest"))))}
+	require.Equal(t, ref.Verified, CheckRef(r, ref.Object{Octets: pkg, Salt: read("valid-refund.salt")}, DecodeOptions{}).Outcome)
 
 	invalid := map[string]error{
 		"invalid-duplicate-name.json":        ErrDuplicateName,
@@ -96,8 +97,8 @@ func TestVectors(t *testing.T) {
 	require.Equal(t, len(invalid), seen)
 }
 
-func mustParse(t *testing.T, b64 string) handoff.Digest {
-	d, err := handoff.ParseDigest(b64)
+func mustParse(t *testing.T, b64 string) digest.Digest {
+	d, err := digest.Parse(b64)
 	require.NoError(t, err)
 	return d
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/state"
 )
 
 // AssertAccepted reports, with t.Errorf, an offer that was not accepted,
@@ -37,7 +39,7 @@ func RequireAccepted(t testing.TB, in *handoff.Received) {
 // AssertRefused reports an offer that was not refused with reason: one
 // accepted, one taken for a retransmission, or one refused for another
 // reason. It returns whether the offer was refused with reason.
-func AssertRefused(t testing.TB, in *handoff.Received, reason handoff.Reason) bool {
+func AssertRefused(t testing.TB, in *handoff.Received, reason reason.Code) bool {
 	t.Helper()
 	switch {
 	case in == nil:
@@ -77,7 +79,7 @@ func AssertBad(t testing.TB, in *handoff.Received, bad BadInput) bool {
 // A "rejected" with reason "wrong-audience" comes from an agent the offer
 // was not addressed to, so its iss cannot be the offer's aud: for it,
 // every other part of HC-55 is checked, and iss only for a trusted key.
-func AssertStatus(t testing.TB, trust *handoff.Trust, status []byte, offer handoff.Signed, state handoff.State, reason handoff.Reason) *handoff.Status {
+func AssertStatus(t testing.TB, trust *handoff.Trust, status []byte, offer handoff.Signed, st2 state.State, why reason.Code) *handoff.Status {
 	t.Helper()
 	if len(status) == 0 {
 		// The zero Signed a failed Reply returns, or a status never sent.
@@ -90,7 +92,7 @@ func AssertStatus(t testing.TB, trust *handoff.Trust, status []byte, offer hando
 		return nil
 	}
 	var st *handoff.Status
-	if state == handoff.Rejected && reason == handoff.ReasonWrongAudience {
+	if st2 == state.Rejected && why == reason.WrongAudience {
 		st, err = openMisaddressed(s, offer, trust)
 	} else {
 		st, err = handoff.VerifyStatus(s, offer, trust, handoff.Limits{})
@@ -99,8 +101,8 @@ func AssertStatus(t testing.TB, trust *handoff.Trust, status []byte, offer hando
 		t.Errorf("handofftest: status does not answer the offer: %v", err)
 		return nil
 	}
-	if st.State != state || st.Reason != reason {
-		t.Errorf("handofftest: status %q with reason %q, want %q with reason %q", st.State, st.Reason, state, reason)
+	if st.State != st2 || st.Reason != why {
+		t.Errorf("handofftest: status %q with reason %q, want %q with reason %q", st.State, st.Reason, st2, why)
 		return nil
 	}
 	return st
@@ -130,7 +132,7 @@ func openMisaddressed(s, offer handoff.Signed, trust *handoff.Trust) (*handoff.S
 }
 
 // AssertStatus is AssertStatus with the World's trust.
-func (w *World) AssertStatus(t testing.TB, status []byte, offer handoff.Signed, state handoff.State, reason handoff.Reason) *handoff.Status {
+func (w *World) AssertStatus(t testing.TB, status []byte, offer handoff.Signed, state state.State, reason reason.Code) *handoff.Status {
 	t.Helper()
 	return AssertStatus(t, w.trust, status, offer, state, reason)
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/handofftest"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/state"
 )
 
 // fakeT records what an assertion reports, so that the assertions
@@ -55,13 +57,13 @@ func TestAssertRefusedAndAccepted(t *testing.T) {
 	if !fails(func(t testing.TB) { handofftest.RequireAccepted(t, stale) }) {
 		t.Error("RequireAccepted passed a refused offer")
 	}
-	if fails(func(t testing.TB) { handofftest.AssertRefused(t, stale, handoff.ReasonStale) }) {
+	if fails(func(t testing.TB) { handofftest.AssertRefused(t, stale, reason.Stale) }) {
 		t.Error("AssertRefused failed on the right reason")
 	}
 	for _, c := range []struct {
 		in     *handoff.Received
-		reason handoff.Reason
-	}{{good, handoff.ReasonStale}, {stale, handoff.ReasonReplay}, {nil, handoff.ReasonStale}} {
+		reason reason.Code
+	}{{good, reason.Stale}, {stale, reason.Replay}, {nil, reason.Stale}} {
 		if !fails(func(t testing.TB) { handofftest.AssertRefused(t, c.in, c.reason) }) {
 			t.Errorf("AssertRefused passed %q", c.reason)
 		}
@@ -79,23 +81,23 @@ func TestAssertStatus_HC55(t *testing.T) {
 	offer := w.Offer(planner, coder, nil)
 	a := w.Agent(coder)
 	in := w.Receive(a, w.Encode(offer))
-	st, err := a.Reply(ctx, in, handoff.Accepted, handoff.ReplyOptions{})
+	st, err := a.Reply(ctx, in, state.Accepted, handoff.ReplyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := w.AssertStatus(t, st.Octets, offer, handoff.Accepted, ""); got == nil || got.State != handoff.Accepted {
+	if got := w.AssertStatus(t, st.Octets, offer, state.Accepted, ""); got == nil || got.State != state.Accepted {
 		t.Fatal("the status does not verify")
 	}
 	other := w.Offer(planner, coder, nil)
 	for name, fn := range map[string]func(t testing.TB){
-		"another state": func(t testing.TB) { w.AssertStatus(t, st.Octets, offer, handoff.Completed, "") },
-		"a reason":      func(t testing.TB) { w.AssertStatus(t, st.Octets, offer, handoff.Accepted, handoff.ReasonPolicy) },
-		"another offer": func(t testing.TB) { w.AssertStatus(t, st.Octets, other, handoff.Accepted, "") },
-		"not a status":  func(t testing.TB) { w.AssertStatus(t, []byte("{}"), offer, handoff.Accepted, "") },
+		"another state": func(t testing.TB) { w.AssertStatus(t, st.Octets, offer, state.Completed, "") },
+		"a reason":      func(t testing.TB) { w.AssertStatus(t, st.Octets, offer, state.Accepted, reason.Policy) },
+		"another offer": func(t testing.TB) { w.AssertStatus(t, st.Octets, other, state.Accepted, "") },
+		"not a status":  func(t testing.TB) { w.AssertStatus(t, []byte("{}"), offer, state.Accepted, "") },
 		"untrusted iss": func(t testing.TB) {
-			handofftest.AssertStatus(t, w.TrustOnly(planner), st.Octets, offer, handoff.Accepted, "")
+			handofftest.AssertStatus(t, w.TrustOnly(planner), st.Octets, offer, state.Accepted, "")
 		},
-		"an offer as st": func(t testing.TB) { w.AssertStatus(t, offer.Octets, offer, handoff.Accepted, "") },
+		"an offer as st": func(t testing.TB) { w.AssertStatus(t, offer.Octets, offer, state.Accepted, "") },
 	} {
 		if !fails(fn) {
 			t.Errorf("AssertStatus passed %s", name)
@@ -105,12 +107,12 @@ func TestAssertStatus_HC55(t *testing.T) {
 	// A refusal the rules answer: "rejected" with the reason (HC-30).
 	wrongDialog := w.Offer(planner, coder, func(o *handoff.Offer) { o.Dialog = "another" })
 	in = w.Receive(a, w.Encode(wrongDialog))
-	handofftest.AssertRefused(t, in, handoff.ReasonPolicy)
-	st, err = a.Reply(ctx, in, handoff.Rejected, handoff.ReplyOptions{Reason: in.Reason()})
+	handofftest.AssertRefused(t, in, reason.Policy)
+	st, err = a.Reply(ctx, in, state.Rejected, handoff.ReplyOptions{Reason: in.Reason()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.AssertStatus(t, st.Octets, wrongDialog, handoff.Rejected, handoff.ReasonPolicy)
+	w.AssertStatus(t, st.Octets, wrongDialog, state.Rejected, reason.Policy)
 }
 
 // An empty status, what a failed Reply returns, is reported as empty, not
@@ -121,7 +123,7 @@ func TestAssertStatus_Empty(t *testing.T) {
 	for name, status := range map[string][]byte{"nil": nil, "zero Signed": (handoff.Signed{}).Octets, "empty": {}} {
 		f := &fakeT{}
 		done := make(chan struct{})
-		go func() { defer close(done); w.AssertStatus(f, status, offer, handoff.Accepted, "") }()
+		go func() { defer close(done); w.AssertStatus(f, status, offer, state.Accepted, "") }()
 		<-done
 		if !f.failed || len(f.errors) != 1 {
 			t.Fatalf("%s: AssertStatus reported %q", name, f.errors)
@@ -179,19 +181,19 @@ func TestAssertStatus_HC55_WrongAudience(t *testing.T) {
 	offer := w.Offer(planner, handofftest.Relay(5), nil)
 	a := w.Agent(coder)
 	in := w.Receive(a, w.Encode(offer))
-	handofftest.AssertRefused(t, in, handoff.ReasonWrongAudience)
-	st, err := a.Reply(ctx, in, handoff.Rejected, handoff.ReplyOptions{Reason: in.Reason()})
+	handofftest.AssertRefused(t, in, reason.WrongAudience)
+	st, err := a.Reply(ctx, in, state.Rejected, handoff.ReplyOptions{Reason: in.Reason()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.AssertStatus(t, st.Octets, offer, handoff.Rejected, handoff.ReasonWrongAudience)
+	w.AssertStatus(t, st.Octets, offer, state.Rejected, reason.WrongAudience)
 	if !fails(func(t testing.TB) {
-		w.AssertStatus(t, st.Octets, w.Offer(planner, handofftest.Relay(5), nil), handoff.Rejected, handoff.ReasonWrongAudience)
+		w.AssertStatus(t, st.Octets, w.Offer(planner, handofftest.Relay(5), nil), state.Rejected, reason.WrongAudience)
 	}) {
 		t.Error("AssertStatus passed a status naming another offer")
 	}
 	if !fails(func(t testing.TB) {
-		handofftest.AssertStatus(t, w.TrustOnly(planner), st.Octets, offer, handoff.Rejected, handoff.ReasonWrongAudience)
+		handofftest.AssertStatus(t, w.TrustOnly(planner), st.Octets, offer, state.Rejected, reason.WrongAudience)
 	}) {
 		t.Error("AssertStatus passed a status of an untrusted agent")
 	}

@@ -20,8 +20,11 @@ import (
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/cose"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/internal/ecsig"
 	"github.com/agentproto/handoff/jws"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
 )
 
 // Attack names a class of hostile input. Each BadInput belongs to one.
@@ -104,7 +107,7 @@ type BadInput struct {
 
 	// Reason is the draft's reason code the refusal carries; empty for a
 	// retransmission.
-	Reason handoff.Reason
+	Reason reason.Code
 	// Check is the check of section 5.1 that decides.
 	Check handoff.Check
 	// Class is the failure class the refusal's error wraps (errors.Is):
@@ -124,7 +127,7 @@ type BadInput struct {
 // second of two equivocating offers (HC-53), or for a retransmission,
 // which is answered with the last status sent, if any (HC-39).
 func (b BadInput) StatusDue() bool {
-	return b.Check > handoff.CheckSignature && !b.Retransmission && b.Reason != handoff.ReasonEquivocation
+	return b.Check > handoff.CheckSignature && !b.Retransmission && b.Reason != reason.Equivocation
 }
 
 // Verify reports how in, the outcome of delivering Data to a receiver
@@ -220,7 +223,7 @@ func (w *World) badInputs(to handoff.AgentID) []BadInput {
 	from := w.sender(to)
 	sig, rej := handoff.CheckSignature, handoff.ErrRejected
 	var out []BadInput
-	add := func(a Attack, data []byte, reason handoff.Reason, check handoff.Check, class error, rule string) *BadInput {
+	add := func(a Attack, data []byte, reason reason.Code, check handoff.Check, class error, rule string) *BadInput {
 		out = append(out, BadInput{Name: w.name(a), Attack: a, Format: w.format,
 			Encoding: w.Encoding(), Data: data, Host: w.Host(), Reason: reason, Check: check, Class: class, Rule: rule})
 		if h, _, err := handoff.ParseHandoff(data, handoff.Limits{}); err == nil {
@@ -230,29 +233,29 @@ func (w *World) badInputs(to handoff.AgentID) []BadInput {
 	}
 	offer := func(mod func(*handoff.Offer)) handoff.Signed { return w.Offer(from, to, mod) }
 
-	add(AttackTamperedPayload, w.carry(w.tamper(offer(nil))), handoff.ReasonBadSignature, sig, handoff.ErrSignature,
+	add(AttackTamperedPayload, w.carry(w.tamper(offer(nil))), reason.BadSignature, sig, handoff.ErrSignature,
 		"HC-13: the payload was changed after it was signed; the signature no longer verifies")
-	add(AttackWrongKey, w.carry(w.Sign(Outsider, w.Draft(from, to))), handoff.ReasonUntrustedKey, sig, handoff.ErrUntrustedKey,
+	add(AttackWrongKey, w.carry(w.Sign(Outsider, w.Draft(from, to))), reason.UntrustedKey, sig, handoff.ErrUntrustedKey,
 		"HC-21: signed by a key the trust configuration binds to no agent, with that key's kid")
-	add(AttackEmbeddedKey, w.carry(w.embeddedKey(from, to)), handoff.ReasonBadSignature, sig, handoff.ErrSignature,
+	add(AttackEmbeddedKey, w.carry(w.embeddedKey(from, to)), reason.BadSignature, sig, handoff.ErrSignature,
 		"HC-21: signed by an attacker who carries its own key in the header and names iss's kid; "+
 			"the carried key is never used, and the signature fails under iss's key")
 	if w.format == handoff.JWS {
-		add(AttackAlgNone, w.carry(w.algNone(from, to)), handoff.ReasonBadSignature, sig, handoff.ErrMalformed,
+		add(AttackAlgNone, w.carry(w.algNone(from, to)), reason.BadSignature, sig, handoff.ErrMalformed,
 			`HC-15: JWS with alg "none" and no signature`)
 	}
-	add(AttackHMACConfusion, w.carry(w.hmacConfusion(from, to)), handoff.ReasonBadSignature, sig, handoff.ErrSignature,
+	add(AttackHMACConfusion, w.carry(w.hmacConfusion(from, to)), reason.BadSignature, sig, handoff.ErrSignature,
 		"HC-15, HC-22: MAC (HS256, COSE alg 5) keyed with the octets of iss's trusted public key")
 
-	add(AttackWrongAudience, w.carry(w.Offer(from, w.other(from, to), nil)), handoff.ReasonWrongAudience, handoff.CheckAudience, rej,
+	add(AttackWrongAudience, w.carry(w.Offer(from, w.other(from, to), nil)), reason.WrongAudience, handoff.CheckAudience, rej,
 		"section 5.1 check 2: aud names another agent")
-	add(AttackExpired, w.carry(offer(func(o *handoff.Offer) { o.Iat, o.Exp = o.Iat-300, o.Iat-120 })), handoff.ReasonStale, handoff.CheckFreshness, rej,
+	add(AttackExpired, w.carry(offer(func(o *handoff.Offer) { o.Iat, o.Exp = o.Iat-300, o.Iat-120 })), reason.Stale, handoff.CheckFreshness, rej,
 		"HC-31: exp passed two minutes ago")
-	add(AttackFutureDated, w.carry(offer(func(o *handoff.Offer) { o.Iat, o.Exp = o.Iat+300, o.Iat+420 })), handoff.ReasonStale, handoff.CheckFreshness, rej,
+	add(AttackFutureDated, w.carry(offer(func(o *handoff.Offer) { o.Iat, o.Exp = o.Iat+300, o.Iat+420 })), reason.Stale, handoff.CheckFreshness, rej,
 		"HC-31: iat five minutes ahead, beyond the skew")
 	add(AttackOverLongLifetime, w.carry(offer(func(o *handoff.Offer) {
 		o.Exp = o.Iat + handoff.Time((handoff.DefaultMaxLifetime+time.Minute)/time.Second)
-	})), handoff.ReasonStale, handoff.CheckFreshness, rej,
+	})), reason.Stale, handoff.CheckFreshness, rej,
 		"HC-32: exp - iat is a minute over the maximum lifetime (300 s)")
 
 	orig := offer(nil)
@@ -262,63 +265,63 @@ func (w *World) badInputs(to handoff.AgentID) []BadInput {
 
 	orig = offer(nil)
 	eq := w.reissue(orig, from)
-	r = add(AttackEquivocation, w.carry(eq), handoff.ReasonEquivocation, handoff.CheckMemory, rej,
+	r = add(AttackEquivocation, w.carry(eq), reason.Equivocation, handoff.CheckMemory, rej,
 		"HC-53: a second offer with the (iss, hop) of one already received and another task")
 	r.Prior = [][]byte{w.carry(orig)}
 
 	orig = offer(nil)
-	r = add(AttackHighSTwin, w.carry(w.twin(orig)), handoff.ReasonEquivocation, handoff.CheckMemory, rej,
+	r = add(AttackHighSTwin, w.carry(w.twin(orig)), reason.Equivocation, handoff.CheckMemory, rej,
 		"HC-53, HC-20: the same offer with the other valid ECDSA signature (r, n-s): other octets under one (iss, hop)")
 	r.Prior = [][]byte{w.carry(orig)}
 
-	add(AttackWrongDialog, w.carry(offer(func(o *handoff.Offer) { o.Dialog = "another-dialog" })), handoff.ReasonPolicy, handoff.CheckDialog, rej,
+	add(AttackWrongDialog, w.carry(offer(func(o *handoff.Offer) { o.Dialog = "another-dialog" })), reason.Policy, handoff.CheckDialog, rej,
 		"section 5.1 check 5: the offer's dialog is not the host message's")
 
 	chain := handoff.CheckChain
-	zero := handoff.Digest{Alg: handoff.SHA256Alg, Val: make([]byte, 32)}
+	zero := digest.Digest{Alg: digest.SHA256Alg, Val: make([]byte, 32)}
 	add(AttackBrokenChain, w.Encode(w.Path(func(i int, o *handoff.Offer) {
 		if i == 1 {
 			o.Prev = &zero
 		}
-	}, Relay(0), Relay(1), to)...), handoff.ReasonBrokenChain, chain, rej,
+	}, Relay(0), Relay(1), to)...), reason.BrokenChain, chain, rej,
 		"HC-47: the offer's prev names another offer than the chain's last element")
 	e := w.Path(nil, Relay(0), Relay(1), Relay(2), to)
-	add(AttackReorderedChain, w.Encode(e[1], e[0], e[2]), handoff.ReasonBrokenChain, chain, rej,
+	add(AttackReorderedChain, w.Encode(e[1], e[0], e[2]), reason.BrokenChain, chain, rej,
 		"HC-47: the chain's elements out of order")
 	e = w.Path(nil, Relay(0), Relay(1), Relay(2), to)
-	r = add(AttackTruncatedChain, w.Encode(e[1:]...), handoff.ReasonPolicy, chain, rej,
+	r = add(AttackTruncatedChain, w.Encode(e[1:]...), reason.Policy, chain, rej,
 		"HC-48, HC-36: the chain's first element dropped, so it does not reach the start, under a policy that requires a full chain")
 	r.Configure = func(c *handoff.Config) { c.Chain.RequireFull = true }
-	add(AttackCyclicChain, w.Encode(w.Path(nil, Relay(0), Relay(1), Relay(0), to)...), handoff.ReasonCycle, chain, rej,
+	add(AttackCyclicChain, w.Encode(w.Path(nil, Relay(0), Relay(1), Relay(0), to)...), reason.Cycle, chain, rej,
 		"HC-49: one agent is iss of two elements")
-	add(AttackTooDeepChain, w.Encode(w.Chain(to, handoff.DefaultMaxChain+2)...), handoff.ReasonTooDeep, chain, rej,
+	add(AttackTooDeepChain, w.Encode(w.Chain(to, handoff.DefaultMaxChain+2)...), reason.TooDeep, chain, rej,
 		"HC-50: a chain one element longer than the default limit of 16")
-	add(AttackForgedBehind, w.Encode(w.forgedBehind(to)...), handoff.ReasonBadSignature, chain, handoff.ErrSignature,
+	add(AttackForgedBehind, w.Encode(w.forgedBehind(to)...), reason.BadSignature, chain, handoff.ErrSignature,
 		"HC-46: an element of a trusted iss whose payload was changed, behind an element of an untrusted iss")
 
 	const loc = "urn:handofftest:object"
-	ref := handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.SHA256([]byte("the object the delegator named")), Loc: loc}
-	r = add(AttackRefMismatch, w.carry(offer(func(o *handoff.Offer) { o.Refs = []handoff.ContextRef{ref} })), handoff.ReasonRefMismatch, handoff.CheckRefs, rej,
+	r2 := ref.Ref{Kind: ref.KindDigest, Dig: digest.SHA256([]byte("the object the delegator named")), Loc: loc}
+	r = add(AttackRefMismatch, w.carry(offer(func(o *handoff.Offer) { o.Refs = []ref.Ref{r2} })), reason.RefMismatch, handoff.CheckRefs, rej,
 		"HC-11: the object delivered for a reference has another digest, under a policy that checks references")
 	r.Configure = func(c *handoff.Config) {
-		c.Refs = handoff.RefsCheckAvailable
-		c.RefSource = handoff.RefsByLoc(map[string]handoff.RefObject{loc: {Octets: []byte("another object")}})
+		c.Refs = ref.CheckAvailable
+		c.RefSource = ref.ByLoc(map[string]ref.Object{loc: {Octets: []byte("another object")}})
 	}
-	r = add(AttackUnverifiableRef, w.carry(offer(func(o *handoff.Offer) { o.Refs = []handoff.ContextRef{ref} })), handoff.ReasonUnverifiableRef, handoff.CheckRefs, rej,
+	r = add(AttackUnverifiableRef, w.carry(offer(func(o *handoff.Offer) { o.Refs = []ref.Ref{r2} })), reason.UnverifiableRef, handoff.CheckRefs, rej,
 		"HC-11: no object can be had for a reference, under a policy that requires every reference to verify")
 	r.Configure = func(c *handoff.Config) {
-		c.Refs = handoff.RefsRequired
-		c.RefSource = handoff.RefsByLoc(nil)
+		c.Refs = ref.CheckRequired
+		c.RefSource = ref.ByLoc(nil)
 	}
 
-	add(AttackOversize, w.carryPadded(offer(nil), handoff.DefaultMaxHandoffSize), handoff.ReasonBadSignature, sig, handoff.ErrTooLarge,
+	add(AttackOversize, w.carryPadded(offer(nil), handoff.DefaultMaxHandoffSize), reason.BadSignature, sig, handoff.ErrTooLarge,
 		"HC-61: a Handoff object over the default size limit (512 KiB), refused before it is parsed")
 	good := w.carry(offer(nil))
 	if w.Encoding() == handoff.JSON {
-		add(AttackMalformedJSON, good[:len(good)-1], handoff.ReasonBadSignature, sig, handoff.ErrMalformed,
+		add(AttackMalformedJSON, good[:len(good)-1], reason.BadSignature, sig, handoff.ErrMalformed,
 			"RFC 8259: a JSON Handoff object missing its closing brace")
 	} else {
-		add(AttackMalformedCBOR, good[:len(good)-1], handoff.ReasonBadSignature, sig, handoff.ErrMalformed,
+		add(AttackMalformedCBOR, good[:len(good)-1], reason.BadSignature, sig, handoff.ErrMalformed,
 			"RFC 8949: a CBOR Handoff object cut short by one octet")
 	}
 	return out

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/handofftest"
+	"github.com/agentproto/handoff/reason"
 )
 
 const (
@@ -185,7 +186,7 @@ func TestBadInput_VerifyFindsDifferences(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, mod := range map[string]func(*handofftest.BadInput){
-		"reason":         func(b *handofftest.BadInput) { b.Reason = handoff.ReasonUntrustedKey },
+		"reason":         func(b *handofftest.BadInput) { b.Reason = reason.UntrustedKey },
 		"check":          func(b *handofftest.BadInput) { b.Check = handoff.CheckAudience },
 		"class":          func(b *handofftest.BadInput) { b.Class = handoff.ErrTooLarge },
 		"retransmission": func(b *handofftest.BadInput) { b.Retransmission = true },
@@ -210,7 +211,7 @@ func TestBadInputs_HC38_CatchABrokenHandler(t *testing.T) {
 	for _, bad := range w.BadInputs(coder) {
 		var runs handofftest.Counter
 		a := w.Agent(coder, bad.Configure)
-		noDialog := func(data []byte) handoff.Reason { // forgets the host's dialog
+		noDialog := func(data []byte) reason.Code { // forgets the host's dialog
 			in, err := a.Receive(context.Background(), data, handoff.Host{})
 			if err != nil {
 				t.Fatal(err)

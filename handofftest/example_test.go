@@ -7,6 +7,8 @@ import (
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/handofftest"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/state"
 )
 
 // toyHandler is a service's handoff wiring, as a framework might write it:
@@ -21,20 +23,20 @@ type toyHandler struct {
 // of a refusal ("" when it accepted, or for a retransmission) and the
 // status to send back, if any. An error means the offer was refused
 // because the agent's store could not answer.
-func (h *toyHandler) Handle(ctx context.Context, data []byte, host handoff.Host) (handoff.Reason, []byte, error) {
+func (h *toyHandler) Handle(ctx context.Context, data []byte, host handoff.Host) (reason.Code, []byte, error) {
 	in, err := h.agent.Receive(ctx, data, host)
 	if err != nil {
 		return "", nil, err
 	}
 	switch {
 	case in.Accepted():
-		st, err := h.agent.Reply(ctx, in, handoff.Accepted, handoff.ReplyOptions{})
+		st, err := h.agent.Reply(ctx, in, state.Accepted, handoff.ReplyOptions{})
 		if err != nil {
 			return "", nil, err
 		}
 		return "", st.Octets, h.work(ctx, in.Offer())
 	case in.StatusDue():
-		st, err := h.agent.Reply(ctx, in, handoff.Rejected, handoff.ReplyOptions{Reason: in.Reason()})
+		st, err := h.agent.Reply(ctx, in, state.Rejected, handoff.ReplyOptions{Reason: in.Reason()})
 		return in.Reason(), st.Octets, err
 	}
 	return in.Reason(), nil, nil
@@ -71,7 +73,7 @@ func Example() {
 			t.Errorf("%s: refused with %q (%v), want %q", bad.Name, reason, err, bad.Reason)
 		}
 		if bad.StatusDue() {
-			w.AssertStatus(t, status, bad.Offer, handoff.Rejected, bad.Reason)
+			w.AssertStatus(t, status, bad.Offer, state.Rejected, bad.Reason)
 		} else if status != nil {
 			t.Errorf("%s: a status sent where none is due", bad.Name)
 		}

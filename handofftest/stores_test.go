@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/handofftest"
 	"github.com/agentproto/handoff/replay"
 	"github.com/agentproto/handoff/replay/storetest"
@@ -46,7 +47,7 @@ func TestRecordingStore_HC33_SeesReceive(t *testing.T) {
 	if len(calls) != 1 || calls[0].Method != handofftest.MethodRemember {
 		t.Fatalf("calls %+v, want one Remember", calls)
 	}
-	if calls[0].Key != key || !calls[0].Inserted || !offer.Digest().Equal(handoff.Digest{Alg: handoff.SHA256Alg, Val: calls[0].Record.Digest}) {
+	if calls[0].Key != key || !calls[0].Inserted || !offer.Digest().Equal(digest.Digest{Alg: digest.SHA256Alg, Val: calls[0].Record.Digest}) {
 		t.Fatalf("Remember %+v, want an insert of the offer's digest under %v", calls[0], key)
 	}
 

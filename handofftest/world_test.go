@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/handofftest"
+	"github.com/agentproto/handoff/reason"
 )
 
 // The agents of a World trust one another in both signed forms and both
@@ -49,10 +50,10 @@ func TestWorld_HC21_AgentsTrustOneAnother(t *testing.T) {
 func TestWorld_HC21_OutsiderAndTrustOnly(t *testing.T) {
 	w := handofftest.NewWorld(t, planner, coder)
 	in := w.Receive(w.Agent(coder), w.Encode(w.Offer(handofftest.Outsider, coder, nil)))
-	handofftest.AssertRefused(t, in, handoff.ReasonUntrustedKey)
+	handofftest.AssertRefused(t, in, reason.UntrustedKey)
 	narrow := func(c *handoff.Config) { c.Trust = w.TrustOnly(coder) }
 	in = w.Receive(w.Agent(coder, narrow), w.Encode(w.Offer(planner, coder, nil)))
-	handofftest.AssertRefused(t, in, handoff.ReasonUntrustedKey)
+	handofftest.AssertRefused(t, in, reason.UntrustedKey)
 }
 
 // Chain builds n hops to the receiver: a full chain of n-1 elements that
@@ -68,7 +69,7 @@ func TestWorld_HC50_Chain(t *testing.T) {
 				}
 				in := w.Receive(w.Agent(coder), w.Encode(e...))
 				if n-1 > handoff.DefaultMaxChain {
-					handofftest.AssertRefused(t, in, handoff.ReasonTooDeep)
+					handofftest.AssertRefused(t, in, reason.TooDeep)
 					return
 				}
 				handofftest.RequireAccepted(t, in)
@@ -96,7 +97,7 @@ func TestWorld_HC31_SharedClock(t *testing.T) {
 	a := w.Agent(coder)
 	data := w.Encode(w.Offer(planner, coder, nil))
 	w.In(handoff.COSE).Clock().Advance(handoff.DefaultTTL + time.Second)
-	handofftest.AssertRefused(t, w.Receive(a, data), handoff.ReasonStale)
+	handofftest.AssertRefused(t, w.Receive(a, data), reason.Stale)
 	w.Clock().Set(time.Unix(handofftest.StartUnix, 0))
 	handofftest.RequireAccepted(t, w.Receive(a, data))
 }
@@ -146,5 +147,5 @@ func TestWorld_HC21_TrustDocument(t *testing.T) {
 	fromFile := func(c *handoff.Config) { c.Trust = tr }
 	handofftest.RequireAccepted(t, w.Receive(w.Agent(coder, fromFile), w.Encode(w.Offer(planner, coder, nil))))
 	in := w.Receive(w.Agent(coder, fromFile), w.Encode(w.Offer(handofftest.Outsider, coder, nil)))
-	handofftest.AssertRefused(t, in, handoff.ReasonUntrustedKey)
+	handofftest.AssertRefused(t, in, reason.UntrustedKey)
 }

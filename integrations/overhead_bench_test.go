@@ -19,6 +19,7 @@ import (
 	"github.com/agentproto/handoff"
 	ha2a "github.com/agentproto/handoff/integrations/a2a03hop"
 	hmcp "github.com/agentproto/handoff/integrations/mcphop"
+	"github.com/agentproto/handoff/state"
 )
 
 // What the middleware adds to a round trip, against the signature work it
@@ -83,7 +84,7 @@ func (w *ohWorld) floor(b *testing.B, statuses int) time.Duration {
 		if _, err := handoff.OpenOffer(o, w.trust, lim); err != nil {
 			b.Fatal(err)
 		}
-		for _, st := range []handoff.State{handoff.Accepted, handoff.Completed}[:statuses] {
+		for _, st := range []state.State{state.Accepted, state.Completed}[:statuses] {
 			s, err := w.cs.SignStatus(&handoff.Status{Hop: hop, Offer: o.Digest(), Iss: ohCoder, Aud: ohPlanner, Iat: now, State: st})
 			if err != nil {
 				b.Fatal(err)

@@ -19,6 +19,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
 )
 
 // Rotation: the new key is picked up (an unknown kid makes the Source
@@ -42,7 +45,7 @@ func TestRotation(t *testing.T) {
 	require.NoError(t, ks.pub.Set(cur.key()))
 	c.Add(11 * time.Second)
 	in = receive(t, a, cur.offer(t, me, c.Now(), nil))
-	assert.Equal(t, handoff.ReasonUntrustedKey, in.Reason(), "checked under the keys known when it arrived")
+	assert.Equal(t, reason.UntrustedKey, in.Reason(), "checked under the keys known when it arrived")
 	src.waitIdle()
 	assert.Equal(t, int64(2), ks.requests.Load(), "the unknown kid made one refresh")
 	in = receive(t, a, cur.offer(t, me, c.Now(), nil))
@@ -53,7 +56,7 @@ func TestRotation(t *testing.T) {
 	c.Add(5 * time.Minute)
 	require.NoError(t, src.Update(t.Context()))
 	in = receive(t, a, old.offer(t, me, c.Now(), nil))
-	assert.Equal(t, handoff.ReasonUntrustedKey, in.Reason(), "the retired key after its grace")
+	assert.Equal(t, reason.UntrustedKey, in.Reason(), "the retired key after its grace")
 	in = receive(t, a, cur.offer(t, me, c.Now(), nil))
 	assert.True(t, in.Accepted(), in.Detail())
 }
@@ -89,7 +92,7 @@ func TestOutage(t *testing.T) {
 	c.Add(time.Second)
 	assert.NoError(t, src.Update(t.Context()), "no refresh due: time alone makes the keys stale")
 	in := receive(t, a, p.offer(t, me, c.Now(), nil))
-	assert.Equal(t, handoff.ReasonUntrustedKey, in.Reason(), "past max-stale")
+	assert.Equal(t, reason.UntrustedKey, in.Reason(), "past max-stale")
 	assert.Contains(t, in.Detail(), "stale")
 	assert.Contains(t, in.Detail(), string(alice))
 	in = receive(t, a, other.offer(t, me, c.Now(), nil))
@@ -194,10 +197,10 @@ func TestUnknownKidStorm(t *testing.T) {
 			wg.Go(func() {
 				forger := newPeer(t, alice, handoff.JWS) // a key alice never published
 				in := receive(t, a, forger.offer(t, me, c.Now(), nil))
-				assert.Equal(t, handoff.ReasonUntrustedKey, in.Reason())
+				assert.Equal(t, reason.UntrustedKey, in.Reason())
 				stranger := newPeer(t, bob, handoff.JWS) // an agent no URL covers
 				in = receive(t, a, stranger.offer(t, me, c.Now(), nil))
-				assert.Equal(t, handoff.ReasonUntrustedKey, in.Reason())
+				assert.Equal(t, reason.UntrustedKey, in.Reason())
 			})
 		}
 		wg.Wait()
@@ -330,16 +333,16 @@ func TestNoFetchOfMessageURL_HC21(t *testing.T) {
 
 	// An iss that is a URL serving the signer's key, with a reference there.
 	in := receive(t, a, forger.offer(t, me, c.Now(), func(o *handoff.Offer) {
-		o.Refs = []handoff.ContextRef{{Kind: handoff.KindDigest, Dig: handoff.SHA256([]byte("x")), Loc: trap.URL + "/ctx"}}
+		o.Refs = []ref.Ref{{Kind: ref.KindDigest, Dig: digest.SHA256([]byte("x")), Loc: trap.URL + "/ctx"}}
 	}))
-	assert.Equal(t, handoff.ReasonUntrustedKey, in.Reason())
+	assert.Equal(t, reason.UntrustedKey, in.Reason())
 
 	// alice's iss, an unknown kid, and jku and x5u naming the trap.
 	signed := offerWithHeaders(t, alice, c.Now(), forger, map[jose.HeaderKey]any{
 		"jku": trap.URL + "/jwks.json", "x5u": trap.URL + "/cert.pem", "kid": "rotated-2026",
 	})
 	in = receive(t, a, signed)
-	assert.Equal(t, handoff.ReasonUntrustedKey, in.Reason())
+	assert.Equal(t, reason.UntrustedKey, in.Reason())
 	src.waitIdle()
 	assert.Zero(t, trap.requests.Load(), "nothing named in a message is fetched")
 	assert.Equal(t, int64(2), ks.requests.Load(), "the configured URL was refreshed once for the unknown kid")
@@ -416,7 +419,7 @@ func TestDocument(t *testing.T) {
 		assert.True(t, in.Accepted(), "%s: %s", p.id, in.Detail())
 	}
 	in := receive(t, a, pa.offer(t, me, c.Now(), nil))
-	assert.Equal(t, handoff.ReasonUntrustedKey, in.Reason(), "Base overrides the document for alice")
+	assert.Equal(t, reason.UntrustedKey, in.Reason(), "Base overrides the document for alice")
 
 	mu.Lock()
 	body = doc(pa)
@@ -429,7 +432,7 @@ func TestDocument(t *testing.T) {
 	require.NoError(t, src.Update(t.Context()))
 	assert.Empty(t, src.Trust().Keys(bob), "past its grace")
 	in = receive(t, a, pb.offer(t, me, c.Now(), nil))
-	assert.Equal(t, handoff.ReasonUntrustedKey, in.Reason())
+	assert.Equal(t, reason.UntrustedKey, in.Reason())
 }
 
 // State carries the cache to a new Source: nothing is fetched until it is
@@ -658,7 +661,7 @@ func TestFollow(t *testing.T) {
 	a, b := receiver(t, src, c), receiver(t, src, c)
 	for _, ag := range []*handoff.Agent{a, b} {
 		in := receive(t, ag, p.offer(t, me, c.Now(), nil))
-		assert.Equal(t, handoff.ReasonUntrustedKey, in.Reason(), "nothing fetched yet")
+		assert.Equal(t, reason.UntrustedKey, in.Reason(), "nothing fetched yet")
 		assert.Contains(t, in.Detail(), "no JWK Set fetched yet")
 	}
 	src.waitIdle() // the refresh the first unknown key started
@@ -696,7 +699,7 @@ func TestDocumentUnknownIssStorm(t *testing.T) {
 	for i := range 30 {
 		forger := newPeer(t, handoff.AgentID(fmt.Sprintf("spiffe://x.example/agent/%d", i)), handoff.JWS)
 		in := receive(t, a, forger.offer(t, me, c.Now(), nil))
-		assert.Equal(t, handoff.ReasonUntrustedKey, in.Reason())
+		assert.Equal(t, reason.UntrustedKey, in.Reason())
 	}
 	src.waitIdle()
 	assert.Equal(t, int64(2), hits.Load(), "one refresh of the document for the whole storm")

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/learnlog"
+	"github.com/agentproto/handoff/ref"
 )
 
 // A receiver registers a learnlog.Checker with the keys it trusts for the
@@ -17,7 +17,7 @@ func ExampleChecker() {
 	for _, v := range loadVectors(&exampleTB{}) {
 		vs[v.name] = v
 	}
-	checkers := handoff.RefCheckers{handoff.KindLearnlogHead: &learnlog.Checker{Keys: vs["valid"].checker.Keys}}
+	checkers := ref.Checkers{ref.KindLearnlogHead: &learnlog.Checker{Keys: vs["valid"].checker.Keys}}
 	for _, name := range []string{"valid", "valid-received-not-jcs", "wrong-digest", "non-thumbprint-kid"} {
 		res := checkers.Check(context.Background(), vs[name].ref, nil)
 		fmt.Println(name+":", res.Outcome)

@@ -6,8 +6,9 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/learnlog"
+	"github.com/agentproto/handoff/ref"
 )
 
 // Any JSON text as a head: no panic, and verified only when the head's
@@ -33,11 +34,11 @@ func FuzzCheckRef(f *testing.F) {
 		}
 		d, err := learnlog.HeadDigest(p)
 		if err != nil {
-			d = handoff.SHA256(text)
+			d = digest.SHA256(text)
 		}
-		ref := handoff.ContextRef{Kind: handoff.KindLearnlogHead, Dig: d, Proof: p}
-		res := handoff.RefCheckers{handoff.KindLearnlogHead: checker}.Check(context.Background(), ref, nil)
-		if res.Outcome == handoff.RefVerified {
+		r := ref.Ref{Kind: ref.KindLearnlogHead, Dig: d, Proof: p}
+		res := ref.Checkers{ref.KindLearnlogHead: checker}.Check(context.Background(), r, nil)
+		if res.Outcome == ref.Verified {
 			if _, err := checker.Verify(p); err != nil {
 				t.Fatalf("verified, but Verify says %v", err)
 			}

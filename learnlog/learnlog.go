@@ -15,7 +15,8 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/gowebpki/jcs"
 
-	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/ref"
 )
 
 // Errors a program can branch on with errors.Is.
@@ -64,7 +65,7 @@ type Checker struct {
 	Keys []Key
 }
 
-var _ handoff.RefChecker = (*Checker)(nil)
+var _ ref.Checker = (*Checker)(nil)
 
 // Head is a verified Learnlog head.
 type Head struct {
@@ -148,12 +149,12 @@ func Canonical(signedHead any) ([]byte, error) {
 }
 
 // HeadDigest is dig for a SignedHead (appendix B): SHA-256 of Canonical.
-func HeadDigest(signedHead any) (handoff.Digest, error) {
+func HeadDigest(signedHead any) (digest.Digest, error) {
 	c, err := Canonical(signedHead)
 	if err != nil {
-		return handoff.Digest{}, err
+		return digest.Digest{}, err
 	}
-	return handoff.SHA256(c), nil
+	return digest.SHA256(c), nil
 }
 
 // parseHead splits a SignedHead into its JWS and its other members, and
@@ -283,36 +284,36 @@ func (c *Checker) Verify(signedHead any) (*Head, error) {
 // over the JCS form of proof, then the head's signature with a trusted
 // producer key. src is not used: the head is the whole proof. See the
 // package documentation for what a verified result shows.
-func (c *Checker) CheckRef(_ context.Context, ref handoff.ContextRef, _ handoff.RefSource) handoff.RefResult {
-	res := handoff.RefResult{Ref: ref, Outcome: handoff.RefUnverifiable}
-	if ref.Kind != handoff.KindLearnlogHead {
-		res.Detail = fmt.Sprintf("learnlog: kind %q is not %q", ref.Kind, handoff.KindLearnlogHead)
+func (c *Checker) CheckRef(_ context.Context, r ref.Ref, _ ref.Source) ref.Result {
+	res := ref.Result{Ref: r, Outcome: ref.Unverifiable}
+	if r.Kind != ref.KindLearnlogHead {
+		res.Detail = fmt.Sprintf("learnlog: kind %q is not %q", r.Kind, ref.KindLearnlogHead)
 		return res
 	}
-	if ref.Proof == nil {
+	if r.Proof == nil {
 		res.Detail = fmt.Sprintf("%v: the reference has no proof", ErrHead)
 		return res
 	}
-	if !ref.Dig.Supported() {
-		res.Detail = fmt.Sprintf("%v: %q", handoff.ErrUnsupportedDigest, ref.Dig.Alg) // HC-08
+	if !r.Dig.Supported() {
+		res.Detail = fmt.Sprintf("%v: %q", digest.ErrUnsupported, r.Dig.Alg) // HC-08
 		return res
 	}
-	c14n, err := Canonical(ref.Proof)
+	c14n, err := Canonical(r.Proof)
 	if err != nil {
 		res.Detail = err.Error()
 		return res
 	}
-	if ok, err := ref.Dig.Matches(c14n); err != nil {
+	if ok, err := r.Dig.Matches(c14n); err != nil {
 		res.Detail = err.Error()
 		return res
 	} else if !ok {
-		res.Outcome, res.Detail = handoff.RefMismatch, "digest of the signed head's JCS form differs"
+		res.Outcome, res.Detail = ref.Mismatch, "digest of the signed head's JCS form differs"
 		return res
 	}
-	if _, err := c.Verify(ref.Proof); err != nil {
+	if _, err := c.Verify(r.Proof); err != nil {
 		res.Detail = err.Error()
 		return res
 	}
-	res.Outcome, res.Detail = handoff.RefVerified, ""
+	res.Outcome, res.Detail = ref.Verified, ""
 	return res
 }

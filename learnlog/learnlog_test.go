@@ -16,8 +16,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/handofftest"
 	"github.com/agentproto/handoff/learnlog"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
 )
 
 // vector is one file of testdata/vectors (see testdata/README.md).
@@ -33,7 +36,7 @@ type vector struct {
 	Error   string `json:"error"`
 
 	name    string
-	ref     handoff.ContextRef
+	ref     ref.Ref
 	checker *learnlog.Checker
 }
 
@@ -61,7 +64,7 @@ func loadVectors(t testing.TB) []*vector {
 		dig := v.Ref["dig"].(map[string]any)
 		val, err := b64.DecodeString(dig["val"].(string))
 		require.NoError(t, err)
-		v.ref = handoff.ContextRef{Kind: v.Ref["kind"].(string), Dig: handoff.Digest{Alg: dig["alg"].(string), Val: val}}
+		v.ref = ref.Ref{Kind: v.Ref["kind"].(string), Dig: digest.Digest{Alg: dig["alg"].(string), Val: val}}
 		if p, ok := v.Ref["proof"]; ok {
 			v.ref.Proof = p
 		}
@@ -93,11 +96,11 @@ func TestVectors_HC69_HC11(t *testing.T) {
 	outcomes := map[string]int{}
 	for _, v := range loadVectors(t) {
 		t.Run(v.name, func(t *testing.T) {
-			cs := handoff.RefCheckers{handoff.KindLearnlogHead: v.checker}
+			cs := ref.Checkers{ref.KindLearnlogHead: v.checker}
 			require.NoError(t, cs.Validate())
 			res := cs.Check(context.Background(), v.ref, nil) // no source: the head is the whole proof
-			assert.Equal(t, handoff.RefOutcome(v.Outcome), res.Outcome, "%s: %s", v.Description, res.Detail)
-			if res.Outcome != handoff.RefVerified {
+			assert.Equal(t, ref.Outcome(v.Outcome), res.Outcome, "%s: %s", v.Description, res.Detail)
+			if res.Outcome != ref.Verified {
 				assert.NotEmpty(t, res.Detail)
 			}
 			outcomes[v.Outcome]++
@@ -134,7 +137,7 @@ func TestHeadDigest_HC69_JCS(t *testing.T) {
 	d, err := learnlog.HeadDigest(received.ref.Proof)
 	require.NoError(t, err)
 	assert.True(t, d.Equal(byName["valid"].ref.Dig), "same head, same dig")
-	assert.False(t, handoff.SHA256([]byte(received.ProofText)).Equal(d), "the received octets hash differently")
+	assert.False(t, digest.SHA256([]byte(received.ProofText)).Equal(d), "the received octets hash differently")
 	c, err := learnlog.Canonical(received.ref.Proof)
 	require.NoError(t, err)
 	assert.Contains(t, string(c), `"seq":41,`)
@@ -173,8 +176,8 @@ func TestChecker_HC69_Verify(t *testing.T) {
 	assert.Error(t, err, "a key pinned to ES384 does not verify an ES256 head")
 
 	other := valid.ref
-	other.Kind = handoff.KindSCITTReceipt
-	assert.Equal(t, handoff.RefUnverifiable, valid.checker.CheckRef(context.Background(), other, nil).Outcome)
+	other.Kind = ref.KindSCITTReceipt
+	assert.Equal(t, ref.Unverifiable, valid.checker.CheckRef(context.Background(), other, nil).Outcome)
 }
 
 // The members' types (appendix B as this package reads Learnlog).
@@ -225,7 +228,7 @@ const (
 	delegate  = handoff.AgentID("spiffe://b.example/agent/grader")
 )
 
-func agents(t *testing.T, f handoff.Format, pol handoff.RefPolicy, cs handoff.RefCheckers) (*handoff.Agent, *handoff.Agent) {
+func agents(t *testing.T, f handoff.Format, pol ref.Policy, cs ref.Checkers) (*handoff.Agent, *handoff.Agent) {
 	t.Helper()
 	w := handofftest.NewWorld(t, delegator, delegate).In(f)
 	w.Clock().Set(time.Unix(1793000000, 0))
@@ -241,13 +244,13 @@ func agents(t *testing.T, f handoff.Format, pol handoff.RefPolicy, cs handoff.Re
 // must survive JSON and CBOR encoding.
 func TestReceive_HC69_HC11_Pipeline(t *testing.T) {
 	ctx := context.Background()
-	want := map[string]handoff.Reason{"verified": "", "mismatch": handoff.ReasonRefMismatch, "unverifiable": handoff.ReasonUnverifiableRef}
+	want := map[string]reason.Code{"verified": "", "mismatch": reason.RefMismatch, "unverifiable": reason.UnverifiableRef}
 	for _, v := range loadVectors(t) {
 		for _, f := range []handoff.Format{handoff.JWS, handoff.COSE} {
 			for _, enc := range []handoff.Encoding{handoff.JSON, handoff.CBOR} {
 				t.Run(v.name, func(t *testing.T) {
-					from, to := agents(t, f, handoff.RefsRequired, handoff.RefCheckers{handoff.KindLearnlogHead: v.checker})
-					out, err := from.Offer(ctx, handoff.OfferParams{To: delegate, Dialog: "ctx-1", Refs: []handoff.ContextRef{v.ref}})
+					from, to := agents(t, f, ref.CheckRequired, ref.Checkers{ref.KindLearnlogHead: v.checker})
+					out, err := from.Offer(ctx, handoff.OfferParams{To: delegate, Dialog: "ctx-1", Refs: []ref.Ref{v.ref}})
 					require.NoError(t, err)
 					msg, err := out.Encode(enc)
 					require.NoError(t, err)
@@ -256,7 +259,7 @@ func TestReceive_HC69_HC11_Pipeline(t *testing.T) {
 					assert.Equal(t, want[v.Outcome], in.Reason(), in.Detail())
 					assert.Equal(t, v.Outcome == "verified", in.Accepted())
 					require.Len(t, in.Refs(), 1)
-					assert.Equal(t, handoff.RefOutcome(v.Outcome), in.Refs()[0].Outcome)
+					assert.Equal(t, ref.Outcome(v.Outcome), in.Refs()[0].Outcome)
 				})
 			}
 		}

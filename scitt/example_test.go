@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/scitt"
 )
 
@@ -18,7 +18,7 @@ func ExampleChecker() {
 		vs[v.name] = v
 	}
 	valid := vs["valid"]
-	checkers := handoff.RefCheckers{handoff.KindSCITTReceipt: &scitt.Checker{Keys: valid.checker.Keys}}
+	checkers := ref.Checkers{ref.KindSCITTReceipt: &scitt.Checker{Keys: valid.checker.Keys}}
 	// Passed as handoff.Config{RefCheckers: checkers, RefSource: src, Refs: handoff.RefsRequired}.
 	for _, name := range []string{"valid", "wrong-digest", "sibling-flipped"} {
 		v := vs[name]

@@ -4,7 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/scitt"
 )
 
@@ -33,12 +34,12 @@ func FuzzCheckRef(f *testing.F) {
 		}
 		d, err := scitt.StatementDigest(stmt)
 		if err != nil {
-			d = handoff.SHA256(stmt)
+			d = digest.SHA256(stmt)
 		}
-		ref := handoff.ContextRef{Kind: handoff.KindSCITTReceipt, Dig: d, Loc: "l", Proof: receipt}
-		src := handoff.RefsByLoc(map[string]handoff.RefObject{"l": {Octets: stmt}})
-		res := handoff.RefCheckers{handoff.KindSCITTReceipt: checker}.Check(context.Background(), ref, src)
-		if res.Outcome == handoff.RefVerified && checker.VerifyReceipt(stmt, receipt) != nil {
+		r := ref.Ref{Kind: ref.KindSCITTReceipt, Dig: d, Loc: "l", Proof: receipt}
+		src := ref.ByLoc(map[string]ref.Object{"l": {Octets: stmt}})
+		res := ref.Checkers{ref.KindSCITTReceipt: checker}.Check(context.Background(), r, src)
+		if res.Outcome == ref.Verified && checker.VerifyReceipt(stmt, receipt) != nil {
 			t.Fatal("verified without a verifying receipt")
 		}
 	})

@@ -14,7 +14,8 @@ import (
 	"github.com/transparency-dev/merkle/rfc6962"
 	"github.com/veraison/go-cose"
 
-	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/ref"
 )
 
 // COSE header labels and values of the COSE Receipts draft
@@ -69,7 +70,7 @@ type Checker struct {
 	Entry func(statement []byte) ([]byte, error)
 }
 
-var _ handoff.RefChecker = (*Checker)(nil)
+var _ ref.Checker = (*Checker)(nil)
 
 // cborDec decodes receipts' headers and proofs: definite lengths, no
 // duplicate keys, integers as int64 so labels compare as int64.
@@ -124,12 +125,12 @@ func NormalizeStatement(statement []byte) ([]byte, error) {
 
 // StatementDigest is dig for a statement (appendix A): SHA-256 of
 // NormalizeStatement.
-func StatementDigest(statement []byte) (handoff.Digest, error) {
+func StatementDigest(statement []byte) (digest.Digest, error) {
 	n, err := NormalizeStatement(statement)
 	if err != nil {
-		return handoff.Digest{}, err
+		return digest.Digest{}, err
 	}
-	return handoff.SHA256(n), nil
+	return digest.SHA256(n), nil
 }
 
 // ReceiptFromProof returns the Receipt octets a ContextRef's proof carries:
@@ -345,19 +346,19 @@ func (c *Checker) VerifyReceipt(statement, receipt []byte) error {
 // CheckRef checks a "scitt-receipt" reference (appendix A, HC-68): dig
 // against the statement src provides, then the receipt in proof. See the
 // package documentation for what a verified result shows.
-func (c *Checker) CheckRef(ctx context.Context, ref handoff.ContextRef, src handoff.RefSource) handoff.RefResult {
-	res := handoff.RefResult{Ref: ref, Outcome: handoff.RefUnverifiable}
-	if ref.Kind != handoff.KindSCITTReceipt {
-		res.Detail = fmt.Sprintf("scitt: kind %q is not %q", ref.Kind, handoff.KindSCITTReceipt)
+func (c *Checker) CheckRef(ctx context.Context, r ref.Ref, src ref.Source) ref.Result {
+	res := ref.Result{Ref: r, Outcome: ref.Unverifiable}
+	if r.Kind != ref.KindSCITTReceipt {
+		res.Detail = fmt.Sprintf("scitt: kind %q is not %q", r.Kind, ref.KindSCITTReceipt)
 		return res
 	}
-	obj, err := src.Object(ctx, ref)
+	obj, err := src.Object(ctx, r)
 	if err != nil {
 		res.Detail = "signed statement: " + err.Error()
 		return res
 	}
-	if !ref.Dig.Supported() {
-		res.Detail = fmt.Sprintf("%v: %q", handoff.ErrUnsupportedDigest, ref.Dig.Alg) // HC-08
+	if !r.Dig.Supported() {
+		res.Detail = fmt.Sprintf("%v: %q", digest.ErrUnsupported, r.Dig.Alg) // HC-08
 		return res
 	}
 	n, err := NormalizeStatement(obj.Octets)
@@ -365,14 +366,14 @@ func (c *Checker) CheckRef(ctx context.Context, ref handoff.ContextRef, src hand
 		res.Detail = err.Error()
 		return res
 	}
-	if ok, err := ref.Dig.Matches(n); err != nil {
+	if ok, err := r.Dig.Matches(n); err != nil {
 		res.Detail = err.Error()
 		return res
 	} else if !ok {
-		res.Outcome, res.Detail = handoff.RefMismatch, "digest of the signed statement differs"
+		res.Outcome, res.Detail = ref.Mismatch, "digest of the signed statement differs"
 		return res
 	}
-	rc, err := ReceiptFromProof(ref.Proof)
+	rc, err := ReceiptFromProof(r.Proof)
 	if err != nil {
 		res.Detail = err.Error()
 		return res
@@ -381,6 +382,6 @@ func (c *Checker) CheckRef(ctx context.Context, ref handoff.ContextRef, src hand
 		res.Detail = err.Error()
 		return res
 	}
-	res.Outcome, res.Detail = handoff.RefVerified, ""
+	res.Outcome, res.Detail = ref.Verified, ""
 	return res
 }

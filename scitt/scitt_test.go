@@ -17,7 +17,10 @@ import (
 	"github.com/veraison/go-cose"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/handofftest"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/scitt"
 )
 
@@ -35,7 +38,7 @@ type vector struct {
 	Error   string `json:"error"`
 
 	name      string
-	ref       handoff.ContextRef
+	ref       ref.Ref
 	statement []byte
 	checker   *scitt.Checker
 }
@@ -56,7 +59,7 @@ func loadVectors(t testing.TB) []*vector {
 		dig := v.Ref["dig"].(map[string]any)
 		val, err := b64.DecodeString(dig["val"].(string))
 		require.NoError(t, err)
-		v.ref = handoff.ContextRef{Kind: v.Ref["kind"].(string), Dig: handoff.Digest{Alg: dig["alg"].(string), Val: val}}
+		v.ref = ref.Ref{Kind: v.Ref["kind"].(string), Dig: digest.Digest{Alg: dig["alg"].(string), Val: val}}
 		v.ref.Loc, _ = v.Ref["loc"].(string)
 		if p, ok := v.Ref["proof"]; ok {
 			v.ref.Proof = p // JSON form: base64url text
@@ -79,12 +82,12 @@ func loadVectors(t testing.TB) []*vector {
 	return out
 }
 
-func (v *vector) source() handoff.RefSource {
-	objs := map[string]handoff.RefObject{}
+func (v *vector) source() ref.Source {
+	objs := map[string]ref.Object{}
 	if v.statement != nil {
-		objs[v.ref.Loc] = handoff.RefObject{Octets: v.statement}
+		objs[v.ref.Loc] = ref.Object{Octets: v.statement}
 	}
-	return handoff.RefsByLoc(objs)
+	return ref.ByLoc(objs)
 }
 
 var sentinels = map[string]error{
@@ -102,22 +105,22 @@ func TestVectors_HC68_HC11(t *testing.T) {
 	for _, v := range loadVectors(t) {
 		for _, form := range []string{"json", "cbor"} {
 			t.Run(v.name+"/"+form, func(t *testing.T) {
-				ref := v.ref
-				if s, ok := ref.Proof.(string); ok && form == "cbor" {
+				r := v.ref
+				if s, ok := r.Proof.(string); ok && form == "cbor" {
 					b, err := b64.DecodeString(s)
 					require.NoError(t, err)
-					ref.Proof = b
+					r.Proof = b
 				}
-				cs := handoff.RefCheckers{handoff.KindSCITTReceipt: v.checker}
+				cs := ref.Checkers{ref.KindSCITTReceipt: v.checker}
 				require.NoError(t, cs.Validate())
-				res := cs.Check(context.Background(), ref, v.source())
-				assert.Equal(t, handoff.RefOutcome(v.Outcome), res.Outcome, "%s: %s", v.Description, res.Detail)
-				if res.Outcome != handoff.RefVerified {
+				res := cs.Check(context.Background(), r, v.source())
+				assert.Equal(t, ref.Outcome(v.Outcome), res.Outcome, "%s: %s", v.Description, res.Detail)
+				if res.Outcome != ref.Verified {
 					assert.NotEmpty(t, res.Detail)
 				}
 				outcomes[v.Outcome]++
 				if want, ok := sentinels[v.Error]; ok {
-					err := failure(v, ref)
+					err := failure(v, r)
 					require.ErrorIs(t, err, want, v.Description)
 					assert.Contains(t, res.Detail, err.Error(), "the detail is the error")
 				}
@@ -140,7 +143,7 @@ func TestVectors_HC68_HC11(t *testing.T) {
 }
 
 // failure is the error of the step that fails for v.
-func failure(v *vector, ref handoff.ContextRef) error {
+func failure(v *vector, ref ref.Ref) error {
 	if _, err := scitt.NormalizeStatement(v.statement); err != nil {
 		return err
 	}
@@ -167,7 +170,7 @@ func TestStatementDigest_HC68_UnprotectedIgnored(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, d1.Equal(d2))
 	assert.True(t, d1.Equal(plain.ref.Dig))
-	assert.False(t, handoff.SHA256(withUnprot.statement).Equal(d1), "the statement as delivered hashes differently")
+	assert.False(t, digest.SHA256(withUnprot.statement).Equal(d1), "the statement as delivered hashes differently")
 
 	n, err := scitt.NormalizeStatement(withUnprot.statement)
 	require.NoError(t, err)
@@ -213,33 +216,33 @@ func TestChecker_HC68_KeysPinned(t *testing.T) {
 	require.NotNil(t, valid)
 	require.NotNil(t, unprot)
 	ctx := context.Background()
-	assert.Equal(t, handoff.RefVerified, valid.checker.CheckRef(ctx, valid.ref, valid.source()).Outcome)
+	assert.Equal(t, ref.Verified, valid.checker.CheckRef(ctx, valid.ref, valid.source()).Outcome)
 
 	none := &scitt.Checker{}
 	res := none.CheckRef(ctx, valid.ref, valid.source())
-	assert.Equal(t, handoff.RefUnverifiable, res.Outcome)
+	assert.Equal(t, ref.Unverifiable, res.Outcome)
 
 	k := valid.checker.Keys[0]
 	k.Alg = cose.AlgorithmES384
 	res = (&scitt.Checker{Keys: []scitt.Key{k}}).CheckRef(ctx, valid.ref, valid.source())
-	assert.Equal(t, handoff.RefUnverifiable, res.Outcome, "a P-256 key pinned to ES384 verifies nothing")
+	assert.Equal(t, ref.Unverifiable, res.Outcome, "a P-256 key pinned to ES384 verifies nothing")
 
 	k = valid.checker.Keys[0]
 	k.KID = nil // a key without a kid is tried on any receipt
 	res = (&scitt.Checker{Keys: []scitt.Key{k}}).CheckRef(ctx, valid.ref, valid.source())
-	assert.Equal(t, handoff.RefVerified, res.Outcome)
+	assert.Equal(t, ref.Verified, res.Outcome)
 
 	other := valid.ref
-	other.Kind = handoff.KindLearnlogHead
-	assert.Equal(t, handoff.RefUnverifiable, valid.checker.CheckRef(ctx, other, valid.source()).Outcome)
+	other.Kind = ref.KindLearnlogHead
+	assert.Equal(t, ref.Unverifiable, valid.checker.CheckRef(ctx, other, valid.source()).Outcome)
 
 	// A caller-supplied entry rule that does not match the log: the
 	// statement as delivered, unprotected header included.
 	wrongEntry := &scitt.Checker{Keys: unprot.checker.Keys, Entry: func(s []byte) ([]byte, error) { return s, nil }}
 	res = wrongEntry.CheckRef(ctx, unprot.ref, unprot.source())
-	assert.Equal(t, handoff.RefUnverifiable, res.Outcome)
+	assert.Equal(t, ref.Unverifiable, res.Outcome)
 	entryErr := &scitt.Checker{Keys: valid.checker.Keys, Entry: func([]byte) ([]byte, error) { return nil, errors.New("no entry") }}
-	assert.Equal(t, handoff.RefUnverifiable, entryErr.CheckRef(ctx, valid.ref, valid.source()).Outcome)
+	assert.Equal(t, ref.Unverifiable, entryErr.CheckRef(ctx, valid.ref, valid.source()).Outcome)
 }
 
 // ---- the receive pipeline ----
@@ -249,7 +252,7 @@ const (
 	delegate  = handoff.AgentID("spiffe://b.example/agent/coder")
 )
 
-func agents(t *testing.T, f handoff.Format, pol handoff.RefPolicy, cs handoff.RefCheckers, src handoff.RefSource) (*handoff.Agent, *handoff.Agent) {
+func agents(t *testing.T, f handoff.Format, pol ref.Policy, cs ref.Checkers, src ref.Source) (*handoff.Agent, *handoff.Agent) {
 	t.Helper()
 	w := handofftest.NewWorld(t, delegator, delegate).In(f)
 	w.Clock().Set(time.Unix(1793000000, 0))
@@ -265,18 +268,18 @@ func agents(t *testing.T, f handoff.Format, pol handoff.RefPolicy, cs handoff.Re
 // unverifiable-ref (HC-68, HC-11).
 func TestReceive_HC68_HC11_Pipeline(t *testing.T) {
 	ctx := context.Background()
-	want := map[string]handoff.Reason{"verified": "", "mismatch": handoff.ReasonRefMismatch, "unverifiable": handoff.ReasonUnverifiableRef}
+	want := map[string]reason.Code{"verified": "", "mismatch": reason.RefMismatch, "unverifiable": reason.UnverifiableRef}
 	for _, v := range loadVectors(t) {
 		for _, f := range []handoff.Format{handoff.JWS, handoff.COSE} {
 			for _, enc := range []handoff.Encoding{handoff.JSON, handoff.CBOR} {
 				t.Run(v.name, func(t *testing.T) {
-					cs := handoff.RefCheckers{handoff.KindSCITTReceipt: v.checker}
-					from, to := agents(t, f, handoff.RefsRequired, cs, v.source())
-					ref := v.ref
-					if s, ok := ref.Proof.(string); ok {
-						ref.Proof, _ = b64.DecodeString(s) // the codec writes base64url text in JSON
+					cs := ref.Checkers{ref.KindSCITTReceipt: v.checker}
+					from, to := agents(t, f, ref.CheckRequired, cs, v.source())
+					r := v.ref
+					if s, ok := r.Proof.(string); ok {
+						r.Proof, _ = b64.DecodeString(s) // the codec writes base64url text in JSON
 					}
-					out, err := from.Offer(ctx, handoff.OfferParams{To: delegate, Dialog: "ctx-1", Refs: []handoff.ContextRef{ref}})
+					out, err := from.Offer(ctx, handoff.OfferParams{To: delegate, Dialog: "ctx-1", Refs: []ref.Ref{r}})
 					require.NoError(t, err)
 					msg, err := out.Encode(enc)
 					require.NoError(t, err)
@@ -285,7 +288,7 @@ func TestReceive_HC68_HC11_Pipeline(t *testing.T) {
 					assert.Equal(t, want[v.Outcome], in.Reason(), in.Detail())
 					assert.Equal(t, v.Outcome == "verified", in.Accepted())
 					require.Len(t, in.Refs(), 1)
-					assert.Equal(t, handoff.RefOutcome(v.Outcome), in.Refs()[0].Outcome)
+					assert.Equal(t, ref.Outcome(v.Outcome), in.Refs()[0].Outcome)
 				})
 			}
 		}
@@ -305,19 +308,19 @@ func TestReceive_HC68_Unregistered(t *testing.T) {
 	require.NotNil(t, valid)
 	for _, c := range []struct {
 		name   string
-		pol    handoff.RefPolicy
-		cs     handoff.RefCheckers
-		reason handoff.Reason
-		out    handoff.RefOutcome
+		pol    ref.Policy
+		cs     ref.Checkers
+		reason reason.Code
+		out    ref.Outcome
 	}{
-		{"required, unregistered", handoff.RefsRequired, nil, handoff.ReasonUnverifiableRef, handoff.RefUnverifiable},
-		{"available, unregistered", handoff.RefsCheckAvailable, nil, "", handoff.RefUnverifiable},
-		{"available, registered", handoff.RefsCheckAvailable, handoff.RefCheckers{handoff.KindSCITTReceipt: valid.checker}, "", handoff.RefVerified},
-		{"not checked, registered", handoff.RefsNotChecked, handoff.RefCheckers{handoff.KindSCITTReceipt: valid.checker}, "", handoff.RefNotChecked},
+		{"required, unregistered", ref.CheckRequired, nil, reason.UnverifiableRef, ref.Unverifiable},
+		{"available, unregistered", ref.CheckAvailable, nil, "", ref.Unverifiable},
+		{"available, registered", ref.CheckAvailable, ref.Checkers{ref.KindSCITTReceipt: valid.checker}, "", ref.Verified},
+		{"not checked, registered", ref.CheckNone, ref.Checkers{ref.KindSCITTReceipt: valid.checker}, "", ref.NotChecked},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			from, to := agents(t, handoff.JWS, c.pol, c.cs, valid.source())
-			out, err := from.Offer(ctx, handoff.OfferParams{To: delegate, Dialog: "ctx-1", Refs: []handoff.ContextRef{valid.ref}})
+			out, err := from.Offer(ctx, handoff.OfferParams{To: delegate, Dialog: "ctx-1", Refs: []ref.Ref{valid.ref}})
 			require.NoError(t, err)
 			msg, err := out.Encode(handoff.JSON)
 			require.NoError(t, err)

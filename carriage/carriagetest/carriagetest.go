@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/handofftest"
+	"github.com/agentproto/handoff/state"
 )
 
 // Carrier is what a carriage package offers, over one metadata map.
@@ -83,7 +84,7 @@ func roundTrip(t *testing.T, c Carrier, f handoff.Format) {
 	assert.True(t, in.Digest().Equal(out.Digest), "the element's octets arrive exactly")
 
 	// The delegate's status, back.
-	st, err := d.Reply(ctx, in, handoff.Accepted, handoff.ReplyOptions{})
+	st, err := d.Reply(ctx, in, state.Accepted, handoff.ReplyOptions{})
 	require.NoError(t, err)
 	reply := map[string]any{}
 	c.AttachStatus(reply, st)
@@ -92,7 +93,7 @@ func roundTrip(t *testing.T, c Carrier, f handoff.Format) {
 	assert.Equal(t, st.Octets, octets)
 	res, err := p.HandleStatus(ctx, octets)
 	require.NoError(t, err)
-	assert.Equal(t, handoff.Accepted, res.State())
+	assert.Equal(t, state.Accepted, res.State())
 
 	// The delegator's "canceled", forward.
 	cancel, err := p.Cancel(ctx, out.Offer.Hop)
@@ -103,7 +104,7 @@ func roundTrip(t *testing.T, c Carrier, f handoff.Format) {
 	require.NoError(t, err)
 	res, err = d.HandleStatus(ctx, octets)
 	require.NoError(t, err)
-	assert.Equal(t, handoff.Canceled, res.State())
+	assert.Equal(t, state.Canceled, res.State())
 }
 
 // Absent checks what a carrier says of metadata without an element, or

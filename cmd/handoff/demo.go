@@ -13,6 +13,10 @@ import (
 	"time"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
+	"github.com/agentproto/handoff/state"
 )
 
 // The demo's agents and data: embedded defaults, no files needed.
@@ -137,7 +141,7 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	assistant, planner, coder := agents[0], agents[1], agents[2]
 	issue := []byte(demoIssue)
-	issueRef := handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.SHA256(issue), Loc: demoIssueLoc}
+	issueRef := ref.Ref{Kind: ref.KindDigest, Dig: digest.SHA256(issue), Loc: demoIssueLoc}
 
 	d.say("handoff demo: three agents hand one task down a chain (%s elements, %s objects).", d.format, d.enc)
 	d.say("")
@@ -152,7 +156,7 @@ func (d *demo) run(ctx context.Context) error {
 	d.say("   naming the issue it is about by digest: %s", refLine(issueRef))
 	out1, err := assistant.agent.Offer(ctx, handoff.OfferParams{
 		To: planner.id, Dialog: demoDialog, Task: demoTask, TTL: 2 * time.Minute,
-		Obo: &handoff.Principal{Sub: "u-8f2a", Iss: "https://idp.u.example"}, Refs: []handoff.ContextRef{issueRef},
+		Obo: &handoff.Principal{Sub: "u-8f2a", Iss: "https://idp.u.example"}, Refs: []ref.Ref{issueRef},
 	})
 	if err != nil {
 		return fmt.Errorf("assistant offer: %w", err)
@@ -173,11 +177,11 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 	d.say("   planner verifies it: accepted, chain %s (a first hop starts its own chain)", in1.Chain())
-	st, err := planner.agent.Reply(ctx, in1, handoff.Accepted, handoff.ReplyOptions{})
+	st, err := planner.agent.Reply(ctx, in1, state.Accepted, handoff.ReplyOptions{})
 	if err != nil {
 		return fmt.Errorf("planner reply: %w", err)
 	}
-	if err := d.deliver(assistant, st, handoff.Accepted, "planner -> assistant"); err != nil {
+	if err := d.deliver(assistant, st, state.Accepted, "planner -> assistant"); err != nil {
 		return err
 	}
 
@@ -187,7 +191,7 @@ func (d *demo) run(ctx context.Context) error {
 	d.say("2. planner -> coder: passes the work on with From: prev = digest of the assistant's offer,")
 	d.say("   chain = [the assistant's offer]")
 	out2, err := planner.agent.Offer(ctx, handoff.OfferParams{
-		To: coder.id, From: in1, Task: demoTask, TTL: 2 * time.Minute, Refs: []handoff.ContextRef{issueRef},
+		To: coder.id, From: in1, Task: demoTask, TTL: 2 * time.Minute, Refs: []ref.Ref{issueRef},
 	})
 	if err != nil {
 		return fmt.Errorf("planner offer: %w", err)
@@ -201,7 +205,7 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	d.clock.advance(2 * time.Second)
 	host := handoff.Host{Dialog: demoDialog, Peer: planner.id,
-		RefSource: handoff.RefsByLoc(map[string]handoff.RefObject{demoIssueLoc: {Octets: issue}})}
+		RefSource: ref.ByLoc(map[string]ref.Object{demoIssueLoc: {Octets: issue}})}
 	in2, err := coder.agent.Receive(ctx, h2, host)
 	if err != nil {
 		return err
@@ -218,7 +222,7 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	for i, r := range in2.Refs() {
 		d.say("     refs[%d] %s: %s", i, r.Ref.Kind, r.Outcome)
-		if r.Outcome != handoff.RefVerified {
+		if r.Outcome != ref.Verified {
 			return fmt.Errorf("refs[%d]: %s", i, r.Outcome)
 		}
 	}
@@ -227,40 +231,40 @@ func (d *demo) run(ctx context.Context) error {
 	d.clock.advance(time.Second)
 	d.say("")
 	d.say("3. coder -> planner: \"accepted\", then, once the work took full effect, \"completed\"")
-	acc, err := coder.agent.Reply(ctx, in2, handoff.Accepted, handoff.ReplyOptions{})
+	acc, err := coder.agent.Reply(ctx, in2, state.Accepted, handoff.ReplyOptions{})
 	if err != nil {
 		return fmt.Errorf("coder accepted: %w", err)
 	}
 	if err := d.saveFile("accepted."+d.format.String(), acc.Octets); err != nil {
 		return err
 	}
-	if err := d.deliver(planner, acc, handoff.Accepted, "coder -> planner"); err != nil {
+	if err := d.deliver(planner, acc, state.Accepted, "coder -> planner"); err != nil {
 		return err
 	}
 	d.clock.advance(20 * time.Second)
 	result := []byte(demoResult)
-	resultRef := handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.SHA256(result)}
-	done, err := coder.agent.Reply(ctx, in2, handoff.Completed, handoff.ReplyOptions{
-		Effect: handoff.EffectFull, Refs: []handoff.ContextRef{resultRef}})
+	resultRef := ref.Ref{Kind: ref.KindDigest, Dig: digest.SHA256(result)}
+	done, err := coder.agent.Reply(ctx, in2, state.Completed, handoff.ReplyOptions{
+		Effect: state.EffectFull, Refs: []ref.Ref{resultRef}})
 	if err != nil {
 		return fmt.Errorf("coder completed: %w", err)
 	}
 	if err := d.saveFile("completed."+d.format.String(), done.Octets); err != nil {
 		return err
 	}
-	if err := d.deliver(planner, done, handoff.Completed, "coder -> planner"); err != nil {
+	if err := d.deliver(planner, done, state.Completed, "coder -> planner"); err != nil {
 		return err
 	}
 	if hi, _, _ := planner.agent.Hop(ctx, out2.Offer.Hop); !hi.Resolved {
 		return fmt.Errorf("planner: the coder's hop is not resolved")
 	}
 	d.clock.advance(time.Second)
-	up, err := planner.agent.Reply(ctx, in1, handoff.Completed, handoff.ReplyOptions{
-		Effect: handoff.EffectFull, Refs: []handoff.ContextRef{resultRef}})
+	up, err := planner.agent.Reply(ctx, in1, state.Completed, handoff.ReplyOptions{
+		Effect: state.EffectFull, Refs: []ref.Ref{resultRef}})
 	if err != nil {
 		return fmt.Errorf("planner completed: %w", err)
 	}
-	if err := d.deliver(assistant, up, handoff.Completed, "planner -> assistant"); err != nil {
+	if err := d.deliver(assistant, up, state.Completed, "planner -> assistant"); err != nil {
 		return err
 	}
 	d.say("   both hops are resolved; the result travels by digest: %s", refLine(resultRef))
@@ -297,7 +301,7 @@ func (d *demo) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if rej.Accepted() || rej.Reason() != handoff.ReasonBadSignature {
+	if rej.Accepted() || rej.Reason() != reason.BadSignature {
 		return fmt.Errorf("tampered offer: accepted=%t reason=%q", rej.Accepted(), rej.Reason())
 	}
 	d.say("   coder: rejected, reason %s", rej.Reason())
@@ -355,7 +359,7 @@ func (d *demo) setup() ([]*demoAgent, *handoff.Trust, error) {
 		cfg := handoff.Config{ID: a.id, Signer: signers[i], Trust: trust, Now: d.clock.now}
 		if a.id == demoCoder {
 			cfg.Chain = handoff.ChainPolicy{RequireFull: true, TrustedOrigins: []handoff.AgentID{demoAssistant}}
-			cfg.Refs = handoff.RefsRequired
+			cfg.Refs = ref.CheckRequired
 		}
 		if a.agent, err = handoff.NewAgent(cfg); err != nil {
 			return nil, nil, err
@@ -371,7 +375,7 @@ func trustedAlg(a *demoAgent) string {
 
 // deliver hands a signed status to the agent it is for and checks the
 // state it leads to.
-func (d *demo) deliver(to *demoAgent, st handoff.Signed, want handoff.State, path string) error {
+func (d *demo) deliver(to *demoAgent, st handoff.Signed, want state.State, path string) error {
 	res, err := to.agent.HandleStatus(context.Background(), st.Octets)
 	if err != nil {
 		return fmt.Errorf("%s: status %q: %w", path, want, err)

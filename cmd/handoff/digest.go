@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
 )
 
 func runDigest(e *env, args []string) int {
@@ -37,7 +37,7 @@ signed element, 2 usage or I/O error.`, `  handoff digest handoff.json
 		return e.failf(cmd, "%v", err)
 	}
 	if *raw {
-		fmt.Fprintln(e.stdout, handoff.SHA256(data).B64())
+		fmt.Fprintln(e.stdout, digest.SHA256(data).B64())
 		return exitOK
 	}
 	in, err := parseInput(data)

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence"
+	"github.com/agentproto/handoff/ref"
 )
 
 // evidenceCommands are the subcommands of "handoff evidence".
@@ -124,8 +126,8 @@ Exit status: 0 printed, 1 the package does not decode, 2 usage or I/O error.`,
 	var saltB []byte
 	if *salt != "" {
 		var err error
-		if saltB, err = base64.RawURLEncoding.DecodeString(*salt); err != nil || len(saltB) < handoff.MinSaltSize {
-			return e.usagef(cmd, "--salt: want base64url without padding, at least %d octets", handoff.MinSaltSize)
+		if saltB, err = base64.RawURLEncoding.DecodeString(*salt); err != nil || len(saltB) < digest.MinSaltSize {
+			return e.usagef(cmd, "--salt: want base64url without padding, at least %d octets", digest.MinSaltSize)
 		}
 	}
 	data, err := e.readInput(pos[0])
@@ -143,7 +145,7 @@ Exit status: 0 printed, 1 the package does not decode, 2 usage or I/O error.`,
 	case saltB != nil:
 		_, err = fmt.Fprintln(e.stdout, saltedDigest(saltB, c).B64())
 	default:
-		_, err = fmt.Fprintln(e.stdout, handoff.SHA256(c).B64())
+		_, err = fmt.Fprintln(e.stdout, digest.SHA256(c).B64())
 	}
 	if err != nil {
 		return e.failf(cmd, "%v", err)
@@ -153,8 +155,8 @@ Exit status: 0 printed, 1 the package does not decode, 2 usage or I/O error.`,
 
 // saltedDigest is the "salted-digest" value for a given salt: SHA-256 over
 // salt || octets (draft section 2.2), as Digest.MatchesSalted checks it.
-func saltedDigest(salt, octets []byte) handoff.Digest {
-	return handoff.SHA256(append(append([]byte(nil), salt...), octets...))
+func saltedDigest(salt, octets []byte) digest.Digest {
+	return digest.SHA256(append(append([]byte(nil), salt...), octets...))
 }
 
 // evidenceOutput is the one JSON object "evidence check" prints.
@@ -267,7 +269,7 @@ Exit status: 0 passed; 1 not passed, or the package does not decode
 		return e.failf(cmd, "%v", err)
 	}
 	rep, err := evidence.Check(context.Background(), offer, evidence.Delivered{Package: pkg, Salt: saltB}, evidence.CheckConfig{
-		Now: now.clock(), MaxStateAge: maxAge.d, Artifacts: handoff.RefsByLoc(objects), Unbound: *unbound,
+		Now: now.clock(), MaxStateAge: maxAge.d, Artifacts: ref.ByLoc(objects), Unbound: *unbound,
 	})
 	if err != nil {
 		return e.answer(cmd, &evidenceOutput{Error: "package: " + err.Error()})
@@ -280,7 +282,7 @@ Exit status: 0 passed; 1 not passed, or the package does not decode
 		out.Findings = []evidence.Finding{}
 	}
 	if b := rep.Binding(); b != nil {
-		r := refsOut([]handoff.RefResult{*b})[0]
+		r := refsOut([]ref.Result{*b})[0]
 		out.Binding = &r
 	}
 	ack := evidence.Acknowledge(rep)

@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence"
+	"github.com/agentproto/handoff/ref"
 )
 
 // evidenceFields are the members of "evidence check" output, exactly.
@@ -25,7 +27,7 @@ const evNow = 1793000000
 type evidenceFixture struct {
 	w               *world
 	pkg, offer, obj string
-	ref             handoff.ContextRef
+	ref             ref.Ref
 	salt            []byte
 }
 
@@ -45,7 +47,7 @@ func newEvidenceFixture(t *testing.T, f handoff.Format, enc handoff.Encoding, sa
 		Authority: evidence.Authority{Allowed: []string{"ledger.read"}, Denied: []string{"card.charge"}},
 		State:     []evidence.StateClaim{{System: "ledger", State: "paid", AsOf: asOf, Evidence: []string{"ledger"}}},
 		Artifacts: []evidence.Artifact{{ID: "ledger", Proves: "INV-1042 is paid",
-			Ref: evidence.RefToWire(handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.SHA256(ledger), Loc: "urn:shop:ledger"})}},
+			Ref: evidence.RefToWire(ref.Ref{Kind: ref.KindDigest, Dig: digest.SHA256(ledger), Loc: "urn:shop:ledger"})}},
 		Next:         evidence.NextAction{Action: "ledger.read", Description: "read INV-1042"},
 		Verification: evidence.Verification{Check: "ledger answers"},
 		Timeouts:     []evidence.Timeout{{Condition: "no answer in 1h", Owner: "planner"}},
@@ -64,7 +66,7 @@ func newEvidenceFixture(t *testing.T, f handoff.Format, enc handoff.Encoding, sa
 	signer, _, err := loadSigner(w.b.key, f)
 	require.NoError(t, err)
 	o := &handoff.Offer{Hop: hop, Dialog: "case-1", Iss: bind.Iss, Aud: bind.Aud, Iat: bind.Iat, Exp: bind.Exp,
-		Refs: []handoff.ContextRef{built.Ref}}
+		Refs: []ref.Ref{built.Ref}}
 	s, err := signer.SignOffer(o)
 	require.NoError(t, err)
 	h, err := (&handoff.Handoff{Offer: s}).Encode(enc)

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/ref"
 )
 
 // input is a file read as a Handoff object or as one signed element.
@@ -59,7 +61,7 @@ func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
 
 // digestOut is a Digest value in output: its val in base64url, or "" for
 // none.
-func digestOut(d handoff.Digest) string {
+func digestOut(d digest.Digest) string {
 	if d.IsZero() {
 		return ""
 	}
@@ -76,7 +78,7 @@ type refOut struct {
 	Detail  string `json:"detail,omitempty"`
 }
 
-func refsOut(rs []handoff.RefResult) []refOut {
+func refsOut(rs []ref.Result) []refOut {
 	out := make([]refOut, 0, len(rs))
 	for _, r := range rs {
 		out = append(out, refOut{Kind: r.Ref.Kind, Alg: r.Ref.Dig.Alg, Dig: r.Ref.Dig.B64(), Loc: r.Ref.Loc,
@@ -85,10 +87,10 @@ func refsOut(rs []handoff.RefResult) []refOut {
 	return out
 }
 
-func notChecked(refs []handoff.ContextRef) []handoff.RefResult {
-	out := make([]handoff.RefResult, len(refs))
+func notChecked(refs []ref.Ref) []ref.Result {
+	out := make([]ref.Result, len(refs))
 	for i, r := range refs {
-		out[i] = handoff.RefResult{Ref: r, Outcome: handoff.RefNotChecked}
+		out[i] = ref.Result{Ref: r, Outcome: ref.NotChecked}
 	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/ref"
 )
 
 func runInspect(e *env, args []string) int {
@@ -264,7 +265,7 @@ func writeOffer(b *strings.Builder, o *handoff.Offer, s handoff.Signed, label, h
 	w("digest", "%s", s.Digest().B64())
 }
 
-func refLine(r handoff.ContextRef) string {
+func refLine(r ref.Ref) string {
 	s := safe(r.Kind) + " " + r.Dig.Alg + ":" + r.Dig.B64()
 	if r.Loc != "" {
 		s += " loc " + safe(r.Loc)

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
 )
 
 func TestInspectDraft00(t *testing.T) {
@@ -175,7 +175,7 @@ func TestDigestCOSEElementAsIs(t *testing.T) {
 	} {
 		r := cli(t, octets, "digest", "-")
 		mustCode(t, r, 0)
-		assert.Equal(t, handoff.SHA256(octets).B64()+"\n", r.stdout, name)
+		assert.Equal(t, digest.SHA256(octets).B64()+"\n", r.stdout, name)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/ref"
 )
 
 func runOffer(e *env, args []string) int {
@@ -125,7 +127,7 @@ it first with "handoff verify".`, `  handoff offer --key planner.jwk --iss spiff
 		if err != nil {
 			return e.failf(cmd, "--grant-credential-file: %v", err)
 		}
-		g := handoff.SHA256(cred)
+		g := digest.SHA256(cred)
 		o.Grant = &g
 	}
 	if o.Refs, err = e.buildRefs(cmd, refs, *salted); err != nil {
@@ -201,8 +203,8 @@ func (e *env) passOn(cmd, path string, o *handoff.Offer, h *handoff.Handoff, omi
 // buildRefs makes a reference for each FILE[=LOC]: "digest" over the
 // file's octets, or "salted-digest" with a fresh salt, which goes to
 // stderr and never into the element (HC-09).
-func (e *env) buildRefs(cmd string, specs []string, salted bool) ([]handoff.ContextRef, error) {
-	var refs []handoff.ContextRef
+func (e *env) buildRefs(cmd string, specs []string, salted bool) ([]ref.Ref, error) {
+	var refs []ref.Ref
 	for i, spec := range specs {
 		file, loc, _ := cutSpec(spec)
 		if file == "" {
@@ -212,16 +214,16 @@ func (e *env) buildRefs(cmd string, specs []string, salted bool) ([]handoff.Cont
 		if err != nil {
 			return nil, fmt.Errorf("--ref: %v", err)
 		}
-		ref := handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.SHA256(b), Loc: loc}
+		r := ref.Ref{Kind: ref.KindDigest, Dig: digest.SHA256(b), Loc: loc}
 		if salted {
-			salt, d, err := handoff.SaltedDigest(nil, b)
+			salt, d, err := digest.Salted(nil, b)
 			if err != nil {
 				return nil, fmt.Errorf("--ref %s: salt: %v", file, err)
 			}
-			ref.Kind, ref.Dig = handoff.KindSaltedDigest, d
+			r.Kind, r.Dig = ref.KindSaltedDigest, d
 			fmt.Fprintf(e.stderr, "handoff %s: refs[%d] %s salt %s\n", cmd, i, file, b64(salt))
 		}
-		refs = append(refs, ref)
+		refs = append(refs, r)
 	}
 	return refs, nil
 }

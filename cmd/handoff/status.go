@@ -2,6 +2,8 @@ package main
 
 import (
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/state"
 )
 
 func runStatus(e *env, args []string) int {
@@ -10,8 +12,8 @@ func runStatus(e *env, args []string) int {
 	iss := fset.String("iss", "", "AgentId of the signer (default: the offer's aud; the offer's iss for \"canceled\")")
 	aud := fset.String("aud", "", "AgentId of the other party (default: the offer's iss; the offer's aud for \"canceled\")")
 	offerPath := fset.String("offer", "", "the Handoff (`HANDOFF_FILE`) or single signed offer the status answers (required)")
-	state := fset.String("state", "", "accepted, rejected, completed, failed or canceled (required)")
-	reason := fset.String("reason", "", "reason code (required with \"rejected\"), e.g. stale, policy, equivocation")
+	st2 := fset.String("state", "", "accepted, rejected, completed, failed or canceled (required)")
+	why := fset.String("reason", "", "reason code (required with \"rejected\"), e.g. stale, policy, equivocation")
 	detail := fset.String("detail", "", "text for people (HC-05); leave it out across trust boundaries")
 	var refs listFlag
 	fset.Var(&refs, "ref", "a \"digest\" reference over FILE's octets, e.g. a result, with loc LOC if given (`FILE[=LOC]`, repeatable)")
@@ -43,7 +45,7 @@ are the signer's to keep.`, `  handoff status --key coder.jwk --iss spiffe://b.e
 		return code
 	}
 	const cmd = "status"
-	st := handoff.State(*state)
+	st := state.State(*st2)
 	switch {
 	case len(pos) > 0:
 		return e.usagef(cmd, "unexpected argument %q", pos[0])
@@ -51,15 +53,15 @@ are the signer's to keep.`, `  handoff status --key coder.jwk --iss spiffe://b.e
 		return e.usagef(cmd, "--key KEY.jwk is required")
 	case *offerPath == "":
 		return e.usagef(cmd, "--offer HANDOFF_FILE is required")
-	case *state == "":
+	case *st2 == "":
 		return e.usagef(cmd, "--state is required")
 	case !st.Wire():
-		return e.usagef(cmd, "--state %q: want accepted, rejected, completed, failed or canceled", *state)
-	case st == handoff.Rejected && *reason == "":
+		return e.usagef(cmd, "--state %q: want accepted, rejected, completed, failed or canceled", *st2)
+	case st == state.Rejected && *why == "":
 		return e.usagef(cmd, "--state rejected needs --reason")
 	}
-	if *reason != "" && !handoff.Reason(*reason).Defined() {
-		e.warnf(cmd, "--reason %q is not one of the draft's reason codes (HC-04)", *reason)
+	if *why != "" && !reason.Code(*why).Defined() {
+		e.warnf(cmd, "--reason %q is not one of the draft's reason codes (HC-04)", *why)
 	}
 	var f handoff.Format
 	if *format != "" {
@@ -97,12 +99,12 @@ are the signer's to keep.`, `  handoff status --key coder.jwk --iss spiffe://b.e
 	// The parties follow from the offer: the delegate answers the
 	// delegator; "canceled" goes the other way (HC-55).
 	defIss, defAud := o.Aud, o.Iss
-	if st == handoff.Canceled {
+	if st == state.Canceled {
 		defIss, defAud = o.Iss, o.Aud
 	}
 	s := &handoff.Status{
 		Hop: o.Hop, Offer: elem.Digest(), Iss: handoff.AgentID(*iss), Aud: handoff.AgentID(*aud),
-		Iat: handoff.TimeOf(now.clock()()), State: st, Reason: handoff.Reason(*reason), Detail: *detail,
+		Iat: handoff.TimeOf(now.clock()()), State: st, Reason: reason.Code(*why), Detail: *detail,
 	}
 	if s.Iss == "" {
 		s.Iss = defIss

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/learnlog"
+	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/replay"
 	"github.com/agentproto/handoff/replay/boltstore"
 	"github.com/agentproto/handoff/scitt"
@@ -183,17 +184,17 @@ not that it is true; a verified head does not show the record is complete.`, `  
 	case *maxChain < 0:
 		return e.usagef(cmd, "--max-chain must not be negative")
 	}
-	var refPol handoff.RefPolicy
+	var refPol ref.Policy
 	switch *refsPolicy {
 	case "not-checked":
-		refPol = handoff.RefsNotChecked
+		refPol = ref.CheckNone
 		if len(refObjects)+len(scittKeys)+len(learnlogKeys) > 0 && !explicit["refs"] {
-			refPol = handoff.RefsCheckAvailable
+			refPol = ref.CheckAvailable
 		}
 	case "available":
-		refPol = handoff.RefsCheckAvailable
+		refPol = ref.CheckAvailable
 	case "required":
-		refPol = handoff.RefsRequired
+		refPol = ref.CheckRequired
 	default:
 		return e.usagef(cmd, "--refs %q: want not-checked, available or required", *refsPolicy)
 	}
@@ -267,7 +268,7 @@ not that it is true; a verified head does not show the record is complete.`, `  
 			StructureFirst: *structureFirst},
 		MemoryLostAt: lostAt.time(),
 		Refs:         refPol,
-		RefSource:    handoff.RefsByLoc(objects),
+		RefSource:    ref.ByLoc(objects),
 		RefCheckers:  checkers,
 	})
 	if err != nil {
@@ -299,8 +300,8 @@ not that it is true; a verified head does not show the record is complete.`, `  
 
 // refObjectsFrom reads the --ref-object files and attaches --ref-salt
 // salts, keyed by loc.
-func refObjectsFrom(objects, salts []string) (map[string]handoff.RefObject, error) {
-	m := map[string]handoff.RefObject{}
+func refObjectsFrom(objects, salts []string) (map[string]ref.Object, error) {
+	m := map[string]ref.Object{}
 	for _, spec := range objects {
 		loc, file, ok := cutSpec(spec)
 		if !ok || loc == "" || file == "" {
@@ -310,7 +311,7 @@ func refObjectsFrom(objects, salts []string) (map[string]handoff.RefObject, erro
 		if err != nil {
 			return nil, fmt.Errorf("--ref-object: %v", err)
 		}
-		m[loc] = handoff.RefObject{Octets: b}
+		m[loc] = ref.Object{Octets: b}
 	}
 	for _, spec := range salts {
 		loc, s, ok := cutSpec(spec)
@@ -334,8 +335,8 @@ func refObjectsFrom(objects, salts []string) (map[string]handoff.RefObject, erro
 // refCheckersFrom builds the checkers of the optional reference kinds from
 // the --scitt-key and --learnlog-key files. A kind whose flag is absent
 // has no checker, so its references are unverifiable.
-func refCheckersFrom(scittFiles, learnlogFiles []string) (handoff.RefCheckers, error) {
-	cs := handoff.RefCheckers{}
+func refCheckersFrom(scittFiles, learnlogFiles []string) (ref.Checkers, error) {
+	cs := ref.Checkers{}
 	if len(scittFiles) > 0 {
 		c := &scitt.Checker{}
 		for _, f := range scittFiles {
@@ -355,7 +356,7 @@ func refCheckersFrom(scittFiles, learnlogFiles []string) (handoff.RefCheckers, e
 				c.Keys = append(c.Keys, scitt.Key{KID: kid, Alg: alg, Public: k.Key})
 			}
 		}
-		cs[handoff.KindSCITTReceipt] = c
+		cs[ref.KindSCITTReceipt] = c
 	}
 	if len(learnlogFiles) > 0 {
 		c := &learnlog.Checker{}
@@ -372,7 +373,7 @@ func refCheckersFrom(scittFiles, learnlogFiles []string) (handoff.RefCheckers, e
 				c.Keys = append(c.Keys, learnlog.Key{Public: k.Key, Alg: jose.SignatureAlgorithm(alg)})
 			}
 		}
-		cs[handoff.KindLearnlogHead] = c
+		cs[ref.KindLearnlogHead] = c
 	}
 	return cs, nil
 }
@@ -427,7 +428,7 @@ func readJWKs(flagName, path string) ([]jose.JSONWebKey, error) {
 }
 
 // verifyResult turns a Received into the output object.
-func verifyResult(r *handoff.Received, trust *handoff.Trust, lim handoff.Limits, now time.Time, dialogGiven bool, refPol handoff.RefPolicy) *verifyOutput {
+func verifyResult(r *handoff.Received, trust *handoff.Trust, lim handoff.Limits, now time.Time, dialogGiven bool, refPol ref.Policy) *verifyOutput {
 	out := &verifyOutput{
 		Accepted:       r.Accepted(),
 		Retransmission: r.Retransmission(),
@@ -515,7 +516,7 @@ func summaryLine(res *verifyOutput) string {
 // checksOf reports what each of the seven checks did: "pass", "fail",
 // "skipped" (did not apply), "not-run" (an earlier check ended processing)
 // or, for the memory check, "retransmission".
-func checksOf(r *handoff.Received, dialogGiven bool, refPol handoff.RefPolicy) []checkOut {
+func checksOf(r *handoff.Received, dialogGiven bool, refPol ref.Policy) []checkOut {
 	failed := int(r.Check()) // the step that ended processing; 0: none
 	stopResult := "fail"
 	if r.Retransmission() {
@@ -535,7 +536,7 @@ func checksOf(r *handoff.Received, dialogGiven bool, refPol handoff.RefPolicy) [
 			res = "skipped" // freshness is not checked for a remembered hop
 		case step == 5 && !dialogGiven:
 			res = "skipped"
-		case step == 7 && refPol == handoff.RefsNotChecked:
+		case step == 7 && refPol == ref.CheckNone:
 			res = "skipped"
 		}
 		out[i] = checkOut{Step: step, Check: name, Result: res}

@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/ref"
 )
 
 // refVector is a file of scitt/testdata/vectors or learnlog/testdata/vectors.
@@ -38,12 +40,12 @@ func loadRefVector(t *testing.T, kind, name string) refVector {
 }
 
 // contextRef is the vector's reference as the library takes it.
-func (v refVector) contextRef(t *testing.T) handoff.ContextRef {
+func (v refVector) contextRef(t *testing.T) ref.Ref {
 	t.Helper()
 	dig := v.Ref["dig"].(map[string]any)
 	val, err := base64.RawURLEncoding.DecodeString(dig["val"].(string))
 	require.NoError(t, err)
-	ref := handoff.ContextRef{Kind: v.Ref["kind"].(string), Dig: handoff.Digest{Alg: dig["alg"].(string), Val: val}}
+	ref := ref.Ref{Kind: v.Ref["kind"].(string), Dig: digest.Digest{Alg: dig["alg"].(string), Val: val}}
 	ref.Loc, _ = v.Ref["loc"].(string)
 	switch p := v.Ref["proof"].(type) {
 	case string: // a receipt: bytes, written as base64url text in JSON
@@ -70,7 +72,7 @@ func (v refVector) keyFile(t *testing.T, path string) string {
 }
 
 // offerWithRef writes a Handoff from w.a to w.d carrying ref, signed now.
-func offerWithRef(t *testing.T, w *world, name string, ref handoff.ContextRef, enc handoff.Encoding) string {
+func offerWithRef(t *testing.T, w *world, name string, r ref.Ref, enc handoff.Encoding) string {
 	t.Helper()
 	signer, _, err := loadSigner(w.a.key, handoff.JWS)
 	require.NoError(t, err)
@@ -80,7 +82,7 @@ func offerWithRef(t *testing.T, w *world, name string, ref handoff.ContextRef, e
 	require.NoError(t, err)
 	a, err := handoff.NewAgent(handoff.Config{ID: handoff.AgentID(w.a.id), Signer: signer, Trust: trust})
 	require.NoError(t, err)
-	out, err := a.Offer(context.Background(), handoff.OfferParams{To: handoff.AgentID(w.d.id), Dialog: "d", Refs: []handoff.ContextRef{ref}})
+	out, err := a.Offer(context.Background(), handoff.OfferParams{To: handoff.AgentID(w.d.id), Dialog: "d", Refs: []ref.Ref{r}})
 	require.NoError(t, err)
 	msg, err := out.Encode(enc)
 	require.NoError(t, err)

@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/state"
 )
 
 // statusOutput is the one JSON object verify-status prints. "reason" and
@@ -111,42 +113,42 @@ func checkStatus(data []byte, elem handoff.Signed, offer *handoff.Offer, trust *
 	out := &statusOutput{OfferDigest: elem.Digest().B64(), Refs: []refOut{}}
 	_, err := handoff.OpenOffer(elem, trust, handoff.Limits{})
 	out.OfferVerified = err == nil
-	fail := func(r handoff.Reason, format string, args ...any) *statusOutput {
+	fail := func(r reason.Code, format string, args ...any) *statusOutput {
 		out.Valid, out.Reason, out.Detail = false, string(r), fmt.Sprintf(format, args...)
 		return out
 	}
 	signed, err := parseSigned(data)
 	if err != nil {
-		return fail(handoff.ReasonBadSignature, "%v", err)
+		return fail(reason.BadSignature, "%v", err)
 	}
 	out.StatusDigest = signed.Digest().B64()
 	st, err := handoff.OpenStatus(signed, trust, handoff.Limits{})
 	if err != nil {
-		reason := handoff.ReasonOf(err)
-		if reason == "" {
-			reason = handoff.ReasonBadSignature
+		why := handoff.ReasonOf(err)
+		if why == "" {
+			why = reason.BadSignature
 		}
 		// Show what the status claims, for diagnosis only.
 		if _, u, _ := handoff.InspectUnverified(signed, handoff.Limits{}); u != nil {
 			fillStatus(out, u)
 		}
-		return fail(reason, "%v", err)
+		return fail(why, "%v", err)
 	}
 	fillStatus(out, st)
 	out.Verified = true
 	wantIss, wantAud := offer.Aud, offer.Iss
-	if st.State == handoff.Canceled {
+	if st.State == state.Canceled {
 		wantIss, wantAud = offer.Iss, offer.Aud
 	}
 	switch {
 	case !st.Offer.Equal(elem.Digest()):
-		return fail(handoff.ReasonPolicy, "status.offer %s is not the digest %s of the offer", digestOut(st.Offer), elem.Digest().B64())
+		return fail(reason.Policy, "status.offer %s is not the digest %s of the offer", digestOut(st.Offer), elem.Digest().B64())
 	case st.Hop != offer.Hop:
-		return fail(handoff.ReasonPolicy, "status.hop %q is not the offer's hop %q", st.Hop, offer.Hop)
+		return fail(reason.Policy, "status.hop %q is not the offer's hop %q", st.Hop, offer.Hop)
 	case st.Iss != wantIss:
-		return fail(handoff.ReasonPolicy, "a %q status must come from %q, not %q (HC-55)", st.State, wantIss, st.Iss)
+		return fail(reason.Policy, "a %q status must come from %q, not %q (HC-55)", st.State, wantIss, st.Iss)
 	case st.Aud != wantAud:
-		return fail(handoff.ReasonWrongAudience, "a %q status must be addressed to %q, not %q (HC-55)", st.State, wantAud, st.Aud)
+		return fail(reason.WrongAudience, "a %q status must be addressed to %q, not %q (HC-55)", st.State, wantAud, st.Aud)
 	}
 	out.Valid = true
 	return out

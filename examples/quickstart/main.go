@@ -17,6 +17,7 @@ import (
 	"os"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/state"
 )
 
 const (
@@ -91,7 +92,7 @@ func run(w io.Writer) error {
 	fmt.Fprintf(w, "2. coder checked the offer from %s: accepted (chain %s)\n", in.Offer().Iss, in.Chain())
 
 	// 3. The coder takes the work and says so with a signed "accepted".
-	accepted, err := c.Reply(ctx, in, handoff.Accepted, handoff.ReplyOptions{})
+	accepted, err := c.Reply(ctx, in, state.Accepted, handoff.ReplyOptions{})
 	if err != nil {
 		return err
 	}
@@ -106,7 +107,7 @@ func run(w io.Writer) error {
 
 	// 5. The work is done: the coder says "completed", which needs the
 	// effect to be known in full.
-	completed, err := c.Reply(ctx, in, handoff.Completed, handoff.ReplyOptions{Effect: handoff.EffectFull})
+	completed, err := c.Reply(ctx, in, state.Completed, handoff.ReplyOptions{Effect: state.EffectFull})
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,10 @@ import (
 
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/a2a"
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
+	"github.com/agentproto/handoff/state"
 
 	ha2a "github.com/agentproto/handoff/integrations/a2a03hop"
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
@@ -172,11 +176,11 @@ func TestA2A_ThreeHopChain_HC46_HC66(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					state := a2a.TaskStateFailed
-					if len(d.Statuses) > 0 && d.Statuses[len(d.Statuses)-1].State() == handoff.Completed {
-						state = a2a.TaskStateCompleted
+					st := a2a.TaskStateFailed
+					if len(d.Statuses) > 0 && d.Statuses[len(d.Statuses)-1].State() == state.Completed {
+						st = a2a.TaskStateCompleted
 					}
-					ev := a2a.NewStatusUpdateEvent(reqCtx, state, nil)
+					ev := a2a.NewStatusUpdateEvent(reqCtx, st, nil)
 					ev.Final = true
 					return q.Write(ctx, ev)
 				}
@@ -193,15 +197,15 @@ func TestA2A_ThreeHopChain_HC46_HC66(t *testing.T) {
 			require.True(t, ok, "%T", d.Result)
 			require.Equal(t, a2a.TaskStateCompleted, task.Status.State)
 			// "accepted" (working) then "completed", both verified.
-			var states []handoff.State
+			var states []state.State
 			for _, s := range d.Statuses {
 				require.NoError(t, s.Err())
 				states = append(states, s.Status().State)
 			}
-			require.Contains(t, states, handoff.Completed)
+			require.Contains(t, states, state.Completed)
 			info, _, err := ps[assistant].Agent.Hop(ctx, d.Hop)
 			require.NoError(t, err)
-			require.Equal(t, handoff.Completed, info.State)
+			require.Equal(t, state.Completed, info.State)
 			require.True(t, info.Resolved)
 
 			for _, n := range []*node{pl, co, te} {
@@ -252,8 +256,8 @@ func TestA2A_ForgedOffer_RefusedBeforeExecutor_HC30(t *testing.T) {
 	sts := ha2a.Statuses(cctx)
 	require.Len(t, sts, 1)
 	require.NoError(t, sts[0].Err())
-	require.Equal(t, handoff.Rejected, sts[0].State())
-	require.Equal(t, handoff.ReasonPolicy, sts[0].Status().Reason)
+	require.Equal(t, state.Rejected, sts[0].State())
+	require.Equal(t, reason.Policy, sts[0].Status().Reason)
 	require.Zero(t, co.w.calls.Load())
 
 	// No Handoff at all.
@@ -320,7 +324,7 @@ func TestA2A_RetransmitOnTimeout_Backoff_HC37(t *testing.T) {
 	_, isMsg := d.Result.(*a2a.Message)
 	require.True(t, isMsg)
 	require.Len(t, d.Statuses, 1)
-	require.Equal(t, handoff.Accepted, d.Statuses[0].Status().State)
+	require.Equal(t, state.Accepted, d.Statuses[0].Status().State)
 	require.EqualValues(t, 1, co.w.calls.Load())
 }
 
@@ -384,7 +388,7 @@ func TestA2A_Cancel_SignedAndPropagated_HC28_HC66(t *testing.T) {
 	notices := co.notices
 	co.mu.Unlock()
 	require.NoError(t, got.Err())
-	require.Equal(t, handoff.Canceled, got.Status().State)
+	require.Equal(t, state.Canceled, got.Status().State)
 	require.Equal(t, planner, got.Status().Iss)
 	require.True(t, got.Status().Offer.Equal(d.Offer.Digest))
 	require.Equal(t, n.Hop, got.Status().Hop)
@@ -428,8 +432,8 @@ func TestA2A_Equivocation_RejectFirst_HC54(t *testing.T) {
 	sts := ha2a.Statuses(cctx)
 	require.Len(t, sts, 1)
 	require.NoError(t, sts[0].Err())
-	require.Equal(t, handoff.Rejected, sts[0].State())
-	require.Equal(t, handoff.ReasonEquivocation, sts[0].Status().Reason)
+	require.Equal(t, state.Rejected, sts[0].State())
+	require.Equal(t, reason.Equivocation, sts[0].Status().Reason)
 	require.True(t, sts[0].Status().Offer.Equal(out.Digest), "the status answers the FIRST offer")
 	require.Zero(t, co.w.calls.Load())
 }
@@ -454,12 +458,12 @@ func TestA2A_Streaming_StatusesFromTaskUpdates_HC29(t *testing.T) {
 	}
 	require.Contains(t, states, a2a.TaskStateWorking)
 	require.Contains(t, states, a2a.TaskStateCompleted)
-	var got []handoff.State
+	var got []state.State
 	for _, s := range ha2a.Statuses(cctx) {
 		require.NoError(t, s.Err())
 		got = append(got, s.Status().State)
 	}
-	require.Equal(t, []handoff.State{handoff.Accepted, handoff.Completed}, got)
+	require.Equal(t, []state.State{state.Accepted, state.Completed}, got)
 	info, _, err := ps[planner].Agent.Hop(ctx, out.Offer.Hop)
 	require.NoError(t, err)
 	require.True(t, info.Resolved)
@@ -468,11 +472,11 @@ func TestA2A_Streaming_StatusesFromTaskUpdates_HC29(t *testing.T) {
 
 // HC-29: the hop states map to the draft's nearest A2A task states.
 func TestA2A_TaskState_HC29(t *testing.T) {
-	for s, want := range map[handoff.State]a2a.TaskState{
-		handoff.Offered: a2a.TaskStateSubmitted, handoff.Accepted: a2a.TaskStateWorking,
-		handoff.Rejected: a2a.TaskStateRejected, handoff.Completed: a2a.TaskStateCompleted,
-		handoff.Failed: a2a.TaskStateFailed, handoff.Canceled: a2a.TaskStateCanceled,
-		handoff.Expired: a2a.TaskStateUnspecified,
+	for s, want := range map[state.State]a2a.TaskState{
+		state.Offered: a2a.TaskStateSubmitted, state.Accepted: a2a.TaskStateWorking,
+		state.Rejected: a2a.TaskStateRejected, state.Completed: a2a.TaskStateCompleted,
+		state.Failed: a2a.TaskStateFailed, state.Canceled: a2a.TaskStateCanceled,
+		state.Expired: a2a.TaskStateUnspecified,
 	} {
 		require.Equal(t, want, ha2a.TaskState(s), s)
 	}
@@ -486,10 +490,10 @@ func TestA2A_FailedOutcome_HC44_HC45(t *testing.T) {
 	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.JWS})
 	co := newNode(t, ps[coder], nil)
 	report := true
-	ref := handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.SHA256([]byte("half a patch"))}
+	r := ref.Ref{Kind: ref.KindDigest, Dig: digest.SHA256([]byte("half a patch"))}
 	co.w.body = func(ctx context.Context, in *handoff.Received, reqCtx *a2asrv.RequestContext, q eventqueue.Queue) error {
 		if report {
-			ha2a.Report(ctx, ha2a.Outcome{Effect: handoff.EffectPartial, Refs: []handoff.ContextRef{ref}})
+			ha2a.Report(ctx, ha2a.Outcome{Effect: state.EffectPartial, Refs: []ref.Ref{r}})
 		}
 		ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateFailed, nil)
 		ev.Final = true
@@ -502,16 +506,16 @@ func TestA2A_FailedOutcome_HC44_HC45(t *testing.T) {
 	d, err := pc.Send(ctx, cl, text("x"), handoff.OfferParams{To: coder})
 	require.NoError(t, err)
 	last := d.Statuses[len(d.Statuses)-1]
-	require.Equal(t, handoff.Failed, last.State())
+	require.Equal(t, state.Failed, last.State())
 	require.Len(t, last.Status().Refs, 1)
-	require.True(t, last.Status().Refs[0].Dig.Equal(ref.Dig))
+	require.True(t, last.Status().Refs[0].Dig.Equal(r.Dig))
 
 	report = false
 	d, err = pc.Send(ctx, cl, text("x"), handoff.OfferParams{To: coder})
 	require.NoError(t, err)
 	require.Equal(t, a2a.TaskStateFailed, d.Result.(*a2a.Task).Status.State)
 	for _, s := range d.Statuses {
-		require.Equal(t, handoff.Accepted, s.State(), "a terminal status without a known outcome")
+		require.Equal(t, state.Accepted, s.State(), "a terminal status without a known outcome")
 	}
 	info, _, err := ps[planner].Agent.Hop(ctx, d.Hop)
 	require.NoError(t, err)
@@ -529,7 +533,7 @@ func TestA2A_Equivocation_FinishFirst_HC54(t *testing.T) {
 		if !errors.Is(context.Cause(ctx), ha2a.ErrEquivocated) {
 			return context.Cause(ctx)
 		}
-		ha2a.Report(ctx, ha2a.Outcome{Effect: handoff.EffectNone})
+		ha2a.Report(ctx, ha2a.Outcome{Effect: state.EffectNone})
 		ev := a2a.NewStatusUpdateEvent(reqCtx, a2a.TaskStateFailed, nil)
 		ev.Final = true
 		return q.Write(context.WithoutCancel(ctx), ev)
@@ -554,8 +558,8 @@ func TestA2A_Equivocation_FinishFirst_HC54(t *testing.T) {
 	require.NoError(t, <-done)
 	info, _, err := ps[planner].Agent.Hop(ctx, out.Offer.Hop)
 	require.NoError(t, err)
-	require.Equal(t, handoff.Failed, info.State)
-	require.Equal(t, handoff.ReasonEquivocation, info.Reason)
+	require.Equal(t, state.Failed, info.State)
+	require.Equal(t, reason.Equivocation, info.Reason)
 	require.EqualValues(t, 1, co.w.calls.Load())
 }
 
@@ -624,11 +628,11 @@ func TestA2A_Cancel_OnlyItsOwnHopsTask_HC28_HC55(t *testing.T) {
 			}, 5*time.Second, 10*time.Millisecond)
 			info, _, err := ps[bob].Agent.Hop(ctx, db.Hop)
 			require.NoError(t, err)
-			require.Equal(t, handoff.Completed, info.State, "Bob learns his hop's verified \"completed\"")
+			require.Equal(t, state.Completed, info.State, "Bob learns his hop's verified \"completed\"")
 			_, sts, err := bc.Retransmit(ctx, toCoderB, text("bob's"), db.Hop)
 			require.NoError(t, err)
 			require.Len(t, sts, 1)
-			require.Equal(t, handoff.Completed, sts[0].Status().State)
+			require.Equal(t, state.Completed, sts[0].Status().State)
 
 			// Bob's own "canceled" cancels Bob's next task.
 			hold := make(chan struct{})
@@ -674,14 +678,14 @@ func TestA2A_MissingInterceptor_TypedError_And_DeliveryOutcome(t *testing.T) {
 	cl := dial(t, planner, pc, co, false)
 	d, err = pc.Send(ctx, cl, text("x"), handoff.OfferParams{To: coder})
 	require.NoError(t, err)
-	require.Equal(t, handoff.Completed, d.State)
+	require.Equal(t, state.Completed, d.State)
 	require.False(t, d.Refused)
 	require.Empty(t, d.Reason)
 
 	d, err = pc.Send(ctx, cl, text("x"), handoff.OfferParams{To: coder, Dialog: "another-dialog"})
 	require.NoError(t, err)
-	require.Equal(t, handoff.Rejected, d.State)
+	require.Equal(t, state.Rejected, d.State)
 	require.True(t, d.Refused)
-	require.Equal(t, handoff.ReasonPolicy, d.Reason)
+	require.Equal(t, reason.Policy, d.Reason)
 	require.EqualValues(t, 1, co.w.calls.Load())
 }

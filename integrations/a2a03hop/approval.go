@@ -10,6 +10,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence"
 
 	"github.com/agentproto/handoff/integrations/internal/pause"
@@ -222,7 +223,7 @@ func refusedAnswer(ec *a2asrv.RequestContext, a *Approvals, err error) a2a.Event
 // pausedFor reports whether task paused for an approval on the hop whose
 // offer has the handoff digest hop: its status message or history carries
 // a pending approval of that hop.
-func pausedFor(task *a2a.Task, hop handoff.Digest) bool {
+func pausedFor(task *a2a.Task, hop digest.Digest) bool {
 	if task == nil {
 		return false
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/evidence"
 	"github.com/agentproto/handoff/replay"
+	"github.com/agentproto/handoff/state"
 
 	a2a1hop "github.com/agentproto/handoff/integrations/a2a03hop"
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
@@ -43,14 +44,14 @@ func (r *refunder) Execute(ctx context.Context, ec *a2asrv.RequestContext, q eve
 	if ev, ok := a2a1hop.AskApproval(ctx, ec, err); ok {
 		return q.Write(ctx, ev) // paused for the owner's approval
 	}
-	state := a2a.TaskStateCompleted
+	st := a2a.TaskStateCompleted
 	if err != nil {
-		a2a1hop.Report(ctx, a2a1hop.Outcome{Effect: handoff.EffectNone})
-		state = a2a.TaskStateFailed
+		a2a1hop.Report(ctx, a2a1hop.Outcome{Effect: state.EffectNone})
+		st = a2a.TaskStateFailed
 	} else {
 		r.refunds.Add(1)
 	}
-	ev := a2a.NewStatusUpdateEvent(ec, state, nil)
+	ev := a2a.NewStatusUpdateEvent(ec, st, nil)
 	ev.Final = true
 	return q.Write(ctx, ev)
 }
@@ -151,7 +152,7 @@ func (f *pauseFixture) first(t *testing.T, cl *a2aclient.Client) (*a2a1hop.Deliv
 	task, ok := d.Result.(*a2a.Task)
 	require.True(t, ok, "%T", d.Result)
 	require.Equal(t, a2a.TaskStateInputRequired, task.Status.State, "the must-ask refund paused the task")
-	require.Equal(t, handoff.Accepted, d.State, "the paused hop is \"accepted\"")
+	require.Equal(t, state.Accepted, d.State, "the paused hop is \"accepted\"")
 	return d, task
 }
 
@@ -167,7 +168,7 @@ func (f *pauseFixture) answer(t *testing.T, cl *a2aclient.Client, d *a2a1hop.Del
 	return got
 }
 
-func (f *pauseFixture) hopState(t *testing.T, hop handoff.HopID) handoff.State {
+func (f *pauseFixture) hopState(t *testing.T, hop handoff.HopID) state.State {
 	t.Helper()
 	info, ok, err := f.ps[planner].Agent.Hop(context.Background(), hop)
 	require.NoError(t, err)
@@ -203,7 +204,7 @@ func TestA2A03_Pause_Approve(t *testing.T) {
 	require.Equal(t, a2a.TaskStateCompleted, got.Status.State)
 	require.Equal(t, task.ID, got.ID, "the same task resumed")
 	require.EqualValues(t, 1, r.refunds.Load(), "the approved refund runs once")
-	require.Equal(t, handoff.Completed, f.hopState(t, d.Hop))
+	require.Equal(t, state.Completed, f.hopState(t, d.Hop))
 	require.Equal(t, 1, f.approvals(t, d), "the approval is in the ledger")
 
 	// The finished task takes no message; the hop's refund never runs again.
@@ -225,7 +226,7 @@ func TestA2A03_Pause_Deny(t *testing.T) {
 	require.Zero(t, r.refunds.Load(), "a declined refund ran")
 	require.EqualValues(t, 1, r.calls.Load(), "the executor is not run again for a declined answer")
 	require.Zero(t, f.approvals(t, d))
-	require.Equal(t, handoff.Accepted, f.hopState(t, d.Hop))
+	require.Equal(t, state.Accepted, f.hopState(t, d.Hop))
 }
 
 // No answer until the hop's timeout: the state and the guard's authority
@@ -259,7 +260,7 @@ func TestA2A03_Pause_RestartInBetween(t *testing.T) {
 	require.Equal(t, a2a.TaskStateCompleted, got.Status.State)
 	require.EqualValues(t, 1, after.refunds.Load(), "the answer after the restart runs the refund once")
 	require.Zero(t, before.refunds.Load())
-	require.Equal(t, handoff.Completed, f.hopState(t, d.Hop))
+	require.Equal(t, state.Completed, f.hopState(t, d.Hop))
 
 	// Recorded at the operator's console before the restart.
 	f2 := newPauseFixture(t)

@@ -16,6 +16,7 @@ import (
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/a2a"
 	"github.com/agentproto/handoff/handofftest"
+	"github.com/agentproto/handoff/state"
 
 	ha2a "github.com/agentproto/handoff/integrations/a2a03hop"
 )
@@ -85,7 +86,7 @@ func TestA2A_HandofftestBadInputs_NeverReachTheExecutor_HC30(t *testing.T) {
 				switch {
 				case bad.StatusDue():
 					require.NoError(t, err)
-					w.AssertStatus(t, status, bad.Offer, handoff.Rejected, bad.Reason)
+					w.AssertStatus(t, status, bad.Offer, state.Rejected, bad.Reason)
 				case bad.Retransmission:
 					require.NoError(t, err) // the prior offer's last status (HC-39)
 				default:

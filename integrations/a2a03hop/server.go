@@ -78,6 +78,9 @@ import (
 
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/a2a"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
+	"github.com/agentproto/handoff/state"
 
 	"github.com/agentproto/handoff/integrations/internal/binding"
 	"github.com/agentproto/handoff/integrations/internal/hopwork"
@@ -185,9 +188,9 @@ type Outcome struct {
 	// Effect decides the status sent with TASK_STATE_COMPLETED or
 	// TASK_STATE_FAILED: EffectFull "completed"; EffectNone and
 	// EffectPartial "failed"; EffectUnknown none (HC-25, HC-45).
-	Effect handoff.Effect
-	Reason handoff.Reason
-	Refs   []handoff.ContextRef
+	Effect state.Effect
+	Reason reason.Code
+	Refs   []ref.Ref
 }
 
 // Report tells the executor wrapper what the work achieved, before the
@@ -296,7 +299,7 @@ func (e *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 			return q.Write(ctx, reply(reqCtx, "retransmission: last status resent", &last))
 		}
 		if in.OwesAccepted() {
-			st, err := e.cfg.Agent.Reply(ctx, in, handoff.Accepted, handoff.ReplyOptions{})
+			st, err := e.cfg.Agent.Reply(ctx, in, state.Accepted, handoff.ReplyOptions{})
 			if err != nil {
 				return err
 			}
@@ -311,7 +314,7 @@ func (e *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		}
 		var st *handoff.Signed
 		if in.Equivocation() == handoff.AnswerRejectFirst {
-			signed, err := e.cfg.Agent.Reply(ctx, in, handoff.Rejected, handoff.ReplyOptions{Reason: handoff.ReasonEquivocation})
+			signed, err := e.cfg.Agent.Reply(ctx, in, state.Rejected, handoff.ReplyOptions{Reason: reason.Equivocation})
 			if err != nil {
 				return err
 			}
@@ -324,7 +327,7 @@ func (e *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		// The reason code goes back; the detail stays here (HC-05, HC-65).
 		var st *handoff.Signed
 		if in.StatusDue() {
-			signed, err := e.cfg.Agent.Reply(ctx, in, handoff.Rejected, handoff.ReplyOptions{Reason: in.Reason()})
+			signed, err := e.cfg.Agent.Reply(ctx, in, state.Rejected, handoff.ReplyOptions{Reason: in.Reason()})
 			if err != nil {
 				return err
 			}
@@ -334,7 +337,7 @@ func (e *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		return q.Write(ctx, final(reqCtx, a2a.TaskStateRejected, "rejected: "+string(in.Reason()), st))
 	}
 
-	st, err := e.cfg.Agent.Reply(ctx, in, handoff.Accepted, handoff.ReplyOptions{})
+	st, err := e.cfg.Agent.Reply(ctx, in, state.Accepted, handoff.ReplyOptions{})
 	if err != nil {
 		return err
 	}
@@ -451,7 +454,7 @@ func (w *queue) sign(ctx context.Context, ts *a2a.TaskStatus) error {
 	var otherwise hopwork.Outcome
 	switch ts.State {
 	case a2a.TaskStateCompleted:
-		otherwise.Effect = handoff.EffectFull // unless the work reported less
+		otherwise.Effect = state.EffectFull // unless the work reported less
 	case a2a.TaskStateFailed:
 		// EffectUnknown unless the work reported its outcome.
 	default:
@@ -487,7 +490,7 @@ func (e *Executor) sent(ctx context.Context, hop handoff.HopID, st handoff.Signe
 	if e.cfg.Observe == nil {
 		return
 	}
-	state, reason := handoff.State(""), handoff.Reason("")
+	state, reason := state.State(""), reason.Code("")
 	if _, sts, err := handoff.InspectUnverified(st, handoff.Limits{}); err == nil && sts != nil {
 		state, reason = sts.State, sts.Reason
 	}
@@ -522,7 +525,7 @@ func addURI(list []string) []string {
 
 // TaskState returns the a2a-go TaskState nearest a hop state (HC-29), or
 // TaskStateUnspecified for "expired", which has none.
-func TaskState(s handoff.State) a2a.TaskState {
+func TaskState(s state.State) a2a.TaskState {
 	name := strings.TrimPrefix(carry.TaskState(s), "TASK_STATE_")
 	return a2a.TaskState(strings.ReplaceAll(strings.ToLower(name), "_", "-"))
 }

@@ -20,6 +20,7 @@ import (
 	ha2a "github.com/agentproto/handoff/integrations/a2a03hop"
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
 	"github.com/agentproto/handoff/integrations/observe"
+	"github.com/agentproto/handoff/state"
 )
 
 func TestA2A_Telemetry_SpansAndCounters(t *testing.T) {
@@ -115,7 +116,7 @@ func TestA2A_Cancel_Refused_HC55(t *testing.T) {
 	// The tester signs a "canceled" for the planner's hop: not the hop's
 	// delegator, refused before it is verified (HC-55).
 	st, err := ps[tester].Signer.SignStatus(&handoff.Status{Hop: d.Hop, Offer: d.Offer.Digest, Iss: tester, Aud: coder,
-		Iat: handoff.TimeOf(d.Offer.Offer.Iat.Std()), State: handoff.Canceled})
+		Iat: handoff.TimeOf(d.Offer.Offer.Iat.Std()), State: state.Canceled})
 	require.NoError(t, err)
 	_, err = cl.CancelTask(ha2a.WithCancel(ctx, st), &a2a.TaskIDParams{ID: task})
 	require.ErrorIs(t, err, a2a.ErrInvalidParams)

@@ -14,6 +14,7 @@ import (
 	ha2a "github.com/agentproto/handoff/integrations/a2a03hop"
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
 	"github.com/agentproto/handoff/integrations/observe"
+	"github.com/agentproto/handoff/state"
 )
 
 // The delegator's trace context travels in Message.metadata beside the
@@ -34,7 +35,7 @@ func TestA2A_TraceContextInMetadata(t *testing.T) {
 	d, err := pc.Send(pctx, dial(t, planner, pc, co, false), text("x"), handoff.OfferParams{To: coder})
 	root.End()
 	require.NoError(t, err)
-	require.Equal(t, handoff.Completed, d.State)
+	require.Equal(t, state.Completed, d.State)
 
 	var hops int
 	for _, sp := range ours.Ended() {
@@ -71,7 +72,7 @@ func TestA2A_TraceContextDecidesNothing(t *testing.T) {
 	const t1, t2, s1, s2 = "4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c", "00f067aa0ba902b7", "b7ad6b7169203331"
 	d, err := pc.Send(agenttest.Remote(t, t1, s1), cl, text("x"), handoff.OfferParams{To: coder, Task: "write-patch"})
 	require.NoError(t, err)
-	require.Equal(t, handoff.Completed, d.State)
+	require.Equal(t, state.Completed, d.State)
 	last := statusOf(t, d.Result.(*a2a.Task).Status.Message)
 	res, _, err := pc.Retransmit(agenttest.Remote(t, t2, s2), cl, text("x"), d.Hop)
 	require.NoError(t, err)

@@ -20,6 +20,10 @@ import (
 
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/a2a"
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
+	"github.com/agentproto/handoff/state"
 
 	"github.com/agentproto/handoff/integrations/a2a1hop"
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
@@ -185,7 +189,7 @@ func TestA2A1_TwoHopChain_HC29_HC46_HC66(t *testing.T) {
 			toTester := dial(t, coder, te, cc)
 			co.w.body = func(ctx context.Context, in *handoff.Received, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 				d, err := cc.Send(ctx, toTester, text("test it"), handoff.OfferParams{To: tester, From: in})
-				if err != nil || d.State != handoff.Completed {
+				if err != nil || d.State != state.Completed {
 					return done(ec, a2a.TaskStateFailed)
 				}
 				return done(ec, a2a.TaskStateCompleted)
@@ -196,14 +200,14 @@ func TestA2A1_TwoHopChain_HC29_HC46_HC66(t *testing.T) {
 			task, ok := d.Result.(*a2a.Task)
 			require.True(t, ok, "%T", d.Result)
 			require.Equal(t, a2a.TaskStateCompleted, task.Status.State)
-			require.Equal(t, handoff.Completed, d.State)
+			require.Equal(t, state.Completed, d.State)
 			require.False(t, d.Refused)
-			var states []handoff.State
+			var states []state.State
 			for _, s := range d.Statuses {
 				require.NoError(t, s.Err())
 				states = append(states, s.Status().State)
 			}
-			require.Equal(t, []handoff.State{handoff.Accepted, handoff.Completed}, states)
+			require.Equal(t, []state.State{state.Accepted, state.Completed}, states)
 			for _, n := range []*node{co, te} {
 				require.EqualValues(t, 1, n.w.calls.Load(), "executor invocations of %s", n.p.ID)
 				require.Equal(t, []bool{true}, n.requested, "A2A-Extensions at %s", n.p.ID)
@@ -242,8 +246,8 @@ func TestA2A1_Refusals_NeverReachTheExecutor_HC30(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, a2a.TaskStateRejected, d.Result.(*a2a.Task).Status.State)
 	require.True(t, d.Refused)
-	require.Equal(t, handoff.Rejected, d.State)
-	require.Equal(t, handoff.ReasonPolicy, d.Reason)
+	require.Equal(t, state.Rejected, d.State)
+	require.Equal(t, reason.Policy, d.Reason)
 
 	_, err = cl.SendMessage(ctx, &a2a.SendMessageRequest{Message: text("x")})
 	require.ErrorIs(t, err, a2a.ErrExtensionSupportRequired)
@@ -288,13 +292,13 @@ func TestA2A1_StateChanges_HC29_HC44(t *testing.T) {
 	ctx := context.Background()
 	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.JWS})
 	co := newNode(t, ps[coder])
-	ref := handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.SHA256([]byte("half a patch"))}
+	r := ref.Ref{Kind: ref.KindDigest, Dig: digest.SHA256([]byte("half a patch"))}
 	co.w.body = func(ctx context.Context, in *handoff.Received, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 		return func(yield func(a2a.Event, error) bool) {
 			if !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateAuthRequired, nil), nil) {
 				return
 			}
-			a2a1hop.Report(ctx, a2a1hop.Outcome{Effect: handoff.EffectPartial, Refs: []handoff.ContextRef{ref}})
+			a2a1hop.Report(ctx, a2a1hop.Outcome{Effect: state.EffectPartial, Refs: []ref.Ref{r}})
 			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateFailed, nil), nil)
 		}
 	}
@@ -314,22 +318,22 @@ func TestA2A1_StateChanges_HC29_HC44(t *testing.T) {
 		}
 	}
 	require.Equal(t, []a2a.TaskState{a2a.TaskStateWorking, a2a.TaskStateAuthRequired, a2a.TaskStateFailed}, states)
-	var got []handoff.State
+	var got []state.State
 	for _, s := range a2a1hop.Statuses(cctx) {
 		require.NoError(t, s.Err())
 		got = append(got, s.Status().State)
 	}
-	require.Equal(t, []handoff.State{handoff.Accepted, handoff.Failed}, got)
+	require.Equal(t, []state.State{state.Accepted, state.Failed}, got)
 	info, _, err := ps[planner].Agent.Hop(ctx, out.Offer.Hop)
 	require.NoError(t, err)
-	require.Equal(t, handoff.Failed, info.State)
+	require.Equal(t, state.Failed, info.State)
 	require.EqualValues(t, 1, co.w.calls.Load())
 
-	for s, want := range map[handoff.State]a2a.TaskState{
-		handoff.Offered: a2a.TaskStateSubmitted, handoff.Accepted: a2a.TaskStateWorking,
-		handoff.Rejected: a2a.TaskStateRejected, handoff.Completed: a2a.TaskStateCompleted,
-		handoff.Failed: a2a.TaskStateFailed, handoff.Canceled: a2a.TaskStateCanceled,
-		handoff.Expired: a2a.TaskStateUnspecified,
+	for s, want := range map[state.State]a2a.TaskState{
+		state.Offered: a2a.TaskStateSubmitted, state.Accepted: a2a.TaskStateWorking,
+		state.Rejected: a2a.TaskStateRejected, state.Completed: a2a.TaskStateCompleted,
+		state.Failed: a2a.TaskStateFailed, state.Canceled: a2a.TaskStateCanceled,
+		state.Expired: a2a.TaskStateUnspecified,
 	} {
 		require.Equal(t, want, a2a1hop.TaskState(s), s)
 	}
@@ -366,7 +370,7 @@ func TestA2A1_Cancel_OnlyItsOwnHopsTask_HC28_HC55(t *testing.T) {
 			toA, toB := dial(t, alice, co, ac), dial(t, bob, co, bc)
 			da, err := ac.Send(ctx, toA, text("alice's"), handoff.OfferParams{To: coder})
 			require.NoError(t, err)
-			require.Equal(t, handoff.Completed, da.State)
+			require.Equal(t, state.Completed, da.State)
 			db, err := bc.Send(ctx, toB, text("bob's"), handoff.OfferParams{To: coder})
 			require.NoError(t, err)
 			bobTask, ok := bc.TaskOf(db.Hop)
@@ -391,7 +395,7 @@ func TestA2A1_Cancel_OnlyItsOwnHopsTask_HC28_HC55(t *testing.T) {
 			}, 5*time.Second, 10*time.Millisecond)
 			info, _, err := ps[bob].Agent.Hop(ctx, db.Hop)
 			require.NoError(t, err)
-			require.Equal(t, handoff.Completed, info.State, "Bob's task went on and completed")
+			require.Equal(t, state.Completed, info.State, "Bob's task went on and completed")
 
 			// Bob's own "canceled" cancels his next task.
 			hold := make(chan struct{})
@@ -476,7 +480,7 @@ func TestA2A1_Equivocation_FinishFirst_HC54(t *testing.T) {
 				yield(nil, context.Cause(ctx))
 				return
 			}
-			a2a1hop.Report(ctx, a2a1hop.Outcome{Effect: handoff.EffectNone})
+			a2a1hop.Report(ctx, a2a1hop.Outcome{Effect: state.EffectNone})
 			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateFailed, nil), nil)
 		}
 	}
@@ -498,7 +502,7 @@ func TestA2A1_Equivocation_FinishFirst_HC54(t *testing.T) {
 	require.NoError(t, <-done)
 	info, _, err := ps[planner].Agent.Hop(ctx, out.Offer.Hop)
 	require.NoError(t, err)
-	require.Equal(t, handoff.Failed, info.State)
-	require.Equal(t, handoff.ReasonEquivocation, info.Reason)
+	require.Equal(t, state.Failed, info.State)
+	require.Equal(t, reason.Equivocation, info.Reason)
 	require.EqualValues(t, 1, co.w.calls.Load())
 }

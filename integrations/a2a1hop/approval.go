@@ -10,6 +10,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence"
 
 	"github.com/agentproto/handoff/integrations/internal/pause"
@@ -207,13 +208,13 @@ func refusedAnswer(ec *a2asrv.ExecutorContext, a *Approvals, err error) a2a.Even
 	if errors.Is(err, pause.ErrDeclined) {
 		text = "approval declined"
 	}
-	return state(ec, a.pauseState(), text, nil)
+	return taskEvent(ec, a.pauseState(), text, nil)
 }
 
 // pausedFor reports whether task paused for an approval on the hop whose
 // offer has the handoff digest hop: its status message or history carries
 // a pending approval of that hop.
-func pausedFor(task *a2a.Task, hop handoff.Digest) bool {
+func pausedFor(task *a2a.Task, hop digest.Digest) bool {
 	if task == nil {
 		return false
 	}

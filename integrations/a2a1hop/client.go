@@ -13,6 +13,8 @@ import (
 
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/a2a"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/state"
 
 	"github.com/agentproto/handoff/integrations/internal/asking"
 	"github.com/agentproto/handoff/integrations/internal/hopwork"
@@ -266,13 +268,13 @@ type Delivery struct {
 	// State is the hop's state in the delegator's table once the delivery
 	// ended (Agent.Hop): handoff.Offered while no verified status came
 	// back, else the state the verified statuses set (HC-55, HC-56).
-	State handoff.State
+	State state.State
 	// Refused reports that the delegate refused the offer: with a verified
 	// "rejected" (State handoff.Rejected, Reason its reason code), or with
 	// TASK_STATE_REJECTED and no status, as for an offer whose signature
 	// did not verify (HC-30; Reason empty).
 	Refused bool
-	Reason  handoff.Reason
+	Reason  reason.Code
 }
 
 func (c *Client) settle(ctx context.Context, d *Delivery) error {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/a2a"
+	"github.com/agentproto/handoff/state"
 
 	"github.com/agentproto/handoff/integrations/a2a03hop"
 	"github.com/agentproto/handoff/integrations/a2a1hop"
@@ -91,13 +92,13 @@ func TestA2A1_ServesA2A03Clients_ThroughA2av0(t *testing.T) {
 	task, ok := d.Result.(*legacy.Task)
 	require.True(t, ok, "%T", d.Result)
 	require.Equal(t, legacy.TaskStateCompleted, task.Status.State)
-	require.Equal(t, handoff.Completed, d.State)
-	var states []handoff.State
+	require.Equal(t, state.Completed, d.State)
+	var states []state.State
 	for _, s := range d.Statuses {
 		require.NoError(t, s.Err())
 		states = append(states, s.State())
 	}
-	require.Contains(t, states, handoff.Completed)
+	require.Contains(t, states, state.Completed)
 	n.mu.Lock()
 	require.Equal(t, []bool{true}, n.requested, "the 0.3 client's extension request reached the 1.0 server")
 	n.mu.Unlock()

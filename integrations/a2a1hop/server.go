@@ -82,6 +82,9 @@ import (
 
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/a2a"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
+	"github.com/agentproto/handoff/state"
 
 	"github.com/agentproto/handoff/integrations/internal/binding"
 	"github.com/agentproto/handoff/integrations/internal/hopwork"
@@ -214,9 +217,9 @@ type Outcome struct {
 	// Effect decides the status sent with TASK_STATE_COMPLETED or
 	// TASK_STATE_FAILED: EffectFull "completed"; EffectNone and
 	// EffectPartial "failed"; EffectUnknown none (HC-25, HC-45).
-	Effect handoff.Effect
-	Reason handoff.Reason
-	Refs   []handoff.ContextRef
+	Effect state.Effect
+	Reason reason.Code
+	Refs   []ref.Ref
 }
 
 // Report tells the executor wrapper what the work achieved, before the
@@ -329,7 +332,7 @@ func (e *Executor) serve(ctx context.Context, ec *a2asrv.ExecutorContext, in *ha
 	case in.Retransmission():
 		// The answer to a pause of the hop's work resumes it (Approvals).
 		if accepted, ok := e.resumable(ec, in); ok {
-			e.run(ctx, ec, in, state(ec, a2a.TaskStateWorking, "resumed", &accepted), yield)
+			e.run(ctx, ec, in, taskEvent(ec, a2a.TaskStateWorking, "resumed", &accepted), yield)
 			return
 		}
 		// Never processed again (HC-38): answer with what was sent before.
@@ -345,7 +348,7 @@ func (e *Executor) serve(ctx context.Context, ec *a2asrv.ExecutorContext, in *ha
 			return
 		}
 		if in.OwesAccepted() {
-			st, err := e.cfg.Agent.Reply(ctx, in, handoff.Accepted, handoff.ReplyOptions{})
+			st, err := e.cfg.Agent.Reply(ctx, in, state.Accepted, handoff.ReplyOptions{})
 			if err != nil {
 				fail(err)
 				return
@@ -363,7 +366,7 @@ func (e *Executor) serve(ctx context.Context, ec *a2asrv.ExecutorContext, in *ha
 		}
 		var st *handoff.Signed
 		if in.Equivocation() == handoff.AnswerRejectFirst {
-			signed, err := e.cfg.Agent.Reply(ctx, in, handoff.Rejected, handoff.ReplyOptions{Reason: handoff.ReasonEquivocation})
+			signed, err := e.cfg.Agent.Reply(ctx, in, state.Rejected, handoff.ReplyOptions{Reason: reason.Equivocation})
 			if err != nil {
 				fail(err)
 				return
@@ -371,14 +374,14 @@ func (e *Executor) serve(ctx context.Context, ec *a2asrv.ExecutorContext, in *ha
 			e.sent(ctx, hop, signed)
 			st = &signed
 		}
-		yield(state(ec, a2a.TaskStateRejected, "rejected: equivocation", st), nil)
+		yield(taskEvent(ec, a2a.TaskStateRejected, "rejected: equivocation", st), nil)
 		return
 
 	case !in.Accepted():
 		// The reason code goes back; the detail stays here (HC-05, HC-65).
 		var st *handoff.Signed
 		if in.StatusDue() {
-			signed, err := e.cfg.Agent.Reply(ctx, in, handoff.Rejected, handoff.ReplyOptions{Reason: in.Reason()})
+			signed, err := e.cfg.Agent.Reply(ctx, in, state.Rejected, handoff.ReplyOptions{Reason: in.Reason()})
 			if err != nil {
 				fail(err)
 				return
@@ -386,11 +389,11 @@ func (e *Executor) serve(ctx context.Context, ec *a2asrv.ExecutorContext, in *ha
 			e.sent(ctx, hop, signed)
 			st = &signed
 		}
-		yield(state(ec, a2a.TaskStateRejected, "rejected: "+string(in.Reason()), st), nil)
+		yield(taskEvent(ec, a2a.TaskStateRejected, "rejected: "+string(in.Reason()), st), nil)
 		return
 	}
 
-	st, err := e.cfg.Agent.Reply(ctx, in, handoff.Accepted, handoff.ReplyOptions{})
+	st, err := e.cfg.Agent.Reply(ctx, in, state.Accepted, handoff.ReplyOptions{})
 	if err != nil {
 		fail(err)
 		return
@@ -399,7 +402,7 @@ func (e *Executor) serve(ctx context.Context, ec *a2asrv.ExecutorContext, in *ha
 	if b, ok := binding.Of(in); ok {
 		e.tasks.Bind(ec.TaskID, b) // only its delegator's "canceled" cancels this task
 	}
-	e.run(ctx, ec, in, state(ec, a2a.TaskStateWorking, "accepted", &st), yield)
+	e.run(ctx, ec, in, taskEvent(ec, a2a.TaskStateWorking, "accepted", &st), yield)
 }
 
 // run yields working, which carries the hop's "accepted", and runs the
@@ -511,7 +514,7 @@ func (s *signer) sign(ctx context.Context, ev a2a.Event) error {
 	var otherwise hopwork.Outcome
 	switch ts.State {
 	case a2a.TaskStateCompleted:
-		otherwise.Effect = handoff.EffectFull // unless the work reported less
+		otherwise.Effect = state.EffectFull // unless the work reported less
 	case a2a.TaskStateFailed:
 		// EffectUnknown unless the work reported its outcome.
 	default:
@@ -542,7 +545,7 @@ func (e *Executor) sent(ctx context.Context, hop handoff.HopID, st handoff.Signe
 	if e.cfg.Observe == nil {
 		return
 	}
-	state, reason := handoff.State(""), handoff.Reason("")
+	state, reason := state.State(""), reason.Code("")
 	if _, sts, err := handoff.InspectUnverified(st, handoff.Limits{}); err == nil && sts != nil {
 		state, reason = sts.State, sts.Reason
 	}
@@ -563,7 +566,7 @@ func reply(ec *a2asrv.ExecutorContext, text string, st *handoff.Signed) *a2a.Mes
 // state is the event that puts the task in ts with st in its status
 // message: the task itself when it does not exist yet (the first event of
 // an execution must be a Task or a Message), else a status update.
-func state(ec *a2asrv.ExecutorContext, ts a2a.TaskState, text string, st *handoff.Signed) a2a.Event {
+func taskEvent(ec *a2asrv.ExecutorContext, ts a2a.TaskState, text string, st *handoff.Signed) a2a.Event {
 	m := reply(ec, text, st)
 	if ec.StoredTask == nil {
 		t := a2a.NewSubmittedTask(ec, ec.Message)
@@ -584,6 +587,6 @@ func addURI(list []string) []string {
 
 // TaskState returns the TASK_STATE_* value nearest a hop state (HC-29), or
 // TaskStateUnspecified for "expired", which has none.
-func TaskState(s handoff.State) a2a.TaskState {
+func TaskState(s state.State) a2a.TaskState {
 	return a2a.TaskState(carry.TaskState(s))
 }

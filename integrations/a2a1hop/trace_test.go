@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/a2a"
+	"github.com/agentproto/handoff/state"
 
 	"github.com/agentproto/handoff/integrations/a2a1hop"
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
@@ -93,7 +94,7 @@ func TestTrace_OneTraceAcrossThreeHops(t *testing.T) {
 			return nil, nil, err
 		}
 		sent[2] = offeredOf(d.Offer)
-		if d.State != handoff.Completed {
+		if d.State != state.Completed {
 			return nil, nil, fmt.Errorf("hop 3 ended %s %s", d.State, d.Reason)
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "tested"}}}, nil, nil
@@ -116,7 +117,7 @@ func TestTrace_OneTraceAcrossThreeHops(t *testing.T) {
 		}
 		d, err := mc.Call(ctx, session, &mcp.CallToolParams{Name: "test", Arguments: args{What: "the pager"}},
 			handoff.OfferParams{To: tester, From: in, Task: "test"})
-		if err != nil || d.State != handoff.Completed {
+		if err != nil || d.State != state.Completed {
 			t.Logf("hop 2: %v", err)
 			return done(ec, a2a.TaskStateFailed)
 		}
@@ -130,7 +131,7 @@ func TestTrace_OneTraceAcrossThreeHops(t *testing.T) {
 	d, err := pc.Send(pctx, dial(t, planner, co, pc), text("fix the pager"), handoff.OfferParams{To: coder, Task: "fix"})
 	root.End()
 	require.NoError(t, err)
-	require.Equal(t, handoff.Completed, d.State)
+	require.Equal(t, state.Completed, d.State)
 	sent[0] = offeredOf(d.Offer)
 
 	traceID := root.SpanContext().TraceID()
@@ -201,7 +202,7 @@ func TestA2A1_TraceContextDecidesNothing(t *testing.T) {
 	const t1, t2, s1, s2 = "4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c", "00f067aa0ba902b7", "b7ad6b7169203331"
 	d, err := pc.Send(agenttest.Remote(t, t1, s1), cl, text("x"), handoff.OfferParams{To: coder, Task: "write-patch"})
 	require.NoError(t, err)
-	require.Equal(t, handoff.Completed, d.State)
+	require.Equal(t, state.Completed, d.State)
 	last := statusOf(t, d.Result.(*a2a.Task).Status.Message)
 	res, _, err := pc.Retransmit(agenttest.Remote(t, t2, s2), cl, text("x"), d.Hop)
 	require.NoError(t, err)
@@ -216,7 +217,7 @@ func TestA2A1_TraceContextDecidesNothing(t *testing.T) {
 	msg.Metadata = map[string]any{observe.MetaTraceparent: "00-not-a-trace-context-01", observe.MetaTracestate: []any{1}}
 	other, err := pc.Send(ctx, cl, msg, handoff.OfferParams{To: coder})
 	require.NoError(t, err)
-	require.Equal(t, handoff.Completed, other.State, "a malformed traceparent decided the verdict")
+	require.Equal(t, state.Completed, other.State, "a malformed traceparent decided the verdict")
 	require.EqualValues(t, 2, co.w.calls.Load())
 
 	got := map[string][2]string{} // decision/hop -> trace id, parent span id

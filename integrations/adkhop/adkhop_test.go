@@ -31,8 +31,11 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence"
 	"github.com/agentproto/handoff/evidence/authority"
+	"github.com/agentproto/handoff/ref"
+	"github.com/agentproto/handoff/state"
 
 	"github.com/agentproto/handoff/integrations/a2a1hop"
 	"github.com/agentproto/handoff/integrations/adkhop"
@@ -111,7 +114,7 @@ func guardFor(t *testing.T) *evidence.Guard {
 	specialist, err := handoff.NewAgent(handoff.Config{ID: payments, Signer: signers[payments], Trust: trust})
 	require.NoError(t, err)
 	ledger := []byte(`{"invoice":"INV-1042","status":"paid"}`)
-	ref := evidence.RefToWire(handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.SHA256(ledger), Loc: "urn:shop:ledger:INV-1042"})
+	r := evidence.RefToWire(ref.Ref{Kind: ref.KindDigest, Dig: digest.SHA256(ledger), Loc: "urn:shop:ledger:INV-1042"})
 	pkg := evidence.Package{
 		Sender: evidence.Party{Role: "triage"}, Receiver: evidence.Party{Role: "payments"},
 		Control:   evidence.SpecialistReturnsResult,
@@ -120,7 +123,7 @@ func guardFor(t *testing.T) *evidence.Guard {
 		State:     []evidence.StateClaim{{System: "ledger", State: "INV-1042 paid", AsOf: now.Add(-time.Minute), Evidence: []string{"ledger"}}},
 		Completed: []evidence.CompletedAction{{Action: "customer_notify", External: true, IdempotencyKey: "notify-1",
 			Postcondition: "email queued", Evidence: []string{"ledger"}}},
-		Artifacts:    []evidence.Artifact{{ID: "ledger", Ref: ref, Proves: "INV-1042 is paid"}},
+		Artifacts:    []evidence.Artifact{{ID: "ledger", Ref: r, Proves: "INV-1042 is paid"}},
 		Pending:      []evidence.Pending{{Kind: evidence.PendingApproval, Item: "refund", Action: "refund_issue", Owner: "finance-lead"}},
 		Next:         evidence.NextAction{Action: "ledger_read", Description: "read INV-1042"},
 		Verification: evidence.Verification{Check: "ledger_read answers for INV-1042"},
@@ -132,7 +135,7 @@ func guardFor(t *testing.T) *evidence.Guard {
 	bind := evidence.Binding{Hop: hop, Iss: triage, Aud: payments, Iat: handoff.TimeOf(now), Exp: handoff.TimeOf(now) + 120}
 	built, err := evidence.NewBuilder(pkg).Build(bind, evidence.BuildOptions{})
 	require.NoError(t, err)
-	o := &handoff.Offer{Hop: hop, Dialog: "case-1", Iss: triage, Aud: payments, Iat: bind.Iat, Exp: bind.Exp, Refs: []handoff.ContextRef{built.Ref}}
+	o := &handoff.Offer{Hop: hop, Dialog: "case-1", Iss: triage, Aud: payments, Iat: bind.Iat, Exp: bind.Exp, Refs: []ref.Ref{built.Ref}}
 	offer, err := signers[triage].SignOffer(o)
 	require.NoError(t, err)
 	wire, err := (&handoff.Handoff{Offer: offer}).Encode(handoff.JSON)
@@ -140,7 +143,7 @@ func guardFor(t *testing.T) *evidence.Guard {
 	in, err := specialist.Receive(context.Background(), wire, handoff.Host{Dialog: "case-1"})
 	require.NoError(t, err)
 	rep, err := evidence.CheckReceived(context.Background(), in, evidence.Delivered{Package: built.Encoded}, evidence.CheckConfig{
-		Artifacts: handoff.RefsByLoc(map[string]handoff.RefObject{"urn:shop:ledger:INV-1042": {Octets: ledger}})})
+		Artifacts: ref.ByLoc(map[string]ref.Object{"urn:shop:ledger:INV-1042": {Octets: ledger}})})
 	require.NoError(t, err)
 	require.True(t, rep.Acceptable(), "%v", rep.Findings())
 	g, err := evidence.NewGuard(context.Background(), rep, evidence.GuardConfig{Ledger: authority.NewMemory()})
@@ -323,7 +326,7 @@ func TestADK_RemoteOffer_And_GuardedTools(t *testing.T) {
 
 	info, _, err := ps[planner].Agent.Hop(context.Background(), offers.all()[0].Offer.Hop)
 	require.NoError(t, err)
-	require.Equal(t, handoff.Completed, info.State, "the delegator verified the coder's \"completed\"")
+	require.Equal(t, state.Completed, info.State, "the delegator verified the coder's \"completed\"")
 }
 
 // A tool call that serves no hop with a guard is refused (fail closed),
@@ -387,7 +390,7 @@ func TestADK_NoGuard_And_RefusedOffers_NeverReachTheAgent(t *testing.T) {
 func TestADK_GuardOfAnotherHopRefuses(t *testing.T) {
 	g := guardFor(t)
 	ctx := context.Background()
-	call := evidence.Call{Hop: handoff.SHA256([]byte("another offer")), Action: "ledger_read"}
+	call := evidence.Call{Hop: digest.SHA256([]byte("another offer")), Action: "ledger_read"}
 	require.ErrorIs(t, g.Authorize(ctx, call), evidence.ErrOtherHop)
 	call.Hop = g.Hop()
 	require.NoError(t, g.Authorize(ctx, call))

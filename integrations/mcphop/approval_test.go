@@ -14,6 +14,7 @@ import (
 	"github.com/agentproto/handoff/evidence"
 	"github.com/agentproto/handoff/evidence/authority"
 	"github.com/agentproto/handoff/replay"
+	"github.com/agentproto/handoff/state"
 
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
 	hmcp "github.com/agentproto/handoff/integrations/mcphop"
@@ -144,7 +145,7 @@ func (f *pauseFixture) first(t *testing.T, cs *mcp.ClientSession, op string) (*h
 	require.True(t, d.Result.NeedsInput(), "the must-ask refund paused the call")
 	require.Contains(t, d.Result.InputRequests, hmcp.ApprovalInput)
 	require.NotEmpty(t, d.Result.RequestState)
-	require.Equal(t, handoff.Accepted, d.State, "the paused hop is \"accepted\"")
+	require.Equal(t, state.Accepted, d.State, "the paused hop is \"accepted\"")
 	return d, d.Result
 }
 
@@ -160,7 +161,7 @@ func (f *pauseFixture) retry(t *testing.T, cs *mcp.ClientSession, hop handoff.Ho
 	return res
 }
 
-func (f *pauseFixture) state(t *testing.T, hop handoff.HopID) handoff.State {
+func (f *pauseFixture) state(t *testing.T, hop handoff.HopID) state.State {
 	t.Helper()
 	info, ok, err := f.ps[planner].Agent.Hop(context.Background(), hop)
 	require.NoError(t, err)
@@ -181,7 +182,7 @@ func TestMCP_Pause_Approve(t *testing.T) {
 	d, err := f.cl.Call(context.Background(), cs, refund("refund-INV-1042"), f.offer())
 	require.NoError(t, err)
 	require.False(t, d.Result.IsError, "%v", d.Result.Content)
-	require.Equal(t, handoff.Completed, d.State)
+	require.Equal(t, state.Completed, d.State)
 	require.EqualValues(t, 1, a.asked.Load())
 	require.EqualValues(t, 1, srv.refunds.Load(), "the approved refund runs once")
 	require.EqualValues(t, 2, srv.calls.Load(), "the paused call and the resumed one")
@@ -216,7 +217,7 @@ func TestMCP_Pause_Deny(t *testing.T) {
 		require.EqualValues(t, 1, a.asked.Load())
 		require.Zero(t, srv.refunds.Load(), "a declined refund ran")
 		require.EqualValues(t, 1, srv.calls.Load(), "the tool is not run again for a declined answer")
-		require.Equal(t, handoff.Accepted, d.State)
+		require.Equal(t, state.Accepted, d.State)
 		as, err := f.e.Ledger.Approvals(context.Background(), d.Offer.Handoff.Offer.Digest().String())
 		require.NoError(t, err)
 		require.Empty(t, as, "nothing recorded")
@@ -256,7 +257,7 @@ func TestMCP_Pause_RestartInBetween(t *testing.T) {
 	res := f.retry(t, cs, d.Hop, "refund-INV-1042", paused.RequestState, "approve")
 	require.False(t, res.IsError, "%v", res.Content)
 	require.EqualValues(t, 1, after.refunds.Load(), "the answer after the restart runs the refund once")
-	require.Equal(t, handoff.Completed, f.state(t, d.Hop))
+	require.Equal(t, state.Completed, f.state(t, d.Hop))
 	res = f.retry(t, cs, d.Hop, "refund-INV-1042", paused.RequestState, "approve")
 	require.EqualValues(t, 1, after.refunds.Load(), "once")
 
@@ -376,7 +377,7 @@ func TestMCP_Pause_OlderClient(t *testing.T) {
 	require.EqualValues(t, 1, srv.refunds.Load())
 	require.EqualValues(t, 3, srv.calls.Load(), "paused, paused again past the middleware, resumed")
 	require.Equal(t, 1, f.approvals(t, d), "only the answer through the middleware is recorded")
-	require.Equal(t, handoff.Completed, d.State)
+	require.Equal(t, state.Completed, d.State)
 }
 
 func (f *pauseFixture) approvals(t *testing.T, d *hmcp.Delivery) int {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/mcp"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/state"
 
 	"github.com/agentproto/handoff/integrations/internal/asking"
 	"github.com/agentproto/handoff/integrations/internal/hopwork"
@@ -184,13 +186,13 @@ type Delivery struct {
 	// State is the hop's state in the delegator's table once the call
 	// ended (Agent.Hop): handoff.Offered while no verified status came
 	// back, else the state the verified statuses set (HC-55, HC-56).
-	State handoff.State
+	State state.State
 	// Refused reports that the delegate refused the offer: with a verified
 	// "rejected" (State handoff.Rejected, Reason its reason code), or with
 	// an error result and no status, as for an offer whose signature did
 	// not verify (HC-30; Reason empty).
 	Refused bool
-	Reason  handoff.Reason
+	Reason  reason.Code
 }
 
 // settle fills the outcome of d from the delegator's table and the result.
@@ -200,7 +202,7 @@ func (c *Client) settle(ctx context.Context, d *Delivery) error {
 		return err
 	}
 	d.State, d.Refused, d.Reason = s.State, s.Refused, s.Reason
-	if d.Result != nil && d.Result.IsError && (d.State == handoff.Offered || d.State == "") {
+	if d.Result != nil && d.Result.IsError && (d.State == state.Offered || d.State == "") {
 		d.Refused = true // refused with no status the delegator could verify
 	}
 	return nil

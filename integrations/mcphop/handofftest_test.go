@@ -13,6 +13,7 @@ import (
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/handofftest"
 	carry "github.com/agentproto/handoff/mcp"
+	"github.com/agentproto/handoff/state"
 
 	hmcp "github.com/agentproto/handoff/integrations/mcphop"
 )
@@ -79,7 +80,7 @@ func TestMCP_HandofftestBadInputs_NeverReachTheTool_HC30(t *testing.T) {
 				switch {
 				case bad.StatusDue():
 					require.NoError(t, err)
-					w.AssertStatus(t, status, bad.Offer, handoff.Rejected, bad.Reason)
+					w.AssertStatus(t, status, bad.Offer, state.Rejected, bad.Reason)
 				case bad.Retransmission:
 					// answered with the prior offer's last status (HC-39)
 					require.NoError(t, err)

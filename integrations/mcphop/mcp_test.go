@@ -18,6 +18,8 @@ import (
 
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/mcp"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/state"
 
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
 	hmcp "github.com/agentproto/handoff/integrations/mcphop"
@@ -161,7 +163,7 @@ func TestMCP_ThreeHopChain_HC46_HC67(t *testing.T) {
 					if err != nil {
 						return nil, err
 					}
-					if len(d.Statuses) != 1 || d.Statuses[0].State() != handoff.Completed {
+					if len(d.Statuses) != 1 || d.Statuses[0].State() != state.Completed {
 						return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{}}, nil
 					}
 					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
@@ -178,7 +180,7 @@ func TestMCP_ThreeHopChain_HC46_HC67(t *testing.T) {
 			require.False(t, d.Result.IsError)
 			require.Len(t, d.Statuses, 1)
 			require.NoError(t, d.Statuses[0].Err())
-			require.Equal(t, handoff.Completed, d.Statuses[0].State())
+			require.Equal(t, state.Completed, d.Statuses[0].State())
 			info, ok, err := ps[assistant].Agent.Hop(ctx, d.Hop)
 			require.NoError(t, err)
 			require.True(t, ok)
@@ -287,7 +289,7 @@ func TestMCP_RetransmitOnTimeout_Backoff_HC37(t *testing.T) {
 	require.Equal(t, 2, d.Attempts)
 	// The retransmission was told the work was taken, and the work ran once.
 	require.Len(t, d.Statuses, 1)
-	require.Equal(t, handoff.Accepted, d.Statuses[0].State())
+	require.Equal(t, state.Accepted, d.Statuses[0].State())
 	require.EqualValues(t, 1, co.calls.Load())
 }
 
@@ -324,7 +326,7 @@ func TestMCP_Cancel_SignedInNotificationsCancelled_HC28_HC67(t *testing.T) {
 			close(started)
 			<-ctx.Done() // the SDK cancels the handler's context
 			close(stopped)
-			hmcp.Report(ctx, hmcp.Outcome{Effect: handoff.EffectNone})
+			hmcp.Report(ctx, hmcp.Outcome{Effect: state.EffectNone})
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{}}, nil
 		}
 		pc, err := hmcp.NewClient(hmcp.ClientConfig{Agent: ps[planner].Agent, Attempts: -1})
@@ -351,7 +353,7 @@ func TestMCP_Cancel_SignedInNotificationsCancelled_HC28_HC67(t *testing.T) {
 		got := co.canceled[0]
 		co.mu.Unlock()
 		require.NoError(t, got.Err())
-		require.Equal(t, handoff.Canceled, got.Status().State)
+		require.Equal(t, state.Canceled, got.Status().State)
 		require.Equal(t, planner, got.Status().Iss, "the cancel is signed by the delegator")
 		require.Equal(t, out.Offer.Hop, got.Status().Hop)
 		require.True(t, got.Status().Offer.Equal(out.Digest), "the cancel names the offer by its digest")
@@ -463,8 +465,8 @@ func TestMCP_Equivocation_RejectFirst_HC54(t *testing.T) {
 	sts := hmcp.Statuses(cctx)
 	require.Len(t, sts, 1)
 	require.NoError(t, sts[0].Err())
-	require.Equal(t, handoff.Rejected, sts[0].State())
-	require.Equal(t, handoff.ReasonEquivocation, sts[0].Status().Reason)
+	require.Equal(t, state.Rejected, sts[0].State())
+	require.Equal(t, reason.Equivocation, sts[0].Status().Reason)
 	require.True(t, sts[0].Status().Offer.Equal(out.Digest), "the status answers the FIRST offer")
 	require.Zero(t, co.calls.Load())
 }
@@ -479,7 +481,7 @@ func TestMCP_Cancel_AfterTheCall_HC28(t *testing.T) {
 		ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.JWS})
 		co := newNode(t, ps[coder], planner, nil)
 		co.work = func(ctx context.Context, in *handoff.Received) (*mcp.CallToolResult, error) {
-			hmcp.Report(ctx, hmcp.Outcome{Effect: handoff.EffectUnknown}) // still working after the reply
+			hmcp.Report(ctx, hmcp.Outcome{Effect: state.EffectUnknown}) // still working after the reply
 			return &mcp.CallToolResult{Content: []mcp.Content{}}, nil
 		}
 		pc, err := hmcp.NewClient(hmcp.ClientConfig{Agent: ps[planner].Agent})
@@ -487,7 +489,7 @@ func TestMCP_Cancel_AfterTheCall_HC28(t *testing.T) {
 		s := connect(t, pc, co.server, httpT)
 		d, err := pc.Call(ctx, s, call("x"), handoff.OfferParams{To: coder, Dialog: dialog})
 		require.NoError(t, err)
-		require.Equal(t, handoff.Accepted, d.Statuses[0].State())
+		require.Equal(t, state.Accepted, d.Statuses[0].State())
 
 		_, err = pc.Cancel(ctx, d.Hop)
 		if httpT {
@@ -504,7 +506,7 @@ func TestMCP_Cancel_AfterTheCall_HC28(t *testing.T) {
 		got := co.canceled[0]
 		co.mu.Unlock()
 		require.NoError(t, got.Err())
-		require.Equal(t, handoff.Canceled, got.State())
+		require.Equal(t, state.Canceled, got.State())
 		require.EqualValues(t, 1, co.calls.Load())
 	}
 }
@@ -523,7 +525,7 @@ func TestMCP_Equivocation_FinishFirst_HC54(t *testing.T) {
 		if !errors.Is(context.Cause(ctx), hmcp.ErrEquivocated) {
 			return nil, context.Cause(ctx)
 		}
-		hmcp.Report(ctx, hmcp.Outcome{Effect: handoff.EffectNone})
+		hmcp.Report(ctx, hmcp.Outcome{Effect: state.EffectNone})
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "stopped"}}}, nil
 	}
 	pc, err := hmcp.NewClient(hmcp.ClientConfig{Agent: ps[planner].Agent})
@@ -547,8 +549,8 @@ func TestMCP_Equivocation_FinishFirst_HC54(t *testing.T) {
 	sts := hmcp.Statuses(firstCtx)
 	require.Len(t, sts, 1)
 	require.NoError(t, sts[0].Err())
-	require.Equal(t, handoff.Failed, sts[0].State())
-	require.Equal(t, handoff.ReasonEquivocation, sts[0].Status().Reason)
+	require.Equal(t, state.Failed, sts[0].State())
+	require.Equal(t, reason.Equivocation, sts[0].Status().Reason)
 	require.EqualValues(t, 1, co.calls.Load())
 }
 
@@ -601,7 +603,7 @@ func TestMCP_Cancel_OnlyItsOwnHop_HC28_HC55(t *testing.T) {
 		if in.Offer().Iss == bob {
 			close(started)
 			<-ctx.Done()
-			hmcp.Report(ctx, hmcp.Outcome{Effect: handoff.EffectUnknown})
+			hmcp.Report(ctx, hmcp.Outcome{Effect: state.EffectUnknown})
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{}}, nil
 	}
@@ -609,7 +611,7 @@ func TestMCP_Cancel_OnlyItsOwnHop_HC28_HC55(t *testing.T) {
 	require.NoError(t, err)
 	da, err := ac.Call(ctx, connect(t, ac, co.server, false), call("alice's"), handoff.OfferParams{To: coder, Dialog: dialog})
 	require.NoError(t, err)
-	require.Equal(t, handoff.Completed, da.State)
+	require.Equal(t, state.Completed, da.State)
 	n, err := ps[alice].Agent.Cancel(ctx, da.Hop)
 	require.NoError(t, err)
 
@@ -670,7 +672,7 @@ func TestMCP_MissingMiddleware_TypedError_And_DeliveryOutcome(t *testing.T) {
 	s := connect(t, pc, co.server, false)
 	d, err = pc.Call(ctx, s, call("x"), handoff.OfferParams{To: coder, Dialog: dialog})
 	require.NoError(t, err)
-	require.Equal(t, handoff.Completed, d.State)
+	require.Equal(t, state.Completed, d.State)
 	require.False(t, d.Refused)
 
 	// A forged offer: refused with no status the delegator could verify.
@@ -681,12 +683,12 @@ func TestMCP_MissingMiddleware_TypedError_And_DeliveryOutcome(t *testing.T) {
 	require.True(t, res.IsError)
 
 	co.work = func(ctx context.Context, in *handoff.Received) (*mcp.CallToolResult, error) {
-		hmcp.Report(ctx, hmcp.Outcome{Effect: handoff.EffectNone, Reason: handoff.ReasonPolicy})
+		hmcp.Report(ctx, hmcp.Outcome{Effect: state.EffectNone, Reason: reason.Policy})
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{}}, nil
 	}
 	d, err = pc.Call(ctx, s, call("x"), handoff.OfferParams{To: coder, Dialog: dialog})
 	require.NoError(t, err)
-	require.Equal(t, handoff.Failed, d.State)
+	require.Equal(t, state.Failed, d.State)
 	require.False(t, d.Refused, "a failed hop was taken, not refused")
 	require.EqualValues(t, 2, co.calls.Load())
 }

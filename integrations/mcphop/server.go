@@ -70,6 +70,9 @@ import (
 
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/mcp"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
+	"github.com/agentproto/handoff/state"
 
 	"github.com/agentproto/handoff/integrations/internal/binding"
 	"github.com/agentproto/handoff/integrations/internal/hopwork"
@@ -152,11 +155,11 @@ type Outcome struct {
 	// Effect decides the status: EffectFull "completed"; EffectNone and
 	// EffectPartial "failed"; EffectUnknown no terminal status, the hop
 	// stays "accepted" (HC-25, HC-45).
-	Effect handoff.Effect
-	Reason handoff.Reason
+	Effect state.Effect
+	Reason reason.Code
 	// Refs: for "completed" the result; for "failed" every part of the work
 	// that took effect (HC-44).
-	Refs []handoff.ContextRef
+	Refs []ref.Ref
 }
 
 // ErrEquivocated is the cause of a tool handler's context when its
@@ -280,7 +283,7 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 			return statusResult(last, "retransmission: last status resent", false), nil
 		}
 		if in.OwesAccepted() {
-			st, err := s.cfg.Agent.Reply(ctx, in, handoff.Accepted, handoff.ReplyOptions{})
+			st, err := s.cfg.Agent.Reply(ctx, in, state.Accepted, handoff.ReplyOptions{})
 			if err != nil {
 				return nil, err
 			}
@@ -296,7 +299,7 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 			s.running.Stop(in.Offer().Iss, hop) // stop the first offer's work if it runs
 		}
 		if in.Equivocation() == handoff.AnswerRejectFirst {
-			st, err := s.cfg.Agent.Reply(ctx, in, handoff.Rejected, handoff.ReplyOptions{Reason: handoff.ReasonEquivocation})
+			st, err := s.cfg.Agent.Reply(ctx, in, state.Rejected, handoff.ReplyOptions{Reason: reason.Equivocation})
 			if err != nil {
 				return nil, err
 			}
@@ -310,7 +313,7 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 		// (HC-05, HC-65).
 		var st *handoff.Signed
 		if in.StatusDue() {
-			signed, err := s.cfg.Agent.Reply(ctx, in, handoff.Rejected, handoff.ReplyOptions{Reason: in.Reason()})
+			signed, err := s.cfg.Agent.Reply(ctx, in, state.Rejected, handoff.ReplyOptions{Reason: in.Reason()})
 			if err != nil {
 				return nil, err
 			}
@@ -323,7 +326,7 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 	// Accepted: answer "accepted" first, which records the hop as taken, so
 	// that a retransmission while the tool runs is told so (HC-39); then run
 	// the tool.
-	accepted, err := s.cfg.Agent.Reply(ctx, in, handoff.Accepted, handoff.ReplyOptions{})
+	accepted, err := s.cfg.Agent.Reply(ctx, in, state.Accepted, handoff.ReplyOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -365,9 +368,9 @@ func (s *server) run(ctx context.Context, r *mcp.CallToolRequest, in *handoff.Re
 		carry.AttachStatus(ctr.Meta, accepted)
 		return ctr, nil
 	}
-	otherwise := hopwork.Outcome{Effect: handoff.EffectFull}
+	otherwise := hopwork.Outcome{Effect: state.EffectFull}
 	if ctr != nil && ctr.IsError {
-		otherwise.Effect = handoff.EffectUnknown
+		otherwise.Effect = state.EffectUnknown
 	}
 	state, o := box.Final(otherwise)
 	st := accepted // outcome unknown: the hop stays "accepted" (HC-45)
@@ -425,7 +428,7 @@ func (s *server) sent(ctx context.Context, hop handoff.HopID, st handoff.Signed)
 	if s.cfg.Observe == nil {
 		return
 	}
-	state, reason := handoff.State(""), handoff.Reason("")
+	state, reason := state.State(""), reason.Code("")
 	if _, sts, err := handoff.InspectUnverified(st, handoff.Limits{}); err == nil && sts != nil {
 		state, reason = sts.State, sts.Reason
 	}

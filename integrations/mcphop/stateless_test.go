@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
 	hmcp "github.com/agentproto/handoff/integrations/mcphop"
+	"github.com/agentproto/handoff/state"
 )
 
 // MCP protocol 2026-07-28 over a stateless streamable HTTP server: every
@@ -45,8 +46,8 @@ func TestMCP_StatelessProtocol20260728_EachCallOnItsOwn(t *testing.T) {
 	require.NoError(t, err)
 	d2, err := pc.Call(ctx, s, call("two"), handoff.OfferParams{To: coder, Dialog: dialog})
 	require.NoError(t, err)
-	require.Equal(t, handoff.Completed, d1.State)
-	require.Equal(t, handoff.Completed, d2.State)
+	require.Equal(t, state.Completed, d1.State)
+	require.Equal(t, state.Completed, d2.State)
 	require.EqualValues(t, 2, co.calls.Load())
 	co.mu.Lock()
 	require.Len(t, co.seen, 2)
@@ -80,7 +81,7 @@ func TestMCP_StatelessProtocol20260728_EachCallOnItsOwn(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			cause <- errors.New("the cancel never reached the handler")
 		}
-		hmcp.Report(ctx, hmcp.Outcome{Effect: handoff.EffectNone})
+		hmcp.Report(ctx, hmcp.Outcome{Effect: state.EffectNone})
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{}}, nil
 	}
 	out, err := ps[planner].Agent.Offer(ctx, handoff.OfferParams{To: coder, Dialog: dialog})

@@ -33,6 +33,8 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/state"
 )
 
 // ScopeName is the instrumentation scope of the spans and instruments.
@@ -155,7 +157,7 @@ func (r *Recorder) StartReceive(ctx context.Context, transport string) (context.
 
 // Decide names the decision on an offer received, its reason code and the
 // check that decided ("none" when every check passed).
-func Decide(in *handoff.Received, err error) (decision string, reason handoff.Reason, check string) {
+func Decide(in *handoff.Received, err error) (decision string, reason reason.Code, check string) {
 	switch {
 	case err != nil:
 		return DecisionError, handoff.ReasonOf(err), ""
@@ -173,7 +175,7 @@ func Decide(in *handoff.Received, err error) (decision string, reason handoff.Re
 }
 
 // StatusSent records a status this agent signed and sent for a hop.
-func (r *Recorder) StatusSent(ctx context.Context, transport string, hop handoff.HopID, state handoff.State, reason handoff.Reason) {
+func (r *Recorder) StatusSent(ctx context.Context, transport string, hop handoff.HopID, state state.State, reason reason.Code) {
 	if !r.on() {
 		return
 	}
@@ -192,7 +194,7 @@ func (r *Recorder) StatusReceived(ctx context.Context, transport string, res *ha
 		return
 	}
 	_, span := r.tracer.Start(ctx, SpanStatus, trace.WithSpanKind(trace.SpanKindConsumer))
-	dec, state, reason := DecisionVerified, handoff.State(""), handoff.Reason("")
+	dec, state, reason := DecisionVerified, state.State(""), reason.Code("")
 	switch {
 	case err != nil:
 		dec, reason = DecisionError, handoff.ReasonOf(err)

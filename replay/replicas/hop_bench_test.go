@@ -22,6 +22,7 @@ import (
 	"github.com/agentproto/handoff/replay"
 	"github.com/agentproto/handoff/replay/boltstore"
 	"github.com/agentproto/handoff/replay/redisstore"
+	"github.com/agentproto/handoff/state"
 )
 
 // What one hop costs a shared store, measured through the public API: a
@@ -130,7 +131,7 @@ func (w *hopWorld) replyHalf(b *testing.B, a *handoff.Agent, ins []*handoff.Rece
 		go func() {
 			defer wg.Done()
 			for i := 2 * g; i < len(ins); i += 2 * hopReceivers {
-				if _, err := a.Reply(ctx, ins[i], handoff.Accepted, handoff.ReplyOptions{}); err != nil {
+				if _, err := a.Reply(ctx, ins[i], state.Accepted, handoff.ReplyOptions{}); err != nil {
 					b.Errorf("reply %d: %v", i, err)
 					return
 				}

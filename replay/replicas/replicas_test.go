@@ -18,9 +18,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/replay"
 	"github.com/agentproto/handoff/replay/boltstore"
 	"github.com/agentproto/handoff/replay/redisstore"
+	"github.com/agentproto/handoff/state"
 )
 
 // Several replicas of one agent behind a load balancer must share their
@@ -146,7 +148,7 @@ func replicaScenario(t *testing.T, stores []replay.Store) {
 	// The replica that took the work answers; any replica then resends the
 	// identical last status to a retransmission (HC-39).
 	for i, a := range rs.replicas {
-		if st, err := a.Reply(ctx, winner, handoff.Accepted, handoff.ReplyOptions{}); err == nil {
+		if st, err := a.Reply(ctx, winner, state.Accepted, handoff.ReplyOptions{}); err == nil {
 			winnerAgent = i
 			for _, b := range rs.replicas {
 				in, err := b.Receive(ctx, first, handoff.Host{Peer: replicaFrom})
@@ -167,7 +169,7 @@ func replicaScenario(t *testing.T, stores []replay.Store) {
 	var eq atomic.Int32
 	for _, in := range rs.storm(t, second, 32) {
 		assert.False(t, in.Accepted())
-		if in.Reason() == handoff.ReasonEquivocation {
+		if in.Reason() == reason.Equivocation {
 			eq.Add(1)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/replay/boltstore"
+	"github.com/agentproto/handoff/state"
 )
 
 // The multi-process restart test. Three agents, origin -> middle -> leaf,
@@ -167,7 +168,7 @@ func restartStep(dir, step string, now time.Time) (map[string]any, error) {
 		}
 		out["accepted"] = in.Accepted()
 		out["chain"] = string(in.Chain())
-		st, err := a.Reply(ctx, in, handoff.Accepted, handoff.ReplyOptions{})
+		st, err := a.Reply(ctx, in, state.Accepted, handoff.ReplyOptions{})
 		if err != nil {
 			return nil, err
 		}
@@ -214,8 +215,8 @@ func restartStep(dir, step string, now time.Time) (map[string]any, error) {
 		// The work had taken effect before the cancel arrived: the leaf
 		// still reports it, from its store alone (HC-56).
 		hop, _, _ := strings.Cut(string(read("middle-hop")), "\n")
-		st, err := a.ReplyHop(ctx, restartIDs["middle"], handoff.HopID(hop), handoff.Completed,
-			handoff.ReplyOptions{Effect: handoff.EffectFull})
+		st, err := a.ReplyHop(ctx, restartIDs["middle"], handoff.HopID(hop), state.Completed,
+			handoff.ReplyOptions{Effect: state.EffectFull})
 		if err != nil {
 			return nil, err
 		}
@@ -232,8 +233,8 @@ func restartStep(dir, step string, now time.Time) (map[string]any, error) {
 			return nil, err
 		}
 		out["unresolved"] = len(open)
-		st, err := a.ReplyHop(ctx, restartIDs["origin"], handoff.HopID(read("origin-hop")), handoff.Completed,
-			handoff.ReplyOptions{Effect: handoff.EffectFull})
+		st, err := a.ReplyHop(ctx, restartIDs["origin"], handoff.HopID(read("origin-hop")), state.Completed,
+			handoff.ReplyOptions{Effect: state.EffectFull})
 		if err != nil {
 			return nil, err
 		}

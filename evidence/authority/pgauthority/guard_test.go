@@ -14,9 +14,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence"
 	"github.com/agentproto/handoff/evidence/authority"
 	"github.com/agentproto/handoff/evidence/authority/pgauthority"
+	"github.com/agentproto/handoff/ref"
+	"github.com/agentproto/handoff/state"
 )
 
 // received is a payments specialist's passed package for one refund: the
@@ -54,7 +57,7 @@ func received(t *testing.T, now time.Time) (*handoff.Received, *evidence.Report)
 		},
 		State: []evidence.StateClaim{{System: "billing-ledger", State: "INV-1042 paid, not refunded", AsOf: now.Add(-time.Minute), Evidence: []string{"ledger"}}},
 		Artifacts: []evidence.Artifact{{ID: "ledger", Proves: "INV-1042 is paid and not refunded",
-			Ref: evidence.RefToWire(handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.SHA256(invoice), Loc: loc})}},
+			Ref: evidence.RefToWire(ref.Ref{Kind: ref.KindDigest, Dig: digest.SHA256(invoice), Loc: loc})}},
 		Passed:       []evidence.ContextItem{{Name: "invoice", Value: "INV-1042"}},
 		Pending:      []evidence.Pending{{Kind: evidence.PendingApproval, Item: "refund over EUR 500", Action: "gateway.refund.create", Owner: "finance-lead"}},
 		Next:         evidence.NextAction{Action: "gateway.refund.status", Description: "confirm no refund exists for INV-1042"},
@@ -68,14 +71,14 @@ func received(t *testing.T, now time.Time) (*handoff.Received, *evidence.Report)
 	built, err := evidence.NewBuilder(pkg).Build(bind, evidence.BuildOptions{})
 	require.NoError(t, err)
 	offer, err := signers[triage].SignOffer(&handoff.Offer{Hop: hop, Dialog: "case-77", Iss: triage, Aud: payments,
-		Iat: bind.Iat, Exp: bind.Exp, Refs: []handoff.ContextRef{built.Ref}})
+		Iat: bind.Iat, Exp: bind.Exp, Refs: []ref.Ref{built.Ref}})
 	require.NoError(t, err)
 	wire, err := (&handoff.Handoff{Offer: offer}).Encode(handoff.JSON)
 	require.NoError(t, err)
 	in, err := specialist.Receive(ctx, wire, handoff.Host{Dialog: "case-77"})
 	require.NoError(t, err)
 	rep, err := evidence.CheckReceived(ctx, in, evidence.Delivered{Package: built.Encoded}, evidence.CheckConfig{
-		Now: clock, Artifacts: handoff.RefsByLoc(map[string]handoff.RefObject{loc: {Octets: invoice}})})
+		Now: clock, Artifacts: ref.ByLoc(map[string]ref.Object{loc: {Octets: invoice}})})
 	require.NoError(t, err)
 	require.True(t, rep.Acceptable(), "findings: %+v", rep.Findings())
 	return in, rep
@@ -123,7 +126,7 @@ func TestGuardReplicasOnPostgres(t *testing.T) {
 	other := refund
 	other.IdempotencyKey = "refund-INV-1042-again"
 	require.Error(t, guards[0].Authorize(ctx, other), "the approval's one use is spent")
-	require.NoError(t, guards[1].Finish(ctx, handoff.Completed, "refund settled"))
+	require.NoError(t, guards[1].Finish(ctx, state.Completed, "refund settled"))
 
 	// Another process, after both replicas are gone.
 	l := mustOpen(t, testDB(t, nil), name)

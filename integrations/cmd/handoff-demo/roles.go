@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentproto/handoff/integrations/a2a1hop"
 	hmcp "github.com/agentproto/handoff/integrations/mcphop"
+	"github.com/agentproto/handoff/state"
 )
 
 // serve runs an agent's server until ctx ends. The planner and the coder
@@ -120,13 +121,13 @@ func (p *passOn) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.S
 		case roleCoder:
 			err = p.toTesters(ctx, in)
 		}
-		state := a2a.TaskStateCompleted
+		st := a2a.TaskStateCompleted
 		if err != nil {
 			p.log.printf("work failed: %v", err)
-			state = a2a.TaskStateFailed
-			a2a1hop.Report(ctx, a2a1hop.Outcome{Effect: handoff.EffectNone})
+			st = a2a.TaskStateFailed
+			a2a1hop.Report(ctx, a2a1hop.Outcome{Effect: state.EffectNone})
 		}
-		yield(a2a.NewStatusUpdateEvent(ec, state, nil), nil)
+		yield(a2a.NewStatusUpdateEvent(ec, st, nil), nil)
 	}
 }
 
@@ -152,12 +153,12 @@ func (p *passOn) toCoder(ctx context.Context, in *handoff.Received) error {
 }
 
 func (p *passOn) statuses(sts []*handoff.StatusResult) error {
-	var last handoff.State
+	var last state.State
 	for _, s := range sts {
 		p.log.printf("%s", describeStatus(s))
 		last = s.State()
 	}
-	if last != handoff.Completed {
+	if last != state.Completed {
 		return fmt.Errorf("hop ended %q", last)
 	}
 	return nil
@@ -197,7 +198,7 @@ func (p *passOn) toTester(ctx context.Context, in *handoff.Received, tester stri
 	params := &mcp.CallToolParams{Name: "run_tests", Arguments: map[string]any{"suite": "pager"}}
 	p.log.printf("passing the work on to %s over MCP (tools/call, Handoff in params._meta)", tester)
 	var hop handoff.HopID
-	var state handoff.State
+	var st2 state.State
 	s, err := connect()
 	if err == nil {
 		var d *hmcp.Delivery
@@ -206,7 +207,7 @@ func (p *passOn) toTester(ctx context.Context, in *handoff.Received, tester stri
 			hop = d.Hop
 			for _, st := range d.Statuses {
 				p.log.printf("%s: %s", tester, describeStatus(st))
-				state = st.State()
+				st2 = st.State()
 			}
 		}
 		s.Close()
@@ -214,7 +215,7 @@ func (p *passOn) toTester(ctx context.Context, in *handoff.Received, tester stri
 	if hop == "" {
 		return err
 	}
-	for tries := 0; state != handoff.Completed && state != handoff.Failed && state != handoff.Rejected; tries++ {
+	for tries := 0; st2 != state.Completed && st2 != state.Failed && st2 != state.Rejected; tries++ {
 		if tries == 100 {
 			return fmt.Errorf("%s: no outcome for hop %s", tester, hop)
 		}
@@ -234,11 +235,11 @@ func (p *passOn) toTester(ctx context.Context, in *handoff.Received, tester stri
 		s.Close()
 		for _, st := range sts {
 			p.log.printf("%s: retransmission answered: %s", tester, describeStatus(st))
-			state = st.State()
+			st2 = st.State()
 		}
 	}
-	if state != handoff.Completed {
-		return fmt.Errorf("%s: hop ended %q", tester, state)
+	if st2 != state.Completed {
+		return fmt.Errorf("%s: hop ended %q", tester, st2)
 	}
 	return nil
 }
@@ -371,8 +372,8 @@ func (t *tester) resume(ctx context.Context) error {
 				return
 			}
 			t.log.printf("keys: every peer has fetched the set with its current key %s; signing with it", short(t.n.signer.Key().KID))
-			if _, err := t.n.agent.ReplyHop(ctx, handoff.AgentID(iss), handoff.HopID(hop), handoff.Completed,
-				handoff.ReplyOptions{Effect: handoff.EffectFull}); err != nil {
+			if _, err := t.n.agent.ReplyHop(ctx, handoff.AgentID(iss), handoff.HopID(hop), state.Completed,
+				handoff.ReplyOptions{Effect: state.EffectFull}); err != nil {
 				t.log.printf("could not record the outcome of hop %s: %v", short(hop), err)
 				return
 			}

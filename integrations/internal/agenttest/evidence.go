@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence"
 	"github.com/agentproto/handoff/evidence/authority"
+	"github.com/agentproto/handoff/ref"
 )
 
 // Approval names of the package Evidence builds: ledger_read allowed,
@@ -52,7 +54,7 @@ func NewEvidence(tb testing.TB) *Evidence {
 // names it in the offer's refs.
 func (e *Evidence) Prepare(o *handoff.Offer) error {
 	now := o.Iat.Std()
-	ref := evidence.RefToWire(handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.SHA256(ledgerOctets), Loc: ledgerLoc})
+	ref := evidence.RefToWire(ref.Ref{Kind: ref.KindDigest, Dig: digest.SHA256(ledgerOctets), Loc: ledgerLoc})
 	pkg := evidence.Package{
 		Sender: evidence.Party{Role: "triage"}, Receiver: evidence.Party{Role: "payments"},
 		Control:      evidence.SpecialistReturnsResult,
@@ -84,7 +86,7 @@ func (e *Evidence) Guard(ctx context.Context, in *handoff.Received) (*evidence.G
 	pkg := e.pkgs[in.Offer().Hop]
 	e.mu.Unlock()
 	rep, err := evidence.CheckReceived(ctx, in, evidence.Delivered{Package: pkg}, evidence.CheckConfig{Now: e.Now,
-		Artifacts: handoff.RefsByLoc(map[string]handoff.RefObject{ledgerLoc: {Octets: ledgerOctets}})})
+		Artifacts: ref.ByLoc(map[string]ref.Object{ledgerLoc: {Octets: ledgerOctets}})})
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +99,7 @@ func (e *Evidence) Guard(ctx context.Context, in *handoff.Received) (*evidence.G
 // SignedApprovals gives the owner of the package's pending approval a key
 // the guards' Trust binds to it, and returns the owner's signer of
 // approval statements for one operation on a hop, valid for a minute.
-func (e *Evidence) SignedApprovals() func(hop handoff.Digest, op string) []byte {
+func (e *Evidence) SignedApprovals() func(hop digest.Digest, op string) []byte {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		e.tb.Fatal(err)
@@ -109,7 +111,7 @@ func (e *Evidence) SignedApprovals() func(hop handoff.Digest, op string) []byte 
 	if e.Trust, err = handoff.NewTrust(map[handoff.AgentID][]handoff.TrustedKey{Owner: {sg.Key()}}); err != nil {
 		e.tb.Fatal(err)
 	}
-	return func(hop handoff.Digest, op string) []byte {
+	return func(hop digest.Digest, op string) []byte {
 		now := time.Now()
 		if e.Now != nil {
 			now = e.Now()

@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/state"
 )
 
 // ErrForeign is the error of a "canceled" that names another hop than the
@@ -23,7 +25,7 @@ var ErrForeign = errors.New("handoff: the \"canceled\" is not for the hop of the
 type Hop struct {
 	Iss   handoff.AgentID
 	Hop   handoff.HopID
-	Offer handoff.Digest
+	Offer digest.Digest
 }
 
 // Of returns the hop of an accepted offer.
@@ -115,7 +117,7 @@ func Confirm(res *handoff.StatusResult, h Hop) error {
 		return err
 	}
 	st := res.Status()
-	if st == nil || st.State != handoff.Canceled {
+	if st == nil || st.State != state.Canceled {
 		return fmt.Errorf("%w: the status is not a \"canceled\"", handoff.ErrRejected)
 	}
 	if !h.Names(st) {

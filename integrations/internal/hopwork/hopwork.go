@@ -11,6 +11,9 @@ import (
 	"sync"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
+	"github.com/agentproto/handoff/state"
 )
 
 // ErrEquivocated is the cause of the context of a hop's work stopped
@@ -19,9 +22,9 @@ var ErrEquivocated = errors.New("handoff: the delegator signed another offer und
 
 // Outcome is what the work knows of its effect.
 type Outcome struct {
-	Effect handoff.Effect
-	Reason handoff.Reason
-	Refs   []handoff.ContextRef
+	Effect state.Effect
+	Reason reason.Code
+	Refs   []ref.Ref
 }
 
 // Box holds the outcome one execution reported. It is safe for concurrent
@@ -44,7 +47,7 @@ func (b *Box) Report(o Outcome) {
 // EffectNone and EffectPartial (with the reason "equivocation" when the
 // work was stopped for it and reported none, HC-54), and no state for an
 // unknown effect (HC-45). otherwise is the outcome when none was reported.
-func (b *Box) Final(otherwise Outcome) (handoff.State, Outcome) {
+func (b *Box) Final(otherwise Outcome) (state.State, Outcome) {
 	b.mu.Lock()
 	o := otherwise
 	if b.o != nil {
@@ -53,13 +56,13 @@ func (b *Box) Final(otherwise Outcome) (handoff.State, Outcome) {
 	equivocated := b.equivocated
 	b.mu.Unlock()
 	switch o.Effect {
-	case handoff.EffectFull:
-		return handoff.Completed, o
-	case handoff.EffectNone, handoff.EffectPartial:
+	case state.EffectFull:
+		return state.Completed, o
+	case state.EffectNone, state.EffectPartial:
 		if equivocated && o.Reason == "" {
-			o.Reason = handoff.ReasonEquivocation
+			o.Reason = reason.Equivocation
 		}
-		return handoff.Failed, o
+		return state.Failed, o
 	}
 	return "", o
 }
@@ -125,10 +128,10 @@ func (r *Running) Stop(iss handoff.AgentID, hop handoff.HopID) {
 type Settled struct {
 	// State is the hop's state in the delegator's table: handoff.Offered
 	// while no verified status came back.
-	State handoff.State
+	State state.State
 	// Refused reports a verified "rejected"; Reason is its reason code.
 	Refused bool
-	Reason  handoff.Reason
+	Reason  reason.Code
 }
 
 // Settle reads the delegator's table for hop.
@@ -138,7 +141,7 @@ func Settle(ctx context.Context, a *handoff.Agent, hop handoff.HopID) (Settled, 
 		return Settled{}, err
 	}
 	s := Settled{State: info.State}
-	if info.State == handoff.Rejected {
+	if info.State == state.Rejected {
 		s.Refused, s.Reason = true, info.Reason
 	}
 	return s, nil

@@ -22,7 +22,9 @@ import (
 	"time"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence"
+	"github.com/agentproto/handoff/state"
 )
 
 // Errors of a pause's answer.
@@ -143,7 +145,7 @@ type Bound struct {
 
 // BoundOf returns the binding of a pending approval on the hop whose offer
 // has the handoff digest hop and expires at exp.
-func BoundOf(r evidence.ApprovalRequest, hop handoff.Digest, exp time.Time) Bound {
+func BoundOf(r evidence.ApprovalRequest, hop digest.Digest, exp time.Time) Bound {
 	return Bound{Hop: hop.String(), Action: r.Action, Owner: r.Owner, OperationID: r.OperationID,
 		IdempotencyKey: r.IdempotencyKey, Exp: exp.Unix()}
 }
@@ -171,7 +173,7 @@ func Seal(key []byte, b Bound) (string, error) {
 // Open checks a request state sealed under key for the hop whose offer has
 // the handoff digest hop, at now: a state sealed elsewhere, altered, for
 // another hop or expired is ErrState.
-func Open(key []byte, state string, hop handoff.Digest, now time.Time) (Bound, error) {
+func Open(key []byte, state string, hop digest.Digest, now time.Time) (Bound, error) {
 	if len(key) < MinKey {
 		return Bound{}, ErrKey
 	}
@@ -239,7 +241,7 @@ func Accepted(in *handoff.Received) (handoff.Signed, bool) {
 		return handoff.Signed{}, false
 	}
 	_, st, err := handoff.InspectUnverified(last, handoff.Limits{})
-	if err != nil || st == nil || st.State != handoff.Accepted {
+	if err != nil || st == nil || st.State != state.Accepted {
 		return handoff.Signed{}, false
 	}
 	return last, true

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence"
 
 	"github.com/agentproto/handoff/integrations/internal/pause"
@@ -16,7 +16,7 @@ import (
 
 var key = []byte("0123456789abcdef0123456789abcdef")
 
-func sealed(t *testing.T, hop handoff.Digest, exp time.Time) string {
+func sealed(t *testing.T, hop digest.Digest, exp time.Time) string {
 	t.Helper()
 	s, err := pause.Seal(key, pause.BoundOf(evidence.ApprovalRequest{Action: "refund_issue", Owner: "finance-lead", Hop: hop, OperationID: "op-1"}, hop, exp))
 	require.NoError(t, err)
@@ -27,7 +27,7 @@ func sealed(t *testing.T, hop handoff.Digest, exp time.Time) string {
 // unaltered.
 func TestSealOpen(t *testing.T) {
 	now := time.Now()
-	hop, other := handoff.SHA256([]byte("offer A")), handoff.SHA256([]byte("offer B"))
+	hop, other := digest.SHA256([]byte("offer A")), digest.SHA256([]byte("offer B"))
 	s := sealed(t, hop, now.Add(time.Minute))
 	b, err := pause.Open(key, s, hop, now)
 	require.NoError(t, err)

@@ -13,7 +13,9 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/internal/ecsig"
+	"github.com/agentproto/handoff/ref"
 )
 
 // Times. Every vector's receiver runs its clock at now unless it says
@@ -50,7 +52,7 @@ func after(s handoff.Signed) opt {
 }
 
 // prevDigest sets prev to d.
-func prevDigest(d handoff.Digest) opt { return func(o *handoff.Offer) { o.Prev = &d } }
+func prevDigest(d digest.Digest) opt { return func(o *handoff.Offer) { o.Prev = &d } }
 
 // lifetime sets exp to iat + s.
 func lifetime(s int64) opt {
@@ -61,7 +63,7 @@ func task(t string) opt { return func(o *handoff.Offer) { o.Task = t } }
 
 func inDialog(d string) opt { return func(o *handoff.Offer) { o.Dialog = d } }
 
-func withRefs(refs ...handoff.ContextRef) opt {
+func withRefs(refs ...ref.Ref) opt {
 	return func(o *handoff.Offer) { o.Refs = refs }
 }
 
@@ -312,14 +314,14 @@ func alterCOSESignature(s handoff.Signed) handoff.Signed {
 
 // sha512Digest is a Digest with an alg the draft does not define, over
 // octets (HC-08).
-func sha512Digest(octets []byte) handoff.Digest {
+func sha512Digest(octets []byte) digest.Digest {
 	sum := sha512.Sum512(octets)
-	return handoff.Digest{Alg: "sha-512", Val: sum[:]}
+	return digest.Digest{Alg: "sha-512", Val: sum[:]}
 }
 
 // saltedDigest is sha-256 over salt || octets ("salted-digest").
-func saltedDigest(salt, octets []byte) handoff.Digest {
-	return handoff.SHA256(append(bytes.Clone(salt), octets...))
+func saltedDigest(salt, octets []byte) digest.Digest {
+	return digest.SHA256(append(bytes.Clone(salt), octets...))
 }
 
 // fixedBytes derives n octets from label.

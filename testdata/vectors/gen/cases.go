@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
+	"github.com/agentproto/handoff/state"
 )
 
 // Case is one scenario before rendering.
@@ -36,7 +40,7 @@ func accepted(chain string, refs ...string) Expected {
 	return Expected{Accepted: true, Chain: chain, Refs: refs}
 }
 
-func rejected(reason handoff.Reason, chain string, refs ...string) Expected {
+func rejected(reason reason.Code, chain string, refs ...string) Expected {
 	return Expected{Reason: string(reason), Chain: chain, Refs: refs}
 }
 
@@ -63,12 +67,12 @@ var (
 	refSalt2 = fixedBytes("salt of ref 2", 32)
 )
 
-func digestRef(loc string, octets []byte) handoff.ContextRef {
-	return handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.SHA256(octets), Loc: loc}
+func digestRef(loc string, octets []byte) ref.Ref {
+	return ref.Ref{Kind: ref.KindDigest, Dig: digest.SHA256(octets), Loc: loc}
 }
 
-func saltedRef(loc string, salt, octets []byte) handoff.ContextRef {
-	return handoff.ContextRef{Kind: handoff.KindSaltedDigest, Dig: saltedDigest(salt, octets), Loc: loc}
+func saltedRef(loc string, salt, octets []byte) ref.Ref {
+	return ref.Ref{Kind: ref.KindSaltedDigest, Dig: saltedDigest(salt, octets), Loc: loc}
 }
 
 func (c *Case) object(loc string, octets, salt []byte) {
@@ -81,10 +85,10 @@ func (c *Case) object(loc string, octets, salt []byte) {
 
 // Outcomes of references, as the vectors spell them.
 const (
-	verified     = string(handoff.RefVerified)
-	mismatch     = string(handoff.RefMismatch)
-	unverifiable = string(handoff.RefUnverifiable)
-	notChecked   = string(handoff.RefNotChecked)
+	verified     = string(ref.Verified)
+	mismatch     = string(ref.Mismatch)
+	unverifiable = string(ref.Unverifiable)
+	notChecked   = string(ref.NotChecked)
 )
 
 // Chain states.
@@ -184,7 +188,7 @@ var cases = []caseDef{
 	{"accept-unknown-members", func(b *builder, c *Case) {
 		c.Description = "An offer with obo, grant and a member this version does not define, in a Handoff object with an unknown member of its own. Unknown members are ignored; obo and grant are informational for the receive checks. Accepted."
 		c.HC = hc("HC-01", "HC-03", "HC-57")
-		grant := handoff.SHA256([]byte("Bearer example-credential-for-test-vectors"))
+		grant := digest.SHA256([]byte("Bearer example-credential-for-test-vectors"))
 		s := b.signed(JWS, planner, coder, now-5, func(o *handoff.Offer) {
 			o.Obo = &handoff.Principal{Sub: "u-8f2a", Iss: "https://idp.u.example"}
 			o.Grant = &grant
@@ -366,7 +370,7 @@ var cases = []caseDef{
 		o2.Task = "task-b"
 		c.Prior = [][]byte{encodeHandoff(JSON, sign(JWS, o1))}
 		c.Input = encodeHandoff(JSON, sign(JWS, &o2))
-		c.Expected = rejected(handoff.ReasonEquivocation, "")
+		c.Expected = rejected(reason.Equivocation, "")
 	}},
 	{"equivocation-signature-only", func(b *builder, c *Case) {
 		c.Description = "The second offer has the same header and payload as the first and a different, also valid, ECDSA signature ((r, n-s) for (r, s)). Different octets, different digest: equivocation, not a retransmission."
@@ -374,7 +378,7 @@ var cases = []caseDef{
 		s := b.signed(JWS, planner, coder, now-5)
 		c.Prior = [][]byte{encodeHandoff(JSON, s)}
 		c.Input = encodeHandoff(JSON, twinJWS(s, planner.alg))
-		c.Expected = rejected(handoff.ReasonEquivocation, "")
+		c.Expected = rejected(reason.Equivocation, "")
 	}},
 	{"equivocation-second-offer-expired", func(b *builder, c *Case) {
 		c.Description = "The second offer with a remembered (iss, hop) has already expired. The freshness check is skipped for a remembered pair, so it is reported as equivocation, not stale."
@@ -384,7 +388,7 @@ var cases = []caseDef{
 		o2.Iat, o2.Exp = handoff.Time(now-200), handoff.Time(now-80)
 		c.Prior = [][]byte{encodeHandoff(JSON, sign(JWS, o1))}
 		c.Input = encodeHandoff(JSON, sign(JWS, &o2))
-		c.Expected = rejected(handoff.ReasonEquivocation, "")
+		c.Expected = rejected(reason.Equivocation, "")
 	}},
 	{"equivocation-other-format", func(b *builder, c *Case) {
 		c.Description = "The same offer content signed once as a JWS (received first, in JSON) and once as a COSE_Sign1 (now, in CBOR). A hop is signed once: two signed forms are two elements with different digests, so equivocation."
@@ -392,7 +396,7 @@ var cases = []caseDef{
 		o := b.offer(planner, coder, now-5)
 		c.Prior = [][]byte{encodeHandoff(JSON, sign(JWS, o))}
 		c.Input = encodeHandoff(CBOR, sign(COSE, o))
-		c.Expected = rejected(handoff.ReasonEquivocation, "")
+		c.Expected = rejected(reason.Equivocation, "")
 	}},
 
 	{"same-hop-other-issuer", func(b *builder, c *Case) {
@@ -411,13 +415,13 @@ var cases = []caseDef{
 		c.Description = "One bit of the JWS signature is flipped. The key bound to iss does not verify it."
 		c.HC = hc("HC-13", "HC-21")
 		c.Input = encodeHandoff(JSON, alterJWSSignature(b.signed(JWS, planner, coder, now-5)))
-		c.Expected = rejected(handoff.ReasonBadSignature, "")
+		c.Expected = rejected(reason.BadSignature, "")
 	}},
 	{"bad-signature-cose-signature-altered", func(b *builder, c *Case) {
 		c.Description = "One bit of the COSE_Sign1 signature is flipped."
 		c.HC = hc("HC-13", "HC-17")
 		c.Input = encodeHandoff(CBOR, alterCOSESignature(b.signed(COSE, planner, coder, now-5)))
-		c.Expected = rejected(handoff.ReasonBadSignature, "")
+		c.Expected = rejected(reason.BadSignature, "")
 	}},
 	{"bad-signature-jws-payload-altered", func(b *builder, c *Case) {
 		c.Description = "The JWS payload is replaced by one whose exp is 60 s later, keeping the header and signature: the signature no longer covers the payload."
@@ -427,7 +431,7 @@ var cases = []caseDef{
 		c.Input = encodeHandoff(JSON, replaceJWSPayload(s, jsonPayload(o, func(m map[string]any) {
 			m["exp"] = json.Number(fmt.Sprint(uint64(o.Exp) + 60))
 		})))
-		c.Expected = rejected(handoff.ReasonBadSignature, "")
+		c.Expected = rejected(reason.BadSignature, "")
 	}},
 	{"bad-signature-jws-typ-jwt", func(b *builder, c *Case) {
 		c.Description = "A correctly signed JWS whose typ is \"JWT\" instead of \"agent-handoff+jwt\": another kind of JWT must not be taken for a signed handoff."
@@ -435,7 +439,7 @@ var cases = []caseDef{
 		o := b.offer(planner, coder, now-5)
 		h := fmt.Sprintf(`{"alg":"ES256","kid":%q,"typ":"JWT"}`, planner.kid)
 		c.Input = encodeHandoff(JSON, rawJWS(planner, h, jsonPayload(o, nil)))
-		c.Expected = rejected(handoff.ReasonBadSignature, "")
+		c.Expected = rejected(reason.BadSignature, "")
 	}},
 	{"bad-signature-cose-content-type", func(b *builder, c *Case) {
 		c.Description = "A correctly signed COSE_Sign1 whose content type (label 3) is \"application/cbor\" instead of \"application/agent-handoff+cbor\"."
@@ -444,14 +448,14 @@ var cases = []caseDef{
 		prot := coseHeader(planner)
 		prot[labelContentType] = "application/cbor"
 		c.Input = encodeHandoff(CBOR, rawCOSE(planner, prot, cborPayload(o, nil), true))
-		c.Expected = rejected(handoff.ReasonBadSignature, "")
+		c.Expected = rejected(reason.BadSignature, "")
 	}},
 	{"bad-signature-cose-untagged", func(b *builder, c *Case) {
 		c.Description = "A correctly signed COSE_Sign1 without tag 18. The signed form requires the tag."
 		c.HC = hc("HC-17")
 		o := b.offer(planner, coder, now-5)
 		c.Input = encodeHandoff(CBOR, rawCOSE(planner, coseHeader(planner), cborPayload(o, nil), false))
-		c.Expected = rejected(handoff.ReasonBadSignature, "")
+		c.Expected = rejected(reason.BadSignature, "")
 	}},
 	{"bad-signature-jws-crit", func(b *builder, c *Case) {
 		c.Description = "A correctly signed JWS whose protected header has crit. A signed handoff's header must not contain crit."
@@ -459,7 +463,7 @@ var cases = []caseDef{
 		o := b.offer(planner, coder, now-5)
 		h := fmt.Sprintf(`{"alg":"ES256","crit":["exp"],"exp":%d,"kid":%q,"typ":"agent-handoff+jwt"}`, o.Exp, planner.kid)
 		c.Input = encodeHandoff(JSON, rawJWS(planner, h, jsonPayload(o, nil)))
-		c.Expected = rejected(handoff.ReasonBadSignature, "")
+		c.Expected = rejected(reason.BadSignature, "")
 	}},
 	{"bad-signature-jws-hmac", func(b *builder, c *Case) {
 		c.Description = "A JWS with alg HS256, a MAC keyed with the octets of the planner's public JWK (the algorithm-confusion attack). MAC algorithms are never accepted."
@@ -467,34 +471,34 @@ var cases = []caseDef{
 		o := b.offer(planner, coder, now-5)
 		h := fmt.Sprintf(`{"alg":"HS256","kid":%q,"typ":"agent-handoff+jwt"}`, planner.kid)
 		c.Input = encodeHandoff(JSON, hmacJWS(h, jsonPayload(o, nil), planner.jwk()))
-		c.Expected = rejected(handoff.ReasonBadSignature, "")
+		c.Expected = rejected(reason.BadSignature, "")
 	}},
 	{"bad-signature-alg-not-pinned", func(b *builder, c *Case) {
 		c.Description = "The header says ES384 while the planner's key is trusted for ES256 only (the signature is in fact an ES256 one). Each trusted key is accepted with exactly one algorithm, so the header's alg does not match it."
 		c.HC = hc("HC-22")
 		o := b.offer(planner, coder, now-5)
 		c.Input = encodeHandoff(JSON, rawJWS(planner, jwsHeader("ES384", planner.kid), jsonPayload(o, nil)))
-		c.Expected = rejected(handoff.ReasonBadSignature, "")
+		c.Expected = rejected(reason.BadSignature, "")
 	}},
 	{"bad-signature-status-as-offer", func(b *builder, c *Case) {
 		c.Description = "A correctly signed status (type \"status\", state canceled) carried where the offer belongs. Step 1 requires type \"offer\"."
 		c.HC = hc("HC-55", "HC-60")
 		first := b.signed(JWS, planner, coder, now-30)
 		st := &handoff.Status{Hop: b.hop(), Offer: first.Digest(), Iss: planner.id, Aud: coder.id,
-			Iat: handoff.Time(now - 5), State: handoff.Canceled}
+			Iat: handoff.Time(now - 5), State: state.Canceled}
 		s, err := planner.jws.SignStatus(st)
 		if err != nil {
 			panic(err)
 		}
 		c.Input = encodeHandoff(JSON, s)
-		c.Expected = rejected(handoff.ReasonBadSignature, "")
+		c.Expected = rejected(reason.BadSignature, "")
 	}},
 	{"bad-signature-chain-element-altered", func(b *builder, c *Case) {
 		c.Description = "The offer is valid, and its prev names chain[0] as carried, but one bit of chain[0]'s signature is flipped. Each chain element is checked as in step 1, with the same reasons."
 		c.HC = hc("HC-46")
 		c0 := alterJWSSignature(b.signed(JWS, assistant, planner, t0+30))
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5, after(c0)), c0)
-		c.Expected = rejected(handoff.ReasonBadSignature, "")
+		c.Expected = rejected(reason.BadSignature, "")
 	}},
 
 	// untrusted-key.
@@ -502,14 +506,14 @@ var cases = []caseDef{
 		c.Description = "A correctly signed COSE offer from an agent (mallory) that the receiver's trust configuration does not know. No key is bound to iss."
 		c.HC = hc("HC-21")
 		c.Input = encodeHandoff(CBOR, b.signed(COSE, mallory, coder, now-5))
-		c.Expected = rejected(handoff.ReasonUntrustedKey, "")
+		c.Expected = rejected(reason.UntrustedKey, "")
 	}},
 	{"untrusted-key-kid-of-another-agent", func(b *builder, c *Case) {
 		c.Description = "The payload says iss is the planner, but the JWS is signed with the researcher's key and names it by its kid. That key is trusted, but not for the planner: no key bound to iss matches."
 		c.HC = hc("HC-21")
 		o := b.offer(planner, coder, now-5)
 		c.Input = encodeHandoff(JSON, rawJWS(researcher, jwsHeader("ES256", researcher.kid), jsonPayload(o, nil)))
-		c.Expected = rejected(handoff.ReasonUntrustedKey, "")
+		c.Expected = rejected(reason.UntrustedKey, "")
 	}},
 
 	// wrong-audience.
@@ -518,7 +522,7 @@ var cases = []caseDef{
 		c.HC = hc("HC-30")
 		c0 := b.signed(COSE, assistant, planner, t0+30)
 		c.Input = encodeHandoff(CBOR, b.signed(COSE, planner, researcher, now-5, after(c0)), c0)
-		c.Expected = rejected(handoff.ReasonWrongAudience, "")
+		c.Expected = rejected(reason.WrongAudience, "")
 	}},
 
 	// stale.
@@ -526,38 +530,38 @@ var cases = []caseDef{
 		c.Description = "The offer expired 10 s ago and its (iss, hop) is not remembered."
 		c.HC = hc("HC-31")
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-130))
-		c.Expected = rejected(handoff.ReasonStale, "")
+		c.Expected = rejected(reason.Stale, "")
 	}},
 	{"stale-exp-equals-now", func(b *builder, c *Case) {
 		c.Description = "exp equals the receiver's current time: exp is not later than now, so the offer is stale (no skew applies to exp)."
 		c.HC = hc("HC-31")
 		c.Input = encodeHandoff(CBOR, b.signed(COSE, planner, coder, now-120))
-		c.Expected = rejected(handoff.ReasonStale, "")
+		c.Expected = rejected(reason.Stale, "")
 	}},
 	{"stale-iat-beyond-skew", func(b *builder, c *Case) {
 		c.Description = "iat is 61 s ahead of the receiver's clock, beyond the 60 s skew."
 		c.HC = hc("HC-31")
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now+61))
-		c.Expected = rejected(handoff.ReasonStale, "")
+		c.Expected = rejected(reason.Stale, "")
 	}},
 	{"stale-exp-not-after-iat", func(b *builder, c *Case) {
 		c.Description = "exp equals iat. An offer's exp must be later than its iat."
 		c.HC = hc("HC-31")
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5, lifetime(0)))
-		c.Expected = rejected(handoff.ReasonStale, "")
+		c.Expected = rejected(reason.Stale, "")
 	}},
 	{"stale-lifetime-exceeds-maximum", func(b *builder, c *Case) {
 		c.Description = "exp - iat is 301 s, one more than the receiver's maximum lifetime of 300 s."
 		c.HC = hc("HC-32")
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5, lifetime(301)))
-		c.Expected = rejected(handoff.ReasonStale, "")
+		c.Expected = rejected(reason.Stale, "")
 	}},
 
 	{"stale-lifetime-overflow", func(b *builder, c *Case) {
 		c.Description = "exp - iat is 9223372037 s (about 292 years): in nanoseconds it exceeds 2^63, so an implementation that compares lifetimes in a signed 64-bit nanosecond type sees a negative lifetime. It exceeds the maximum of 300 s."
 		c.HC = hc("HC-32")
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5, lifetime(9223372037)))
-		c.Expected = rejected(handoff.ReasonStale, "")
+		c.Expected = rejected(reason.Stale, "")
 	}},
 
 	// replay.
@@ -566,7 +570,7 @@ var cases = []caseDef{
 		c.HC = hc("HC-59")
 		c.Receiver.MemoryLostAt = now - 10
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-20))
-		c.Expected = rejected(handoff.ReasonReplay, "")
+		c.Expected = rejected(reason.Replay, "")
 	}},
 
 	// broken-chain.
@@ -575,56 +579,56 @@ var cases = []caseDef{
 		c.HC = hc("HC-47")
 		ch := b.chainOf(JWS, t0+20, assistant, researcher, planner)
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5, after(ch[1])), ch[0])
-		c.Expected = rejected(handoff.ReasonBrokenChain, "")
+		c.Expected = rejected(reason.BrokenChain, "")
 	}},
 	{"broken-chain-continuity", func(b *builder, c *Case) {
 		c.Description = "prev names chain[0], but chain[0] was an offer to the researcher, not to the planner who now passes it on: chain[0].aud is not the offer's iss."
 		c.HC = hc("HC-47")
 		c0 := b.signed(JWS, assistant, researcher, t0+30)
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5, after(c0)), c0)
-		c.Expected = rejected(handoff.ReasonBrokenChain, "")
+		c.Expected = rejected(reason.BrokenChain, "")
 	}},
 	{"broken-chain-iat-before-previous", func(b *builder, c *Case) {
 		c.Description = "The offer was issued 3 s before chain[0], the offer it passes on."
 		c.HC = hc("HC-47")
 		c0 := b.signed(JWS, assistant, planner, now-2)
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5, after(c0)), c0)
-		c.Expected = rejected(handoff.ReasonBrokenChain, "")
+		c.Expected = rejected(reason.BrokenChain, "")
 	}},
 	{"broken-chain-iat-after-previous-exp", func(b *builder, c *Case) {
 		c.Description = "chain[0] expired at 1792999980; the offer was issued at 1793000041, one second later than chain[0].exp plus the skew: the planner passed on an offer that was no longer live."
 		c.HC = hc("HC-47")
 		c0 := b.signed(JWS, assistant, planner, t0-100, lifetime(80))
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, t0+41, after(c0)), c0)
-		c.Expected = rejected(handoff.ReasonBrokenChain, "")
+		c.Expected = rejected(reason.BrokenChain, "")
 	}},
 	{"broken-chain-reordered", func(b *builder, c *Case) {
 		c.Description = "The two chain elements are carried newest first instead of oldest first."
 		c.HC = hc("HC-47")
 		ch := b.chainOf(COSE, t0+20, assistant, researcher, planner)
 		c.Input = encodeHandoff(CBOR, b.signed(COSE, planner, coder, now-5, after(ch[1])), ch[1], ch[0])
-		c.Expected = rejected(handoff.ReasonBrokenChain, "")
+		c.Expected = rejected(reason.BrokenChain, "")
 	}},
 	{"broken-chain-element-re-signed", func(b *builder, c *Case) {
 		c.Description = "chain[0] is carried with another valid signature over the same header and payload ((r, n-s) for (r, s)). The octets changed, so their digest is not the offer's prev: forwarders must forward the octets unchanged."
 		c.HC = hc("HC-20", "HC-47")
 		c0 := b.signed(JWS, assistant, planner, t0+30)
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5, after(c0)), twinJWS(c0, assistant.alg))
-		c.Expected = rejected(handoff.ReasonBrokenChain, "")
+		c.Expected = rejected(reason.BrokenChain, "")
 	}},
 	{"broken-chain-offer-without-prev", func(b *builder, c *Case) {
 		c.Description = "A chain is carried, but the offer has no prev: the chain does not connect to the offer."
 		c.HC = hc("HC-47")
 		c0 := b.signed(JWS, assistant, planner, t0+30)
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5), c0)
-		c.Expected = rejected(handoff.ReasonBrokenChain, "")
+		c.Expected = rejected(reason.BrokenChain, "")
 	}},
 	{"broken-chain-prev-unsupported-alg", func(b *builder, c *Case) {
 		c.Description = "The offer's prev is a Digest with alg \"sha-512\" (the SHA-512 of chain[0]), an alg this document does not define. A receiver that does not implement a Digest's alg treats the prev check as failed."
 		c.HC = hc("HC-06", "HC-08", "HC-47")
 		c0 := b.signed(JWS, assistant, planner, t0+30)
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5, prevDigest(sha512Digest(c0.Octets))), c0)
-		c.Expected = rejected(handoff.ReasonBrokenChain, "")
+		c.Expected = rejected(reason.BrokenChain, "")
 	}},
 
 	// cycle.
@@ -633,21 +637,21 @@ var cases = []caseDef{
 		c.HC = hc("HC-49")
 		ch := b.chainOf(JWS, t0+20, assistant, planner, assistant)
 		c.Input = encodeHandoff(JSON, b.signed(JWS, assistant, coder, now-5, after(ch[1])), ch...)
-		c.Expected = rejected(handoff.ReasonCycle, "")
+		c.Expected = rejected(reason.Cycle, "")
 	}},
 	{"cycle-receiver-was-issuer", func(b *builder, c *Case) {
 		c.Description = "chain[0] is an offer the coder itself made to the planner; the planner now hands the work back to the coder. The receiver appears as iss of an earlier element."
 		c.HC = hc("HC-49")
 		c0 := b.signed(COSE, coder, planner, t0+30)
 		c.Input = encodeHandoff(CBOR, b.signed(COSE, planner, coder, now-5, after(c0)), c0)
-		c.Expected = rejected(handoff.ReasonCycle, "")
+		c.Expected = rejected(reason.Cycle, "")
 	}},
 	{"cycle-receiver-was-audience", func(b *builder, c *Case) {
 		c.Description = "chain[0] is the assistant's offer to the coder; the coder now offers to itself. No AgentId is iss twice, but the receiver appears as aud of an earlier element."
 		c.HC = hc("HC-49")
 		c0 := b.signed(JWS, assistant, coder, t0+30)
 		c.Input = encodeHandoff(JSON, b.signed(JWS, coder, coder, now-5, after(c0)), c0)
-		c.Expected = rejected(handoff.ReasonCycle, "")
+		c.Expected = rejected(reason.Cycle, "")
 	}},
 
 	// too-deep.
@@ -659,7 +663,7 @@ var cases = []caseDef{
 		c.Trust = append(append([]*agent{}, baseTrust...), hops...)
 		ch := b.chainOf(COSE, t0, append(hops, planner)...)
 		c.Input = encodeHandoff(CBOR, b.signed(COSE, planner, coder, now-5, after(ch[len(ch)-1])), ch...)
-		c.Expected = rejected(handoff.ReasonTooDeep, "")
+		c.Expected = rejected(reason.TooDeep, "")
 	}},
 
 	// unverifiable-ref.
@@ -668,25 +672,25 @@ var cases = []caseDef{
 		c.HC = hc("HC-11", "HC-36")
 		c.Receiver.RefsPolicy = "required"
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5, withRefs(digestRef(refLoc1, refObj1))))
-		c.Expected = rejected(handoff.ReasonUnverifiableRef, full, unverifiable)
+		c.Expected = rejected(reason.UnverifiableRef, full, unverifiable)
 	}},
 	{"unverifiable-ref-unsupported-alg", func(b *builder, c *Case) {
 		c.Description = "Policy requires every reference to verify; the reference's dig has alg \"sha-512\", which the receiver does not implement (the object is available). Unverifiable for refs, not a mismatch."
 		c.HC = hc("HC-06", "HC-08", "HC-11")
 		c.Receiver.RefsPolicy = "required"
 		c.object(refLoc1, refObj1, nil)
-		ref := handoff.ContextRef{Kind: handoff.KindDigest, Dig: sha512Digest(refObj1), Loc: refLoc1}
+		ref := ref.Ref{Kind: ref.KindDigest, Dig: sha512Digest(refObj1), Loc: refLoc1}
 		c.Input = encodeHandoff(CBOR, b.signed(COSE, planner, coder, now-5, withRefs(ref)))
-		c.Expected = rejected(handoff.ReasonUnverifiableRef, full, unverifiable)
+		c.Expected = rejected(reason.UnverifiableRef, full, unverifiable)
 	}},
 	{"unverifiable-ref-unknown-kind", func(b *builder, c *Case) {
 		c.Description = "Policy requires every reference to verify; the reference's kind is an absolute URI naming a definition the receiver does not implement, so it cannot be checked (the object is available)."
 		c.HC = hc("HC-10", "HC-11")
 		c.Receiver.RefsPolicy = "required"
 		c.object(refLoc1, refObj1, nil)
-		ref := handoff.ContextRef{Kind: "https://example.com/ref-kinds/blob", Dig: handoff.SHA256(refObj1), Loc: refLoc1}
+		ref := ref.Ref{Kind: "https://example.com/ref-kinds/blob", Dig: digest.SHA256(refObj1), Loc: refLoc1}
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5, withRefs(ref)))
-		c.Expected = rejected(handoff.ReasonUnverifiableRef, full, unverifiable)
+		c.Expected = rejected(reason.UnverifiableRef, full, unverifiable)
 	}},
 
 	// ref-mismatch.
@@ -696,7 +700,7 @@ var cases = []caseDef{
 		c.Receiver.RefsPolicy = "check-available"
 		c.object(refLoc1, refObj2, nil)
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5, withRefs(digestRef(refLoc1, refObj1))))
-		c.Expected = rejected(handoff.ReasonRefMismatch, full, mismatch)
+		c.Expected = rejected(reason.RefMismatch, full, mismatch)
 	}},
 	{"ref-mismatch-salted-digest", func(b *builder, c *Case) {
 		c.Description = "Policy required; two references. The first (digest) verifies; the second (salted-digest) comes with the right octets but another salt, so salt || octets has another digest."
@@ -706,7 +710,7 @@ var cases = []caseDef{
 		c.object(refLoc2, refObj2, fixedBytes("another salt", 32))
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5,
 			withRefs(digestRef(refLoc1, refObj1), saltedRef(refLoc2, refSalt2, refObj2))))
-		c.Expected = rejected(handoff.ReasonRefMismatch, full, verified, mismatch)
+		c.Expected = rejected(reason.RefMismatch, full, verified, mismatch)
 	}},
 
 	// policy.
@@ -714,7 +718,7 @@ var cases = []caseDef{
 		c.Description = "The host message's dialog is ctx-vectors; the offer's dialog is ctx-elsewhere."
 		c.HC = hc("HC-36")
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5, inDialog("ctx-elsewhere")))
-		c.Expected = rejected(handoff.ReasonPolicy, "")
+		c.Expected = rejected(reason.Policy, "")
 	}},
 	{"policy-full-chain-required-absent", func(b *builder, c *Case) {
 		c.Description = "The receiver requires a full, verified chain; the offer names a prev and no chain is carried."
@@ -722,7 +726,7 @@ var cases = []caseDef{
 		c.Receiver.RequireFullChain = true
 		c0 := b.signed(JWS, assistant, planner, t0+30)
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5, after(c0)))
-		c.Expected = rejected(handoff.ReasonPolicy, absent)
+		c.Expected = rejected(reason.Policy, absent)
 	}},
 	{"policy-full-chain-required-partial", func(b *builder, c *Case) {
 		c.Description = "The receiver requires a full, verified chain; the chain verifies but its first element has a prev."
@@ -730,7 +734,7 @@ var cases = []caseDef{
 		c.Receiver.RequireFullChain = true
 		ch := b.chainOf(COSE, t0+20, assistant, researcher, planner)
 		c.Input = encodeHandoff(CBOR, b.signed(COSE, planner, coder, now-5, after(ch[1])), ch[1])
-		c.Expected = rejected(handoff.ReasonPolicy, partial)
+		c.Expected = rejected(reason.Policy, partial)
 	}},
 	{"policy-full-chain-required-unverifiable", func(b *builder, c *Case) {
 		c.Description = "The receiver requires a full, verified chain; chain[0] is signed by an agent it does not trust."
@@ -738,7 +742,7 @@ var cases = []caseDef{
 		c.Receiver.RequireFullChain = true
 		c0 := b.signed(JWS, mallory, planner, t0+30)
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5, after(c0)), c0)
-		c.Expected = rejected(handoff.ReasonPolicy, unverif)
+		c.Expected = rejected(reason.Policy, unverif)
 	}},
 	{"policy-origin-not-trusted", func(b *builder, c *Case) {
 		c.Description = "The receiver requires a chain from a trusted origin, the assistant. The chain is full, but it starts at the researcher."
@@ -747,7 +751,7 @@ var cases = []caseDef{
 		c.Receiver.TrustedOrigins = ids(assistant)
 		c0 := b.signed(JWS, researcher, planner, t0+30)
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5, after(c0)), c0)
-		c.Expected = rejected(handoff.ReasonPolicy, full)
+		c.Expected = rejected(reason.Policy, full)
 	}},
 	{"policy-trusted-origin-needs-full-chain", func(b *builder, c *Case) {
 		c.Description = "The receiver needs the origin (trusted_origins lists the assistant) without setting require_full_chain. Knowing the origin takes a full chain; this one is partial."
@@ -755,7 +759,7 @@ var cases = []caseDef{
 		c.Receiver.TrustedOrigins = ids(assistant)
 		ch := b.chainOf(JWS, t0+20, assistant, researcher, planner)
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5, after(ch[1])), ch[1])
-		c.Expected = rejected(handoff.ReasonPolicy, partial)
+		c.Expected = rejected(reason.Policy, partial)
 	}},
 
 	// The order of the checks.
@@ -763,14 +767,14 @@ var cases = []caseDef{
 		c.Description = "An expired offer to another agent: step 2 (wrong-audience) fails before step 3 (stale)."
 		c.HC = hc("HC-30")
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, researcher, now-130))
-		c.Expected = rejected(handoff.ReasonWrongAudience, "")
+		c.Expected = rejected(reason.WrongAudience, "")
 	}},
 	{"order-dialog-before-chain", func(b *builder, c *Case) {
 		c.Description = "An offer in another dialog whose chain does not connect (continuity): step 5 (policy) fails before step 6, which does not run."
 		c.HC = hc("HC-30", "HC-36")
 		c0 := b.signed(JWS, assistant, researcher, t0+30)
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5, after(c0), inDialog("ctx-elsewhere")), c0)
-		c.Expected = rejected(handoff.ReasonPolicy, "")
+		c.Expected = rejected(reason.Policy, "")
 	}},
 	{"order-chain-before-refs", func(b *builder, c *Case) {
 		c.Description = "A chain that does not connect (continuity) and a reference whose object does not match, under policy required: step 6 (broken-chain) fails first, and step 7 does not run, so the reference stays \"not checked\"."
@@ -779,7 +783,7 @@ var cases = []caseDef{
 		c.object(refLoc1, refObj2, nil)
 		c0 := b.signed(JWS, assistant, researcher, t0+30)
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5, after(c0), withRefs(digestRef(refLoc1, refObj1))), c0)
-		c.Expected = rejected(handoff.ReasonBrokenChain, "", notChecked)
+		c.Expected = rejected(reason.BrokenChain, "", notChecked)
 	}},
 	{"order-equivocation-before-dialog", func(b *builder, c *Case) {
 		c.Description = "Two offers with one (iss, hop) and different octets, the second in another dialog: step 4 (equivocation) comes before step 5, so the dialog is not what is reported."
@@ -789,6 +793,6 @@ var cases = []caseDef{
 		o2.Dialog = "ctx-elsewhere"
 		c.Prior = [][]byte{encodeHandoff(CBOR, sign(COSE, o1))}
 		c.Input = encodeHandoff(CBOR, sign(COSE, &o2))
-		c.Expected = rejected(handoff.ReasonEquivocation, "")
+		c.Expected = rejected(reason.Equivocation, "")
 	}},
 }

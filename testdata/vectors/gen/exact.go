@@ -5,6 +5,9 @@ import (
 	"fmt"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
 )
 
 // The exactness suite: for each rule of the draft that a receiver could
@@ -111,7 +114,7 @@ var exactCases = []caseDef{
 		o := b.offer(planner, coder, now-5)
 		p := jsonSetRaw(offerJSON(o), "aud", `"spiffe://r.example/agent/coder\udc00"`)
 		c.Input = encodeHandoff(JSON, jwsRaw(planner, p, ""))
-		c.Expected = rejected(handoff.ReasonBadSignature, "")
+		c.Expected = rejected(reason.BadSignature, "")
 	}},
 	{"lone-surrogate-iss-jws", func(b *builder, c *Case) {
 		c.Description = "The offer's iss ends in a lone high surrogate escape, \"...planner\\ud800\", and is signed with the planner's key, which the trust configuration also binds to \"...planner\" followed by U+FFFD. The payload is malformed (RFC 8259 section 8.2): bad-signature. A lossy decoder would look up the U+FFFD name and accept."
@@ -120,7 +123,7 @@ var exactCases = []caseDef{
 		o := b.offer(planner, coder, now-5)
 		p := jsonSetRaw(offerJSON(o), "iss", `"spiffe://p.example/agent/planner\ud800"`)
 		c.Input = encodeHandoff(JSON, jwsRaw(planner, p, ""))
-		c.Expected = rejected(handoff.ReasonBadSignature, "")
+		c.Expected = rejected(reason.BadSignature, "")
 	}},
 	{"lone-surrogate-dialog-jws", func(b *builder, c *Case) {
 		c.Description = "The offer's dialog ends in a lone low surrogate escape; the host message's dialog ends in U+FFFD. The payload is malformed (RFC 8259 section 8.2): bad-signature at step 1, never a dialog match at step 5."
@@ -129,7 +132,7 @@ var exactCases = []caseDef{
 		o := b.offer(planner, coder, now-5)
 		p := jsonSetRaw(offerJSON(o), "dialog", `"ctx-vectors\udc00"`)
 		c.Input = encodeHandoff(JSON, jwsRaw(planner, p, ""))
-		c.Expected = rejected(handoff.ReasonBadSignature, "")
+		c.Expected = rejected(reason.BadSignature, "")
 	}},
 	{"lone-surrogate-hop-jws", func(b *builder, c *Case) {
 		c.Description = "The offer's hop ends in a lone high surrogate escape. Not a string of Unicode characters, and not a HopId either: bad-signature."
@@ -137,7 +140,7 @@ var exactCases = []caseDef{
 		o := b.offer(planner, coder, now-5)
 		p := jsonSetRaw(offerJSON(o), "hop", `"`+string(o.Hop)+`\ud800"`)
 		c.Input = encodeHandoff(JSON, jwsRaw(planner, p, ""))
-		c.Expected = rejected(handoff.ReasonBadSignature, "")
+		c.Expected = rejected(reason.BadSignature, "")
 	}},
 	{"invalid-utf8-aud-cose", func(b *builder, c *Case) {
 		c.Description = "The COSE counterpart of lone-surrogate-aud-jws: the CBOR text string of aud ends in the octets ED B3 80, the CESU-style encoding of the surrogate U+DCC0, which is not UTF-8. A CBOR text string must be valid UTF-8 (RFC 8949 sections 3.1 and 5.3.1): the payload is invalid, bad-signature. The receiver's AgentId ends in U+FFFD, which a lossy decoder would produce."
@@ -148,7 +151,7 @@ var exactCases = []caseDef{
 		p := offerCBOR(o)
 		p = []byte(replaceOnce(string(p), string(coder.id)+"XYZ", string(coder.id)+"\xed\xb3\x80"))
 		c.Input = encodeHandoff(CBOR, coseRaw(planner, p))
-		c.Expected = rejected(handoff.ReasonBadSignature, "")
+		c.Expected = rejected(reason.BadSignature, "")
 	}},
 	{"surrogate-pair-aud-jws", func(b *builder, c *Case) {
 		c.Description = "The other side of the surrogate rule: aud is written with a valid surrogate pair escape, \"...coder-\\ud83d\\ude00\", which is U+1F600, and the receiver's AgentId ends in that character. A decoder that refuses every surrogate escape refuses a valid JSON string (RFC 8259 section 7). Accepted."
@@ -302,7 +305,7 @@ var exactCases = []caseDef{
 			m["prev"] = map[string]any{"alg": "sha-256", "val": c0.Digest().B64(), "note": "x"}
 		})
 		c.Input = encodeHandoff(JSON, jwsRaw(planner, p, ""), c0)
-		c.Expected = rejected(handoff.ReasonBadSignature, "")
+		c.Expected = rejected(reason.BadSignature, "")
 	}},
 
 	// Issue point 3: valid CBOR that is not in preferred serialization.
@@ -358,7 +361,7 @@ var exactCases = []caseDef{
 		parts := signCOSE(planner, protOf(coseHeader(planner)), emptyMap, offerCBOR(o))
 		c.Prior = [][]byte{encodeHandoff(CBOR, parts.preferred())}
 		c.Input = encodeHandoff(CBOR, parts.wide())
-		c.Expected = rejected(handoff.ReasonEquivocation, "")
+		c.Expected = rejected(reason.Equivocation, "")
 	}},
 	{"equivocation-cose-payload-re-encoded", func(b *builder, c *Case) {
 		c.Description = "The planner signed the same offer twice, once over a preferred CBOR payload (received first) and once over a non-preferred encoding of the same members. Two elements, one (iss, hop): equivocation, never a second acceptance."
@@ -366,7 +369,7 @@ var exactCases = []caseDef{
 		o := b.offer(planner, coder, now-5)
 		c.Prior = [][]byte{encodeHandoff(CBOR, coseRaw(planner, offerCBOR(o)))}
 		c.Input = encodeHandoff(CBOR, coseRaw(planner, widePayload(offerCBOR(o))))
-		c.Expected = rejected(handoff.ReasonEquivocation, "")
+		c.Expected = rejected(reason.Equivocation, "")
 	}},
 
 	// Issue point 4: the COSE unprotected header.
@@ -393,7 +396,7 @@ var exactCases = []caseDef{
 		second.unprot = emptyMap
 		c.Prior = [][]byte{encodeHandoff(CBOR, first.preferred())}
 		c.Input = encodeHandoff(CBOR, second.preferred())
-		c.Expected = rejected(handoff.ReasonEquivocation, "")
+		c.Expected = rejected(reason.Equivocation, "")
 	}},
 	{"chain-element-kid-in-unprotected-header", func(b *builder, c *Case) {
 		c.Description = "chain[0] is a COSE_Sign1 with its kid in the unprotected header. Each chain element is checked as in step 1, which allows it. Full, accepted."
@@ -417,7 +420,7 @@ var exactCases = []caseDef{
 		c.HC = hc("HC-21")
 		o := b.offer(planner, coder, now-5)
 		c.Input = encodeHandoff(JSON, jwsRaw(mallory, offerJSON(o), `"jwk":`+string(mallory.jwk())))
-		c.Expected = rejected(handoff.ReasonUntrustedKey, "")
+		c.Expected = rejected(reason.UntrustedKey, "")
 	}},
 	{"jws-header-x509-and-jku", func(b *builder, c *Case) {
 		c.Description = "The JWS protected header carries x5c (a certificate that is not even valid DER), x5t, x5t#S256, x5u and jku. The draft forbids only crit; these parameters are ignored and never fetched or used (section 3.4: a key is used only if the trust configuration binds it to iss). Accepted."
@@ -439,7 +442,7 @@ var exactCases = []caseDef{
 		c.HC = hc("HC-14")
 		o := b.offer(planner, coder, now-5)
 		c.Input = encodeHandoff(JSON, jwsRaw(planner, offerJSON(o), `"b64":false`))
-		c.Expected = rejected(handoff.ReasonBadSignature, "")
+		c.Expected = rejected(reason.BadSignature, "")
 	}},
 
 	// typ, compared as RFC 7515 section 4.1.9 says.
@@ -473,44 +476,44 @@ var exactCases = []caseDef{
 		o := b.offer(planner, coder, now-5)
 		h := fmt.Sprintf(`{"alg":"ES256","kid":%q,"typ":"application/agent-handoff+cbor"}`, planner.kid)
 		c.Input = encodeHandoff(JSON, rawJWS(planner, h, offerJSON(o)))
-		c.Expected = rejected(handoff.ReasonBadSignature, "")
+		c.Expected = rejected(reason.BadSignature, "")
 	}},
 
 	// Issue point 6: a malformed chain element is a step-6 failure.
 	{"order-wrong-audience-before-malformed-chain-element", func(b *builder, c *Case) {
 		c.Description = "An offer to the researcher, received by the coder, whose JSON Handoff carries a chain element that is not a signed handoff (base64url text whose octets are no COSE_Sign1). The chain is checked at step 6; step 2 fails first: wrong-audience."
 		c.HC = hc("HC-30", "HC-46")
-		s := b.signed(JWS, planner, researcher, now-5, prevDigest(handoff.SHA256(malformedOctets)))
+		s := b.signed(JWS, planner, researcher, now-5, prevDigest(digest.SHA256(malformedOctets)))
 		c.Input = handoffJSONRaw(`"offer":` + elementJSON(s) + `,"chain":["` + malformedJSON + `"]`)
-		c.Expected = rejected(handoff.ReasonWrongAudience, "")
+		c.Expected = rejected(reason.WrongAudience, "")
 	}},
 	{"order-wrong-audience-before-malformed-chain-element-cbor", func(b *builder, c *Case) {
 		c.Description = "The CBOR counterpart: a COSE offer to the researcher in a CBOR Handoff whose chain element is a byte string holding a CBOR map, not a COSE_Sign1. Step 2 fails first: wrong-audience."
 		c.HC = hc("HC-30", "HC-46")
-		s := b.signed(COSE, planner, researcher, now-5, prevDigest(handoff.SHA256(malformedCBOR)))
+		s := b.signed(COSE, planner, researcher, now-5, prevDigest(digest.SHA256(malformedCBOR)))
 		c.Input = handoffCBORRaw(cborItem("offer"), elementItem(s), cborItem("chain"), append([]byte{0x81}, cborItem(malformedCBOR)...))
-		c.Expected = rejected(handoff.ReasonWrongAudience, "")
+		c.Expected = rejected(reason.WrongAudience, "")
 	}},
 	{"order-untrusted-key-before-malformed-chain-element", func(b *builder, c *Case) {
 		c.Description = "An offer from mallory, whom the receiver does not trust, with a malformed chain element. Step 1 on the offer fails first: untrusted-key."
 		c.HC = hc("HC-21", "HC-30")
-		s := b.signed(JWS, mallory, coder, now-5, prevDigest(handoff.SHA256(malformedOctets)))
+		s := b.signed(JWS, mallory, coder, now-5, prevDigest(digest.SHA256(malformedOctets)))
 		c.Input = handoffJSONRaw(`"offer":` + elementJSON(s) + `,"chain":["` + malformedJSON + `"]`)
-		c.Expected = rejected(handoff.ReasonUntrustedKey, "")
+		c.Expected = rejected(reason.UntrustedKey, "")
 	}},
 	{"order-stale-before-malformed-chain-element", func(b *builder, c *Case) {
 		c.Description = "An expired offer with a malformed chain element: step 3 fails before step 6. stale."
 		c.HC = hc("HC-30", "HC-31")
-		s := b.signed(JWS, planner, coder, now-130, prevDigest(handoff.SHA256(malformedOctets)))
+		s := b.signed(JWS, planner, coder, now-130, prevDigest(digest.SHA256(malformedOctets)))
 		c.Input = handoffJSONRaw(`"offer":` + elementJSON(s) + `,"chain":["` + malformedJSON + `"]`)
-		c.Expected = rejected(handoff.ReasonStale, "")
+		c.Expected = rejected(reason.Stale, "")
 	}},
 	{"order-dialog-before-malformed-chain-element", func(b *builder, c *Case) {
 		c.Description = "An offer in another dialog with a malformed chain element: step 5 fails before step 6. policy."
 		c.HC = hc("HC-30", "HC-36")
-		s := b.signed(JWS, planner, coder, now-5, prevDigest(handoff.SHA256(malformedOctets)), inDialog("ctx-elsewhere"))
+		s := b.signed(JWS, planner, coder, now-5, prevDigest(digest.SHA256(malformedOctets)), inDialog("ctx-elsewhere"))
 		c.Input = handoffJSONRaw(`"offer":` + elementJSON(s) + `,"chain":["` + malformedJSON + `"]`)
-		c.Expected = rejected(handoff.ReasonPolicy, "")
+		c.Expected = rejected(reason.Policy, "")
 	}},
 	{"order-equivocation-before-malformed-chain-element", func(b *builder, c *Case) {
 		c.Description = "The receiver took an offer; a second offer with the same (iss, hop) and other content arrives with a malformed chain element. Step 4 fails before step 6: equivocation."
@@ -518,11 +521,11 @@ var exactCases = []caseDef{
 		o1 := b.offer(planner, coder, now-5, task("task-a"))
 		o2 := *o1
 		o2.Task = "task-b"
-		o2.Prev = &handoff.Digest{}
-		*o2.Prev = handoff.SHA256(malformedOctets)
+		o2.Prev = &digest.Digest{}
+		*o2.Prev = digest.SHA256(malformedOctets)
 		c.Prior = [][]byte{encodeHandoff(JSON, sign(JWS, o1))}
 		c.Input = handoffJSONRaw(`"offer":` + elementJSON(sign(JWS, &o2)) + `,"chain":["` + malformedJSON + `"]`)
-		c.Expected = rejected(handoff.ReasonEquivocation, "")
+		c.Expected = rejected(reason.Equivocation, "")
 	}},
 	{"retransmission-with-malformed-chain-element", func(b *builder, c *Case) {
 		c.Description = "The receiver took an offer with its chain; the same offer octets arrive again, this time with a damaged chain element. Step 4 recognises the retransmission before the chain is looked at: a retransmission, not processed again."
@@ -546,9 +549,9 @@ var exactCases = []caseDef{
 		c.Description = "A valid offer in a CBOR Handoff whose chain element is text shaped like a JWS (three base64url segments) that is not one: its header is not JSON. Steps 1-5 pass; step 6 checks each chain element as in step 1, and this one fails its signed form: bad-signature, with no chain state."
 		c.HC = hc("HC-30", "HC-46")
 		bogus := "bm90.anNvbg.c2ln"
-		s := b.signed(COSE, planner, coder, now-5, prevDigest(handoff.SHA256([]byte(bogus))))
+		s := b.signed(COSE, planner, coder, now-5, prevDigest(digest.SHA256([]byte(bogus))))
 		c.Input = handoffCBORRaw(cborItem("offer"), elementItem(s), cborItem("chain"), append([]byte{0x81}, cborItem(bogus)...))
-		c.Expected = rejected(handoff.ReasonBadSignature, "")
+		c.Expected = rejected(reason.BadSignature, "")
 	}},
 	{"order-wrong-audience-before-too-deep", func(b *builder, c *Case) {
 		c.Description = "A chain of 17 elements, one more than the receiver's maximum, on an offer to the researcher. The length bound may be enforced before any element is parsed, but its reason, too-deep, is a step-6 reason, and step 2 fails first: wrong-audience."
@@ -558,7 +561,7 @@ var exactCases = []caseDef{
 		c.Trust = append(append([]*agent{}, baseTrust...), hops...)
 		ch := b.chainOf(JWS, t0, append(hops, planner)...)
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, researcher, now-5, after(ch[len(ch)-1])), ch...)
-		c.Expected = rejected(handoff.ReasonWrongAudience, "")
+		c.Expected = rejected(reason.WrongAudience, "")
 	}},
 
 	// Issue point 7: a forged element behind an untrusted one.
@@ -568,7 +571,7 @@ var exactCases = []caseDef{
 		c0 := alterJWSSignature(b.signed(JWS, assistant, mallory, t0+20))
 		c1 := b.signed(JWS, mallory, planner, t0+21, after(c0))
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5, after(c1)), c0, c1)
-		c.Expected = rejected(handoff.ReasonBadSignature, "")
+		c.Expected = rejected(reason.BadSignature, "")
 	}},
 	{"bad-signature-trusted-element-behind-untrusted-cose", func(b *builder, c *Case) {
 		c.Description = "The COSE counterpart: chain[0] (the assistant's, bad signature) behind chain[1] (mallory's), in a CBOR Handoff. bad-signature."
@@ -576,7 +579,7 @@ var exactCases = []caseDef{
 		c0 := alterCOSESignature(b.signed(COSE, assistant, mallory, t0+20))
 		c1 := b.signed(COSE, mallory, planner, t0+21, after(c0))
 		c.Input = encodeHandoff(CBOR, b.signed(COSE, planner, coder, now-5, after(c1)), c0, c1)
-		c.Expected = rejected(handoff.ReasonBadSignature, "")
+		c.Expected = rejected(reason.BadSignature, "")
 	}},
 
 	// Issue point 8: zero is a valid bound.
@@ -592,7 +595,7 @@ var exactCases = []caseDef{
 		c.HC = hc("HC-31")
 		c.Receiver.Skew = 0
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now+1))
-		c.Expected = rejected(handoff.ReasonStale, "")
+		c.Expected = rejected(reason.Stale, "")
 	}},
 	{"zero-skew-chain-timing", func(b *builder, c *Case) {
 		c.Description = "skew 0; chain[0] expired at 1792999980 and the offer was issued one second later: C[1].iat is later than C[0].exp plus the skew (section 5.3, check 4). broken-chain."
@@ -600,7 +603,7 @@ var exactCases = []caseDef{
 		c.Receiver.Skew = 0
 		c0 := b.signed(JWS, assistant, planner, t0-100, lifetime(80))
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, t0-19, after(c0)), c0)
-		c.Expected = rejected(handoff.ReasonBrokenChain, "")
+		c.Expected = rejected(reason.BrokenChain, "")
 	}},
 	{"zero-skew-chain-timing-at-exp", func(b *builder, c *Case) {
 		c.Description = "skew 0; the offer was issued at the second chain[0] expired, which is not later than C[0].exp plus 0. Full, accepted."
@@ -615,7 +618,7 @@ var exactCases = []caseDef{
 		c.HC = hc("HC-32")
 		c.Receiver.MaxLifetime = 0
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5))
-		c.Expected = rejected(handoff.ReasonStale, "")
+		c.Expected = rejected(reason.Stale, "")
 	}},
 	{"zero-max-chain-with-chain", func(b *builder, c *Case) {
 		c.Description = "The receiver's maximum chain length is 0: any carried chain is too long. One element: too-deep."
@@ -623,7 +626,7 @@ var exactCases = []caseDef{
 		c.Receiver.MaxChain = 0
 		c0 := b.signed(JWS, assistant, planner, t0+30)
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5, after(c0)), c0)
-		c.Expected = rejected(handoff.ReasonTooDeep, "")
+		c.Expected = rejected(reason.TooDeep, "")
 	}},
 	{"zero-max-chain-without-chain", func(b *builder, c *Case) {
 		c.Description = "The receiver's maximum chain length is 0; the offer names a prev and no chain is carried. Nothing exceeds the bound: absent, accepted by the default policy."
@@ -790,7 +793,7 @@ var exactCases = []caseDef{
 	{"ref-kind-scitt-receipt-not-checked", func(b *builder, c *Case) {
 		c.Description = "The offer has a reference of kind scitt-receipt, whose support is OPTIONAL (section 2.2), under the policy not-checked. A receiver that does not implement a kind does not refuse the offer for it. Accepted; the reference is not checked."
 		c.HC = hc("HC-10", "HC-11", "HC-68")
-		ref := handoff.ContextRef{Kind: handoff.KindSCITTReceipt, Dig: handoff.SHA256(refObj1), Loc: refLoc1}
+		ref := ref.Ref{Kind: ref.KindSCITTReceipt, Dig: digest.SHA256(refObj1), Loc: refLoc1}
 		c.Input = encodeHandoff(JSON, b.signed(JWS, planner, coder, now-5, withRefs(ref)))
 		c.Expected = accepted(full, notChecked)
 	}},
@@ -799,7 +802,7 @@ var exactCases = []caseDef{
 		c.HC = hc("HC-11", "HC-69")
 		c.Receiver.RefsPolicy = "check-available"
 		c.object(refLoc1, refObj1, nil)
-		ref := handoff.ContextRef{Kind: handoff.KindLearnlogHead, Dig: handoff.SHA256(refObj1), Loc: refLoc1}
+		ref := ref.Ref{Kind: ref.KindLearnlogHead, Dig: digest.SHA256(refObj1), Loc: refLoc1}
 		c.Input = encodeHandoff(CBOR, b.signed(COSE, planner, coder, now-5, withRefs(ref)))
 		c.Expected = accepted(full, unverifiable)
 	}},
@@ -811,7 +814,7 @@ var exactCases = []caseDef{
 		c.HC = hc("HC-31")
 		c.Receiver.Skew = 0
 		c.Input = encodeHandoff(CBOR, b.signed(COSE, planner, coder, now+1))
-		c.Expected = rejected(handoff.ReasonStale, "")
+		c.Expected = rejected(reason.Stale, "")
 	}},
 	{"zero-max-chain-with-chain-cose", func(b *builder, c *Case) {
 		c.Description = "The COSE counterpart of zero-max-chain-with-chain: max_chain 0, a COSE offer with one COSE chain element in a CBOR Handoff. too-deep."
@@ -819,7 +822,7 @@ var exactCases = []caseDef{
 		c.Receiver.MaxChain = 0
 		c0 := b.signed(COSE, assistant, planner, t0+30)
 		c.Input = encodeHandoff(CBOR, b.signed(COSE, planner, coder, now-5, after(c0)), c0)
-		c.Expected = rejected(handoff.ReasonTooDeep, "")
+		c.Expected = rejected(reason.TooDeep, "")
 	}},
 	{"retransmission-with-malformed-chain-element-cbor", func(b *builder, c *Case) {
 		c.Description = "The CBOR counterpart of retransmission-with-malformed-chain-element: the receiver took a COSE offer with its chain; the same offer octets arrive again in a CBOR Handoff whose chain element is a byte string that is no COSE_Sign1. Step 4 recognises the retransmission first."

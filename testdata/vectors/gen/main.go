@@ -32,7 +32,7 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/reason"
 )
 
 //go:embed README.md.tmpl
@@ -196,7 +196,7 @@ func coverage(rows []row) []row {
 	}
 	add("accepted", func(r row) bool { return r.Outcome == "accepted" })
 	add("retransmission", func(r row) bool { return r.Outcome == "retransmission" })
-	for _, reason := range handoff.Reasons() {
+	for _, reason := range reason.All() {
 		add("`"+string(reason)+"`", func(r row) bool { return r.Outcome == "`"+string(reason)+"`" })
 	}
 	for _, st := range []string{absent, partial, full, unverif} {
