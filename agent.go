@@ -126,9 +126,9 @@ func NewAgent(cfg Config) (*Agent, error) {
 		cfg.Rand = rand.Reader
 	}
 	a := &Agent{cfg: cfg, lim: cfg.Limits.withDefaults(),
-		skew:        durationOr(cfg.Skew, DefaultSkew),
-		maxLifetime: durationOr(cfg.MaxLifetime, DefaultMaxLifetime),
-		retention:   durationOr(cfg.Retention, DefaultRetention)}
+		skew:        durationOr(cfg.Skew, defaultSkew),
+		maxLifetime: durationOr(cfg.MaxLifetime, defaultMaxLifetime),
+		retention:   durationOr(cfg.Retention, defaultRetention)}
 	if a.skew < 0 || a.maxLifetime < 0 || a.retention < 0 {
 		return nil, fmt.Errorf("%w: negative duration", ErrConfig)
 	}
@@ -139,7 +139,7 @@ func NewAgent(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("%w: negative Limits.MaxChain", ErrConfig)
 	}
 	if cfg.VerifiedCache == 0 {
-		a.cfg.VerifiedCache = DefaultVerifiedCache
+		a.cfg.VerifiedCache = defaultVerifiedCache
 	}
 	a.trust.Store(&trustState{trust: cfg.Trust, cache: newVerifiedCache(a.cfg.VerifiedCache)})
 	return a, nil
@@ -284,7 +284,7 @@ func (a *Agent) ReplyHop(ctx context.Context, iss AgentID, hop HopID, st state.S
 // set, is the hop's record as last read: the state is then decided from
 // it and written with one compare-and-set (Store.Swap), which returns the
 // record held if another call changed it meanwhile, to decide again.
-func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target digest.Digest, token []byte, known *replay.Record, v verdict, owes bool, eq EquivocationAnswer, st state.State, opt ReplyOptions) (Signed, error) {
+func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target digest.Digest, token []byte, known *replay.Record, v verdict, owes bool, eq state.Answer, st state.State, opt ReplyOptions) (Signed, error) {
 	var conflicts []Conflict
 	defer func() { // after the hop lock is released
 		for _, c := range conflicts {
@@ -520,9 +520,6 @@ type Outgoing struct {
 	Digest  digest.Digest
 }
 
-// Encode returns the Handoff object to carry.
-func (o *Outgoing) Encode(enc Encoding) ([]byte, error) { return o.Handoff.Encode(enc) }
-
 // Offer builds, signs and records a new offer to p.To with a fresh hop
 // (HC-12). The hop is never signed again: Retransmit resends these octets
 // (HC-52). Several offers may pass on one received offer (fan-out, HC-51).
@@ -535,7 +532,7 @@ func (a *Agent) Offer(ctx context.Context, p OfferParams) (*Outgoing, error) {
 	}
 	ttl := p.TTL
 	if ttl == 0 {
-		ttl = DefaultTTL
+		ttl = defaultTTL
 	}
 	if ttl < time.Second || ttl > a.maxLifetime {
 		return nil, fmt.Errorf("%w: TTL %s outside [1s, %s], the maximum lifetime (HC-32)", ErrArgument, ttl, a.maxLifetime)

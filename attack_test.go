@@ -555,7 +555,7 @@ func TestAttack_HC53_HighSTwinIsEquivocation(t *testing.T) {
 				assert.Equal(t, reason.Equivocation, second.Reason())
 				assert.Equal(t, reason.Equivocation, ReasonOf(second.Err()))
 				assert.ErrorIs(t, second.Err(), ErrRejected)
-				assert.Equal(t, AnswerRejectFirst, second.Equivocation())
+				assert.Equal(t, state.AnswerRejectFirst, second.Equivocation())
 				assert.False(t, second.StatusDue(), "HC-53: no status for the second")
 				assert.Contains(t, second.Detail(), "signature")
 				assert.True(t, second.First().Equal(order[0].Digest()))
@@ -817,7 +817,7 @@ func TestAttack_HC17_CBORPayload(t *testing.T) {
 		t.Run("accepted "+name, func(t *testing.T) {
 			msg := atkCOSE(t, e.planner, atkProtected(t, e.plannerKID), payload)
 			atkAccepted(t, e.receive(atkCOSEHandoff(t, msg)))
-			_, err := decodeCBOR(payload, Limits{}.withDefaults(), ProfileStrict)
+			_, err := decodeCBOR(payload, Limits{}.withDefaults(), profileStrict)
 			assert.ErrorIs(t, err, ErrMalformed, "the strict profile refuses it")
 		})
 	}
@@ -866,7 +866,7 @@ func TestAttack_HC61_TenMegabytes(t *testing.T) {
 		})
 	}
 	t.Run("element over the element limit", func(t *testing.T) {
-		in := e.receive(atkJSONHandoff(t, valid+strings.Repeat("A", DefaultMaxElementSize)))
+		in := e.receive(atkJSONHandoff(t, valid+strings.Repeat("A", defaultMaxElementSize)))
 		atkRefused(t, in, reason.BadSignature, ErrTooLarge)
 	})
 	t.Run("OpenOffer and HandleStatus", func(t *testing.T) {
@@ -920,7 +920,7 @@ func TestAttack_HC50_TenThousandElementChain(t *testing.T) {
 		lim := Limits{MaxHandoffSize: 64 << 20}
 		for _, enc := range []Encoding{JSON, CBOR} {
 			data := encodeHandoff(t, &Handoff{Offer: offer(badSigned.Digest()), Chain: chain}, enc)
-			require.Greater(t, len(data), DefaultMaxHandoffSize)
+			require.Greater(t, len(data), defaultMaxHandoffSize)
 			in := receive(t, e.agent(lim), data, Host{})
 			atkRefused(t, in, reason.TooDeep, ErrRejected)
 			assert.Empty(t, in.Links())
@@ -935,13 +935,13 @@ func TestAttack_HC50_TenThousandElementChain(t *testing.T) {
 		}
 		for _, enc := range []Encoding{JSON, CBOR} {
 			data := encodeHandoff(t, &Handoff{Offer: offer(tiny.Digest()), Chain: chain}, enc)
-			require.Less(t, len(data), DefaultMaxHandoffSize)
+			require.Less(t, len(data), defaultMaxHandoffSize)
 			in := e.receive(data)
 			atkRefused(t, in, reason.TooDeep, ErrRejected)
 		}
 	})
 	t.Run("one over the limit", func(t *testing.T) {
-		chain := make([]Signed, DefaultMaxChain+1)
+		chain := make([]Signed, defaultMaxChain+1)
 		for i := range chain {
 			chain[i] = badSigned
 		}

@@ -588,7 +588,7 @@ func BenchmarkReceiveThroughput(b *testing.B) {
 // additions past the bound (each evicts the oldest entry of its shard),
 // against a cache of one shard under one lock (x-oneshard).
 func BenchmarkVerifiedCache(b *testing.B) {
-	const size = DefaultVerifiedCache
+	const size = defaultVerifiedCache
 	w := newWorld(b, JWS, rxPlanner, rxCoder)
 	base := w.draftOffer(rxPlanner, rxCoder)
 	base.Task = "summarise the quarterly report"

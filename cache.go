@@ -8,9 +8,9 @@ import (
 	"github.com/agentproto/handoff/digest"
 )
 
-// DefaultVerifiedCache is the number of chain elements an Agent remembers
+// defaultVerifiedCache is the number of chain elements an Agent remembers
 // as verified when Config.VerifiedCache is zero.
-const DefaultVerifiedCache = 4096
+const defaultVerifiedCache = 4096
 
 // verifiedCache remembers chain elements whose signature verified, by
 // handoff digest, with their decoded offer, so that a chain prefix seen

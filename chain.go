@@ -103,7 +103,7 @@ func (l Link) Unverified() *Offer { return l.offer.clone() }
 // ChainError is a failed check of section 5.3: the element it concerns
 // (Index, oldest first; -1 for the chain member as a whole; the length of
 // the chain for the current offer) and the draft's reason code.
-type ChainError struct {
+type chainError struct {
 	Index  int
 	Reason reason.Code
 	Detail string
@@ -113,14 +113,14 @@ type ChainError struct {
 // Error says each thing once: the package and the element's place lead
 // the message, and a Detail made from another error that says them again
 // is printed without them.
-func (e *ChainError) Error() string {
+func (e *chainError) Error() string {
 	where, d := e.parts()
 	return fmt.Sprintf("handoff: %s: %s: %s", where, e.Reason, d)
 }
 
 // parts returns where the failure is ("chain" or "chain[i]") and the
 // detail without what the message says before it.
-func (e *ChainError) parts() (where, detail string) {
+func (e *chainError) parts() (where, detail string) {
 	where = "chain"
 	if e.Index >= 0 {
 		where = fmt.Sprintf("chain[%d]", e.Index)
@@ -137,15 +137,15 @@ func (e *ChainError) parts() (where, detail string) {
 
 // Unwrap returns the failure class: ErrRejected for checks 2 to 7, or the
 // class of the element's signature failure for check 1.
-func (e *ChainError) Unwrap() error {
+func (e *chainError) Unwrap() error {
 	if e.err == nil {
 		return ErrRejected
 	}
 	return e.err
 }
 
-func chainErr(i int, reason reason.Code, format string, args ...any) *ChainError {
-	return &ChainError{Index: i, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+func chainErr(i int, reason reason.Code, format string, args ...any) *chainError {
+	return &chainError{Index: i, Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
 
 // element is one chain element after check 1.
@@ -175,7 +175,7 @@ type element struct {
 // decodeElements, for ChainPolicy.StructureFirst); a nil entry is an
 // element found in cache. The signatures are then verified over the same
 // octets without decoding the payloads again.
-func verifyElements(chain []Signed, digests []digest.Digest, ts *trustState, lim Limits, workers int, pre []*Offer) ([]element, *ChainError) {
+func verifyElements(chain []Signed, digests []digest.Digest, ts *trustState, lim Limits, workers int, pre []*Offer) ([]element, *chainError) {
 	out := make([]element, len(chain))
 	var todo []int // indices not in cache, newest first
 	for i := len(chain) - 1; i >= 0; i-- {
@@ -202,7 +202,7 @@ func verifyElements(chain []Signed, digests []digest.Digest, ts *trustState, lim
 		}
 		return out, nil
 	}
-	errs := make([]*ChainError, len(chain))
+	errs := make([]*chainError, len(chain))
 	var next atomic.Int64
 	var failAt atomic.Int64 // the highest failing index found, or -1
 	failAt.Store(-1)
@@ -237,7 +237,7 @@ func verifyElements(chain []Signed, digests []digest.Digest, ts *trustState, lim
 
 // verifyElement is check 1 on element i, which is not in cache. On success
 // it sets out[i], and caches the element when its signature verified.
-func verifyElement(chain []Signed, digests []digest.Digest, i int, ts *trustState, lim Limits, out []element, pre []*Offer) *ChainError {
+func verifyElement(chain []Signed, digests []digest.Digest, i int, ts *trustState, lim Limits, out []element, pre []*Offer) *chainError {
 	var o *Offer
 	var key keyRef
 	var err error
@@ -254,7 +254,7 @@ func verifyElement(chain []Signed, digests []digest.Digest, i int, ts *trustStat
 	}
 	if ReasonOf(err) != reason.UntrustedKey {
 		r := asRejection(err)
-		return &ChainError{Index: i, Reason: r.Reason, Detail: r.Detail, err: r.Err}
+		return &chainError{Index: i, Reason: r.Reason, Detail: r.Detail, err: r.Err}
 	}
 	u, err := inspectOffer(chain[i], lim)
 	if err != nil {
@@ -272,7 +272,7 @@ func verifyElement(chain []Signed, digests []digest.Digest, i int, ts *trustStat
 // are decoded. An element that is not a well-formed signed offer fails
 // check 1 (bad-signature), the failing element with the highest index
 // reported, as verifyElements reports.
-func decodeElements(chain []Signed, digests []digest.Digest, ts *trustState, lim Limits) ([]element, []*Offer, *ChainError) {
+func decodeElements(chain []Signed, digests []digest.Digest, ts *trustState, lim Limits) ([]element, []*Offer, *chainError) {
 	elems := make([]element, len(chain))
 	pre := make([]*Offer, len(chain))
 	for i := len(chain) - 1; i >= 0; i-- {
@@ -283,7 +283,7 @@ func decodeElements(chain []Signed, digests []digest.Digest, ts *trustState, lim
 		o, err := inspectOffer(chain[i], lim)
 		if err != nil {
 			r := asRejection(err)
-			return nil, nil, &ChainError{Index: i, Reason: reason.BadSignature, Detail: "not a well-formed signed offer: " + strings.TrimPrefix(r.Detail, pkgPrefix), err: errClass(err)}
+			return nil, nil, &chainError{Index: i, Reason: reason.BadSignature, Detail: "not a well-formed signed offer: " + strings.TrimPrefix(r.Detail, pkgPrefix), err: errClass(err)}
 		}
 		elems[i], pre[i] = element{offer: o}, o
 	}
@@ -295,7 +295,7 @@ func decodeElements(chain []Signed, digests []digest.Digest, ts *trustState, lim
 // digest of the element before), continuity (each iss is the aud before
 // it), timing (HC-47), and cycles (HC-49). It returns the chain's state.
 // It is pure: no signature, no clock, no I/O.
-func checkStructure(elems []element, digests []digest.Digest, o *Offer, self AgentID, pol ChainPolicy, skew Time) (ChainState, *ChainError) {
+func checkStructure(elems []element, digests []digest.Digest, o *Offer, self AgentID, pol ChainPolicy, skew Time) (ChainState, *chainError) {
 	n := len(elems)
 	at := func(i int) *Offer {
 		if i == n {
@@ -307,7 +307,7 @@ func checkStructure(elems []element, digests []digest.Digest, o *Offer, self Age
 		prev, cur := at(i-1), at(i)
 		if cur.Prev == nil || !cur.Prev.Equal(digests[i-1]) { // check 2
 			if cur.Prev != nil && !cur.Prev.Supported() { // HC-08: fails for prev
-				return "", &ChainError{Index: i, Reason: reason.BrokenChain, Detail: fmt.Sprintf("prev uses the unsupported digest alg %q", cur.Prev.Alg), err: digest.ErrUnsupported}
+				return "", &chainError{Index: i, Reason: reason.BrokenChain, Detail: fmt.Sprintf("prev uses the unsupported digest alg %q", cur.Prev.Alg), err: digest.ErrUnsupported}
 			}
 			return "", chainErr(i, reason.BrokenChain, "prev does not name the digest of element %d", i-1)
 		}
@@ -352,7 +352,7 @@ func chainState(elems []element) ChainState {
 // checkChain is step 6 of section 5.1 for an offer that passed steps 1 to
 // 5: the chain member's form, its length (check 7, HC-50, before any
 // signature work), check 1 on each element, then checks 2 to 6.
-func checkChain(h *Handoff, o *Offer, self AgentID, ts *trustState, pol ChainPolicy, lim Limits, skew time.Duration) (ChainState, []Link, *ChainError) {
+func checkChain(h *Handoff, o *Offer, self AgentID, ts *trustState, pol ChainPolicy, lim Limits, skew time.Duration) (ChainState, []Link, *chainError) {
 	n := len(h.Chain)
 	if h.chainErr != nil && h.chainErr.Index < 0 {
 		return "", nil, h.chainErr
@@ -376,7 +376,7 @@ func checkChain(h *Handoff, o *Offer, self AgentID, ts *trustState, pol ChainPol
 	var pre []*Offer
 	if pol.StructureFirst {
 		var decoded []element
-		var cerr *ChainError
+		var cerr *chainError
 		if decoded, pre, cerr = decodeElements(h.Chain, digests, ts, lim); cerr != nil {
 			return "", nil, cerr
 		}
@@ -404,7 +404,7 @@ func checkChain(h *Handoff, o *Offer, self AgentID, ts *trustState, pol ChainPol
 }
 
 // applyChainPolicy is the policy half of step 6 (HC-36, HC-58).
-func applyChainPolicy(state ChainState, links []Link, o *Offer, pol ChainPolicy) *ChainError {
+func applyChainPolicy(state ChainState, links []Link, o *Offer, pol ChainPolicy) *chainError {
 	if !pol.RequireFull && len(pol.TrustedOrigins) == 0 {
 		return nil
 	}

@@ -202,7 +202,7 @@ func TestChain_HC47_BrokenChain(t *testing.T) {
 		{name: "issued at the element's exp plus the skew",
 			build: pathTo(at(0, func(o *Offer) { o.Iat, o.Exp = o.Iat-100, o.Iat-60 }), nil, path1)},
 		{name: "HC12 an element whose exp is the largest Time",
-			build: pathTo(at(0, func(o *Offer) { o.Exp = MaxTime }), nil, path1)},
+			build: pathTo(at(0, func(o *Offer) { o.Exp = timeMax }), nil, path1)},
 		{name: "a middle element issued after its predecessor's exp plus the skew", reason: reason.BrokenChain, class: ErrRejected,
 			build: pathTo(func(i int, o *Offer) {
 				switch i {

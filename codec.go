@@ -36,16 +36,16 @@ func (e Encoding) String() string {
 	return "unknown"
 }
 
-// Profile selects how much the decoders accept beyond what the draft and
+// profile selects how much the decoders accept beyond what the draft and
 // the RFCs it builds on require.
 //
-// ProfileExact, the zero value, accepts exactly what the text accepts: any
+// profileExact, the zero value, accepts exactly what the text accepts: any
 // valid JSON text (RFC 8259) whose strings are valid Unicode and whose
 // member names are unique (RFC 7493 sections 2.1 and 2.3), and any valid,
 // well-formed CBOR data item (RFC 8949) that the CDDL allows, in any
 // serialization.
 //
-// ProfileStrict is an opt-in hardening for deployments that want one
+// profileStrict is an opt-in hardening for deployments that want one
 // encoding per value. For CBOR it adds: every head in its shortest form
 // (RFC 8949 section 4.2.1 preferred serialization, floats included); no
 // indefinite lengths; no tags; no NaN or infinities; no simple values but
@@ -53,11 +53,11 @@ func (e Encoding) String() string {
 // 64-bit ranges. JSON is decoded the same way in both profiles. The other
 // parts of the strict profile (such as refusing case variants of member
 // names) belong to the layers above the codec.
-type Profile uint8
+type profile uint8
 
 const (
-	ProfileExact Profile = iota
-	ProfileStrict
+	profileExact profile = iota
+	profileStrict
 )
 
 // The generic value model both decoders produce, and both encoders take.
@@ -162,7 +162,7 @@ func peekMembers(payload []byte, enc Encoding, lim Limits, names ...string) (map
 		if payload[0]>>5 != 5 {
 			return nil, malformed("CBOR value is not a map")
 		}
-		dm, err := cborDecMode(lim, ProfileExact)
+		dm, err := cborDecMode(lim, profileExact)
 		if err != nil {
 			return nil, fmt.Errorf("handoff: CBOR options: %w", err)
 		}
@@ -277,7 +277,7 @@ func (p *peekCBOR) member(n string) cbor.RawMessage {
 // cborPeekMode reads a payload into peekCBOR: names matched exactly, and
 // the shape bounded by the size alone, as in cborDecOptions.
 var cborPeekMode = func() cbor.DecMode {
-	o := cborDecOptions(Limits{}.withDefaults(), ProfileExact)
+	o := cborDecOptions(Limits{}.withDefaults(), profileExact)
 	o.DupMapKey = cbor.DupMapKeyQuiet
 	o.FieldNameMatching = cbor.FieldNameMatchingCaseSensitive
 	dm, err := o.DecMode()
@@ -322,18 +322,18 @@ func decodeJSONItem(raw []byte) (any, error) {
 
 // decodeCBORItem decodes one CBOR data item that was kept undecoded (a
 // cbor.RawMessage) into the value model, checked for validity as a
-// payload's members are (ProfileExact), with the bounds of the default
+// payload's members are (profileExact), with the bounds of the default
 // Limits.
 func decodeCBORItem(raw []byte) (any, error) {
 	if len(raw) == 0 {
 		return nil, malformed("CBOR: empty input")
 	}
 	lim := Limits{}.withDefaults()
-	dm, err := cborDecMode(lim, ProfileExact)
+	dm, err := cborDecMode(lim, profileExact)
 	if err != nil {
 		return nil, fmt.Errorf("handoff: CBOR options: %w", err)
 	}
-	c := cborConv{lim: lim, p: ProfileExact}
+	c := cborConv{lim: lim, p: profileExact}
 	var v any
 	if err := dm.Unmarshal(raw, &v); err == nil {
 		if v, err = c.value(v, 1); !errors.Is(err, errTimeTag) {
@@ -605,7 +605,7 @@ var cborSimple = func() *cbor.SimpleValueRegistry {
 // well-formed (truncated, reserved additional information, a break
 // outside an indefinite-length item); and both bound nesting and sizes
 // before allocating. The strict profile adds its restrictions.
-func cborDecOptions(lim Limits, p Profile) cbor.DecOptions {
+func cborDecOptions(lim Limits, p profile) cbor.DecOptions {
 	o := cbor.DecOptions{
 		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
 		UTF8:             cbor.UTF8RejectInvalid,
@@ -617,7 +617,7 @@ func cborDecOptions(lim Limits, p Profile) cbor.DecOptions {
 		IndefLength:      cbor.IndefLengthAllowed,
 		TagsMd:           cbor.TagsAllowed,
 	}
-	if p == ProfileStrict {
+	if p == profileStrict {
 		o.IndefLength = cbor.IndefLengthForbidden
 		o.TagsMd = cbor.TagsForbidden
 		o.SimpleValues = cborSimple
@@ -629,7 +629,7 @@ func cborDecOptions(lim Limits, p Profile) cbor.DecOptions {
 
 type cborModeKey struct {
 	depth, members int
-	p              Profile
+	p              profile
 }
 
 // cborDecModes holds the decoder modes for the default bounds, built
@@ -638,7 +638,7 @@ type cborModeKey struct {
 var cborDecModes = func() map[cborModeKey]cbor.DecMode {
 	m := map[cborModeKey]cbor.DecMode{}
 	def := Limits{}.withDefaults()
-	for _, p := range []Profile{ProfileExact, ProfileStrict} {
+	for _, p := range []profile{profileExact, profileStrict} {
 		k := cborModeKey{def.MaxDepth, def.MaxMembers, p}
 		dm, err := cborDecOptions(def, p).DecMode()
 		if err != nil {
@@ -649,7 +649,7 @@ var cborDecModes = func() map[cborModeKey]cbor.DecMode {
 	return m
 }()
 
-func cborDecMode(lim Limits, p Profile) (cbor.DecMode, error) {
+func cborDecMode(lim Limits, p profile) (cbor.DecMode, error) {
 	if dm, ok := cborDecModes[cborModeKey{lim.MaxDepth, lim.MaxMembers, p}]; ok {
 		return dm, nil
 	}
@@ -707,7 +707,7 @@ var errTimeTag = errors.New("time tag")
 // cannot hold it as a map key), or a tag 0 or 1. An input the first pass
 // refuses is decoded a second time before it is refused, so hostile input
 // costs at most two passes.
-func decodeCBOR(data []byte, lim Limits, p Profile) (map[string]any, error) {
+func decodeCBOR(data []byte, lim Limits, p profile) (map[string]any, error) {
 	if len(data) == 0 {
 		return nil, malformed("CBOR: empty input")
 	}
@@ -725,7 +725,7 @@ func decodeCBOR(data []byte, lim Limits, p Profile) (map[string]any, error) {
 	rest, err := dm.UnmarshalFirst(data, &top)
 	var m map[string]any
 	switch {
-	case err != nil && p == ProfileExact:
+	case err != nil && p == profileExact:
 		// The library may have failed on a tag 0 or 1 whose content it
 		// cannot read as a time; the second pass keeps such a tag as it
 		// is, and finds any other error again.
@@ -743,7 +743,7 @@ func decodeCBOR(data []byte, lim Limits, p Profile) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p == ProfileStrict {
+	if p == profileStrict {
 		again, err := cborPreferredMode.Marshal(m)
 		if err != nil || len(again) != len(data) {
 			return nil, malformed("CBOR head longer than needed (RFC 8949 section 4.2.1 preferred serialization)")
@@ -755,7 +755,7 @@ func decodeCBOR(data []byte, lim Limits, p Profile) (map[string]any, error) {
 // cborConv converts the decoder's generic values to the shared model.
 type cborConv struct {
 	lim Limits
-	p   Profile
+	p   profile
 }
 
 // members converts the values of the top-level map in place.
@@ -817,7 +817,7 @@ func (c cborConv) value(v any, depth int) (any, error) {
 	case uint64, int64, string, []byte, bool, nil, float64:
 		return t, nil
 	case *big.Int:
-		if c.p == ProfileStrict {
+		if c.p == profileStrict {
 			return nil, malformed("CBOR integer %v beyond 64 bits", t)
 		}
 		return t, nil
@@ -868,7 +868,7 @@ func (c cborConv) mapValue(t map[any]any, depth int) (any, error) {
 		}
 		return m, nil
 	}
-	if c.p == ProfileStrict || depth == 0 {
+	if c.p == profileStrict || depth == 0 {
 		for k := range t {
 			if _, ok := k.(string); !ok {
 				return nil, malformed("CBOR map key %v is not a text string", k)

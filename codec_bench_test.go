@@ -111,7 +111,7 @@ func BenchmarkDecodeCBOR_Offer(b *testing.B) {
 	p, err := o.encode(CBOR)
 	require.NoError(b, err)
 	lim := Limits{}.withDefaults()
-	for _, prof := range []Profile{ProfileExact, ProfileStrict} {
+	for _, prof := range []profile{profileExact, profileStrict} {
 		b.Run([]string{"exact", "strict"}[prof], func(b *testing.B) {
 			benchPair(b,
 				func() error { _, err := decodeCBOR(p, lim, prof); return err },

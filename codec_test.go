@@ -139,7 +139,7 @@ func TestDecodeOffer_JSONHostile(t *testing.T) {
 		"hop missing":          strings.Replace(validOfferJSON, `"hop":"q3Zl0v8bVfQmJm2c4bq1Ww",`, ``, 1),
 		"type missing":         strings.Replace(validOfferJSON, `"type":"offer",`, ``, 1),
 		"v missing":            strings.Replace(validOfferJSON, `"v":1,`, ``, 1),
-		"oversize":             strings.Replace(validOfferJSON, `"v":1`, `"v":1,"pad":"`+strings.Repeat("a", DefaultMaxElementSize)+`"`, 1),
+		"oversize":             strings.Replace(validOfferJSON, `"v":1`, `"v":1,"pad":"`+strings.Repeat("a", defaultMaxElementSize)+`"`, 1),
 	}
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -315,7 +315,7 @@ func TestDecodeOffer_CBORHostile(t *testing.T) {
 	}
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {
-			for _, p := range []Profile{ProfileExact, ProfileStrict} {
+			for _, p := range []profile{profileExact, profileStrict} {
 				_, err := decodeCBOR(in, Limits{}.withDefaults(), p)
 				if err == nil { // the codec may pass it; the model must refuse
 					o, err := decodeOffer(in, CBOR, Limits{})
@@ -417,7 +417,7 @@ func TestDecodeOffer_HC01_CBORUnusualValuesKept(t *testing.T) {
 			o2, err := decodeOffer(again, CBOR, Limits{})
 			require.NoError(t, err, "%x", again)
 			assertSameValue(t, o, o2)
-			_, err = decodeCBOR(in, Limits{}.withDefaults(), ProfileStrict)
+			_, err = decodeCBOR(in, Limits{}.withDefaults(), profileStrict)
 			if c.strict {
 				assert.NoError(t, err)
 			} else {
@@ -454,14 +454,14 @@ func TestDecodeCBOR_StrictProfileHeads(t *testing.T) {
 	nonMinimal := append(append(append([]byte(nil), valid[:i+2]...), 0x18, 0x01), valid[i+3:]...)
 	longMap := append([]byte{0xb8, valid[0] & 0x1f}, valid[1:]...)
 	indef := append(append([]byte{0xbf}, valid[1:]...), 0xff)
-	want, err := decodeCBOR(valid, Limits{}.withDefaults(), ProfileStrict)
+	want, err := decodeCBOR(valid, Limits{}.withDefaults(), profileStrict)
 	require.NoError(t, err)
 	for name, in := range map[string][]byte{"integer head": nonMinimal, "map head": longMap, "indefinite map": indef} {
 		t.Run(name, func(t *testing.T) {
-			got, err := decodeCBOR(in, Limits{}.withDefaults(), ProfileExact)
+			got, err := decodeCBOR(in, Limits{}.withDefaults(), profileExact)
 			require.NoError(t, err)
 			assert.Equal(t, want, got)
-			_, err = decodeCBOR(in, Limits{}.withDefaults(), ProfileStrict)
+			_, err = decodeCBOR(in, Limits{}.withDefaults(), profileStrict)
 			assert.ErrorIs(t, err, ErrMalformed)
 		})
 	}
@@ -708,8 +708,8 @@ func TestParseHandoff_Hostile(t *testing.T) {
 		"bad base64":       {`{"offer":"!!"}`, ErrMalformed},
 		"two dots only":    {`{"offer":"a.b"}`, ErrMalformed},
 		"duplicate offer":  {`{"offer":"` + offer + `","offer":"` + offer + `"}`, ErrMalformed},
-		"oversize":         {`{"offer":"` + strings.Repeat("a", DefaultMaxHandoffSize) + `"}`, ErrTooLarge},
-		"oversize element": {`{"offer":"` + strings.Repeat("a", DefaultMaxElementSize) + `.a.a"}`, ErrTooLarge},
+		"oversize":         {`{"offer":"` + strings.Repeat("a", defaultMaxHandoffSize) + `"}`, ErrTooLarge},
+		"oversize element": {`{"offer":"` + strings.Repeat("a", defaultMaxElementSize) + `.a.a"}`, ErrTooLarge},
 		"trailing":         {`{"offer":"` + offer + `"} {}`, ErrMalformed},
 	}
 	for name, c := range cases {
@@ -758,10 +758,10 @@ func TestParseHandoff_ChainFormAtStep6(t *testing.T) {
 			h, _, err := ParseHandoff([]byte(in), Limits{})
 			require.NoError(t, err)
 			assert.Equal(t, offer, string(h.Offer.Octets))
-			var ce *ChainError
-			require.ErrorAs(t, h.ChainErr(), &ce)
+			var ce *chainError
+			require.ErrorAs(t, h.chainErrOf(), &ce)
 			assert.Equal(t, reason.BadSignature, ce.Reason)
-			assert.ErrorIs(t, h.ChainErr(), ErrMalformed)
+			assert.ErrorIs(t, h.chainErrOf(), ErrMalformed)
 		})
 	}
 }

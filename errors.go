@@ -60,7 +60,7 @@ func (r *Rejection) Error() string {
 	if r.Detail == "" {
 		return fmt.Sprintf("handoff: rejected: %s", r.Reason)
 	}
-	if ce, ok := r.Err.(*ChainError); ok && ce.Reason == r.Reason && r.Detail == ce.Error() {
+	if ce, ok := r.Err.(*chainError); ok && ce.Reason == r.Reason && r.Detail == ce.Error() {
 		// A step 6 refusal: the reason once, then where in the chain.
 		where, d := ce.parts()
 		return fmt.Sprintf("handoff: rejected: %s: %s: %s", r.Reason, where, d)

@@ -51,7 +51,7 @@ func ExampleAgent_Receive() {
 	// The planner offers work in its A2A dialog; the Handoff object travels
 	// in the message metadata.
 	out := exampleMust(delegator.Offer(ctx, handoff.OfferParams{To: coder, Dialog: "ctx-7c1e", Task: "write-patch"}))
-	msg := exampleMust(out.Encode(handoff.JSON))
+	msg := exampleMust(out.Handoff.Encode(handoff.JSON))
 
 	// The coder runs the checks of section 5.1, in order.
 	host := handoff.Host{Dialog: "ctx-7c1e", Peer: planner}
@@ -71,13 +71,13 @@ func ExampleAgent_Receive() {
 
 	// An offer for another dialog is rejected, and a "rejected" is due.
 	other := exampleMust(delegator.Offer(ctx, handoff.OfferParams{To: coder, Dialog: "ctx-0000"}))
-	in = exampleMust(delegate.Receive(ctx, exampleMust(other.Encode(handoff.CBOR)), host))
+	in = exampleMust(delegate.Receive(ctx, exampleMust(other.Handoff.Encode(handoff.CBOR)), host))
 	fmt.Printf("accepted: %v reason: %s status due: %v\n", in.Accepted(), in.Reason(), in.StatusDue())
 
 	// An offer that arrives after its exp is stale.
 	late := exampleMust(delegator.Offer(ctx, handoff.OfferParams{To: coder, Dialog: "ctx-7c1e", TTL: time.Minute}))
 	clock = clock.Add(2 * time.Minute)
-	in = exampleMust(delegate.Receive(ctx, exampleMust(late.Encode(handoff.JSON)), host))
+	in = exampleMust(delegate.Receive(ctx, exampleMust(late.Handoff.Encode(handoff.JSON)), host))
 	fmt.Printf("accepted: %v reason: %s\n", in.Accepted(), in.Reason())
 
 	// Output:
@@ -108,9 +108,9 @@ func ExampleAgent_Receive_chain() {
 	// The assistant hands a task to the planner, who passes part of it on
 	// to the coder with the chain that led to it.
 	first := exampleMust(a.Offer(ctx, handoff.OfferParams{To: planner, Dialog: "ctx-7c1e"}))
-	atPlanner := exampleMust(p.Receive(ctx, exampleMust(first.Encode(handoff.CBOR)), handoff.Host{}))
+	atPlanner := exampleMust(p.Receive(ctx, exampleMust(first.Handoff.Encode(handoff.CBOR)), handoff.Host{}))
 	second := exampleMust(p.Offer(ctx, handoff.OfferParams{To: coder, From: atPlanner}))
-	atCoder := exampleMust(c.Receive(ctx, exampleMust(second.Encode(handoff.CBOR)), handoff.Host{Dialog: "ctx-7c1e"}))
+	atCoder := exampleMust(c.Receive(ctx, exampleMust(second.Handoff.Encode(handoff.CBOR)), handoff.Host{Dialog: "ctx-7c1e"}))
 	fmt.Println("accepted:", atCoder.Accepted(), "chain:", atCoder.Chain(), "links:", len(atCoder.Links()))
 	for i, l := range atCoder.Links() {
 		fmt.Printf("link %d: %s -> %s verified: %v\n", i, l.Offer().Iss, l.Offer().Aud, l.Verified)
@@ -118,7 +118,7 @@ func ExampleAgent_Receive_chain() {
 
 	// Without the chain, the coder cannot see the origin: its policy refuses.
 	bare := exampleMust(p.Offer(ctx, handoff.OfferParams{To: coder, From: atPlanner, OmitChain: true}))
-	in := exampleMust(c.Receive(ctx, exampleMust(bare.Encode(handoff.CBOR)), handoff.Host{}))
+	in := exampleMust(c.Receive(ctx, exampleMust(bare.Handoff.Encode(handoff.CBOR)), handoff.Host{}))
 	fmt.Println("accepted:", in.Accepted(), "chain:", in.Chain(), "reason:", in.Reason())
 
 	// Output:

@@ -40,7 +40,7 @@ func ExampleAgent_Offer() {
 	c := exampleMust(handoff.NewAgent(handoff.Config{ID: coder, Signer: signers[coder], Trust: trust, Now: now}))
 
 	out := exampleMust(p.Offer(ctx, handoff.OfferParams{To: coder, Dialog: "ctx-1", TTL: time.Minute, Work: "patch-9"}))
-	wire := exampleMust(out.Encode(handoff.CBOR))
+	wire := exampleMust(out.Handoff.Encode(handoff.CBOR))
 
 	in := exampleMust(c.Receive(ctx, wire, handoff.Host{Dialog: "ctx-1"}))
 	fmt.Println("coder: accepted:", in.Accepted())

@@ -433,7 +433,7 @@ func FuzzDecodeOffer(f *testing.F) {
 // in that encoding comes back octet for octet.
 func fzCheckCBOR(t *testing.T, input, again []byte, lim Limits) {
 	t.Helper()
-	if _, err := decodeCBOR(input, lim.withDefaults(), ProfileStrict); err != nil {
+	if _, err := decodeCBOR(input, lim.withDefaults(), profileStrict); err != nil {
 		return
 	}
 	require.Len(t, again, len(input), "a head of %x is longer than needed", input)
@@ -508,11 +508,11 @@ func FuzzParseHandoff(f *testing.F) {
 		require.NotNil(t, h)
 		require.True(t, enc == JSON || enc == CBOR)
 		elems := append([]Signed{h.Offer}, h.Chain...)
-		if err := h.ChainErr(); err != nil {
+		if err := h.chainErrOf(); err != nil {
 			// A chain that is not a list of signed handoffs is kept for
 			// step 6 of section 5.1: a typed check-1 failure, the offer
 			// itself well formed.
-			var ce *ChainError
+			var ce *chainError
 			require.ErrorAs(t, err, &ce)
 			require.Equal(t, reason.BadSignature, ce.Reason)
 			requireTyped(t, err)
@@ -526,7 +526,7 @@ func FuzzParseHandoff(f *testing.F) {
 				require.True(t, ok, "a COSE element starts with tag 18")
 			}
 		}
-		if h.ChainErr() != nil {
+		if h.chainErrOf() != nil {
 			return
 		}
 		again, err := h.Encode(enc)

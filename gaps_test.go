@@ -134,7 +134,7 @@ func TestParseHandoff_CBORNonMinimalHead(t *testing.T) {
 	h2, _, err := ParseHandoff(long, Limits{})
 	require.NoError(t, err)
 	assert.Equal(t, h, h2)
-	_, err = decodeCBOR(long, Limits{}.withDefaults(), ProfileStrict)
+	_, err = decodeCBOR(long, Limits{}.withDefaults(), profileStrict)
 	assert.ErrorIs(t, err, ErrMalformed)
 }
 

@@ -53,9 +53,6 @@ type Signed struct {
 // Digest returns the handoff digest of s (section 3.3, HC-20).
 func (s Signed) Digest() digest.Digest { return digest.SHA256(s.Octets) }
 
-// IsZero reports whether s holds no octets.
-func (s Signed) IsZero() bool { return len(s.Octets) == 0 }
-
 // ParseSigned identifies a signed handoff held on its own (a status, or an
 // element read from a file): the JWS compact form, or a tagged COSE_Sign1
 // (first octet 0xd2, tag 18). It checks the form only; OpenOffer and
@@ -95,7 +92,7 @@ type Handoff struct {
 	// not a signed handoff. Such a chain fails step 6 of section 5.1, after
 	// the offer's own checks (issue of order: a damaged chain must not hide
 	// a retransmission or a wrong audience).
-	chainErr *ChainError
+	chainErr *chainError
 }
 
 // ParseHandoff decodes a Handoff object in JSON or CBOR, telling them apart
@@ -157,9 +154,9 @@ func ParseHandoff(data []byte, lim Limits) (*Handoff, Encoding, error) {
 	return h, enc, nil
 }
 
-// ChainErr returns why the Handoff's chain is not a list of signed
+// chainErrOf returns why the Handoff's chain is not a list of signed
 // handoffs, or nil. Receive reports it at step 6.
-func (h *Handoff) ChainErr() error {
+func (h *Handoff) chainErrOf() error {
 	if h.chainErr == nil {
 		return nil
 	}
@@ -436,10 +433,10 @@ func (w *handoffWire) handoff(enc Encoding, lim Limits) (*Handoff, error) {
 	case !w.hasChain:
 		return h, nil
 	case w.chain == nil:
-		h.chainErr = &ChainError{Index: -1, Reason: reason.BadSignature, Detail: "chain: want an array of signed handoffs, got " + w.chainKind, err: ErrMalformed}
+		h.chainErr = &chainError{Index: -1, Reason: reason.BadSignature, Detail: "chain: want an array of signed handoffs, got " + w.chainKind, err: ErrMalformed}
 		return h, nil
 	case len(w.chain) == 0:
-		h.chainErr = &ChainError{Index: -1, Reason: reason.BadSignature, Detail: "chain: empty array ([+ SignedHandoff])", err: ErrMalformed}
+		h.chainErr = &chainError{Index: -1, Reason: reason.BadSignature, Detail: "chain: empty array ([+ SignedHandoff])", err: ErrMalformed}
 		return h, nil
 	}
 	h.Chain = make([]Signed, len(w.chain))
@@ -447,7 +444,7 @@ func (w *handoffWire) handoff(enc Encoding, lim Limits) (*Handoff, error) {
 		s, err := elementFrom(e, enc, lim, "")
 		if err != nil && h.chainErr == nil {
 			_, err = elementFrom(e, enc, lim, fmt.Sprintf("chain[%d]", i)) // named, now that it is needed
-			h.chainErr = &ChainError{Index: i, Reason: reason.BadSignature, Detail: err.Error(), err: errClass(err)}
+			h.chainErr = &chainError{Index: i, Reason: reason.BadSignature, Detail: err.Error(), err: errClass(err)}
 		}
 		h.Chain[i] = s
 	}
@@ -493,7 +490,7 @@ func elementFrom(e wireElement, enc Encoding, lim Limits, path string) (Signed, 
 
 // Encode returns h as a Handoff object in the given encoding.
 func (h *Handoff) Encode(enc Encoding) ([]byte, error) {
-	if h.Offer.IsZero() {
+	if len(h.Offer.Octets) == 0 {
 		return nil, malformed("Handoff without offer")
 	}
 	m := map[string]any{}

@@ -14,38 +14,18 @@ import (
 // rule that forbids the step; the Agent applies them around storage, locks
 // and signing.
 
-// EquivocationAnswer says what status, if any, the rules let the receiver
-// send for the FIRST of two offers with one (iss, hop) (HC-54). The second
-// offer never gets a status (HC-53).
-type EquivocationAnswer string
-
-const (
-	// AnswerRejectFirst: the first offer was neither taken nor answered:
-	// send "rejected" with reason "equivocation" for it.
-	AnswerRejectFirst EquivocationAnswer = "reject-first"
-	// AnswerFinishFirst: the work of the first offer was taken (or the hop
-	// canceled by its delegator) and this delegate sent no terminal status:
-	// stop the work if possible, then, once the outcome is known, send
-	// "completed" if it took full effect, else "failed" with reason
-	// "equivocation" and refs of any effect.
-	AnswerFinishFirst EquivocationAnswer = "finish-first"
-	// AnswerNone: this delegate rejected the first offer or sent a terminal
-	// status for it: no further status may be sent.
-	AnswerNone EquivocationAnswer = "none"
-)
-
 // equivocationAnswer is HC-54 for a hop in state held ("" when only
 // remembered).
-func equivocationAnswer(held state.State) EquivocationAnswer {
+func equivocationAnswer(held state.State) state.Answer {
 	switch held {
 	case "":
-		return AnswerRejectFirst
+		return state.AnswerRejectFirst
 	case state.Accepted, state.Canceled:
 		// A hop the delegator canceled has no terminal status from this
 		// delegate, which may still report the outcome (HC-54, HC-56).
-		return AnswerFinishFirst
+		return state.AnswerFinishFirst
 	}
-	return AnswerNone
+	return state.AnswerNone
 }
 
 // ruleError is a refusal of the lifecycle tables: it wraps ErrState and
@@ -123,7 +103,7 @@ type delegateSend struct {
 	// OwesAccepted: the hop was taken and no status was sent yet (HC-39).
 	OwesAccepted bool
 	// Equivocation: the answer HC-54 allows for the first offer.
-	Equivocation EquivocationAnswer
+	Equivocation state.Answer
 }
 
 // delegateStep is the delegate's transition table (section 4, HC-23 to
@@ -224,11 +204,11 @@ func effectRule(s delegateSend) error {
 // with one (iss, hop).
 func equivocationRule(s delegateSend) error {
 	switch s.Equivocation {
-	case AnswerRejectFirst:
+	case state.AnswerRejectFirst:
 		if s.State == state.Rejected && s.Reason == reason.Equivocation {
 			return nil
 		}
-	case AnswerFinishFirst:
+	case state.AnswerFinishFirst:
 		if s.State == state.Completed || (s.State == state.Failed && s.Reason == reason.Equivocation) {
 			return nil
 		}

@@ -73,7 +73,7 @@ func fiveAgentChain(t *testing.T, f Format) {
 		out, err := agents[i].Offer(ctx, p)
 		require.NoError(t, err)
 		outs[i] = out
-		wire[i+1], err = out.Encode(enc)
+		wire[i+1], err = out.Handoff.Encode(enc)
 		require.NoError(t, err)
 		w.clock.Add(time.Second)
 		in := receive(t, agents[i+1], wire[i+1], Host{Dialog: "ctx-5", Peer: ids[i]})
@@ -139,7 +139,7 @@ func fiveAgentChain(t *testing.T, f Format) {
 	// A conflicting second terminal status is flagged and ignored (HC-56).
 	conflicting, err := agents[4].Reply(ctx, ins[4], state.Failed, ReplyOptions{Effect: state.EffectNone})
 	require.ErrorIs(t, err, ErrState, "HC-23: at most one of completed/failed")
-	assert.True(t, conflicting.IsZero())
+	assert.True(t, len(conflicting.Octets) == 0)
 	forged := signStatus(t, w, &Status{Hop: outs[3].Offer.Hop, Offer: outs[3].Digest, Iss: ids[4], Aud: ids[3],
 		Iat: TimeOf(w.clock.Now()), State: state.Failed})
 	res, err = statusErr(agents[3].HandleStatus(ctx, forged.Octets))
@@ -179,7 +179,7 @@ func newPair(t *testing.T) *pair {
 	out, err := p.dtor.Offer(context.Background(), OfferParams{To: idB, Dialog: "d", Work: "job"})
 	require.NoError(t, err)
 	p.out = out
-	b, err := out.Encode(JSON)
+	b, err := out.Handoff.Encode(JSON)
 	require.NoError(t, err)
 	p.in = receive(t, p.dte, b, Host{Peer: idA})
 	require.True(t, p.in.Accepted())
@@ -258,7 +258,7 @@ func TestLifecycle_DelegateTable(t *testing.T) {
 					} else {
 						require.ErrorIs(t, err, ErrState)
 					}
-					assert.True(t, s.IsZero(), "nothing is sent")
+					assert.True(t, len(s.Octets) == 0, "nothing is sent")
 					return
 				}
 				require.NoError(t, err)
@@ -268,7 +268,7 @@ func TestLifecycle_DelegateTable(t *testing.T) {
 				assert.True(t, st.Offer.Equal(p.out.Digest), "status.offer names the offer")
 				// The status is the hop's last status, resent identically
 				// to a retransmission from the authenticated delegator.
-				b, _ := p.out.Encode(JSON)
+				b, _ := p.out.Handoff.Encode(JSON)
 				re := receive(t, p.dte, b, Host{Peer: idA})
 				require.True(t, re.Retransmission())
 				last, ok := re.LastStatus()
@@ -293,7 +293,7 @@ func replayKey(o *Offer) replay.Key { return replay.Key{Iss: string(o.Iss), Hop:
 func TestLifecycle_HC39_OwesAccepted(t *testing.T) {
 	ctx := context.Background()
 	p := newPair(t)
-	b, _ := p.out.Encode(JSON)
+	b, _ := p.out.Handoff.Encode(JSON)
 	re := receive(t, p.dte, b, Host{Peer: idA})
 	assert.True(t, re.Retransmission())
 	assert.False(t, re.OwesAccepted(), "undecided: nothing yet")
@@ -463,20 +463,20 @@ func TestLifecycle_HC54_Equivocation(t *testing.T) {
 	cases := []struct {
 		name   string
 		before func(t *testing.T, p *pair)
-		answer EquivocationAnswer
+		answer state.Answer
 		send   state.State
 		reason reason.Code
 	}{
-		{"not yet answered", func(*testing.T, *pair) {}, AnswerRejectFirst, state.Rejected, reason.Equivocation},
-		{"taken", func(t *testing.T, p *pair) { require.NoError(t, p.dte.Take(ctx, p.in)) }, AnswerFinishFirst, state.Failed, reason.Equivocation},
+		{"not yet answered", func(*testing.T, *pair) {}, state.AnswerRejectFirst, state.Rejected, reason.Equivocation},
+		{"taken", func(t *testing.T, p *pair) { require.NoError(t, p.dte.Take(ctx, p.in)) }, state.AnswerFinishFirst, state.Failed, reason.Equivocation},
 		{"accepted, finished", func(t *testing.T, p *pair) {
 			_, err := p.dte.Reply(ctx, p.in, state.Accepted, ReplyOptions{})
 			require.NoError(t, err)
-		}, AnswerFinishFirst, state.Completed, ""},
+		}, state.AnswerFinishFirst, state.Completed, ""},
 		{"already terminal", func(t *testing.T, p *pair) {
 			_, err := p.dte.Reply(ctx, p.in, state.Completed, ReplyOptions{Effect: state.EffectFull})
 			require.NoError(t, err)
-		}, AnswerNone, "", ""},
+		}, state.AnswerNone, "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -494,7 +494,7 @@ func TestLifecycle_HC54_Equivocation(t *testing.T) {
 			assert.False(t, in.StatusDue(), "HC-53: no status for the second")
 			assert.True(t, in.First().Equal(p.out.Digest))
 			assert.Contains(t, p.log.kinds(), ConflictEquivocation)
-			if c.answer == AnswerNone {
+			if c.answer == state.AnswerNone {
 				_, err := p.dte.Reply(ctx, in, state.Failed, ReplyOptions{Reason: reason.Equivocation, Effect: state.EffectNone})
 				require.ErrorIs(t, err, ErrState)
 				return

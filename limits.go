@@ -50,28 +50,28 @@ type Limits struct {
 
 // Default limits.
 const (
-	DefaultMaxElementSize = 16 << 10
-	DefaultMaxHandoffSize = 512 << 10
-	DefaultMaxChain       = 16
+	defaultMaxElementSize = 16 << 10
+	defaultMaxHandoffSize = 512 << 10
+	defaultMaxChain       = 16
 
 	// DefaultSkew is the clock skew allowed in freshness and chain timing
 	// checks (HC-31: no more than 60 s is recommended).
-	DefaultSkew = 60 * time.Second
+	defaultSkew = 60 * time.Second
 	// DefaultMaxLifetime bounds exp - iat (HC-32: 300 s is recommended).
-	DefaultMaxLifetime = 300 * time.Second
+	defaultMaxLifetime = 300 * time.Second
 	// DefaultRetention is how long a delegate keeps a hop after its last
 	// terminal status, and a delegator a resolved hop (HC-34, HC-65).
-	DefaultRetention = 24 * time.Hour
+	defaultRetention = 24 * time.Hour
 	// DefaultTTL is the lifetime of an offer made without OfferParams.TTL.
-	DefaultTTL = 2 * time.Minute
+	defaultTTL = 2 * time.Minute
 )
 
 func (l Limits) withDefaults() Limits {
 	if l.MaxElementSize <= 0 {
-		l.MaxElementSize = DefaultMaxElementSize
+		l.MaxElementSize = defaultMaxElementSize
 	}
 	if l.MaxHandoffSize <= 0 {
-		l.MaxHandoffSize = DefaultMaxHandoffSize
+		l.MaxHandoffSize = defaultMaxHandoffSize
 	}
 	if l.MaxDepth <= 0 || l.MaxDepth > maxNesting {
 		l.MaxDepth = maxNesting
@@ -92,7 +92,7 @@ const (
 
 func (l Limits) maxChain() int {
 	if l.MaxChain == nil {
-		return DefaultMaxChain
+		return defaultMaxChain
 	}
 	return max(*l.MaxChain, 0)
 }
@@ -106,9 +106,9 @@ func durationOr(d *time.Duration, def time.Duration) time.Duration {
 }
 
 // profileOf returns the decoding profile lim selects.
-func profileOf(lim Limits) Profile {
+func profileOf(lim Limits) profile {
 	if lim.Strict {
-		return ProfileStrict
+		return profileStrict
 	}
-	return ProfileExact
+	return profileExact
 }

@@ -161,7 +161,7 @@ func TestMessage_ReplyOptionsNamed(t *testing.T) {
 			s, err := p.dte.Reply(ctx, p.in, c.state, c.opt)
 			require.ErrorIs(t, err, ErrArgument)
 			assert.NotErrorIs(t, err, ErrState)
-			assert.True(t, s.IsZero(), "nothing is sent")
+			assert.True(t, len(s.Octets) == 0, "nothing is sent")
 			for _, w := range c.want {
 				assert.Contains(t, err.Error(), w)
 			}
@@ -190,7 +190,7 @@ func TestMessage_NoStutter(t *testing.T) {
 		in := receive(t, a, encodeHandoff(t, handoffOf(w.offer(rxPlanner, rxCoder, func(o *Offer) { o.Prev = &prev })), JSON), Host{})
 		require.Equal(t, reason.Policy, in.Reason())
 		check(t, in.Err(), "handoff: rejected: policy: chain: ChainPolicy.RequireFull requires a full verified chain; this one is absent")
-		var ce *ChainError
+		var ce *chainError
 		require.ErrorAs(t, in.Err(), &ce)
 		check(t, ce, "handoff: chain: policy: ChainPolicy.RequireFull requires")
 	})

@@ -56,8 +56,8 @@ func NewHopID(r io.Reader) (HopID, error) {
 // one states 2^64-1). Arithmetic on Time saturates instead of wrapping.
 type Time uint64
 
-// MaxTime is the largest Time: 2^64-1, the largest CBOR uint.
-const MaxTime Time = math.MaxUint64
+// timeMax is the largest Time: 2^64-1, the largest CBOR uint.
+const timeMax Time = math.MaxUint64
 
 // maxUnix is the largest Time that Std represents exactly; later times are
 // clamped to it (2^62 seconds: beyond any date time.Time computes with
@@ -194,7 +194,7 @@ const textUnset = "\xff" // not UTF-8: no decoded text equals it
 // offerCBOR an error. Whatever it refuses goes to the full decoder.
 var cborFastMode = func() cbor.DecMode {
 	def := Limits{}.withDefaults()
-	o := cborDecOptions(def, ProfileExact)
+	o := cborDecOptions(def, profileExact)
 	o.TagsMd = cbor.TagsForbidden
 	o.ExtraReturnErrors = cbor.ExtraDecErrorUnknownField
 	o.FieldNameMatching = cbor.FieldNameMatchingCaseSensitive
@@ -397,7 +397,7 @@ func offerFromCBORFast(payload []byte, lim Limits) (*Offer, bool) {
 		}
 		*d.to = &dg
 	}
-	c := cborConv{lim: lim, p: ProfileExact}
+	c := cborConv{lim: lim, p: profileExact}
 	if w.Obo != nil {
 		v, err := c.value(w.Obo, 1)
 		if err != nil {

@@ -32,7 +32,7 @@ type outcome struct {
 
 func outcomeOf(in *Received) outcome {
 	o := outcome{Check: in.Check(), Reason: in.Reason(), Index: -2, State: in.Chain()}
-	var ce *ChainError
+	var ce *chainError
 	if errors.As(in.Err(), &ce) {
 		o.Index, o.Detail = ce.Index, ce.Detail
 	}

@@ -71,7 +71,7 @@ type Received struct {
 	links []Link
 	refs  []ref.Result
 
-	equivocation EquivocationAnswer
+	equivocation state.Answer
 	first        digest.Digest
 	lastStatus   []byte
 	owesAccept   bool
@@ -205,7 +205,7 @@ func (r *Received) Retransmission() bool { return r.verdict == verdictRetransmit
 // Equivocation returns, for an offer with the (iss, hop) of a different
 // remembered offer (HC-53), what may be sent for the FIRST offer; "" when
 // there is no equivocation.
-func (r *Received) Equivocation() EquivocationAnswer { return r.equivocation }
+func (r *Received) Equivocation() state.Answer { return r.equivocation }
 
 // First is the digest of the first offer seen for the (iss, hop), for a
 // retransmission or equivocation.

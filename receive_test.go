@@ -518,7 +518,7 @@ func TestReceive_HC39_LastStatusAndOwesAccepted(t *testing.T) {
 				assert.Equal(t, acc.Octets, last.Octets, c.name)
 				assert.Equal(t, acc.Format, last.Format, c.name)
 			} else {
-				assert.True(t, last.IsZero(), c.name)
+				assert.True(t, len(last.Octets) == 0, c.name)
 			}
 		}
 
@@ -552,7 +552,7 @@ func TestReceive_HC39_LargeLastStatus(t *testing.T) {
 			}
 			st, err := a.Reply(ctx, in, state.Failed, ReplyOptions{Effect: state.EffectPartial, Refs: refs})
 			require.NoError(t, err)
-			require.Greater(t, len(st.Octets), DefaultMaxElementSize)
+			require.Greater(t, len(st.Octets), defaultMaxElementSize)
 
 			again := receive(t, a, data, Host{Peer: rxPlanner})
 			require.True(t, again.Retransmission())
@@ -773,38 +773,38 @@ func TestReceive_HC53_Equivocation(t *testing.T) {
 		name   string
 		host   Host // for the first offer
 		record step
-		answer EquivocationAnswer
+		answer state.Answer
 		allow  state.State // a status the answer allows for the first offer
 	}{
-		{"neither taken nor answered", Host{}, none, AnswerRejectFirst, state.Rejected},
-		{"first rejected by a check, not answered", Host{Dialog: "ctx-2"}, none, AnswerRejectFirst, state.Rejected},
+		{"neither taken nor answered", Host{}, none, state.AnswerRejectFirst, state.Rejected},
+		{"first rejected by a check, not answered", Host{Dialog: "ctx-2"}, none, state.AnswerRejectFirst, state.Rejected},
 		{"taken", Host{}, func(t *testing.T, w *world, a *Agent, in *Received) {
 			require.NoError(t, a.Take(ctx, in))
-		}, AnswerFinishFirst, state.Completed},
+		}, state.AnswerFinishFirst, state.Completed},
 		{"accepted sent", Host{}, func(t *testing.T, w *world, a *Agent, in *Received) {
 			_, err := a.Reply(ctx, in, state.Accepted, ReplyOptions{})
 			require.NoError(t, err)
-		}, AnswerFinishFirst, state.Failed},
+		}, state.AnswerFinishFirst, state.Failed},
 		{"completed sent", Host{}, func(t *testing.T, w *world, a *Agent, in *Received) {
 			_, err := a.Reply(ctx, in, state.Completed, ReplyOptions{Effect: state.EffectFull})
 			require.NoError(t, err)
-		}, AnswerNone, ""},
+		}, state.AnswerNone, ""},
 		{"failed sent", Host{}, func(t *testing.T, w *world, a *Agent, in *Received) {
 			_, err := a.Reply(ctx, in, state.Failed, ReplyOptions{Effect: state.EffectNone})
 			require.NoError(t, err)
-		}, AnswerNone, ""},
+		}, state.AnswerNone, ""},
 		{"canceled by the delegator after accepted", Host{}, func(t *testing.T, w *world, a *Agent, in *Received) {
 			_, err := a.Reply(ctx, in, state.Accepted, ReplyOptions{})
 			require.NoError(t, err)
 			cancelAtDelegate(t, w, a, in)
-		}, AnswerFinishFirst, state.Failed},
+		}, state.AnswerFinishFirst, state.Failed},
 		{"canceled by the delegator before taken", Host{}, func(t *testing.T, w *world, a *Agent, in *Received) {
 			cancelAtDelegate(t, w, a, in)
-		}, AnswerFinishFirst, state.Failed},
+		}, state.AnswerFinishFirst, state.Failed},
 		{"rejected sent", Host{Dialog: "ctx-2"}, func(t *testing.T, w *world, a *Agent, in *Received) {
 			_, err := a.Reply(ctx, in, state.Rejected, ReplyOptions{Reason: reason.Policy})
 			require.NoError(t, err)
-		}, AnswerNone, ""},
+		}, state.AnswerNone, ""},
 	}
 	eachFormatEncoding(t, func(t *testing.T, fe formatEncoding) {
 		for _, c := range cases {
@@ -922,7 +922,7 @@ func TestReceive_HC53_EquivocationAfterExpAndSignatureTwin(t *testing.T) {
 		w.clock.Add(time.Hour) // long after exp
 		in = receive(t, a, encodeHandoff(t, handoffOf(s2), fe.Encoding), Host{})
 		assert.Equal(t, reason.Equivocation, in.Reason(), "after exp: equivocation, not stale")
-		assert.Equal(t, AnswerFinishFirst, in.Equivocation())
+		assert.Equal(t, state.AnswerFinishFirst, in.Equivocation())
 	})
 }
 
@@ -981,7 +981,7 @@ func TestReceive_HC59_ReplayAfterMemoryLoss(t *testing.T) {
 		assert.Equal(t, accepted.Octets, last.Octets)
 		eq := receive(t, survivor, enc(keptTwin), Host{})
 		assert.Equal(t, reason.Equivocation, eq.Reason())
-		assert.Equal(t, AnswerFinishFirst, eq.Equivocation())
+		assert.Equal(t, state.AnswerFinishFirst, eq.Equivocation())
 
 		// After MaxLifetime + Skew the rule lapses: an old offer can only
 		// be stale by then, and new offers are accepted.

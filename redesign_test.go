@@ -263,10 +263,10 @@ func TestLifecycle_DelegateStepTable(t *testing.T) {
 		{"fail partly without refs", delegateHop{true, state.Accepted, false, verdictRetransmit}, delegateSend{State: state.Failed, Effect: state.EffectPartial}, "", false, "HC-44"},
 		{"fail partly with refs", delegateHop{true, state.Accepted, false, verdictRetransmit}, delegateSend{State: state.Failed, Effect: state.EffectPartial, Refs: 1}, state.Failed, true, ""},
 		{"delegate cancels", delegateHop{true, state.Accepted, false, verdictRetransmit}, delegateSend{State: state.Canceled}, "", false, "only the delegator"},
-		{"equivocation: reject the first", delegateHop{true, "", false, verdictEquivocation}, delegateSend{State: state.Rejected, Reason: reason.Equivocation, Equivocation: AnswerRejectFirst}, state.Rejected, true, ""},
-		{"equivocation: accept", delegateHop{true, "", false, verdictEquivocation}, delegateSend{State: state.Accepted, Equivocation: AnswerRejectFirst}, "", false, "HC-54"},
-		{"equivocation: finish the first", delegateHop{true, state.Accepted, false, verdictEquivocation}, delegateSend{State: state.Failed, Reason: reason.Equivocation, Effect: none, Equivocation: AnswerFinishFirst}, state.Failed, true, ""},
-		{"equivocation: nothing more", delegateHop{true, state.Completed, true, verdictEquivocation}, delegateSend{State: state.Completed, Effect: full, Equivocation: AnswerNone}, "", false, "HC-54"},
+		{"equivocation: reject the first", delegateHop{true, "", false, verdictEquivocation}, delegateSend{State: state.Rejected, Reason: reason.Equivocation, Equivocation: state.AnswerRejectFirst}, state.Rejected, true, ""},
+		{"equivocation: accept", delegateHop{true, "", false, verdictEquivocation}, delegateSend{State: state.Accepted, Equivocation: state.AnswerRejectFirst}, "", false, "HC-54"},
+		{"equivocation: finish the first", delegateHop{true, state.Accepted, false, verdictEquivocation}, delegateSend{State: state.Failed, Reason: reason.Equivocation, Effect: none, Equivocation: state.AnswerFinishFirst}, state.Failed, true, ""},
+		{"equivocation: nothing more", delegateHop{true, state.Completed, true, verdictEquivocation}, delegateSend{State: state.Completed, Effect: full, Equivocation: state.AnswerNone}, "", false, "HC-54"},
 	}
 	// Options that contradict the state asked for are argument errors in
 	// every state: they name the ReplyOptions field to set.
@@ -396,7 +396,7 @@ func TestReceive_ChainErrorIndex(t *testing.T) {
 	e[1] = tamperSignature(t, e[1])
 	in := receive(t, w.agent(rxReceiver), encodeHandoff(t, handoffOf(e...), JSON), Host{})
 	require.Equal(t, CheckChain, in.Check())
-	var ce *ChainError
+	var ce *chainError
 	require.ErrorAs(t, in.Err(), &ce)
 	assert.Equal(t, 1, ce.Index)
 	assert.Equal(t, reason.BadSignature, ce.Reason)

@@ -45,7 +45,7 @@ func TestRejectedKeepsItsRecordUntilExpPlusSkew(t *testing.T) {
 	rec, ok, err := store.Get(ctx, key)
 	require.NoError(t, err)
 	require.True(t, ok)
-	want := o.Exp.Std().Add(DefaultSkew)
+	want := o.Exp.Std().Add(defaultSkew)
 	assert.True(t, rec.Expires.Equal(want), "the record expires at exp + skew %s, not after the retention period: %s", want, rec.Expires)
 
 	setClock(w.clock, want.Add(-time.Second))
@@ -79,7 +79,7 @@ func TestDeclinedKeepsItsRecordForTheRetention(t *testing.T) {
 	rec, ok, err := store.Get(ctx, replay.Key{Iss: string(stPlanner), Hop: string(in.Offer().Hop)})
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.True(t, rec.Expires.Equal(w.clock.Now().Add(DefaultRetention)), "expires %s", rec.Expires)
+	assert.True(t, rec.Expires.Equal(w.clock.Now().Add(defaultRetention)), "expires %s", rec.Expires)
 }
 
 // TestMemoryPast2200: with the clock past 2200, an accepted offer is
@@ -223,7 +223,7 @@ func TestReplyAfterTheRecordExpired(t *testing.T) {
 	refused := receive(t, a, data, Host{Dialog: "another dialog"})
 	require.True(t, refused.StatusDue())
 
-	setClock(w.clock, o.Exp.Std().Add(DefaultSkew)) // the record is gone
+	setClock(w.clock, o.Exp.Std().Add(defaultSkew)) // the record is gone
 	st, err := a.Reply(ctx, refused, state.Rejected, ReplyOptions{Reason: reason.Policy})
 	require.NoError(t, err)
 	assert.NotEmpty(t, st.Octets)
@@ -233,7 +233,7 @@ func TestReplyAfterTheRecordExpired(t *testing.T) {
 	require.NoError(t, err)
 	in := receive(t, a, encodeHandoff(t, handoffOf(s2), JSON), Host{})
 	require.True(t, in.Accepted())
-	setClock(w.clock, o2.Exp.Std().Add(DefaultSkew))
+	setClock(w.clock, o2.Exp.Std().Add(defaultSkew))
 	_, err = a.Reply(ctx, in, state.Accepted, ReplyOptions{})
 	assert.ErrorIs(t, err, ErrState, "an accepted for a hop no longer remembered")
 }

@@ -206,10 +206,10 @@ func BenchmarkSetTrust(b *testing.B) {
 	w := newWorld(b, JWS, rxOrigin, rxPlanner, rxReceiver)
 	rotated := w.trust.withKeys(b, rxOrigin, testSigner(b, JWS).Key())
 	fill := func() *trustState {
-		ts := &trustState{trust: w.trust, cache: newVerifiedCache(DefaultVerifiedCache)}
+		ts := &trustState{trust: w.trust, cache: newVerifiedCache(defaultVerifiedCache)}
 		o := &Offer{Iss: rxOrigin, Aud: rxPlanner, Dialog: "d"}
 		key := w.trust.keys[rxOrigin][0].ref()
-		for i := range DefaultVerifiedCache {
+		for i := range defaultVerifiedCache {
 			ts.cache.add(digest.SHA256(fmt.Appendf(nil, "%d", i)), o, key)
 		}
 		return ts
@@ -217,18 +217,18 @@ func BenchmarkSetTrust(b *testing.B) {
 	full := fill()
 	b.Run("baseline=new-cache", func(b *testing.B) {
 		for b.Loop() {
-			_ = &trustState{trust: w.trust, cache: newVerifiedCache(DefaultVerifiedCache)}
+			_ = &trustState{trust: w.trust, cache: newVerifiedCache(defaultVerifiedCache)}
 		}
 	})
 	b.Run("carry-all", func(b *testing.B) {
 		for b.Loop() {
-			next := &trustState{trust: w.trust, cache: newVerifiedCache(DefaultVerifiedCache)}
+			next := &trustState{trust: w.trust, cache: newVerifiedCache(defaultVerifiedCache)}
 			full.cache.carry(w.trust, next.cache)
 		}
 	})
 	b.Run("drop-all", func(b *testing.B) {
 		for b.Loop() {
-			next := &trustState{trust: rotated, cache: newVerifiedCache(DefaultVerifiedCache)}
+			next := &trustState{trust: rotated, cache: newVerifiedCache(defaultVerifiedCache)}
 			full.cache.carry(rotated, next.cache)
 		}
 	})

@@ -84,7 +84,7 @@ func (c *chain) hand(i int, from *handoff.Received, p Package, cfg CheckConfig) 
 			return nil
 		}})
 	require.NoError(t, err)
-	data, err := out.Encode(handoff.JSON)
+	data, err := out.Handoff.Encode(handoff.JSON)
 	require.NoError(t, err)
 	in, err := c.agents[i+1].Receive(context.Background(), data, handoff.Host{Dialog: "case-77"})
 	require.NoError(t, err)

@@ -258,7 +258,8 @@ type CheckConfig struct {
 	// or checked fail the check; by default it is an advisory finding.
 	RequireAncestors bool
 	// Skew is how far ahead of the clock a state's "as of" may be; zero
-	// means handoff.DefaultSkew. A state claimed as of a later time is
+	// means 60 s, the skew the draft recommends (HC-31) and handoff.Config
+	// takes by default. A state claimed as of a later time is
 	// stale: it was not observed.
 	Skew time.Duration
 }
@@ -645,7 +646,7 @@ func (c *checker) artifacts() {
 func (c *checker) claims() {
 	skew := c.cfg.Skew
 	if skew <= 0 {
-		skew = handoff.DefaultSkew
+		skew = 60 * time.Second // HC-31
 	}
 	for i, s := range c.p.State {
 		if !s.AsOf.IsZero() && s.AsOf.After(c.now.Add(skew)) {

@@ -94,7 +94,7 @@ func rawWorld(t testing.TB, edit func(enc string, room int) string) (*handoff.Re
 	out, err := w.from.Offer(context.Background(), handoff.OfferParams{To: payments, Dialog: "case-77", TTL: 120e9,
 		Refs: []ref.Ref{Ref(c, "")}})
 	require.NoError(t, err)
-	data, err := out.Encode(handoff.JSON)
+	data, err := out.Handoff.Encode(handoff.JSON)
 	require.NoError(t, err)
 	in, err := w.to.Receive(context.Background(), data, handoff.Host{Dialog: "case-77"})
 	require.NoError(t, err)
@@ -180,7 +180,7 @@ func costWorld(t testing.TB, deep bool, n, total int) (*handoff.Received, []byte
 	out, err := w.from.Offer(context.Background(), handoff.OfferParams{To: payments, Dialog: "case-77", TTL: 120e9,
 		Refs: []ref.Ref{Ref(c, "")}})
 	require.NoError(t, err)
-	data, err := out.Encode(handoff.JSON)
+	data, err := out.Handoff.Encode(handoff.JSON)
 	require.NoError(t, err)
 	in, err := w.to.Receive(context.Background(), data, handoff.Host{Dialog: "case-77"})
 	require.NoError(t, err)

@@ -72,7 +72,7 @@ func TestContract_Acceptance_SurvivesRestart(t *testing.T) {
 
 		// A retransmission after the restart is answered with the same
 		// signed acknowledgement (HC-39).
-		data, err := out.Encode(enc)
+		data, err := out.Handoff.Encode(enc)
 		require.NoError(t, err)
 		again, err := w.to.Receive(ctx, data, handoff.Host{Peer: triage})
 		require.NoError(t, err)

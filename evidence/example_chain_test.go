@@ -74,7 +74,7 @@ func Example_chain() {
 		if err != nil {
 			return nil, nil, err
 		}
-		got := must(agents[to].Receive(ctx, must(out.Encode(handoff.JSON)), handoff.Host{Dialog: "case-77"}))
+		got := must(agents[to].Receive(ctx, must(out.Handoff.Encode(handoff.JSON)), handoff.Host{Dialog: "case-77"}))
 		rep, err := evidence.CheckReceived(ctx, got, evidence.Delivered{Package: enc}, evidence.CheckConfig{Now: clock, Ancestors: ancestors})
 		return got, rep, err
 	}

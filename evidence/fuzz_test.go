@@ -67,7 +67,7 @@ func TestRootRefMachinery_PackageKindIsCheckedByEvidence(t *testing.T) {
 	require.NoError(t, err)
 	built, bind := w.build(refundPackage(), BuildOptions{})
 	out := w.offer(built, bind)
-	data, err := out.Encode(handoff.JSON)
+	data, err := out.Handoff.Encode(handoff.JSON)
 	require.NoError(t, err)
 	in, err := to.Receive(context.Background(), data, handoff.Host{RefSource: Source(built.Encoded, nil)})
 	require.NoError(t, err)
@@ -99,7 +99,7 @@ func TestCheckReceived_RefusesUnverifiedOffer(t *testing.T) {
 	built, bind := w.build(refundPackage(), BuildOptions{})
 	out := w.offer(built, bind)
 	stranger := newWorld(t, handoff.JWS, nil) // other keys, same names
-	data, err := out.Encode(handoff.JSON)
+	data, err := out.Handoff.Encode(handoff.JSON)
 	require.NoError(t, err)
 	in, err := stranger.to.Receive(context.Background(), data, handoff.Host{})
 	require.NoError(t, err)

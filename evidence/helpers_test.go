@@ -195,7 +195,7 @@ func (w *world) offer(built *Built, bind Binding) *handoff.Outgoing {
 // receive delivers the offer to the delegate and checks the package.
 func (w *world) receive(out *handoff.Outgoing, enc handoff.Encoding, d Delivered) (*handoff.Received, *Report) {
 	w.t.Helper()
-	data, err := out.Encode(enc)
+	data, err := out.Handoff.Encode(enc)
 	require.NoError(w.t, err)
 	in, err := w.to.Receive(context.Background(), data, handoff.Host{Dialog: "case-77"})
 	require.NoError(w.t, err)

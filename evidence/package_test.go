@@ -133,7 +133,7 @@ func TestRef_HC09_HC64_Salted(t *testing.T) {
 		require.Len(t, built.Salt, 32)
 		out := w.offer(built, bind)
 		for _, enc := range []handoff.Encoding{handoff.JSON, handoff.CBOR} {
-			data, err := out.Encode(enc)
+			data, err := out.Handoff.Encode(enc)
 			require.NoError(t, err)
 			require.False(t, bytes.Contains(data, built.Salt), "HC-09: salt octets in the element")
 			require.NotContains(t, string(data), digest.SHA256(built.Canonical).B64(), "HC-64: plain digest in the element")

@@ -254,7 +254,7 @@ func (w *World) badInputs(to handoff.AgentID) []BadInput {
 	add(AttackFutureDated, w.carry(offer(func(o *handoff.Offer) { o.Iat, o.Exp = o.Iat+300, o.Iat+420 })), reason.Stale, handoff.CheckFreshness, rej,
 		"HC-31: iat five minutes ahead, beyond the skew")
 	add(AttackOverLongLifetime, w.carry(offer(func(o *handoff.Offer) {
-		o.Exp = o.Iat + handoff.Time((handoff.DefaultMaxLifetime+time.Minute)/time.Second)
+		o.Exp = o.Iat + handoff.Time((MaxLifetime+time.Minute)/time.Second)
 	})), reason.Stale, handoff.CheckFreshness, rej,
 		"HC-32: exp - iat is a minute over the maximum lifetime (300 s)")
 
@@ -294,7 +294,7 @@ func (w *World) badInputs(to handoff.AgentID) []BadInput {
 	r.Configure = func(c *handoff.Config) { c.Chain.RequireFull = true }
 	add(AttackCyclicChain, w.Encode(w.Path(nil, Relay(0), Relay(1), Relay(0), to)...), reason.Cycle, chain, rej,
 		"HC-49: one agent is iss of two elements")
-	add(AttackTooDeepChain, w.Encode(w.Chain(to, handoff.DefaultMaxChain+2)...), reason.TooDeep, chain, rej,
+	add(AttackTooDeepChain, w.Encode(w.Chain(to, MaxChain+2)...), reason.TooDeep, chain, rej,
 		"HC-50: a chain one element longer than the default limit of 16")
 	add(AttackForgedBehind, w.Encode(w.forgedBehind(to)...), reason.BadSignature, chain, handoff.ErrSignature,
 		"HC-46: an element of a trusted iss whose payload was changed, behind an element of an untrusted iss")
@@ -314,7 +314,7 @@ func (w *World) badInputs(to handoff.AgentID) []BadInput {
 		c.RefSource = ref.ByLoc(nil)
 	}
 
-	add(AttackOversize, w.carryPadded(offer(nil), handoff.DefaultMaxHandoffSize), reason.BadSignature, sig, handoff.ErrTooLarge,
+	add(AttackOversize, w.carryPadded(offer(nil), MaxHandoffSize), reason.BadSignature, sig, handoff.ErrTooLarge,
 		"HC-61: a Handoff object over the default size limit (512 KiB), refused before it is parsed")
 	good := w.carry(offer(nil))
 	if w.Encoding() == handoff.JSON {

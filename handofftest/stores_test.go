@@ -233,7 +233,7 @@ func TestFaultOfferStore_DelegatorFailsClosed(t *testing.T) {
 
 func mustEncode(t *testing.T, out *handoff.Outgoing) []byte {
 	t.Helper()
-	b, err := out.Encode(handoff.JSON)
+	b, err := out.Handoff.Encode(handoff.JSON)
 	if err != nil {
 		t.Fatal(err)
 	}

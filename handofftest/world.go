@@ -30,9 +30,23 @@ const DefaultDialog = "handofftest-dialog"
 // element it signs is unverifiable (HC-46).
 const Outsider = handoff.AgentID("spiffe://outsider.handofftest.example/agent")
 
+// The receiver's defaults that the bad inputs are built against: what a
+// handoff.Config whose fields are left zero applies.
+const (
+	// MaxChain is the longest chain accepted: 16, as the draft recommends
+	// (HC-50).
+	MaxChain = 16
+	// MaxLifetime bounds exp - iat: 300 s, as the draft recommends (HC-32).
+	MaxLifetime = 300 * time.Second
+	// TTL is the lifetime of an offer made without OfferParams.TTL.
+	TTL = 2 * time.Minute
+	// MaxHandoffSize bounds a whole Handoff object: 512 KiB.
+	MaxHandoffSize = 512 << 10
+)
+
 // relays is the number of relay agents a World creates for chains: enough
 // for a chain one longer than the default limit (HC-50) plus its offer.
-const relays = handoff.DefaultMaxChain + 2
+const relays = MaxChain + 2
 
 // Relay returns the AgentID of the i-th relay agent of every World (from
 // 0): agents that World.Chain uses to sign the hops before the receiver.
@@ -281,7 +295,7 @@ func (w *World) Draft(iss, aud handoff.AgentID) *handoff.Offer {
 	}
 	now := handoff.TimeOf(w.clock.Now())
 	return &handoff.Offer{Hop: hop, Dialog: DefaultDialog, Iss: iss, Aud: aud, Iat: now,
-		Exp: now + handoff.Time(handoff.DefaultTTL/time.Second)}
+		Exp: now + handoff.Time(TTL/time.Second)}
 }
 
 // Sign signs o with the key of signer, whatever o.Iss names.

@@ -61,14 +61,14 @@ func TestWorld_HC21_OutsiderAndTrustOnly(t *testing.T) {
 func TestWorld_HC50_Chain(t *testing.T) {
 	for _, f := range []handoff.Format{handoff.JWS, handoff.COSE} {
 		w := handofftest.NewWorld(t, planner, coder).In(f)
-		for n := 1; n <= handoff.DefaultMaxChain+2; n++ {
+		for n := 1; n <= handofftest.MaxChain+2; n++ {
 			t.Run(fmt.Sprintf("%s/%d hops", f, n), func(t *testing.T) {
 				e := w.Chain(coder, n)
 				if len(e) != n {
 					t.Fatalf("%d elements, want %d", len(e), n)
 				}
 				in := w.Receive(w.Agent(coder), w.Encode(e...))
-				if n-1 > handoff.DefaultMaxChain {
+				if n-1 > handofftest.MaxChain {
 					handofftest.AssertRefused(t, in, reason.TooDeep)
 					return
 				}
@@ -82,7 +82,7 @@ func TestWorld_HC50_Chain(t *testing.T) {
 			})
 		}
 	}
-	if !fails(func(t testing.TB) { handofftest.NewWorld(t, coder).Chain(coder, handoff.DefaultMaxChain+3) }) {
+	if !fails(func(t testing.TB) { handofftest.NewWorld(t, coder).Chain(coder, handofftest.MaxChain+3) }) {
 		t.Error("a chain longer than the relays allowed")
 	}
 }
@@ -96,7 +96,7 @@ func TestWorld_HC31_SharedClock(t *testing.T) {
 	}
 	a := w.Agent(coder)
 	data := w.Encode(w.Offer(planner, coder, nil))
-	w.In(handoff.COSE).Clock().Advance(handoff.DefaultTTL + time.Second)
+	w.In(handoff.COSE).Clock().Advance(handofftest.TTL + time.Second)
 	handofftest.AssertRefused(t, w.Receive(a, data), reason.Stale)
 	w.Clock().Set(time.Unix(handofftest.StartUnix, 0))
 	handofftest.RequireAccepted(t, w.Receive(a, data))
@@ -141,7 +141,7 @@ func TestWorld_HC21_TrustDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := len(tr.AgentIDs()), len(w.Trust().AgentIDs()); got != want || got != 2+handoff.DefaultMaxChain+2 {
+	if got, want := len(tr.AgentIDs()), len(w.Trust().AgentIDs()); got != want || got != 2+handofftest.MaxChain+2 {
 		t.Fatalf("%d agents in the document, %d in the trust", got, want)
 	}
 	fromFile := func(c *handoff.Config) { c.Trust = tr }

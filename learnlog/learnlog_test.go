@@ -252,7 +252,7 @@ func TestReceive_HC69_HC11_Pipeline(t *testing.T) {
 					from, to := agents(t, f, ref.CheckRequired, ref.Checkers{ref.KindLearnlogHead: v.checker})
 					out, err := from.Offer(ctx, handoff.OfferParams{To: delegate, Dialog: "ctx-1", Refs: []ref.Ref{v.ref}})
 					require.NoError(t, err)
-					msg, err := out.Encode(enc)
+					msg, err := out.Handoff.Encode(enc)
 					require.NoError(t, err)
 					in, err := to.Receive(ctx, msg, handoff.Host{Dialog: "ctx-1"})
 					require.NoError(t, err)

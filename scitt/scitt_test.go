@@ -281,7 +281,7 @@ func TestReceive_HC68_HC11_Pipeline(t *testing.T) {
 					}
 					out, err := from.Offer(ctx, handoff.OfferParams{To: delegate, Dialog: "ctx-1", Refs: []ref.Ref{r}})
 					require.NoError(t, err)
-					msg, err := out.Encode(enc)
+					msg, err := out.Handoff.Encode(enc)
 					require.NoError(t, err)
 					in, err := to.Receive(ctx, msg, handoff.Host{Dialog: "ctx-1"})
 					require.NoError(t, err)
@@ -322,7 +322,7 @@ func TestReceive_HC68_Unregistered(t *testing.T) {
 			from, to := agents(t, handoff.JWS, c.pol, c.cs, valid.source())
 			out, err := from.Offer(ctx, handoff.OfferParams{To: delegate, Dialog: "ctx-1", Refs: []ref.Ref{valid.ref}})
 			require.NoError(t, err)
-			msg, err := out.Encode(handoff.JSON)
+			msg, err := out.Handoff.Encode(handoff.JSON)
 			require.NoError(t, err)
 			in, err := to.Receive(ctx, msg, handoff.Host{})
 			require.NoError(t, err)

@@ -46,3 +46,23 @@ const (
 	// EffectFull: the work took full effect: "completed".
 	EffectFull
 )
+
+// Answer says what status, if any, the rules let the receiver
+// send for the FIRST of two offers with one (iss, hop) (HC-54). The second
+// offer never gets a status (HC-53).
+type Answer string
+
+const (
+	// AnswerRejectFirst: the first offer was neither taken nor answered:
+	// send "rejected" with reason "equivocation" for it.
+	AnswerRejectFirst Answer = "reject-first"
+	// AnswerFinishFirst: the work of the first offer was taken (or the hop
+	// canceled by its delegator) and this delegate sent no terminal status:
+	// stop the work if possible, then, once the outcome is known, send
+	// "completed" if it took full effect, else "failed" with reason
+	// "equivocation" and refs of any effect.
+	AnswerFinishFirst Answer = "finish-first"
+	// AnswerNone: this delegate rejected the first offer or sent a terminal
+	// status for it: no further status may be sent.
+	AnswerNone Answer = "none"
+)

@@ -161,7 +161,7 @@ func (d *demo) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("assistant offer: %w", err)
 	}
-	h1, err := out1.Encode(d.enc)
+	h1, err := out1.Handoff.Encode(d.enc)
 	if err != nil {
 		return err
 	}
@@ -196,7 +196,7 @@ func (d *demo) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("planner offer: %w", err)
 	}
-	h2, err := out2.Encode(d.enc)
+	h2, err := out2.Handoff.Encode(d.enc)
 	if err != nil {
 		return err
 	}

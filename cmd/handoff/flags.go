@@ -112,3 +112,12 @@ func parseEncoding(s string) (handoff.Encoding, error) {
 	}
 	return 0, fmt.Errorf("--encoding %q: want json or cbor", s)
 }
+
+// The receiver's defaults that offer, inspect and verify apply: the
+// draft's recommendations, which a handoff.Config whose fields are left
+// zero applies too.
+const (
+	defaultSkew        = 60 * time.Second  // HC-31
+	defaultMaxLifetime = 300 * time.Second // HC-32
+	defaultMaxChain    = 16                // HC-50
+)

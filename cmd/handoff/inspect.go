@@ -141,7 +141,7 @@ func inspectChain(b *strings.Builder, h *handoff.Handoff, now time.Time) bool {
 	offers := make([]*handoff.Offer, len(elems))
 	clean := true
 	broken := 0
-	skew := handoff.Time(handoff.DefaultSkew / time.Second)
+	skew := handoff.Time(defaultSkew / time.Second)
 	for i, s := range elems {
 		label := "chain[" + strconv.Itoa(i) + "]"
 		if i == n {

@@ -98,8 +98,8 @@ it first with "handoff verify".`, `  handoff offer --key planner.jwk --iss spiff
 	if warn != "" {
 		e.warnf(cmd, "%s", warn)
 	}
-	if ttl.d > handoff.DefaultMaxLifetime {
-		e.warnf(cmd, "--ttl %s exceeds the recommended maximum lifetime %s: receivers using it refuse the offer as stale", ttl.d, handoff.DefaultMaxLifetime)
+	if ttl.d > defaultMaxLifetime {
+		e.warnf(cmd, "--ttl %s exceeds the recommended maximum lifetime %s: receivers using it refuse the offer as stale", ttl.d, defaultMaxLifetime)
 	}
 
 	iat := handoff.TimeOf(now.clock()())
@@ -186,11 +186,11 @@ func (e *env) passOn(cmd, path string, o *handoff.Offer, h *handoff.Handoff, omi
 	}
 	if !omitChain {
 		h.Chain = append(append([]handoff.Signed(nil), in.Chain...), in.Offer)
-		if len(h.Chain) > handoff.DefaultMaxChain {
-			return e.failf(cmd, "the chain would have %d elements, over the limit of %d receivers apply by default (HC-50); use --omit-chain", len(h.Chain), handoff.DefaultMaxChain)
+		if len(h.Chain) > defaultMaxChain {
+			return e.failf(cmd, "the chain would have %d elements, over the limit of %d receivers apply by default (HC-50); use --omit-chain", len(h.Chain), defaultMaxChain)
 		}
 	}
-	skew := handoff.Time(handoff.DefaultSkew / time.Second)
+	skew := handoff.Time(defaultSkew / time.Second)
 	switch {
 	case o.Iat < prev.Iat:
 		e.warnf(cmd, "iat %d is before the --from offer's iat %d: receivers will find the chain broken", o.Iat, prev.Iat)

@@ -82,11 +82,11 @@ func runVerify(e *env, args []string) int {
 	now := &unixFlag{}
 	fset.Var(now, "now", "evaluation time in `UNIX` seconds (default: the clock)")
 	dialog := fset.String("dialog", "", "the host dialog `ID`; when absent the dialog check is skipped")
-	skew := &secondsFlag{d: handoff.DefaultSkew}
+	skew := &secondsFlag{d: defaultSkew}
 	fset.Var(skew, "skew", "clock skew allowed, in `SECONDS` (0 allows none)")
-	maxLife := &secondsFlag{d: handoff.DefaultMaxLifetime}
+	maxLife := &secondsFlag{d: defaultMaxLifetime}
 	fset.Var(maxLife, "max-lifetime", "longest exp - iat accepted, in `SECONDS`")
-	maxChain := fset.Int("max-chain", handoff.DefaultMaxChain, "longest chain accepted; a longer one is rejected as too-deep (0 accepts no chain)")
+	maxChain := fset.Int("max-chain", defaultMaxChain, "longest chain accepted; a longer one is rejected as too-deep (0 accepts no chain)")
 	requireChain := fset.Bool("require-chain", false, "reject with \"policy\" unless the chain is full: verified back to its start")
 	var origins, reentry listFlag
 	fset.Var(&origins, "trusted-origin", "require a full chain that starts at `ID` (repeatable; HC-58)")

@@ -84,7 +84,7 @@ func offerWithRef(t *testing.T, w *world, name string, r ref.Ref, enc handoff.En
 	require.NoError(t, err)
 	out, err := a.Offer(context.Background(), handoff.OfferParams{To: handoff.AgentID(w.d.id), Dialog: "d", Refs: []ref.Ref{r}})
 	require.NoError(t, err)
-	msg, err := out.Encode(enc)
+	msg, err := out.Handoff.Encode(enc)
 	require.NoError(t, err)
 	return writeFile(t, w.path(name), msg)
 }

@@ -74,7 +74,7 @@ func run(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	wire, err := out.Encode(handoff.JSON)
+	wire, err := out.Handoff.Encode(handoff.JSON)
 	if err != nil {
 		return err
 	}

@@ -419,7 +419,7 @@ func TestA2A_Equivocation_RejectFirst_HC54(t *testing.T) {
 	cl := dial(t, planner, pc, co, false)
 	out, err := ps[planner].Agent.Offer(ctx, handoff.OfferParams{To: coder, Dialog: dialog, Task: "one"})
 	require.NoError(t, err)
-	wire, err := out.Encode(handoff.CBOR)
+	wire, err := out.Handoff.Encode(handoff.CBOR)
 	require.NoError(t, err)
 	first, err := ps[coder].Agent.Receive(ctx, wire, handoff.Host{Peer: planner})
 	require.NoError(t, err)

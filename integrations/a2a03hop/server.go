@@ -309,11 +309,11 @@ func (e *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		return q.Write(ctx, reply(reqCtx, "retransmission: not decided yet", nil))
 
 	case in.Equivocation() != "":
-		if in.Equivocation() == handoff.AnswerFinishFirst {
+		if in.Equivocation() == state.AnswerFinishFirst {
 			e.running.Stop(in.Offer().Iss, hop) // stop the first offer's work if it runs
 		}
 		var st *handoff.Signed
-		if in.Equivocation() == handoff.AnswerRejectFirst {
+		if in.Equivocation() == state.AnswerRejectFirst {
 			signed, err := e.cfg.Agent.Reply(ctx, in, state.Rejected, handoff.ReplyOptions{Reason: reason.Equivocation})
 			if err != nil {
 				return err

@@ -361,11 +361,11 @@ func (e *Executor) serve(ctx context.Context, ec *a2asrv.ExecutorContext, in *ha
 		return
 
 	case in.Equivocation() != "":
-		if in.Equivocation() == handoff.AnswerFinishFirst {
+		if in.Equivocation() == state.AnswerFinishFirst {
 			e.running.Stop(in.Offer().Iss, hop) // stop the first offer's work if it runs
 		}
 		var st *handoff.Signed
-		if in.Equivocation() == handoff.AnswerRejectFirst {
+		if in.Equivocation() == state.AnswerRejectFirst {
 			signed, err := e.cfg.Agent.Reply(ctx, in, state.Rejected, handoff.ReplyOptions{Reason: reason.Equivocation})
 			if err != nil {
 				fail(err)

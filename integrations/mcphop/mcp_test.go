@@ -452,7 +452,7 @@ func TestMCP_Equivocation_RejectFirst_HC54(t *testing.T) {
 	s := connect(t, pc, co.server, false)
 	out, err := ps[planner].Agent.Offer(ctx, handoff.OfferParams{To: coder, Dialog: dialog, Task: "one"})
 	require.NoError(t, err)
-	wire, err := out.Encode(handoff.JSON)
+	wire, err := out.Handoff.Encode(handoff.JSON)
 	require.NoError(t, err)
 	first, err := ps[coder].Agent.Receive(ctx, wire, handoff.Host{Peer: planner})
 	require.NoError(t, err)

@@ -295,10 +295,10 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 	case in.Equivocation() != "":
 		// The second offer gets no status (HC-53); the first may (HC-54).
 		res := errorResult("rejected: equivocation", nil)
-		if in.Equivocation() == handoff.AnswerFinishFirst {
+		if in.Equivocation() == state.AnswerFinishFirst {
 			s.running.Stop(in.Offer().Iss, hop) // stop the first offer's work if it runs
 		}
-		if in.Equivocation() == handoff.AnswerRejectFirst {
+		if in.Equivocation() == state.AnswerRejectFirst {
 			st, err := s.cfg.Agent.Reply(ctx, in, state.Rejected, handoff.ReplyOptions{Reason: reason.Equivocation})
 			if err != nil {
 				return nil, err

@@ -37,8 +37,8 @@ func Example() {
 
 	first, _ := agentA.Offer(ctx, handoff.OfferParams{To: b, Dialog: "d-1"})
 	other, _ := agentA.Offer(ctx, handoff.OfferParams{To: b, Dialog: "d-1"})
-	w1, _ := first.Encode(handoff.JSON)
-	w2, _ := other.Encode(handoff.JSON)
+	w1, _ := first.Handoff.Encode(handoff.JSON)
+	w2, _ := other.Handoff.Encode(handoff.JSON)
 	for _, d := range []struct {
 		wire   []byte
 		dialog string

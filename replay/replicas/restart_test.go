@@ -127,7 +127,7 @@ func restartStep(dir, step string, now time.Time) (map[string]any, error) {
 		if err != nil {
 			return nil, err
 		}
-		data, _ := o.Encode(handoff.JSON)
+		data, _ := o.Handoff.Encode(handoff.JSON)
 		write("origin-offer", data)
 		write("origin-hop", []byte(o.Offer.Hop))
 	case "origin:retransmit":
@@ -152,7 +152,7 @@ func restartStep(dir, step string, now time.Time) (map[string]any, error) {
 		if err != nil {
 			return nil, err
 		}
-		data, _ := o.Encode(handoff.CBOR)
+		data, _ := o.Handoff.Encode(handoff.CBOR)
 		write("middle-offer", data)
 	case "middle:retransmitted":
 		in, err := a.Receive(ctx, read("origin-offer"), handoff.Host{Dialog: "ctx-restart", Peer: restartIDs["origin"]})
