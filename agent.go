@@ -45,14 +45,15 @@ type Config struct {
 	// randomness. Nil means crypto/rand.
 	Rand io.Reader
 
-	// Skew is the clock skew allowed (HC-31). Nil means DefaultSkew.
+	// Skew is the clock skew allowed (HC-31). Nil means 60 s, the
+	// draft's recommendation.
 	Skew *time.Duration
 	// MaxLifetime bounds exp - iat of offers received and made (HC-32).
-	// Nil means DefaultMaxLifetime.
+	// Nil means 300 s, the draft's recommendation.
 	MaxLifetime *time.Duration
 	// Retention is how long a hop is kept after its last terminal status,
 	// so that the other side may still ask again (HC-34, HC-65). Nil means
-	// DefaultRetention.
+	// 24 hours.
 	Retention *time.Duration
 	// MemoryLostAt, when set, is the time this agent's hop memory was lost,
 	// for example the start of a process whose store is in memory. Offers
@@ -75,7 +76,7 @@ type Config struct {
 	RefCheckers ref.Checkers
 	// VerifiedCache is how many chain elements the agent remembers as
 	// verified, by handoff digest, so that a chain prefix seen before is
-	// not verified twice. Zero means DefaultVerifiedCache; negative turns
+	// not verified twice. Zero means 4096 elements; negative turns
 	// the cache off.
 	VerifiedCache int
 	// OnConflict, when set, is called with every conflict the operator
@@ -479,7 +480,7 @@ type OfferParams struct {
 	// gives it: the CDDL makes dialog a required text.
 	Dialog string
 	Task   string
-	// TTL is exp - iat. Zero means DefaultTTL; it may not exceed the
+	// TTL is exp - iat. Zero means 2 minutes; it may not exceed the
 	// configured MaxLifetime (HC-32).
 	TTL time.Duration
 	// From is the received offer whose work this offer passes on: prev is
@@ -816,31 +817,22 @@ func (a *Agent) Cancel(ctx context.Context, hop HopID) (Notice, error) {
 // StatusResult is the outcome of HandleStatus. Like Received, it carries a
 // rejection as a value: Err, Reason.
 type StatusResult struct {
-	status    *Status
-	state     state.State
-	changed   bool
-	conflict  bool
-	notices   []Notice
+	// Status is the status once it verified (HC-55), else nil.
+	Status *Status
+	// State is the hop's state after the status, for the side it concerns.
+	State state.State
+	// Changed reports that the status set the hop's state.
+	Changed bool
+	// Conflict reports that the status contradicts the first verified
+	// terminal state: it was flagged and ignored (HC-56).
+	Conflict bool
+	// Notices are the "canceled" statuses this agent signed for the offers
+	// it issued from a hop that was just canceled (HC-28): send each to its
+	// delegate, so that the cancel walks down the chain.
+	Notices []Notice
+
 	rejection *Rejection
 }
-
-// Status returns the status once it verified (HC-55), else nil.
-func (r *StatusResult) Status() *Status { return r.status }
-
-// State is the hop's state after the status, for the side it concerns.
-func (r *StatusResult) State() state.State { return r.state }
-
-// Changed reports that the status set the hop's state.
-func (r *StatusResult) Changed() bool { return r.changed }
-
-// Conflict reports that the status contradicts the first verified terminal
-// state: it was flagged and ignored (HC-56).
-func (r *StatusResult) Conflict() bool { return r.conflict }
-
-// Notices are the "canceled" statuses this agent signed for the offers it
-// issued from a hop that was just canceled (HC-28): send each to its
-// delegate, so that the cancel walks down the chain.
-func (r *StatusResult) Notices() []Notice { return r.notices }
 
 // Err returns why the status was refused (a *Rejection), or nil.
 func (r *StatusResult) Err() error {
@@ -900,7 +892,7 @@ func (a *Agent) HandleStatus(ctx context.Context, octets []byte) (*StatusResult,
 	}
 	var flagged *Conflict
 	err = a.updateOffered(ctx, st.Hop, func(rec *replay.OfferRecord) (bool, error) {
-		flagged, res.conflict, res.changed = nil, false, false
+		flagged, res.Conflict, res.Changed = nil, false, false
 		offer := a.recordedOffer(*rec)
 		o, _, err := InspectUnverified(offer, Limits{MaxElementSize: len(offer.Octets)})
 		if err != nil || o == nil || !(digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}).Equal(st.Offer) {
@@ -911,9 +903,9 @@ func (a *Agent) HandleStatus(ctx context.Context, octets []byte) (*StatusResult,
 			res.rejection = asRejection(rj)
 			return false, nil
 		}
-		res.status = st
+		res.Status = st
 		next, changed, conflict := delegatorStep(hopOf(*rec), st)
-		res.state, res.changed, res.conflict = next.State, changed, conflict
+		res.State, res.Changed, res.Conflict = next.State, changed, conflict
 		if conflict {
 			flagged = &Conflict{Kind: ConflictStatus, Iss: a.cfg.ID, Hop: st.Hop, First: digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}, Second: s.Digest(),
 				Detail: fmt.Sprintf("status %q conflicts with the hop's state %q", st.State, rec.State)}
@@ -954,7 +946,7 @@ func (a *Agent) cancelReceived(ctx context.Context, st *Status, res *StatusResul
 		if err != nil {
 			return true, err
 		}
-		res.notices = append(res.notices, n)
+		res.Notices = append(res.Notices, n)
 	}
 	return true, nil
 }
@@ -977,9 +969,9 @@ func (a *Agent) cancelHop(ctx context.Context, st *Status, res *StatusResult) (b
 	if !ok || !(digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}).Equal(st.Offer) {
 		return false, nil
 	}
-	res.status = st
+	res.Status = st
 	for attempt := 0; ; attempt++ {
-		res.state = state.State(rec.State)
+		res.State = state.State(rec.State)
 		switch state.State(rec.State) {
 		case state.Rejected, state.Completed, state.Failed, state.Canceled:
 			return true, nil // the first terminal state stands
@@ -995,7 +987,7 @@ func (a *Agent) cancelHop(ctx context.Context, st *Status, res *StatusResult) (b
 		case err != nil:
 			return true, storeErr(err)
 		case swapped:
-			res.state, res.changed = state.Canceled, true
+			res.State, res.Changed = state.Canceled, true
 			return true, nil
 		}
 		rec = held

@@ -696,7 +696,7 @@ var errTimeTag = errors.New("time tag")
 // 4.1 leaves the choice to the protocol), and the digest is over the
 // octets as sent (HC-20), so a re-encoded element is another element.
 //
-// ProfileStrict restores the one-encoding-per-value hardening: besides
+// profileStrict restores the one-encoding-per-value hardening: besides
 // the decoder options of the profile, every head must be in its shortest
 // form. That check is by length: the decoded value, re-encoded with
 // shortest heads, must be exactly as long as the input, which holds only

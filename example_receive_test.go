@@ -61,7 +61,7 @@ func ExampleAgent_Receive() {
 	// It takes the work and says so; the planner verifies the status.
 	accepted := exampleMust(delegate.Reply(ctx, in, state.Accepted, handoff.ReplyOptions{}))
 	res := exampleMust(delegator.HandleStatus(ctx, accepted.Octets))
-	fmt.Println("planner sees:", res.State())
+	fmt.Println("planner sees:", res.State)
 
 	// The planner heard nothing and sends the identical octets again: the
 	// coder does not process them again and resends its status unchanged.

@@ -47,7 +47,7 @@ func ExampleAgent_Offer() {
 	for _, st := range []state.State{state.Accepted, state.Completed} {
 		s := exampleMust(c.Reply(ctx, in, st, handoff.ReplyOptions{Effect: state.EffectFull}))
 		res := exampleMust(p.HandleStatus(ctx, s.Octets))
-		fmt.Println("planner: hop", res.State())
+		fmt.Println("planner: hop", res.State)
 	}
 	hop, _, _ := p.Hop(ctx, out.Offer.Hop)
 	open := exampleMust(p.Unresolved(ctx))

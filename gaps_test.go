@@ -76,7 +76,7 @@ func TestLifecycle_HC04_OtherReasons(t *testing.T) {
 		Iat: TimeOf(p.w.clock.Now()), State: state.Rejected, Reason: "busy-try-later"})
 	res, err := statusErr(p.dtor.HandleStatus(context.Background(), st.Octets))
 	require.NoError(t, err)
-	assert.Equal(t, state.Rejected, res.State())
+	assert.Equal(t, state.Rejected, res.State)
 	assert.False(t, reason.Code("busy-try-later").Defined())
 	h, _, _ := p.dtor.Hop(context.Background(), p.out.Offer.Hop)
 	assert.True(t, h.Resolved, "HC-41: a verified rejected with a reason other than stale or replay")
@@ -147,7 +147,7 @@ func TestLifecycle_HC05_DetailDrivesNothing(t *testing.T) {
 			Iat: TimeOf(p.w.clock.Now()), State: state.Failed, Detail: detail})
 		res, err := statusErr(p.dtor.HandleStatus(context.Background(), st.Octets))
 		require.NoError(t, err)
-		assert.Equal(t, state.Failed, res.State(), detail)
-		assert.Equal(t, detail, res.Status().Detail, "kept, for people")
+		assert.Equal(t, state.Failed, res.State, detail)
+		assert.Equal(t, detail, res.Status.Detail, "kept, for people")
 	}
 }

@@ -117,7 +117,7 @@ type Handoff struct {
 // member that is not an array of signed handoffs, or an element that is not
 // one, is kept and reported by Receive at step 6 (section 5.3, check 1),
 // since the checks of the offer itself come first; ParseHandoff's callers
-// see it through ChainErr.
+// see it through chainErrOf.
 func ParseHandoff(data []byte, lim Limits) (*Handoff, Encoding, error) {
 	lim = lim.withDefaults()
 	if len(data) > lim.MaxHandoffSize {

@@ -2,7 +2,6 @@ package handoff
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/state"
@@ -275,20 +274,4 @@ func (h delegatorHop) localState(exp, now Time) state.State {
 		return state.Expired
 	}
 	return h.State
-}
-
-// Backoff returns when to retransmit an offer issued at iat with lifetime
-// ttl ("Asking Again"): the first attempt at half the lifetime, before exp
-// (HC-37), then each wait twice the one before, n attempts in all. A
-// delegator never treats the silence that follows as "failed" (HC-40).
-func Backoff(iat time.Time, ttl time.Duration, n int) []time.Time {
-	out := make([]time.Time, 0, max(n, 0))
-	wait := ttl / 2
-	at := iat
-	for i := 0; i < n; i++ {
-		at = at.Add(wait)
-		out = append(out, at)
-		wait *= 2
-	}
-	return out
 }

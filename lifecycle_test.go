@@ -85,8 +85,8 @@ func fiveAgentChain(t *testing.T, f Format) {
 		require.NoError(t, err)
 		res, err := statusErr(agents[i].HandleStatus(ctx, acc.Octets))
 		require.NoError(t, err)
-		assert.Equal(t, state.Accepted, res.State())
-		assert.True(t, res.Changed())
+		assert.Equal(t, state.Accepted, res.State)
+		assert.True(t, res.Changed)
 	}
 
 	// A cancel from the assistant reaches the reviewer through every hop
@@ -97,14 +97,14 @@ func fiveAgentChain(t *testing.T, f Format) {
 	for i := 1; i < len(ids); i++ {
 		res, err := statusErr(agents[i].HandleStatus(ctx, msg))
 		require.NoError(t, err, "hop %d", i)
-		assert.Equal(t, state.Canceled, res.State())
+		assert.Equal(t, state.Canceled, res.State)
 		if i == len(ids)-1 {
-			assert.Empty(t, res.Notices(), "the reviewer issued no offers")
+			assert.Empty(t, res.Notices, "the reviewer issued no offers")
 			break
 		}
-		require.Len(t, res.Notices(), 1, "hop %d propagates", i)
-		assert.Equal(t, ids[i+1], res.Notices()[0].To)
-		msg = res.Notices()[0].Status.Octets
+		require.Len(t, res.Notices, 1, "hop %d propagates", i)
+		assert.Equal(t, ids[i+1], res.Notices[0].To)
+		msg = res.Notices[0].Status.Octets
 	}
 	// Canceled hops stay unresolved for the delegator (HC-41).
 	for i := 0; i < len(ids)-1; i++ {
@@ -132,7 +132,7 @@ func fiveAgentChain(t *testing.T, f Format) {
 	assert.Equal(t, done.Octets, last.Octets, "the last status, identical")
 	res, err := statusErr(agents[3].HandleStatus(ctx, last.Octets))
 	require.NoError(t, err)
-	assert.Equal(t, state.Completed, res.State())
+	assert.Equal(t, state.Completed, res.State)
 	h, _, _ := agents[3].Hop(context.Background(), outs[3].Offer.Hop)
 	assert.True(t, h.Resolved)
 
@@ -144,8 +144,8 @@ func fiveAgentChain(t *testing.T, f Format) {
 		Iat: TimeOf(w.clock.Now()), State: state.Failed})
 	res, err = statusErr(agents[3].HandleStatus(ctx, forged.Octets))
 	require.NoError(t, err)
-	assert.True(t, res.Conflict())
-	assert.Equal(t, state.Completed, res.State(), "the first verified terminal state stands")
+	assert.True(t, res.Conflict)
+	assert.Equal(t, state.Completed, res.State, "the first verified terminal state stands")
 	assert.Contains(t, logs[3].kinds(), ConflictStatus)
 }
 
@@ -356,8 +356,8 @@ func TestLifecycle_DelegatorTable(t *testing.T) {
 					send(statuses[from])
 				}
 				res := send(statuses[name])
-				assert.Equal(t, w.state, res.State())
-				assert.Equal(t, w.conflict, res.Conflict())
+				assert.Equal(t, w.state, res.State)
+				assert.Equal(t, w.conflict, res.Conflict)
 				h, _, _ := p.dtor.Hop(context.Background(), p.out.Offer.Hop)
 				wantResolved := w.state == state.Completed || w.state == state.Failed || w.state == state.Rejected
 				assert.Equal(t, wantResolved, h.Resolved, "HC-41")
@@ -427,7 +427,7 @@ func TestLifecycle_HC27_ExpiryProvisional(t *testing.T) {
 	require.NoError(t, err)
 	res, err := statusErr(p.dtor.HandleStatus(ctx, s.Octets))
 	require.NoError(t, err)
-	assert.Equal(t, state.Completed, res.State())
+	assert.Equal(t, state.Completed, res.State)
 	assert.Empty(t, unresolvedOf(p.dtor))
 }
 
@@ -510,7 +510,7 @@ func TestLifecycle_HC54_Equivocation(t *testing.T) {
 			require.NoError(t, err)
 			res, err := statusErr(p.dtor.HandleStatus(ctx, st.Octets))
 			require.NoError(t, err, "status.offer names the first offer")
-			assert.Equal(t, c.send, res.State())
+			assert.Equal(t, c.send, res.State)
 		})
 	}
 }
@@ -537,16 +537,6 @@ func TestLifecycle_HC51_FanOut(t *testing.T) {
 	in2 := receive(t, w.agent(ids[3]), encodeHandoff(t, o2.Handoff, CBOR), Host{})
 	assert.Equal(t, ChainFull, in1.Chain())
 	assert.Equal(t, ChainAbsent, in2.Chain(), "HC-63: chain omitted")
-}
-
-func TestBackoff_HC37(t *testing.T) {
-	iat := time.Unix(1000, 0)
-	got := Backoff(iat, 2*time.Minute, 3)
-	require.Len(t, got, 3)
-	assert.True(t, got[0].Before(iat.Add(2*time.Minute)), "first retransmission before exp")
-	assert.Equal(t, time.Minute, got[0].Sub(iat))
-	assert.Equal(t, 2*time.Minute, got[1].Sub(got[0]))
-	assert.Equal(t, 4*time.Minute, got[2].Sub(got[1]))
 }
 
 // HC-25, HC-45: an outcome that cannot be established is never guessed: no

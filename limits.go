@@ -54,15 +54,15 @@ const (
 	defaultMaxHandoffSize = 512 << 10
 	defaultMaxChain       = 16
 
-	// DefaultSkew is the clock skew allowed in freshness and chain timing
+	// defaultSkew is the clock skew allowed in freshness and chain timing
 	// checks (HC-31: no more than 60 s is recommended).
 	defaultSkew = 60 * time.Second
-	// DefaultMaxLifetime bounds exp - iat (HC-32: 300 s is recommended).
+	// defaultMaxLifetime bounds exp - iat (HC-32: 300 s is recommended).
 	defaultMaxLifetime = 300 * time.Second
-	// DefaultRetention is how long a delegate keeps a hop after its last
+	// defaultRetention is how long a delegate keeps a hop after its last
 	// terminal status, and a delegator a resolved hop (HC-34, HC-65).
 	defaultRetention = 24 * time.Hour
-	// DefaultTTL is the lifetime of an offer made without OfferParams.TTL.
+	// defaultTTL is the lifetime of an offer made without OfferParams.TTL.
 	defaultTTL = 2 * time.Minute
 )
 

@@ -879,7 +879,7 @@ func cancelAtDelegate(t *testing.T, w *world, a *Agent, in *Received) {
 	require.NoError(t, err)
 	res, err := statusErr(a.HandleStatus(context.Background(), s.Octets))
 	require.NoError(t, err)
-	require.Equal(t, state.Canceled, res.State())
+	require.Equal(t, state.Canceled, res.State)
 }
 
 // HC-35: the memory is keyed on (iss, hop): one hop identifier used by two

@@ -135,7 +135,7 @@ func TestAgent_OnConflictMayReenter(t *testing.T) {
 		defer close(finished)
 		res, err := p.HandleStatus(ctx, failed.Octets)
 		assert.NoError(t, err)
-		assert.True(t, res.Conflict())
+		assert.True(t, res.Conflict)
 	}()
 	select {
 	case <-finished:
@@ -206,7 +206,7 @@ func TestAgent_ReplyHopAfterRestart(t *testing.T) {
 	res, err := p2.HandleStatus(ctx, done.Octets)
 	require.NoError(t, err)
 	require.NoError(t, res.Err())
-	assert.Equal(t, state.Completed, res.State())
+	assert.Equal(t, state.Completed, res.State)
 	hop, ok, err := p2.Hop(ctx, out.Offer.Hop)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -225,7 +225,7 @@ func TestHandleStatus_RejectionIsAResult(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, reason.BadSignature, res.Reason())
 	assert.ErrorIs(t, res.Err(), ErrMalformed)
-	assert.Nil(t, res.Status())
+	assert.Nil(t, res.Status)
 	var rj *Rejection
 	assert.True(t, errors.As(res.Err(), &rj))
 }

@@ -54,9 +54,9 @@ func TestContract_Acceptance_SurvivesRestart(t *testing.T) {
 
 		res, err := w.from.HandleStatus(ctx, st.Octets)
 		require.NoError(t, err)
-		require.Equal(t, state.Accepted, res.State())
-		require.Len(t, Refs(res.Status().Refs), 1)
-		require.True(t, Refs(res.Status().Refs)[0].Dig.Equal(built.Ref.Dig), "the acknowledged package is the one sent")
+		require.Equal(t, state.Accepted, res.State)
+		require.Len(t, Refs(res.Status.Refs), 1)
+		require.True(t, Refs(res.Status.Refs)[0].Dig.Equal(built.Ref.Dig), "the acknowledged package is the one sent")
 
 		// Restart: a new Agent on the store that survived, the package
 		// digest with it.
@@ -109,9 +109,9 @@ func TestContract_Rejection(t *testing.T) {
 
 		res, err := w.from.HandleStatus(ctx, st.Octets)
 		require.NoError(t, err)
-		require.Equal(t, state.Rejected, res.State())
-		require.Equal(t, reason.Policy, res.Status().Reason)
-		require.Contains(t, res.Status().Detail, "stale-state /state/0/as_of")
+		require.Equal(t, state.Rejected, res.State)
+		require.Equal(t, reason.Policy, res.Status.Reason)
+		require.Contains(t, res.Status.Detail, "stale-state /state/0/as_of")
 		info, _, _ := w.from.Hop(context.Background(), out.Offer.Hop)
 		require.True(t, info.Resolved)
 
@@ -151,7 +151,7 @@ func TestContract_Timeout(t *testing.T) {
 		require.NoError(t, err)
 		res, err := w.from.HandleStatus(context.Background(), st.Octets)
 		require.NoError(t, err)
-		require.Equal(t, state.Accepted, res.State())
+		require.Equal(t, state.Accepted, res.State)
 
 		// Then nothing more comes. When the package's timeout is due, its
 		// owner escalates; the hop is still unresolved for the delegator,
@@ -193,8 +193,8 @@ func TestContract_Cancellation(t *testing.T) {
 		require.NoError(t, err)
 		res, err := w.to.HandleStatus(ctx, cancel.Status.Octets)
 		require.NoError(t, err)
-		require.True(t, res.Changed())
-		require.Equal(t, state.Canceled, res.State())
+		require.True(t, res.Changed)
+		require.Equal(t, state.Canceled, res.State)
 		g.Stop("hop canceled by its delegator")
 		require.ErrorIs(t, g.Authorize(ctx, Call{Hop: in.Digest(), Action: "refund.eligibility"}), ErrStopped)
 
@@ -241,22 +241,22 @@ func TestContract_ReturnToSender(t *testing.T) {
 
 		res, err := w.from.HandleStatus(ctx, done.Octets)
 		require.NoError(t, err)
-		require.Equal(t, state.Completed, res.State())
-		got, err := CheckResult(ctx, res.Status(), built.Ref, ref.ByLoc(map[string]ref.Object{
+		require.Equal(t, state.Completed, res.State)
+		got, err := CheckResult(ctx, res.Status, built.Ref, ref.ByLoc(map[string]ref.Object{
 			"urn:example:refund:re_1": {Octets: result}}))
 		require.NoError(t, err)
 		require.Len(t, got, 1)
 		require.Equal(t, ref.Verified, got[0].Outcome)
 
 		// A tampered result, a missing one, and another package are refused.
-		_, err = CheckResult(ctx, res.Status(), built.Ref, ref.ByLoc(map[string]ref.Object{
+		_, err = CheckResult(ctx, res.Status, built.Ref, ref.ByLoc(map[string]ref.Object{
 			"urn:example:refund:re_1": {Octets: []byte(`{"refund":"re_1","status":"failed"}`)}}))
 		require.ErrorIs(t, err, ErrResult)
-		_, err = CheckResult(ctx, res.Status(), built.Ref, nil)
+		_, err = CheckResult(ctx, res.Status, built.Ref, nil)
 		require.ErrorIs(t, err, ErrResult)
 		other := built.Ref
 		other.Dig = digest.SHA256([]byte("another package"))
-		_, err = CheckResult(ctx, res.Status(), other, nil)
+		_, err = CheckResult(ctx, res.Status, other, nil)
 		require.ErrorIs(t, err, ErrResult)
 
 		d, ok, err := Recorded(ctx, w.store0(), triage, bind.Hop, w.trust, handoff.Limits{})

@@ -286,7 +286,7 @@ func (w *World) Host() handoff.Host { return handoff.Host{Dialog: DefaultDialog}
 
 // Draft returns an unsigned offer from iss to aud with a fresh hop, dialog
 // DefaultDialog, issued now by the World's clock and expiring in two
-// minutes (handoff.DefaultTTL).
+// minutes (TTL).
 func (w *World) Draft(iss, aud handoff.AgentID) *handoff.Offer {
 	w.t.Helper()
 	hop, err := handoff.NewHopID(nil)
@@ -348,7 +348,7 @@ func (w *World) Path(mod func(i int, o *handoff.Offer), ids ...handoff.AgentID) 
 // to relay 1, ..., relay n-1 to to. The last element is the offer to to,
 // the n-1 others its chain, oldest first; the chain is full and every
 // element verifies with the World's trust. n may be at most
-// handoff.DefaultMaxChain+2, one chain element over the default limit.
+// MaxChain+2, one chain element over the default limit.
 func (w *World) Chain(to handoff.AgentID, n int) []handoff.Signed {
 	w.t.Helper()
 	if n < 1 || n > relays {

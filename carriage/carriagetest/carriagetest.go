@@ -93,7 +93,7 @@ func roundTrip(t *testing.T, c Carrier, f handoff.Format) {
 	assert.Equal(t, st.Octets, octets)
 	res, err := p.HandleStatus(ctx, octets)
 	require.NoError(t, err)
-	assert.Equal(t, state.Accepted, res.State())
+	assert.Equal(t, state.Accepted, res.State)
 
 	// The delegator's "canceled", forward.
 	cancel, err := p.Cancel(ctx, out.Offer.Hop)
@@ -104,7 +104,7 @@ func roundTrip(t *testing.T, c Carrier, f handoff.Format) {
 	require.NoError(t, err)
 	res, err = d.HandleStatus(ctx, octets)
 	require.NoError(t, err)
-	assert.Equal(t, state.Canceled, res.State())
+	assert.Equal(t, state.Canceled, res.State)
 }
 
 // Absent checks what a carrier says of metadata without an element, or

@@ -380,10 +380,10 @@ func (d *demo) deliver(to *demoAgent, st handoff.Signed, want state.State, path 
 	if err != nil {
 		return fmt.Errorf("%s: status %q: %w", path, want, err)
 	}
-	if res.State() != want || res.Conflict() {
-		return fmt.Errorf("%s: hop state %q after %q (conflict %t)", path, res.State(), want, res.Conflict())
+	if res.State != want || res.Conflict {
+		return fmt.Errorf("%s: hop state %q after %q (conflict %t)", path, res.State, want, res.Conflict)
 	}
-	d.say("   %s: status %q; %s verifies it, hop now %s", path, res.Status().State, to.name, res.State())
+	d.say("   %s: status %q; %s verifies it, hop now %s", path, res.Status.State, to.name, res.State)
 	return nil
 }
 

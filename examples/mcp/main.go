@@ -118,7 +118,7 @@ func run(out io.Writer) error {
 		if s.Err() != nil {
 			return fmt.Errorf("status refused: %w", s.Err())
 		}
-		fmt.Fprintf(w, "planner: verified status %q signed by %s; hop is %s\n", s.Status().State, s.Status().Iss, s.State())
+		fmt.Fprintf(w, "planner: verified status %q signed by %s; hop is %s\n", s.Status.State, s.Status.Iss, s.State)
 	}
 	info, _, err := plannerAgent.Hop(ctx, d.Hop)
 	if err != nil {

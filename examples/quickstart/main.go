@@ -103,7 +103,7 @@ func run(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "4. planner verified the status: hop is %s\n", res.State())
+	fmt.Fprintf(w, "4. planner verified the status: hop is %s\n", res.State)
 
 	// 5. The work is done: the coder says "completed", which needs the
 	// effect to be known in full.
@@ -119,7 +119,7 @@ func run(w io.Writer) error {
 		return err
 	}
 	info, _, _ := p.Hop(context.Background(), out.Offer.Hop)
-	fmt.Fprintf(w, "6. planner verified the status: hop is %s, resolved: %v\n", res.State(), info.Resolved)
+	fmt.Fprintf(w, "6. planner verified the status: hop is %s, resolved: %v\n", res.State, info.Resolved)
 	return nil
 }
 

@@ -177,7 +177,7 @@ func TestA2A_ThreeHopChain_HC46_HC66(t *testing.T) {
 						return err
 					}
 					st := a2a.TaskStateFailed
-					if len(d.Statuses) > 0 && d.Statuses[len(d.Statuses)-1].State() == state.Completed {
+					if len(d.Statuses) > 0 && d.Statuses[len(d.Statuses)-1].State == state.Completed {
 						st = a2a.TaskStateCompleted
 					}
 					ev := a2a.NewStatusUpdateEvent(reqCtx, st, nil)
@@ -200,7 +200,7 @@ func TestA2A_ThreeHopChain_HC46_HC66(t *testing.T) {
 			var states []state.State
 			for _, s := range d.Statuses {
 				require.NoError(t, s.Err())
-				states = append(states, s.Status().State)
+				states = append(states, s.Status.State)
 			}
 			require.Contains(t, states, state.Completed)
 			info, _, err := ps[assistant].Agent.Hop(ctx, d.Hop)
@@ -256,8 +256,8 @@ func TestA2A_ForgedOffer_RefusedBeforeExecutor_HC30(t *testing.T) {
 	sts := ha2a.Statuses(cctx)
 	require.Len(t, sts, 1)
 	require.NoError(t, sts[0].Err())
-	require.Equal(t, state.Rejected, sts[0].State())
-	require.Equal(t, reason.Policy, sts[0].Status().Reason)
+	require.Equal(t, state.Rejected, sts[0].State)
+	require.Equal(t, reason.Policy, sts[0].Status.Reason)
 	require.Zero(t, co.w.calls.Load())
 
 	// No Handoff at all.
@@ -324,7 +324,7 @@ func TestA2A_RetransmitOnTimeout_Backoff_HC37(t *testing.T) {
 	_, isMsg := d.Result.(*a2a.Message)
 	require.True(t, isMsg)
 	require.Len(t, d.Statuses, 1)
-	require.Equal(t, state.Accepted, d.Statuses[0].Status().State)
+	require.Equal(t, state.Accepted, d.Statuses[0].Status.State)
 	require.EqualValues(t, 1, co.w.calls.Load())
 }
 
@@ -388,10 +388,10 @@ func TestA2A_Cancel_SignedAndPropagated_HC28_HC66(t *testing.T) {
 	notices := co.notices
 	co.mu.Unlock()
 	require.NoError(t, got.Err())
-	require.Equal(t, state.Canceled, got.Status().State)
-	require.Equal(t, planner, got.Status().Iss)
-	require.True(t, got.Status().Offer.Equal(d.Offer.Digest))
-	require.Equal(t, n.Hop, got.Status().Hop)
+	require.Equal(t, state.Canceled, got.Status.State)
+	require.Equal(t, planner, got.Status.Iss)
+	require.True(t, got.Status.Offer.Equal(d.Offer.Digest))
+	require.Equal(t, n.Hop, got.Status.Hop)
 	// HC-28: the coder signed a "canceled" for the hop it passed on.
 	require.Len(t, notices, 1)
 	require.Equal(t, tester, notices[0].To)
@@ -404,7 +404,7 @@ func TestA2A_Cancel_SignedAndPropagated_HC28_HC66(t *testing.T) {
 	te.mu.Lock()
 	require.Len(t, te.canceled, 1)
 	require.NoError(t, te.canceled[0].Err())
-	require.Equal(t, coder, te.canceled[0].Status().Iss)
+	require.Equal(t, coder, te.canceled[0].Status.Iss)
 	te.mu.Unlock()
 	require.EqualValues(t, 1, co.w.calls.Load())
 	require.EqualValues(t, 1, te.w.calls.Load())
@@ -432,9 +432,9 @@ func TestA2A_Equivocation_RejectFirst_HC54(t *testing.T) {
 	sts := ha2a.Statuses(cctx)
 	require.Len(t, sts, 1)
 	require.NoError(t, sts[0].Err())
-	require.Equal(t, state.Rejected, sts[0].State())
-	require.Equal(t, reason.Equivocation, sts[0].Status().Reason)
-	require.True(t, sts[0].Status().Offer.Equal(out.Digest), "the status answers the FIRST offer")
+	require.Equal(t, state.Rejected, sts[0].State)
+	require.Equal(t, reason.Equivocation, sts[0].Status.Reason)
+	require.True(t, sts[0].Status.Offer.Equal(out.Digest), "the status answers the FIRST offer")
 	require.Zero(t, co.w.calls.Load())
 }
 
@@ -461,7 +461,7 @@ func TestA2A_Streaming_StatusesFromTaskUpdates_HC29(t *testing.T) {
 	var got []state.State
 	for _, s := range ha2a.Statuses(cctx) {
 		require.NoError(t, s.Err())
-		got = append(got, s.Status().State)
+		got = append(got, s.Status.State)
 	}
 	require.Equal(t, []state.State{state.Accepted, state.Completed}, got)
 	info, _, err := ps[planner].Agent.Hop(ctx, out.Offer.Hop)
@@ -506,16 +506,16 @@ func TestA2A_FailedOutcome_HC44_HC45(t *testing.T) {
 	d, err := pc.Send(ctx, cl, text("x"), handoff.OfferParams{To: coder})
 	require.NoError(t, err)
 	last := d.Statuses[len(d.Statuses)-1]
-	require.Equal(t, state.Failed, last.State())
-	require.Len(t, last.Status().Refs, 1)
-	require.True(t, last.Status().Refs[0].Dig.Equal(r.Dig))
+	require.Equal(t, state.Failed, last.State)
+	require.Len(t, last.Status.Refs, 1)
+	require.True(t, last.Status.Refs[0].Dig.Equal(r.Dig))
 
 	report = false
 	d, err = pc.Send(ctx, cl, text("x"), handoff.OfferParams{To: coder})
 	require.NoError(t, err)
 	require.Equal(t, a2a.TaskStateFailed, d.Result.(*a2a.Task).Status.State)
 	for _, s := range d.Statuses {
-		require.Equal(t, state.Accepted, s.State(), "a terminal status without a known outcome")
+		require.Equal(t, state.Accepted, s.State, "a terminal status without a known outcome")
 	}
 	info, _, err := ps[planner].Agent.Hop(ctx, d.Hop)
 	require.NoError(t, err)
@@ -632,7 +632,7 @@ func TestA2A_Cancel_OnlyItsOwnHopsTask_HC28_HC55(t *testing.T) {
 			_, sts, err := bc.Retransmit(ctx, toCoderB, text("bob's"), db.Hop)
 			require.NoError(t, err)
 			require.Len(t, sts, 1)
-			require.Equal(t, state.Completed, sts[0].Status().State)
+			require.Equal(t, state.Completed, sts[0].Status.State)
 
 			// Bob's own "canceled" cancels Bob's next task.
 			hold := make(chan struct{})

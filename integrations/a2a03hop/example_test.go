@@ -77,7 +77,7 @@ func Example() {
 		panic(err)
 	}
 	for _, s := range d.Statuses {
-		fmt.Println("planner: status", s.State(), "signed by", s.Status().Iss)
+		fmt.Println("planner: status", s.State, "signed by", s.Status.Iss)
 	}
 	// Output:
 	// coder: working on hop from spiffe://a.example/planner chain full

@@ -50,7 +50,7 @@
 // ExtensionURI in Message.extensions and in the A2A-Extensions service
 // parameter, and hands every status found in responses and task updates to
 // Agent.HandleStatus. Client.Send does all of it, with retransmissions per
-// handoff.Backoff, and tells how the delivery ended (Delivery.State,
+// asking.Backoff, and tells how the delivery ended (Delivery.State,
 // Refused, Reason); Client.Cancel sends the signed "canceled" in a Cancel
 // Task request. An A2A client without the Client among its interceptors
 // is an error (ErrNotIntercepted), never a result.
@@ -396,7 +396,7 @@ func (e *Executor) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContext, q 
 		// task goes on.
 		return fmt.Errorf("%w: cancel task %s: the handoff status was refused: %w", a2a.ErrInvalidParams, reqCtx.TaskID, err)
 	}
-	if n := res.Notices(); len(n) > 0 && e.cfg.OnNotices != nil {
+	if n := res.Notices; len(n) > 0 && e.cfg.OnNotices != nil {
 		e.cfg.OnNotices(ctx, n)
 	}
 	if err := e.cfg.Executor.Cancel(context.WithValue(ctx, keyCancel, res), reqCtx, q); err != nil {

@@ -205,7 +205,7 @@ func TestA2A1_TwoHopChain_HC29_HC46_HC66(t *testing.T) {
 			var states []state.State
 			for _, s := range d.Statuses {
 				require.NoError(t, s.Err())
-				states = append(states, s.Status().State)
+				states = append(states, s.Status.State)
 			}
 			require.Equal(t, []state.State{state.Accepted, state.Completed}, states)
 			for _, n := range []*node{co, te} {
@@ -321,7 +321,7 @@ func TestA2A1_StateChanges_HC29_HC44(t *testing.T) {
 	var got []state.State
 	for _, s := range a2a1hop.Statuses(cctx) {
 		require.NoError(t, s.Err())
-		got = append(got, s.Status().State)
+		got = append(got, s.Status.State)
 	}
 	require.Equal(t, []state.State{state.Accepted, state.Failed}, got)
 	info, _, err := ps[planner].Agent.Hop(ctx, out.Offer.Hop)

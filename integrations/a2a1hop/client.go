@@ -46,7 +46,7 @@ type ClientConfig struct {
 	// Agent is the delegator. Required.
 	Agent *handoff.Agent
 	// Attempts is how many times Send asks again when a call times out
-	// (handoff.Backoff). Zero means 3; negative means never.
+	// (asking.Backoff). Zero means 3; negative means never.
 	Attempts int
 	// Now is the clock of the retransmission schedule; nil means time.Now.
 	Now func() time.Time
@@ -292,7 +292,7 @@ func (c *Client) settle(ctx context.Context, d *Delivery) error {
 // Send makes an offer with p (its Dialog defaults to the message's
 // contextId) and sends msg with it through cl, whose interceptors must
 // include c. A call that has not answered by the next instant of
-// handoff.Backoff is abandoned and the identical Handoff is sent again in
+// asking.Backoff is abandoned and the identical Handoff is sent again in
 // a copy of msg (HC-37, HC-52); after the last attempt the hop stays
 // unresolved and the context error is returned (HC-40).
 func (c *Client) Send(ctx context.Context, cl *a2aclient.Client, msg *a2a.Message, p handoff.OfferParams) (*Delivery, error) {

@@ -96,7 +96,7 @@ func TestA2A1_ServesA2A03Clients_ThroughA2av0(t *testing.T) {
 	var states []state.State
 	for _, s := range d.Statuses {
 		require.NoError(t, s.Err())
-		states = append(states, s.State())
+		states = append(states, s.State)
 	}
 	require.Contains(t, states, state.Completed)
 	n.mu.Lock()

@@ -56,7 +56,7 @@
 // WithHandoff put in the call's context, activates the extension in the
 // A2A-Extensions service parameter, and hands every status found in
 // responses and task updates to Agent.HandleStatus. Client.Send does all of
-// it, with retransmissions per handoff.Backoff, and tells how the delivery
+// it, with retransmissions per asking.Backoff, and tells how the delivery
 // ended (Delivery.State, Refused, Reason); Client.Cancel sends the signed
 // "canceled" in a Cancel Task request. An A2A client without the Client
 // among its interceptors is an error (ErrNotIntercepted), never a result.
@@ -470,7 +470,7 @@ func (e *Executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 			yield(nil, fmt.Errorf("%w: cancel task %s: the handoff status was refused: %w", a2a.ErrInvalidParams, ec.TaskID, err))
 			return
 		}
-		if n := res.Notices(); len(n) > 0 && e.cfg.OnNotices != nil {
+		if n := res.Notices; len(n) > 0 && e.cfg.OnNotices != nil {
 			e.cfg.OnNotices(ctx, n)
 		}
 		e.cancel(context.WithValue(ctx, keyCancel, res), ec, yield)

@@ -44,7 +44,7 @@ type ClientConfig struct {
 	// Agent is the delegator. Required.
 	Agent *handoff.Agent
 	// Attempts is how many times Call asks again when a call times out
-	// (handoff.Backoff). Zero means 3; negative means never.
+	// (asking.Backoff). Zero means 3; negative means never.
 	Attempts int
 	// Now is the clock of the retransmission schedule; nil means time.Now.
 	Now func() time.Time
@@ -210,7 +210,7 @@ func (c *Client) settle(ctx context.Context, d *Delivery) error {
 
 // Call makes an offer with p, calls the tool with it in params._meta, and
 // hands the result's status to Agent.HandleStatus. A call that has not
-// answered by the next instant of handoff.Backoff is abandoned and the
+// answered by the next instant of asking.Backoff is abandoned and the
 // identical Handoff is sent again (HC-37, HC-52); after the last attempt
 // the hop stays unresolved and the context error is returned (HC-40: silence
 // is never "failed").

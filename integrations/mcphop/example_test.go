@@ -64,7 +64,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("planner: status", d.Statuses[0].State(), "signed by", d.Statuses[0].Status().Iss)
+	fmt.Println("planner: status", d.Statuses[0].State, "signed by", d.Statuses[0].Status.Iss)
 	// Output:
 	// coder: working on hop from spiffe://a.example/planner chain full
 	// planner: status completed signed by spiffe://b.example/coder

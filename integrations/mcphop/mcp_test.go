@@ -163,7 +163,7 @@ func TestMCP_ThreeHopChain_HC46_HC67(t *testing.T) {
 					if err != nil {
 						return nil, err
 					}
-					if len(d.Statuses) != 1 || d.Statuses[0].State() != state.Completed {
+					if len(d.Statuses) != 1 || d.Statuses[0].State != state.Completed {
 						return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{}}, nil
 					}
 					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
@@ -180,7 +180,7 @@ func TestMCP_ThreeHopChain_HC46_HC67(t *testing.T) {
 			require.False(t, d.Result.IsError)
 			require.Len(t, d.Statuses, 1)
 			require.NoError(t, d.Statuses[0].Err())
-			require.Equal(t, state.Completed, d.Statuses[0].State())
+			require.Equal(t, state.Completed, d.Statuses[0].State)
 			info, ok, err := ps[assistant].Agent.Hop(ctx, d.Hop)
 			require.NoError(t, err)
 			require.True(t, ok)
@@ -289,7 +289,7 @@ func TestMCP_RetransmitOnTimeout_Backoff_HC37(t *testing.T) {
 	require.Equal(t, 2, d.Attempts)
 	// The retransmission was told the work was taken, and the work ran once.
 	require.Len(t, d.Statuses, 1)
-	require.Equal(t, state.Accepted, d.Statuses[0].State())
+	require.Equal(t, state.Accepted, d.Statuses[0].State)
 	require.EqualValues(t, 1, co.calls.Load())
 }
 
@@ -353,11 +353,11 @@ func TestMCP_Cancel_SignedInNotificationsCancelled_HC28_HC67(t *testing.T) {
 		got := co.canceled[0]
 		co.mu.Unlock()
 		require.NoError(t, got.Err())
-		require.Equal(t, state.Canceled, got.Status().State)
-		require.Equal(t, planner, got.Status().Iss, "the cancel is signed by the delegator")
-		require.Equal(t, out.Offer.Hop, got.Status().Hop)
-		require.True(t, got.Status().Offer.Equal(out.Digest), "the cancel names the offer by its digest")
-		require.Equal(t, n.Hop, got.Status().Hop)
+		require.Equal(t, state.Canceled, got.Status.State)
+		require.Equal(t, planner, got.Status.Iss, "the cancel is signed by the delegator")
+		require.Equal(t, out.Offer.Hop, got.Status.Hop)
+		require.True(t, got.Status.Offer.Equal(out.Digest), "the cancel names the offer by its digest")
+		require.Equal(t, n.Hop, got.Status.Hop)
 
 		require.EqualValues(t, 1, co.calls.Load())
 	}
@@ -465,9 +465,9 @@ func TestMCP_Equivocation_RejectFirst_HC54(t *testing.T) {
 	sts := hmcp.Statuses(cctx)
 	require.Len(t, sts, 1)
 	require.NoError(t, sts[0].Err())
-	require.Equal(t, state.Rejected, sts[0].State())
-	require.Equal(t, reason.Equivocation, sts[0].Status().Reason)
-	require.True(t, sts[0].Status().Offer.Equal(out.Digest), "the status answers the FIRST offer")
+	require.Equal(t, state.Rejected, sts[0].State)
+	require.Equal(t, reason.Equivocation, sts[0].Status.Reason)
+	require.True(t, sts[0].Status.Offer.Equal(out.Digest), "the status answers the FIRST offer")
 	require.Zero(t, co.calls.Load())
 }
 
@@ -489,7 +489,7 @@ func TestMCP_Cancel_AfterTheCall_HC28(t *testing.T) {
 		s := connect(t, pc, co.server, httpT)
 		d, err := pc.Call(ctx, s, call("x"), handoff.OfferParams{To: coder, Dialog: dialog})
 		require.NoError(t, err)
-		require.Equal(t, state.Accepted, d.Statuses[0].State())
+		require.Equal(t, state.Accepted, d.Statuses[0].State)
 
 		_, err = pc.Cancel(ctx, d.Hop)
 		if httpT {
@@ -506,7 +506,7 @@ func TestMCP_Cancel_AfterTheCall_HC28(t *testing.T) {
 		got := co.canceled[0]
 		co.mu.Unlock()
 		require.NoError(t, got.Err())
-		require.Equal(t, state.Canceled, got.State())
+		require.Equal(t, state.Canceled, got.State)
 		require.EqualValues(t, 1, co.calls.Load())
 	}
 }
@@ -549,8 +549,8 @@ func TestMCP_Equivocation_FinishFirst_HC54(t *testing.T) {
 	sts := hmcp.Statuses(firstCtx)
 	require.Len(t, sts, 1)
 	require.NoError(t, sts[0].Err())
-	require.Equal(t, state.Failed, sts[0].State())
-	require.Equal(t, reason.Equivocation, sts[0].Status().Reason)
+	require.Equal(t, state.Failed, sts[0].State)
+	require.Equal(t, reason.Equivocation, sts[0].Status.Reason)
 	require.EqualValues(t, 1, co.calls.Load())
 }
 

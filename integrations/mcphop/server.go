@@ -45,7 +45,7 @@
 // A Client adds a sending middleware (Client.Middleware) that attaches the
 // Handoff that WithHandoff put in the call's context and hands the status of
 // every result to Agent.HandleStatus; Client.Call does all of it, with
-// retransmissions per handoff.Backoff, and tells how the call ended
+// retransmissions per asking.Backoff, and tells how the call ended
 // (Delivery.State, Refused, Reason). A session without the middleware is an
 // error (ErrNotIntercepted), never a result. Client.Transport prepares the
 // client's transport so that Client.Cancel can put the signed "canceled" in
@@ -419,7 +419,7 @@ func (s *server) cancelled(ctx context.Context, ss *mcp.ServerSession, p *mcp.Ca
 	if binding.Confirm(res, own) != nil {
 		return
 	}
-	if n := res.Notices(); len(n) > 0 && s.cfg.OnNotices != nil {
+	if n := res.Notices; len(n) > 0 && s.cfg.OnNotices != nil {
 		s.cfg.OnNotices(ctx, n)
 	}
 }

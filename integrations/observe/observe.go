@@ -204,7 +204,7 @@ func (r *Recorder) StatusReceived(ctx context.Context, transport string, res *ha
 		dec, reason = DecisionRefused, res.Reason()
 		span.SetStatus(codes.Error, errorText(res.Err()))
 	default:
-		st := res.Status()
+		st := res.Status
 		state, reason = st.State, st.Reason
 		span.SetAttributes(KeyHop.String(string(st.Hop)), KeyIss.String(string(st.Iss)))
 	}

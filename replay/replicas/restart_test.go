@@ -187,7 +187,7 @@ func restartStep(dir, step string, now time.Time) (map[string]any, error) {
 			return nil, err
 		}
 		out["err"] = fmt.Sprint(res.Err())
-		out["state"] = string(res.State())
+		out["state"] = string(res.State)
 	case "origin:cancel":
 		n, err := a.Cancel(ctx, handoff.HopID(read("origin-hop")))
 		if err != nil {
@@ -200,10 +200,10 @@ func restartStep(dir, step string, now time.Time) (map[string]any, error) {
 			return nil, err
 		}
 		out["err"] = fmt.Sprint(res.Err())
-		out["state"] = string(res.State())
-		out["notices"] = len(res.Notices())
-		if len(res.Notices()) == 1 {
-			write("middle-cancel", res.Notices()[0].Status.Octets)
+		out["state"] = string(res.State)
+		out["notices"] = len(res.Notices)
+		if len(res.Notices) == 1 {
+			write("middle-cancel", res.Notices[0].Status.Octets)
 		}
 	case "leaf:canceled":
 		res, err := a.HandleStatus(ctx, read("middle-cancel"))
@@ -211,7 +211,7 @@ func restartStep(dir, step string, now time.Time) (map[string]any, error) {
 			return nil, err
 		}
 		out["err"] = fmt.Sprint(res.Err())
-		out["state"] = string(res.State())
+		out["state"] = string(res.State)
 		// The work had taken effect before the cancel arrived: the leaf
 		// still reports it, from its store alone (HC-56).
 		hop, _, _ := strings.Cut(string(read("middle-hop")), "\n")
@@ -227,7 +227,7 @@ func restartStep(dir, step string, now time.Time) (map[string]any, error) {
 			return nil, err
 		}
 		out["err"] = fmt.Sprint(res.Err())
-		out["state"] = string(res.State())
+		out["state"] = string(res.State)
 		open, err := a.Unresolved(ctx)
 		if err != nil {
 			return nil, err
@@ -245,7 +245,7 @@ func restartStep(dir, step string, now time.Time) (map[string]any, error) {
 			return nil, err
 		}
 		out["err"] = fmt.Sprint(res.Err())
-		out["state"] = string(res.State())
+		out["state"] = string(res.State)
 		hop, ok, err := a.Hop(ctx, handoff.HopID(read("origin-hop")))
 		if err != nil || !ok {
 			return nil, fmt.Errorf("hop: %v %v", ok, err)

@@ -69,8 +69,8 @@ func describeStatus(sr *handoff.StatusResult) string {
 	if sr.Err() != nil {
 		return fmt.Sprintf("status REFUSED: %s", sr.Reason())
 	}
-	st := sr.Status()
-	s := fmt.Sprintf("status %q for hop %s signed by %s, verified; hop is now %s", st.State, short(string(st.Hop)), shortName(st.Iss), sr.State())
+	st := sr.Status
+	s := fmt.Sprintf("status %q for hop %s signed by %s, verified; hop is now %s", st.State, short(string(st.Hop)), shortName(st.Iss), sr.State)
 	if st.Reason != "" {
 		s += " (reason " + string(st.Reason) + ")"
 	}

@@ -156,7 +156,7 @@ func (p *passOn) statuses(sts []*handoff.StatusResult) error {
 	var last state.State
 	for _, s := range sts {
 		p.log.printf("%s", describeStatus(s))
-		last = s.State()
+		last = s.State
 	}
 	if last != state.Completed {
 		return fmt.Errorf("hop ended %q", last)
@@ -207,7 +207,7 @@ func (p *passOn) toTester(ctx context.Context, in *handoff.Received, tester stri
 			hop = d.Hop
 			for _, st := range d.Statuses {
 				p.log.printf("%s: %s", tester, describeStatus(st))
-				st2 = st.State()
+				st2 = st.State
 			}
 		}
 		s.Close()
@@ -235,7 +235,7 @@ func (p *passOn) toTester(ctx context.Context, in *handoff.Received, tester stri
 		s.Close()
 		for _, st := range sts {
 			p.log.printf("%s: retransmission answered: %s", tester, describeStatus(st))
-			st2 = st.State()
+			st2 = st.State
 		}
 	}
 	if st2 != state.Completed {

@@ -116,7 +116,7 @@ func Confirm(res *handoff.StatusResult, h Hop) error {
 	if err := res.Err(); err != nil {
 		return err
 	}
-	st := res.Status()
+	st := res.Status
 	if st == nil || st.State != state.Canceled {
 		return fmt.Errorf("%w: the status is not a \"canceled\"", handoff.ErrRejected)
 	}
