@@ -98,7 +98,7 @@ func TestDraft00_COSECounterpart_CommittedFiles(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "handoff.cbor"), b, 0o644))
 		doc := "{\n"
 		for i, id := range []AgentID{draftAssistant, draftPlanner} {
-			jwk, err := trust.Keys(id)[0].PublicJWK()
+			jwk, err := publicJWKDoc(trust.Keys(id)[0])
 			require.NoError(t, err)
 			sep := ","
 			if i == 1 {
@@ -112,7 +112,7 @@ func TestDraft00_COSECounterpart_CommittedFiles(t *testing.T) {
 	require.NoError(t, err)
 	doc, err := os.ReadFile(filepath.Join(dir, "trust.json"))
 	require.NoError(t, err)
-	trust, err := ParseTrust(doc)
+	trust, err := parseTrustDoc(doc)
 	require.NoError(t, err)
 	a, err := NewAgent(Config{ID: draftCoder, Trust: trust, Signer: testSigner(t, COSE),
 		Now: func() time.Time { return time.Unix(draftNow, 0) }})

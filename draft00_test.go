@@ -43,7 +43,7 @@ func draftHandoff(t *testing.T) *Handoff {
 
 func draftTrust(t *testing.T) *Trust {
 	t.Helper()
-	tr, err := ParseTrust(readDraft(t, "trust.json"))
+	tr, err := parseTrustDoc(readDraft(t, "trust.json"))
 	require.NoError(t, err)
 	return tr
 }
@@ -100,7 +100,7 @@ func TestDraft00_HC16_Thumbprints(t *testing.T) {
 		"assistant.jwk": "KKOb_URldPME8XXXbWvX88EXpI6TOhKH4rwtHpqtIb8",
 		"planner.jwk":   "lWGFAC8Cpc9fneqXZ3b4aCjtbb7vBoT8RbvJxX61-kQ",
 	} {
-		k, err := ParseJWK(readDraft(t, name))
+		k, err := parseJWKDoc(readDraft(t, name))
 		require.NoError(t, err)
 		assert.Equal(t, ES256, k.Alg, "a P-256 key without alg means ES256")
 		tr, err := NewTrust(map[AgentID][]TrustedKey{"x": {k}})
@@ -113,9 +113,9 @@ func TestDraft00_HC16_Thumbprints(t *testing.T) {
 // other's.
 func TestDraft00_HC21_SignaturesAndSwappedKeys(t *testing.T) {
 	h := draftHandoff(t)
-	assistant, err := ParseJWK(readDraft(t, "assistant.jwk"))
+	assistant, err := parseJWKDoc(readDraft(t, "assistant.jwk"))
 	require.NoError(t, err)
-	planner, err := ParseJWK(readDraft(t, "planner.jwk"))
+	planner, err := parseJWKDoc(readDraft(t, "planner.jwk"))
 	require.NoError(t, err)
 
 	right, err := NewTrust(map[AgentID][]TrustedKey{draftAssistant: {assistant}, draftPlanner: {planner}})

@@ -124,7 +124,7 @@ func buildFuzzFixture() (*fzFixture, error) {
 	if err != nil {
 		return nil, err
 	}
-	dt, err := ParseTrust(draft)
+	dt, err := parseTrustDoc(draft)
 	if err != nil {
 		return nil, err
 	}

@@ -5,10 +5,12 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"encoding/json"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
 	"github.com/stretchr/testify/require"
 )
 
@@ -222,4 +224,45 @@ func eachFormat(t *testing.T, fn func(t *testing.T, f Format)) {
 	for _, f := range []Format{JWS, COSE} {
 		t.Run(f.String(), func(t *testing.T) { fn(t, f) })
 	}
+}
+
+// parseTrustDoc reads a trust document of the draft's examples and of the
+// vectors (AgentID -> JWK Set) for the tests of this package, which cannot
+// import package keyset (it imports this one). keyset.ParseTrust is the
+// library's reader, tested there; this one only needs to read good
+// documents.
+func parseTrustDoc(doc []byte) (*Trust, error) {
+	var m map[string]jose.JSONWebKeySet
+	if err := json.Unmarshal(doc, &m); err != nil {
+		return nil, err
+	}
+	keys := map[AgentID][]TrustedKey{}
+	for id, set := range m {
+		for _, k := range set.Keys {
+			keys[AgentID(id)] = append(keys[AgentID(id)], trustedKeyOf(k))
+		}
+	}
+	return NewTrust(keys)
+}
+
+// parseJWKDoc reads one public JWK, as parseTrustDoc reads its keys.
+func parseJWKDoc(raw []byte) (TrustedKey, error) {
+	var k jose.JSONWebKey
+	if err := k.UnmarshalJSON(raw); err != nil {
+		return TrustedKey{}, err
+	}
+	return trustedKeyOf(k), nil
+}
+
+func trustedKeyOf(k jose.JSONWebKey) TrustedKey {
+	alg := k.Algorithm
+	if alg == "" {
+		alg = ES256 // the draft's example keys are P-256
+	}
+	return TrustedKey{Public: k.Key, Alg: alg, KID: k.KeyID}
+}
+
+// publicJWKDoc writes k as a public JWK with its alg and kid.
+func publicJWKDoc(k TrustedKey) ([]byte, error) {
+	return jose.JSONWebKey{Key: k.Public, Algorithm: k.Alg, KeyID: k.KID, Use: "sig"}.MarshalJSON()
 }

@@ -107,31 +107,6 @@ func withHeader(t *testing.T, s Signed, name string, v any) Signed {
 	return Signed{Format: JWS, Octets: []byte(base64.RawURLEncoding.EncodeToString(h) + "." + parts[1] + "." + parts[2])}
 }
 
-// A bare JWK or JWK Set given where a trust document belongs is named for
-// what it is.
-func TestMessage_JWKIsNotATrustDocument(t *testing.T) {
-	jwk, err := testSigner(t, JWS).Key().PublicJWK()
-	require.NoError(t, err)
-	for name, doc := range map[string]string{
-		"JWK":     string(jwk),
-		"JWK Set": `{"keys": [` + string(jwk) + `]}`,
-	} {
-		t.Run(name, func(t *testing.T) {
-			_, err := ParseTrust([]byte(doc))
-			require.ErrorIs(t, err, ErrMalformed)
-			assert.Contains(t, err.Error(), "this is a "+name+" (it has ")
-			assert.Contains(t, err.Error(), "not a trust document, which maps each AgentID to a JWK Set")
-			saysOnce(t, err.Error())
-		})
-	}
-	// A trust document with one bad member is told about that member.
-	_, err = ParseTrust([]byte(`{"spiffe://a.example/x": {"keys": [` + string(jwk) + `]}, "spiffe://b.example/y": 1}`))
-	require.ErrorIs(t, err, ErrMalformed)
-	assert.Contains(t, err.Error(), `"spiffe://b.example/y": malformed input: want a JWK Set object`)
-	assert.NotContains(t, err.Error(), "not a trust document")
-	saysOnce(t, err.Error())
-}
-
 // A status whose options contradict the state asked for is an argument
 // error that names the ReplyOptions field to set, in every state of the
 // hop, not a state error.

@@ -6,12 +6,9 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
-
-	"github.com/go-jose/go-jose/v4"
 
 	"github.com/agentproto/handoff/internal/ecsig"
 	"github.com/agentproto/handoff/jws"
@@ -203,138 +200,6 @@ func (t *Trust) candidates(iss AgentID, kid string) (keys []boundKey, named bool
 		}
 	}
 	return keys, named
-}
-
-// ParseTrust reads a trust configuration from a JSON object mapping each
-// AgentID to a JWK Set ({"keys": [JWK, ...]}) of public keys. Each key is
-// pinned to its "alg"; a P-256 key without "alg" means ES256, and any other
-// key must name its alg. A JWK "kid" is kept; without one the key is named by
-// its thumbprint.
-func ParseTrust(doc []byte) (*Trust, error) {
-	lim := Limits{MaxDepth: 8, MaxMembers: 4096}.withDefaults()
-	m, err := decodeJSON(doc, lim)
-	if err != nil {
-		return nil, fmt.Errorf("handoff: trust document: %w", unprefixed{err})
-	}
-	keys := map[AgentID][]TrustedKey{}
-	for id, v := range m {
-		ks, err := jwkSet(v, "")
-		if err != nil {
-			if what := notTrustDocument(m); what != "" {
-				return nil, fmt.Errorf("%w: trust document: this is %s, not a trust document, which maps each AgentID to a JWK Set: "+
-					`{"spiffe://example.org/agent": {"keys": [JWK, ...]}}`, ErrMalformed, what)
-			}
-			return nil, fmt.Errorf("handoff: trust document: %q: %w", id, unprefixed{err})
-		}
-		keys[AgentID(id)] = ks
-	}
-	return NewTrust(keys)
-}
-
-// notTrustDocument says what a document that ParseTrust refuses is
-// instead, when it is a bare JWK or a JWK Set: "" otherwise. It is asked
-// only once a member failed, so it never refuses a trust document.
-func notTrustDocument(m map[string]any) string {
-	if _, ok := m["kty"].(string); ok {
-		return "a JWK (it has \"kty\")"
-	}
-	if _, ok := m["keys"].([]any); ok && len(m) == 1 {
-		return "a JWK Set (it has \"keys\")"
-	}
-	return ""
-}
-
-// ParseJWKSet reads a JWK Set ({"keys": [JWK, ...]}) of public keys, each
-// validated as ParseTrust validates it. A non-empty alg pins every key to
-// it: a key without "alg" takes it, and a key naming another alg is
-// refused. With alg empty, a P-256 key without "alg" means ES256 and any
-// other key must name its alg, as in ParseTrust.
-func ParseJWKSet(doc []byte, alg string) ([]TrustedKey, error) {
-	if alg != "" && !ecsig.Supported(alg) {
-		return nil, fmt.Errorf("%w: JWK Set: unsupported alg %q (asymmetric ES256, ES384 or EdDSA only, HC-15)", ErrMalformed, alg)
-	}
-	lim := Limits{MaxDepth: 8, MaxMembers: 4096}.withDefaults()
-	m, err := decodeJSON(doc, lim)
-	if err != nil {
-		return nil, fmt.Errorf("handoff: JWK Set: %w", unprefixed{err})
-	}
-	ks, err := jwkSet(m, alg)
-	if err != nil {
-		return nil, fmt.Errorf("handoff: JWK Set: %w", unprefixed{err})
-	}
-	return ks, nil
-}
-
-// jwkSet reads the keys of a decoded JWK Set, pinned to alg when it is
-// not empty.
-func jwkSet(v any, alg string) ([]TrustedKey, error) {
-	set, ok := v.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("%w: want a JWK Set object", ErrMalformed)
-	}
-	list, ok := set["keys"].([]any)
-	if !ok {
-		return nil, fmt.Errorf("%w: JWK Set without a keys array", ErrMalformed)
-	}
-	keys := make([]TrustedKey, 0, len(list))
-	for i, kv := range list {
-		raw, err := json.Marshal(kv)
-		if err != nil {
-			return nil, fmt.Errorf("%w: key %d: %v", ErrMalformed, i, err)
-		}
-		k, err := parseJWK(raw, alg)
-		if err != nil {
-			return nil, fmt.Errorf("key %d: %w", i, err)
-		}
-		keys = append(keys, k)
-	}
-	return keys, nil
-}
-
-// ParseJWK reads one public JWK as a TrustedKey pinned to its alg (a P-256
-// key without "alg" means ES256). A private JWK is refused: a trust
-// configuration holds public keys only.
-func ParseJWK(raw []byte) (TrustedKey, error) { return parseJWK(raw, "") }
-
-// parseJWK is ParseJWK with the key pinned to pin when it is not empty.
-func parseJWK(raw []byte, pin string) (TrustedKey, error) {
-	var j jose.JSONWebKey
-	if err := j.UnmarshalJSON(raw); err != nil {
-		return TrustedKey{}, fmt.Errorf("%w: JWK: %v", ErrMalformed, err)
-	}
-	if !j.IsPublic() {
-		return TrustedKey{}, fmt.Errorf("%w: JWK holds a private key", ErrMalformed)
-	}
-	alg := j.Algorithm
-	switch {
-	case pin != "" && alg == "":
-		alg = pin
-	case pin != "" && alg != pin:
-		return TrustedKey{}, fmt.Errorf("%w: JWK alg %q, but the configuration pins %q", ErrMalformed, alg, pin)
-	case alg == "":
-		if pk, ok := j.Key.(*ecdsa.PublicKey); ok && pk.Curve == elliptic.P256() {
-			alg = ES256
-		} else {
-			return TrustedKey{}, fmt.Errorf("%w: JWK without alg (only a P-256 key may omit it)", ErrMalformed)
-		}
-	}
-	k := TrustedKey{Public: j.Key, Alg: alg, KID: j.KeyID}
-	if err := checkKeyAlg(k.Public, k.Alg); err != nil {
-		return TrustedKey{}, err
-	}
-	return k, nil
-}
-
-// PublicJWK returns k as a public JWK with its alg and kid.
-func (k TrustedKey) PublicJWK() ([]byte, error) {
-	kid := k.KID
-	if kid == "" {
-		var err error
-		if kid, err = jws.Thumbprint(k.Public); err != nil {
-			return nil, err
-		}
-	}
-	return jose.JSONWebKey{Key: k.Public, Algorithm: k.Alg, KeyID: kid, Use: "sig"}.MarshalJSON()
 }
 
 // checkKeyAlg verifies that pub is a usable key of the kind alg needs

@@ -1,9 +1,6 @@
 package handoff
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/base64"
 	"fmt"
 	"sync"
 	"testing"
@@ -154,48 +151,6 @@ func TestTrust_OnUnknownKey(t *testing.T) {
 		assert.Equal(t, reason.UntrustedKey, in.Reason())
 		assert.Equal(t, []string{string(rxPlanner) + " true", string(rxOther) + " true"}, heard)
 	})
-}
-
-// ParseJWKSet validates as ParseTrust does; a pinned alg names the alg of
-// a key without one and refuses a key naming another.
-func TestParseJWKSet(t *testing.T) {
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	require.NoError(t, err)
-	x := base64.RawURLEncoding.EncodeToString(pub)
-	okp := `{"kty":"OKP","crv":"Ed25519","x":"` + x + `"}`
-	p256, err := testSigner(t, JWS).Key().PublicJWK()
-	require.NoError(t, err)
-
-	ks, err := ParseJWKSet([]byte(`{"keys":[`+string(p256)+`]}`), "")
-	require.NoError(t, err)
-	require.Len(t, ks, 1)
-	assert.Equal(t, ES256, ks[0].Alg)
-
-	_, err = ParseJWKSet([]byte(`{"keys":[`+okp+`]}`), "")
-	assert.ErrorIs(t, err, ErrMalformed, "an Ed25519 key without alg and no pin")
-	ks, err = ParseJWKSet([]byte(`{"keys":[`+okp+`]}`), EdDSA)
-	require.NoError(t, err)
-	assert.Equal(t, EdDSA, ks[0].Alg)
-	_, err = ParseJWKSet([]byte(`{"keys":[`+string(p256)+`]}`), EdDSA)
-	assert.ErrorIs(t, err, ErrMalformed, "the key names ES256, the configuration pins EdDSA")
-	_, err = ParseJWKSet([]byte(`{"keys":[`+okp+`]}`), ES256)
-	assert.ErrorIs(t, err, ErrMalformed, "an Ed25519 key pinned to ES256: the key type is checked")
-	_, err = ParseJWKSet([]byte(`{"keys":[`+okp+`]}`), "HS256")
-	assert.ErrorIs(t, err, ErrMalformed, "a symmetric pin")
-
-	for name, doc := range map[string]string{
-		"not a set":    `[]`,
-		"no keys":      `{"key":[]}`,
-		"keys not arr": `{"keys":{}}`,
-		"duplicate":    `{"keys":[],"keys":[]}`,
-		"private":      `{"keys":[{"kty":"OKP","crv":"Ed25519","alg":"EdDSA","x":"` + x + `","d":"` + x + `"}]}`,
-		"symmetric":    `{"keys":[{"kty":"oct","alg":"HS256","k":"` + x + `"}]}`,
-		"bad curve":    `{"keys":[{"kty":"EC","crv":"P-256","alg":"ES384","x":"AA","y":"AA"}]}`,
-		"trailing":     `{"keys":[]} {}`,
-	} {
-		_, err := ParseJWKSet([]byte(doc), "")
-		assert.Error(t, err, name)
-	}
 }
 
 // BenchmarkSetTrust measures a trust swap over a full default cache: the

@@ -135,7 +135,7 @@ func vectorAgentProfile(t *testing.T, v vectorCase, strict bool) *Agent {
 	t.Helper()
 	doc, err := json.Marshal(v.Trust)
 	require.NoError(t, err)
-	trust, err := ParseTrust(doc)
+	trust, err := parseTrustDoc(doc)
 	require.NoError(t, err)
 
 	r := v.Receiver

@@ -23,6 +23,7 @@ import (
 	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/internal/ecsig"
 	"github.com/agentproto/handoff/jws"
+	"github.com/agentproto/handoff/keyset"
 	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/ref"
 )
@@ -538,7 +539,7 @@ func (w *World) embeddedKey(iss, aud handoff.AgentID) handoff.Signed {
 	w.t.Helper()
 	p := w.payload(w.Draft(iss, aud))
 	if w.format == handoff.JWS {
-		jwk, err := handoff.TrustedKey{Public: w.Key(Outsider).Public(), Alg: handoff.ES256}.PublicJWK()
+		jwk, err := keyset.PublicJWK(handoff.TrustedKey{Public: w.Key(Outsider).Public(), Alg: handoff.ES256})
 		if err != nil {
 			w.t.Fatalf("handofftest: JWK: %v", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/keyset"
 )
 
 // StartUnix is the time a new World's clock shows, in seconds since 1970
@@ -198,7 +199,7 @@ func (w *World) Now() time.Time { return w.clock.Now() }
 func (w *World) Trust() *handoff.Trust { return w.trust }
 
 // TrustDocument returns the World's trust configuration as the JSON
-// document handoff.ParseTrust reads: each AgentID, the Outsider's aside,
+// document keyset.ParseTrust reads: each AgentID, the Outsider's aside,
 // mapped to a JWK Set of its public key. It is for services and tools that
 // read their trust from a file.
 func (w *World) TrustDocument() []byte {
@@ -208,7 +209,7 @@ func (w *World) TrustDocument() []byte {
 		if id == Outsider {
 			continue
 		}
-		jwk, err := w.Signer(id).Key().PublicJWK()
+		jwk, err := keyset.PublicJWK(w.Signer(id).Key())
 		if err != nil {
 			w.t.Fatalf("handofftest: JWK of %q: %v", id, err)
 		}

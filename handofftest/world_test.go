@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/handofftest"
+	"github.com/agentproto/handoff/keyset"
 	"github.com/agentproto/handoff/reason"
 )
 
@@ -137,7 +138,7 @@ func TestWorld_BadInputsWithOneAgent(t *testing.T) {
 // accepts, the other does, and the Outsider is in neither (HC-21).
 func TestWorld_HC21_TrustDocument(t *testing.T) {
 	w := handofftest.NewWorld(t, planner, coder)
-	tr, err := handoff.ParseTrust(w.TrustDocument())
+	tr, err := keyset.ParseTrust(w.TrustDocument())
 	if err != nil {
 		t.Fatal(err)
 	}

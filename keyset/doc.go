@@ -14,7 +14,7 @@
 // pinned to one algorithm (HC-22). A message's iss selects which configured
 // URL to refresh when its kid names no known key, nothing more.
 //
-// Every key of a fetched set is validated as handoff.ParseTrust validates
+// Every key of a fetched set is validated as ParseTrust validates
 // a trust document: public keys only (a private member refuses the
 // document), the algorithm pinned (ES256, ES384 or EdDSA, HC-15), the key
 // type and curve checked against it, and a key without "alg" refused
@@ -83,7 +83,7 @@
 // fetcher, which honours Cache-Control and Expires between a minimum and a
 // maximum interval, with jwx's own JWK model. Either would bring a second
 // JWK parser beside go-jose's, whose every key would still have to be
-// converted and checked again by handoff.ParseJWK's rules (alg pinned,
+// converted and checked again by ParseJWK's rules (alg pinned,
 // curve checked, private keys refused), and several modules to the root
 // module; neither keeps a retired key for a grace period or fails closed
 // per agent past a staleness bound, which are the parts a handoff receiver

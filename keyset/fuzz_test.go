@@ -15,7 +15,7 @@ import (
 // ceiling.
 func FuzzDocument(f *testing.F) {
 	p, _ := handoff.NewSigner(mustKey(f), handoff.JWS, nil)
-	jwk, _ := p.Key().PublicJWK()
+	jwk, _ := PublicJWK(p.Key())
 	f.Add([]byte(`{"keys":[`+string(jwk)+`]}`), "max-age=60", "", false)
 	f.Add([]byte(`{"keys":[]}`), "no-store, max-age=5", "Tue, 01 Dec 2026 20:00:00 GMT", true)
 	f.Add([]byte(`{"spiffe://a":{"keys":[`+string(jwk)+`]}}`), "public, max-age=\"9\"", "junk", true)
@@ -35,11 +35,11 @@ func FuzzDocument(f *testing.F) {
 		}
 		for _, ks := range keys {
 			for _, k := range ks {
-				b, err := k.PublicJWK()
+				b, err := PublicJWK(k)
 				if err != nil {
 					t.Fatal(err)
 				}
-				back, err := handoff.ParseJWK(b)
+				back, err := ParseJWK(b)
 				if err != nil || back.Alg != k.Alg || keyID(back) != keyID(k) {
 					t.Fatalf("a key read from a document does not read back: %v", err)
 				}

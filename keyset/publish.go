@@ -60,13 +60,13 @@ func NewPublisher(cfg PublisherConfig, keys ...handoff.TrustedKey) (*Publisher, 
 
 // Set replaces the keys served. Each is written as a public JWK with its
 // alg and kid (its thumbprint when it has none) and must read back as
-// handoff.ParseJWKSet reads it, so that peers accept what is served.
+// ParseJWKSet reads it, so that peers accept what is served.
 func (p *Publisher) Set(keys ...handoff.TrustedKey) error {
 	set := struct {
 		Keys []json.RawMessage `json:"keys"`
 	}{Keys: []json.RawMessage{}}
 	for i, k := range keys {
-		jwk, err := k.PublicJWK()
+		jwk, err := PublicJWK(k)
 		if err != nil {
 			return fmt.Errorf("keyset: key %d: %w", i, err)
 		}
@@ -76,7 +76,7 @@ func (p *Publisher) Set(keys ...handoff.TrustedKey) error {
 	if err != nil {
 		return err
 	}
-	if _, err := handoff.ParseJWKSet(body, ""); err != nil {
+	if _, err := ParseJWKSet(body, ""); err != nil {
 		return fmt.Errorf("keyset: the set would be refused: %w", err)
 	}
 	sum := sha256.Sum256(body)

@@ -53,7 +53,7 @@ type Config struct {
 	// Base names it too.
 	Agents map[handoff.AgentID]Endpoint
 	// Document is the URL of a whole trust document, AgentID -> JWK Set,
-	// as handoff.ParseTrust reads it. It gives the keys of the agents that
+	// as ParseTrust reads it. It gives the keys of the agents that
 	// neither Agents nor Base names.
 	Document string
 	// Base, when not nil, holds keys configured locally, for the agents
@@ -214,7 +214,7 @@ func New(cfg Config) (*Source, error) {
 			return nil, fmt.Errorf("%w: %s: %w", ErrConfig, id, err)
 		}
 		if ep.Alg != "" {
-			if _, err := handoff.ParseJWKSet([]byte(`{"keys":[]}`), ep.Alg); err != nil {
+			if _, err := ParseJWKSet([]byte(`{"keys":[]}`), ep.Alg); err != nil {
 				return nil, fmt.Errorf("%w: %s: %w", ErrConfig, id, err)
 			}
 		}
@@ -471,18 +471,18 @@ func (s *Source) fetch(ctx context.Context, ep *endpoint, etag string) (*fetched
 	return &fetched{header: resp.Header, body: body, keys: keys}, nil
 }
 
-// parse validates a document of ep as handoff.ParseTrust and
-// handoff.ParseJWKSet do.
+// parse validates a document of ep as ParseTrust and
+// ParseJWKSet do.
 func (s *Source) parse(ep *endpoint, body []byte) (map[handoff.AgentID][]handoff.TrustedKey, error) {
 	s.parses.Add(1)
 	if ep.agent != "" {
-		ks, err := handoff.ParseJWKSet(body, ep.alg)
+		ks, err := ParseJWKSet(body, ep.alg)
 		if err != nil {
 			return nil, err
 		}
 		return map[handoff.AgentID][]handoff.TrustedKey{ep.agent: ks}, nil
 	}
-	t, err := handoff.ParseTrust(body)
+	t, err := ParseTrust(body)
 	if err != nil {
 		return nil, err
 	}

@@ -119,7 +119,7 @@ func TestBadDocument_HC22(t *testing.T) {
 	require.NoError(t, src.Update(t.Context()))
 	a := receiver(t, src, c)
 
-	jwk, err := p.key().PublicJWK()
+	jwk, err := PublicJWK(p.key())
 	require.NoError(t, err)
 	var pub map[string]any
 	require.NoError(t, json.Unmarshal(jwk, &pub))
@@ -159,7 +159,7 @@ func TestBadDocument_HC22(t *testing.T) {
 
 	// A key without alg is pinned by the configuration.
 	okp := newEdPeer(t, bob)
-	okpJWK, err := okp.key().PublicJWK()
+	okpJWK, err := PublicJWK(okp.key())
 	require.NoError(t, err)
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(okpJWK, &m))
@@ -391,7 +391,7 @@ func TestDocument(t *testing.T) {
 	doc := func(ps ...*peer) []byte {
 		m := map[string]any{}
 		for _, p := range ps {
-			jwk, _ := p.key().PublicJWK()
+			jwk, _ := PublicJWK(p.key())
 			m[string(p.id)] = map[string]any{"keys": []json.RawMessage{jwk}}
 		}
 		b, _ := json.Marshal(m)
@@ -580,7 +580,7 @@ func TestPublisher(t *testing.T) {
 	assert.Equal(t, "public, max-age=120", w.Header().Get("Cache-Control"))
 	etag := w.Header().Get("ETag")
 	assert.Equal(t, pub.ETag(), etag)
-	ks, err := handoff.ParseJWKSet(w.Body.Bytes(), "")
+	ks, err := ParseJWKSet(w.Body.Bytes(), "")
 	require.NoError(t, err)
 	assert.Equal(t, []handoff.TrustedKey{{Public: p.key().Public, Alg: handoff.ES256, KID: p.key().KID}}, ks)
 	assert.NotContains(t, w.Body.String(), `"d"`)
@@ -680,7 +680,7 @@ func TestFollow(t *testing.T) {
 func TestDocumentUnknownIssStorm(t *testing.T) {
 	c := newClock()
 	p := newPeer(t, alice, handoff.JWS)
-	jwk, err := p.key().PublicJWK()
+	jwk, err := PublicJWK(p.key())
 	require.NoError(t, err)
 	doc := []byte(`{"` + string(alice) + `":{"keys":[` + string(jwk) + `]}}`)
 	var hits atomic.Int64

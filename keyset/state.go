@@ -47,7 +47,7 @@ func (s *Source) State() ([]byte, error) {
 			Good: ep.good, Due: ep.due, Tried: ep.tried}
 		for id, rs := range ep.retired {
 			for _, r := range rs {
-				jwk, err := r.key.PublicJWK()
+				jwk, err := PublicJWK(r.key)
 				if err != nil {
 					return nil, err
 				}
@@ -95,7 +95,7 @@ func (s *Source) restore(b []byte) error {
 		}
 		retired := map[handoff.AgentID][]retiredKey{}
 		for _, r := range se.Retired {
-			k, err := handoff.ParseJWK(r.JWK)
+			k, err := ParseJWK(r.JWK)
 			if err != nil {
 				s.note(slog.LevelWarn, "keyset: cached retired key refused", "url", se.URL, "err", err)
 				continue

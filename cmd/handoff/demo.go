@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/keyset"
 	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/state"
@@ -446,7 +447,7 @@ func (d *demo) saveKeys(agents []*demoAgent, trust *handoff.Trust) error {
 			return demoIOError{err}
 		}
 		for _, k := range trust.Keys(a.id) {
-			pub, err := k.PublicJWK()
+			pub, err := keyset.PublicJWK(k)
 			if err != nil {
 				return err
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence"
+	"github.com/agentproto/handoff/keyset"
 	"github.com/agentproto/handoff/ref"
 )
 
@@ -248,7 +249,7 @@ Exit status: 0 passed; 1 not passed, or the package does not decode
 		if err != nil {
 			return e.failf(cmd, "--trust: %v", err)
 		}
-		trust, err := handoff.ParseTrust(trustDoc)
+		trust, err := keyset.ParseTrust(trustDoc)
 		if err != nil {
 			return e.failf(cmd, "--trust %s: %v", *trustPath, err)
 		}

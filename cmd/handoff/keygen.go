@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/agentproto/handoff/keyset"
 )
 
 func runKeygen(e *env, args []string) int {
@@ -43,7 +45,7 @@ file under the agent's AgentId.`, `  handoff keygen --out planner.jwk > planner.
 	if err != nil {
 		return e.failf("keygen", "%v", err)
 	}
-	pub, err := tk.PublicJWK()
+	pub, err := keyset.PublicJWK(tk)
 	if err != nil {
 		return e.failf("keygen", "%v", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/veraison/go-cose"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/keyset"
 	"github.com/agentproto/handoff/learnlog"
 	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/replay"
@@ -213,7 +214,7 @@ not that it is true; a verified head does not show the record is complete.`, `  
 		if err != nil {
 			return e.failf(cmd, "--trust: %v", err)
 		}
-		if trust, err = handoff.ParseTrust(trustDoc); err != nil {
+		if trust, err = keyset.ParseTrust(trustDoc); err != nil {
 			return e.failf(cmd, "--trust %s: %v", *trustPath, err)
 		}
 	}

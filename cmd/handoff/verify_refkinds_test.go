@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/keyset"
 	"github.com/agentproto/handoff/ref"
 )
 
@@ -78,7 +79,7 @@ func offerWithRef(t *testing.T, w *world, name string, r ref.Ref, enc handoff.En
 	require.NoError(t, err)
 	doc, err := os.ReadFile(w.trust)
 	require.NoError(t, err)
-	trust, err := handoff.ParseTrust(doc)
+	trust, err := keyset.ParseTrust(doc)
 	require.NoError(t, err)
 	a, err := handoff.NewAgent(handoff.Config{ID: handoff.AgentID(w.a.id), Signer: signer, Trust: trust})
 	require.NoError(t, err)

@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/keyset"
 	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/state"
 )
@@ -74,7 +75,7 @@ README.md). Exit status: 0 valid, 1 not valid, 2 usage or I/O error.`, `  handof
 	if err != nil {
 		return e.failf(cmd, "--trust: %v", err)
 	}
-	trust, err := handoff.ParseTrust(trustDoc)
+	trust, err := keyset.ParseTrust(trustDoc)
 	if err != nil {
 		return e.failf(cmd, "--trust %s: %v", *trustPath, err)
 	}

@@ -48,7 +48,7 @@ func run(w io.Writer) error {
 
 	// Each agent trusts the other's public key, bound to the other's
 	// AgentID. In a deployment the trust comes from configuration (for
-	// example handoff.ParseTrust on a JWK Set document), never from keys
+	// example keyset.ParseTrust on a JWK Set document), never from keys
 	// that arrive with the messages.
 	plannerTrust, err := handoff.NewTrust(map[handoff.AgentID][]handoff.TrustedKey{coder: {coderSigner.Key()}})
 	if err != nil {

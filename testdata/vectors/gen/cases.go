@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/keyset"
 	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/state"
@@ -137,11 +138,11 @@ func draftCase(c *Case) {
 	c.Trust = nil
 	c.TrustJWK = map[string][]json.RawMessage{}
 	for id, file := range map[string]string{draftAssistant: "assistant.jwk", draftPlanner: "planner.jwk"} {
-		k, err := handoff.ParseJWK(readDraft00(file))
+		k, err := keyset.ParseJWK(readDraft00(file))
 		if err != nil {
 			panic(err)
 		}
-		j, err := k.PublicJWK() // with alg and the thumbprint as kid
+		j, err := keyset.PublicJWK(k) // with alg and the thumbprint as kid
 		if err != nil {
 			panic(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"io"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/keyset"
 )
 
 // detKey makes every signature deterministic: crypto/ecdsa signs per RFC
@@ -88,7 +89,7 @@ func (a *agent) signer(f handoff.Format) *handoff.Signer {
 
 // jwk returns the agent's public key as a JWK with alg and kid.
 func (a *agent) jwk() json.RawMessage {
-	b, err := a.jws.Key().PublicJWK()
+	b, err := keyset.PublicJWK(a.jws.Key())
 	if err != nil {
 		panic(err)
 	}

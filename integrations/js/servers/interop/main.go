@@ -40,6 +40,7 @@ import (
 
 	"github.com/agentproto/handoff/integrations/a2a1hop"
 	"github.com/agentproto/handoff/integrations/mcphop"
+	"github.com/agentproto/handoff/keyset"
 )
 
 func main() {
@@ -80,7 +81,7 @@ func loadAgent(id, keyFile, trustFile string) (*handoff.Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	trust, err := handoff.ParseTrust(doc)
+	trust, err := keyset.ParseTrust(doc)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", trustFile, err)
 	}
