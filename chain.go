@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/reason"
-	"github.com/agentproto/handoff/ref"
 )
 
 // Section 5.3 of the draft: checking a chain. The work is split in two:
@@ -99,54 +98,6 @@ func (l Link) Offer() *Offer {
 // signature verified. It is for display and diagnosis only: an element of
 // an unverifiable prefix says what anyone could have written.
 func (l Link) Unverified() *Offer { return l.offer.clone() }
-
-// ChainError is a failed check of section 5.3: the element it concerns
-// (Index, oldest first; -1 for the chain member as a whole; the length of
-// the chain for the current offer) and the draft's reason code.
-type chainError struct {
-	Index  int
-	Reason reason.Code
-	Detail string
-	err    error
-}
-
-// Error says each thing once: the package and the element's place lead
-// the message, and a Detail made from another error that says them again
-// is printed without them.
-func (e *chainError) Error() string {
-	where, d := e.parts()
-	return fmt.Sprintf("handoff: %s: %s: %s", where, e.Reason, d)
-}
-
-// parts returns where the failure is ("chain" or "chain[i]") and the
-// detail without what the message says before it.
-func (e *chainError) parts() (where, detail string) {
-	where = "chain"
-	if e.Index >= 0 {
-		where = fmt.Sprintf("chain[%d]", e.Index)
-	}
-	d := strings.TrimPrefix(e.Detail, pkgPrefix)
-	class := strings.TrimPrefix(ErrMalformed.Error(), pkgPrefix) + ": "
-	if rest, ok := strings.CutPrefix(d, where+": "); ok {
-		d = rest
-	} else if rest, ok := strings.CutPrefix(d, class+where+": "); ok {
-		d = class + rest
-	}
-	return where, d
-}
-
-// Unwrap returns the failure class: ErrRejected for checks 2 to 7, or the
-// class of the element's signature failure for check 1.
-func (e *chainError) Unwrap() error {
-	if e.err == nil {
-		return ErrRejected
-	}
-	return e.err
-}
-
-func chainErr(i int, reason reason.Code, format string, args ...any) *chainError {
-	return &chainError{Index: i, Reason: reason, Detail: fmt.Sprintf(format, args...)}
-}
 
 // element is one chain element after check 1.
 type element struct {
@@ -426,72 +377,4 @@ func applyChainPolicy(state ChainState, links []Link, o *Offer, pol ChainPolicy)
 		}
 	}
 	return nil
-}
-
-// clone returns a deep copy of o: it shares nothing mutable with o, the
-// decoded values of unknown members included, so that a caller who
-// changes a returned offer changes nothing that a later receive reports.
-func (o *Offer) clone() *Offer {
-	if o == nil {
-		return nil
-	}
-	c := *o
-	c.Obo = o.Obo.clone()
-	if o.Grant != nil {
-		g := o.Grant.Clone()
-		c.Grant = &g
-	}
-	if o.Prev != nil {
-		p := o.Prev.Clone()
-		c.Prev = &p
-	}
-	c.Refs = cloneRefs(o.Refs)
-	c.Extra = cloneMembers(o.Extra)
-	return &c
-}
-
-func (p *Principal) clone() *Principal {
-	if p == nil {
-		return nil
-	}
-	c := *p
-	c.Extra = cloneMembers(p.Extra)
-	return &c
-}
-
-func cloneRef(r ref.Ref) ref.Ref {
-	r.Dig = r.Dig.Clone()
-	r.Proof = cloneValue(r.Proof)
-	r.Extra = cloneMembers(r.Extra)
-	return r
-}
-
-func cloneRefs(refs []ref.Ref) []ref.Ref {
-	if refs == nil {
-		return nil
-	}
-	c := make([]ref.Ref, len(refs))
-	for i, r := range refs {
-		c[i] = cloneRef(r)
-	}
-	return c
-}
-
-func (s Signed) clone() Signed { return Signed{Format: s.Format, Octets: slices.Clone(s.Octets)} }
-
-// clone returns a deep copy of h.
-func (h *Handoff) clone() *Handoff {
-	if h == nil {
-		return nil
-	}
-	c := *h
-	c.Offer = h.Offer.clone()
-	if h.Chain != nil {
-		c.Chain = make([]Signed, len(h.Chain))
-		for i, e := range h.Chain {
-			c.Chain[i] = e.clone()
-		}
-	}
-	c.Extra = cloneMembers(h.Extra)
-	return &c
 }

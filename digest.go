@@ -34,16 +34,17 @@ func digestFrom(v any, path string) (digest.Digest, error) {
 			return digest.Digest{}, malformed("%s: Digest is closed, unexpected member %q", path, k)
 		}
 	}
-	f := fields{m: m, path: path + "."}
-	alg, err := f.text("alg", true)
-	if err != nil {
-		return digest.Digest{}, err
+	var text [2]string
+	for i, name := range [...]string{"alg", "val"} {
+		v, ok := m[name]
+		if !ok {
+			return digest.Digest{}, malformed("%s.%s: required member missing", path, name)
+		}
+		if text[i], ok = v.(string); !ok {
+			return digest.Digest{}, malformed("%s.%s: want text, got %s", path, name, typeName(v))
+		}
 	}
-	val, err := f.text("val", true)
-	if err != nil {
-		return digest.Digest{}, err
-	}
-	d, err := newDigest(alg, val)
+	d, err := newDigest(text[0], text[1])
 	if err != nil {
 		return digest.Digest{}, fmt.Errorf("%s: %w", path, err)
 	}

@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -108,4 +109,85 @@ func (u unprefixed) Unwrap() error { return u.err }
 
 func malformed(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+}
+
+func storeErrOrNil(err error) error {
+	if err == nil {
+		return nil
+	}
+	return storeErr(err)
+}
+
+// ChainError is a failed check of section 5.3: the element it concerns
+// (Index, oldest first; -1 for the chain member as a whole; the length of
+// the chain for the current offer) and the draft's reason code.
+type chainError struct {
+	Index  int
+	Reason reason.Code
+	Detail string
+	err    error
+}
+
+// Error says each thing once: the package and the element's place lead
+// the message, and a Detail made from another error that says them again
+// is printed without them.
+func (e *chainError) Error() string {
+	where, d := e.parts()
+	return fmt.Sprintf("handoff: %s: %s: %s", where, e.Reason, d)
+}
+
+// parts returns where the failure is ("chain" or "chain[i]") and the
+// detail without what the message says before it.
+func (e *chainError) parts() (where, detail string) {
+	where = "chain"
+	if e.Index >= 0 {
+		where = fmt.Sprintf("chain[%d]", e.Index)
+	}
+	d := strings.TrimPrefix(e.Detail, pkgPrefix)
+	class := strings.TrimPrefix(ErrMalformed.Error(), pkgPrefix) + ": "
+	if rest, ok := strings.CutPrefix(d, where+": "); ok {
+		d = rest
+	} else if rest, ok := strings.CutPrefix(d, class+where+": "); ok {
+		d = class + rest
+	}
+	return where, d
+}
+
+// Unwrap returns the failure class: ErrRejected for checks 2 to 7, or the
+// class of the element's signature failure for check 1.
+func (e *chainError) Unwrap() error {
+	if e.err == nil {
+		return ErrRejected
+	}
+	return e.err
+}
+
+func chainErr(i int, reason reason.Code, format string, args ...any) *chainError {
+	return &chainError{Index: i, Reason: reason, Detail: fmt.Sprintf(format, args...)}
+}
+
+func storeErr(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrStore, err)
+}
+
+func asRejection(err error) *Rejection {
+	var r *Rejection
+	if errors.As(err, &r) {
+		c := *r
+		return &c
+	}
+	return &Rejection{Reason: reason.BadSignature, Detail: err.Error(), Err: err}
+}
+
+func errClass(err error) error {
+	if errors.Is(err, ErrTooLarge) {
+		return ErrTooLarge
+	}
+	if errors.Is(err, ErrMalformed) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrMalformed, err)
 }

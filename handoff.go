@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 
 	"github.com/fxamacker/cbor/v2"
 	"github.com/go-json-experiment/json/jsontext"
@@ -543,4 +544,23 @@ func coseTagLen(b []byte) (int, bool) {
 	}
 	v, rest, ok := cborhead.Head(b)
 	return len(b) - len(rest), ok && v == 18
+}
+
+func (s Signed) clone() Signed { return Signed{Format: s.Format, Octets: slices.Clone(s.Octets)} }
+
+// clone returns a deep copy of h.
+func (h *Handoff) clone() *Handoff {
+	if h == nil {
+		return nil
+	}
+	c := *h
+	c.Offer = h.Offer.clone()
+	if h.Chain != nil {
+		c.Chain = make([]Signed, len(h.Chain))
+		for i, e := range h.Chain {
+			c.Chain[i] = e.clone()
+		}
+	}
+	c.Extra = cloneMembers(h.Extra)
+	return &c
 }

@@ -2,7 +2,6 @@ package handoff
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -412,28 +411,4 @@ func (a *Agent) fresh(o *Offer, now time.Time) *Rejection {
 // is it the clamped time.
 func (a *Agent) storeExpiry(o *Offer) time.Time {
 	return o.Exp.plus(seconds(a.skew)).Std()
-}
-
-func notChecked(refs []ref.Ref) []ref.Result {
-	out := make([]ref.Result, len(refs))
-	for i, r := range refs {
-		out[i] = ref.Result{Ref: r, Outcome: ref.NotChecked}
-	}
-	return out
-}
-
-func storeErr(err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return fmt.Errorf("%w: %w", ErrStore, err)
-}
-
-func asRejection(err error) *Rejection {
-	var r *Rejection
-	if errors.As(err, &r) {
-		c := *r
-		return &c
-	}
-	return &Rejection{Reason: reason.BadSignature, Detail: err.Error(), Err: err}
 }

@@ -42,3 +42,11 @@ func VerifyGrant(o *Offer, credential []byte) error {
 	}
 	return nil
 }
+
+func notChecked(refs []ref.Ref) []ref.Result {
+	out := make([]ref.Result, len(refs))
+	for i, r := range refs {
+		out[i] = ref.Result{Ref: r, Outcome: ref.NotChecked}
+	}
+	return out
+}

@@ -2,6 +2,9 @@ package handoff
 
 import (
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
 	"fmt"
 	"io"
@@ -109,4 +112,20 @@ func (s *Signer) sign(payload []byte) (Signed, error) {
 		return Signed{}, err
 	}
 	return Signed{Format: s.format, Octets: b}, nil
+}
+
+// algFor returns the alg a signing key implies.
+func algFor(pub crypto.PublicKey) (string, error) {
+	switch pk := pub.(type) {
+	case *ecdsa.PublicKey:
+		switch pk.Curve {
+		case elliptic.P256():
+			return ES256, nil
+		case elliptic.P384():
+			return ES384, nil
+		}
+	case ed25519.PublicKey:
+		return EdDSA, nil
+	}
+	return "", fmt.Errorf("%w: unsupported key type %T", ErrMalformed, pub)
 }

@@ -127,34 +127,6 @@ func (s *Status) validate() error {
 	return err
 }
 
-// VerifyStatus checks a signed status against the offer it answers, as
-// section 5.4 says (HC-55): its signed form with type "status", its
-// signature with a key the trust configuration binds to status.iss, then
-// status.iss is offer.aud (offer.iss for "canceled"), status.aud is the
-// other party of the hop, status.hop is the offer's hop and status.offer is
-// the handoff digest of the offer. offer is the signed offer itself, so that
-// the digest is computed here over its octets; it is decoded, not verified:
-// the status is checked against it, not it against the status.
-//
-// A failure is a *Rejection; the status must then be discarded.
-func VerifyStatus(status, offer Signed, trust *Trust, lim Limits) (*Status, error) {
-	o, _, err := InspectUnverified(offer, lim)
-	if err != nil {
-		return nil, reject(reason.Policy, ErrMalformed, "the offer does not decode: %s", bare(err))
-	}
-	if o == nil {
-		return nil, reject(reason.Policy, ErrMalformed, "the element given as the offer is a status")
-	}
-	st, err := OpenStatus(status, trust, lim)
-	if err != nil {
-		return nil, err
-	}
-	if err := statusAnswers(st, o, offer.Digest()); err != nil {
-		return nil, err
-	}
-	return st, nil
-}
-
 // statusAnswers is the part of HC-55 that relates a verified status to its
 // offer.
 func statusAnswers(st *Status, offer *Offer, offerDigest digest.Digest) error {

@@ -2,9 +2,6 @@ package handoff
 
 import (
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/ed25519"
-	"crypto/elliptic"
 	"encoding/base64"
 	"fmt"
 	"slices"
@@ -213,20 +210,4 @@ func checkKeyAlg(pub crypto.PublicKey, alg string) error {
 		return fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	return nil
-}
-
-// algFor returns the alg a signing key implies.
-func algFor(pub crypto.PublicKey) (string, error) {
-	switch pk := pub.(type) {
-	case *ecdsa.PublicKey:
-		switch pk.Curve {
-		case elliptic.P256():
-			return ES256, nil
-		case elliptic.P384():
-			return ES384, nil
-		}
-	case ed25519.PublicKey:
-		return EdDSA, nil
-	}
-	return "", fmt.Errorf("%w: unsupported key type %T", ErrMalformed, pub)
 }

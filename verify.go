@@ -78,31 +78,6 @@ func signedMalformed(err error) error {
 	return &Rejection{Reason: reason.BadSignature, Detail: err.Error(), Err: errClass(err)}
 }
 
-// peekIss reads, before the signature is checked, what step 1 needs from
-// a payload: that it is a well-formed map whose v is 1 and type is want,
-// and its iss, whose keys verify it. Nothing else is decoded.
-//
-// Its errors say the package once: the jws or cose package wraps them in
-// the middle of a message ("jws: key lookup: malformed input: ...").
-func peekIss(payload []byte, enc Encoding, lim Limits, want string) (AgentID, error) {
-	m, err := peekMembers(payload, enc, lim.withDefaults(), "v", "type", "iss")
-	if err != nil {
-		return "", unprefixed{err}
-	}
-	f := fields{m: m}
-	if err := f.version(); err != nil {
-		return "", unprefixed{err}
-	}
-	if err := f.typ(want); err != nil {
-		return "", unprefixed{err}
-	}
-	iss, err := f.agent("iss")
-	if err != nil {
-		return "", unprefixed{err}
-	}
-	return iss, nil
-}
-
 // errNoTrustedKey is returned by the key lookups so that open can tell an
 // untrusted key from a bad signature.
 type errNoTrustedKey struct {
@@ -266,16 +241,6 @@ func openErr(err error, iss AgentID, foreignKID bool, why keyMismatch) error {
 	}
 }
 
-func errClass(err error) error {
-	if errors.Is(err, ErrTooLarge) {
-		return ErrTooLarge
-	}
-	if errors.Is(err, ErrMalformed) {
-		return err
-	}
-	return fmt.Errorf("%w: %w", ErrMalformed, err)
-}
-
 // InspectUnverified decodes a signed handoff's payload WITHOUT verifying its
 // signature or trusting anything in it. It is for display and diagnosis
 // only: nothing it returns may drive a decision. Exactly one of the returned
@@ -346,4 +311,32 @@ func unsafePayload(s Signed, lim Limits) ([]byte, Encoding, error) {
 func openDecoded(s Signed, trust *Trust, lim Limits, o *Offer) (keyRef, error) {
 	_, _, key, err := open(s, trust, lim, func([]byte, Encoding) (AgentID, error) { return o.Iss, nil })
 	return key, err
+}
+
+// VerifyStatus checks a signed status against the offer it answers, as
+// section 5.4 says (HC-55): its signed form with type "status", its
+// signature with a key the trust configuration binds to status.iss, then
+// status.iss is offer.aud (offer.iss for "canceled"), status.aud is the
+// other party of the hop, status.hop is the offer's hop and status.offer is
+// the handoff digest of the offer. offer is the signed offer itself, so that
+// the digest is computed here over its octets; it is decoded, not verified:
+// the status is checked against it, not it against the status.
+//
+// A failure is a *Rejection; the status must then be discarded.
+func VerifyStatus(status, offer Signed, trust *Trust, lim Limits) (*Status, error) {
+	o, _, err := InspectUnverified(offer, lim)
+	if err != nil {
+		return nil, reject(reason.Policy, ErrMalformed, "the offer does not decode: %s", bare(err))
+	}
+	if o == nil {
+		return nil, reject(reason.Policy, ErrMalformed, "the element given as the offer is a status")
+	}
+	st, err := OpenStatus(status, trust, lim)
+	if err != nil {
+		return nil, err
+	}
+	if err := statusAnswers(st, o, offer.Digest()); err != nil {
+		return nil, err
+	}
+	return st, nil
 }

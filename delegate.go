@@ -1,0 +1,261 @@
+package handoff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/ref"
+	"github.com/agentproto/handoff/replay"
+	"github.com/agentproto/handoff/state"
+)
+
+// ReplyOptions are the optional members of a status and what the delegate
+// knows of the work.
+type ReplyOptions struct {
+	Reason reason.Code
+	// Detail is for people (HC-05); leave it empty across trust boundaries
+	// (HC-65).
+	Detail string
+	// Refs: for "completed", the result; for "failed", every part of the
+	// work that took effect (HC-44).
+	Refs []ref.Ref
+	// Effect is required for "completed" (EffectFull) and "failed"
+	// (EffectNone or EffectPartial).
+	Effect state.Effect
+}
+
+// Reply signs the delegate's status for a received offer and records it as
+// the hop's last status, so that a retransmission is answered with the
+// identical octets (HC-34, HC-39). The rules of lifecycle.go decide what
+// may be sent: at most one of accepted/rejected and one of
+// completed/failed per hop (HC-23); no "rejected" for a hop taken (HC-24);
+// "completed" and "failed" only with a known effect (HC-25, HC-44, HC-45);
+// for an equivocating offer, only what HC-54 allows, for the FIRST offer.
+// A delegate never sends "canceled" for an offer it received.
+func (a *Agent) Reply(ctx context.Context, in *Received, state state.State, opt ReplyOptions) (Signed, error) {
+	if !a.received(in) || in.offer == nil || in.check == CheckSignature {
+		return Signed{}, fmt.Errorf("%w: no offer received by this agent with a verified signature to answer", ErrArgument)
+	}
+	target := in.digest
+	if in.verdict == verdictEquivocation {
+		target = in.first
+	}
+	var known *replay.Record
+	if in.hasRec {
+		known = &in.rec
+	}
+	return a.reply(ctx, in.offer.Iss, in.offer.Hop, target, in.token, known, in.verdict, in.OwesAccepted(), in.equivocation, state, opt)
+}
+
+// ReplyHop signs a status for a hop this agent received and remembers, by
+// its (iss, hop), without the *Received of the delivery: for example to
+// send "completed" after a restart for work taken before it. The hop must
+// have been taken (Take, or Reply with "accepted") or canceled by its
+// delegator; the same rules as Reply apply.
+func (a *Agent) ReplyHop(ctx context.Context, iss AgentID, hop HopID, st state.State, opt ReplyOptions) (Signed, error) {
+	rec, ok, err := a.cfg.Store.Get(ctx, replay.Key{Iss: string(iss), Hop: string(hop)})
+	if err != nil {
+		return Signed{}, storeErr(err)
+	}
+	if !ok {
+		return Signed{}, rule("", "hop %s of %q is not remembered", hop, iss)
+	}
+	if s := state.State(rec.State); s != state.Accepted && s != state.Canceled {
+		return Signed{}, rule("", "only a hop taken (or canceled while taken) can be answered without its delivery; this one is %q", rec.State)
+	}
+	return a.reply(ctx, iss, hop, digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}, nil, &rec, verdictRetransmit, false, "", st, opt)
+}
+
+// reply applies the delegate's table to the hop (iss, hop). token, when
+// set, is the call token of the delivery that remembered the hop: the
+// write applies only to the record that delivery inserted. known, when
+// set, is the hop's record as last read: the state is then decided from
+// it and written with one compare-and-set (Store.Swap), which returns the
+// record held if another call changed it meanwhile, to decide again.
+func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target digest.Digest, token []byte, known *replay.Record, v verdict, owes bool, eq state.Answer, st state.State, opt ReplyOptions) (Signed, error) {
+	var conflicts []Conflict
+	defer func() { // after the hop lock is released
+		for _, c := range conflicts {
+			a.flag(c)
+		}
+	}()
+	send := delegateSend{State: st, Reason: opt.Reason, Effect: opt.Effect, Refs: len(opt.Refs), OwesAccepted: owes, Equivocation: eq}
+	if (st == state.Completed || st == state.Failed) && opt.Effect == state.EffectUnknown {
+		// HC-45: never guess; the hop stays "accepted", flagged.
+		conflicts = append(conflicts, Conflict{Kind: ConflictUnresolved, Iss: iss, Hop: hop, First: target,
+			Detail: "the outcome of the work could not be established; the hop stays accepted"})
+		return Signed{}, effectRule(send)
+	}
+	unlock, err := a.lockHop(ctx, iss, hop)
+	if err != nil {
+		return Signed{}, err
+	}
+	defer unlock()
+	key := replay.Key{Iss: string(iss), Hop: string(hop)}
+	var (
+		rec        replay.Record
+		remembered bool
+	)
+	if known != nil {
+		rec, remembered = *known, true
+	} else if rec, remembered, err = a.cfg.Store.Get(ctx, key); err != nil {
+		return Signed{}, storeErr(err)
+	}
+	for attempt := 0; ; attempt++ {
+		if remembered && !(digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}).Equal(target) {
+			return Signed{}, rule("", "the hop holds another offer")
+		}
+		h := delegateHop{Remembered: remembered, State: state.State(rec.State), Sent: rec.Status != nil, Verdict: v}
+		next, records, err := delegateStep(h, send)
+		if err != nil {
+			return Signed{}, err
+		}
+		st := &Status{Hop: hop, Offer: target, Iss: a.cfg.ID, Aud: iss, Iat: TimeOf(a.now()),
+			State: st, Reason: opt.Reason, Detail: opt.Detail, Refs: opt.Refs}
+		signed, err := a.cfg.Signer.SignStatus(st)
+		if err != nil {
+			return Signed{}, err
+		}
+		if !records {
+			return signed, nil
+		}
+		w := replay.Record{State: string(next), Status: signed.Octets, Expires: rec.Expires}
+		switch {
+		case next == state.Accepted:
+			w.Expires = time.Time{} // kept until resolved (HC-34)
+		case next == state.Rejected && v == verdictRejected:
+			// An offer that failed a check after 1-3 keeps its record
+			// until exp + skew only (HC-33), as it was remembered:
+			// retransmissions are answered with this "rejected" until
+			// then, and are stale after. The retention period of HC-34
+			// (a SHOULD) is for hops the delegate decided on; giving it
+			// to offers refused by a check would let one trusted
+			// delegator that floods such offers hold the store's room
+			// for the whole period.
+		default:
+			w.Expires = a.now().Add(a.retention)
+		}
+		held, swapped, err := a.swap(ctx, key, rec, token, w, attempt)
+		switch {
+		case errors.Is(err, replay.ErrNotFound):
+			// The record expired or was released since it was read:
+			// decide again as for a hop not remembered, which never
+			// takes it.
+			rec, remembered = replay.Record{}, false
+		case err != nil:
+			return Signed{}, takeErr(err)
+		case swapped:
+			return signed, nil
+		default:
+			rec = held // another call changed the hop: decide again
+		}
+	}
+}
+
+// maxSwaps bounds the compare-and-set attempts of one write to a hop's
+// record. Each failed attempt means another call moved the hop on, which
+// the lifecycle allows only a few times.
+const maxSwaps = 8
+
+// swap writes next over old, the hop's record as last read, with
+// Store.Swap; token, when set, must be the held record's.
+func (a *Agent) swap(ctx context.Context, key replay.Key, old replay.Record, token []byte, next replay.Record, attempt int) (replay.Record, bool, error) {
+	if attempt >= maxSwaps {
+		return replay.Record{}, false, fmt.Errorf("the record of hop %s of %q changed %d times while being written", key.Hop, key.Iss, attempt)
+	}
+	old.Token = token
+	return a.cfg.Store.Swap(ctx, key, old, next)
+}
+
+// Take records that the delegate has taken the work of an accepted offer
+// without sending a status yet: a retransmission is then told it owes
+// "accepted" (HC-39). The work starts only after Take or Reply with
+// "accepted" returned.
+func (a *Agent) Take(ctx context.Context, in *Received) error {
+	if !a.received(in) || !in.Accepted() {
+		return fmt.Errorf("%w: only an offer this agent received and accepted can be taken", ErrArgument)
+	}
+	o := in.offer
+	unlock, err := a.lockHop(ctx, o.Iss, o.Hop)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	key := replay.Key{Iss: string(o.Iss), Hop: string(o.Hop)}
+	rec := in.rec // an accepted offer was remembered by this delivery
+	for attempt := 0; ; attempt++ {
+		if rec.State != "" {
+			return rule("HC-23", "a hop is taken once; this one is already %s", rec.State)
+		}
+		held, swapped, err := a.swap(ctx, key, rec, in.token, replay.Record{State: string(state.Accepted), Status: rec.Status}, attempt)
+		if err != nil {
+			return takeErr(err)
+		}
+		if swapped {
+			return nil
+		}
+		rec = held
+	}
+}
+
+// takeErr maps a store's refusal of a write that takes a hop: the record
+// is gone or another delivery remembered the hop since (it was released);
+// the work must not start.
+func takeErr(err error) error {
+	if errors.Is(err, replay.ErrNotFound) || errors.Is(err, replay.ErrConflict) {
+		return rule("", "the hop's record changed since this delivery remembered it (released, or remembered again): do not start the work")
+	}
+	return storeErr(err)
+}
+
+// UntakenHop is a hop this agent remembers but never took or answered: the
+// record of a delivery whose call may have failed after the store wrote it
+// (a lost reply, a timeout). Every later delivery of its offer is a
+// retransmission with no status owed, so it is shown to the operator.
+type UntakenHop struct {
+	Iss    AgentID
+	Hop    HopID
+	Digest digest.Digest
+	Age    time.Duration
+}
+
+// Untaken lists the hops this agent remembers, has neither taken nor
+// answered, and remembered more than olderThan ago, oldest first. Choose
+// olderThan well above the time the application takes from Receive to
+// Take or Reply.
+func (a *Agent) Untaken(ctx context.Context, olderThan time.Duration) ([]UntakenHop, error) {
+	recs, err := a.cfg.Store.Untaken(ctx, a.now().Add(-olderThan))
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	out := make([]UntakenHop, len(recs))
+	for i, u := range recs {
+		out[i] = UntakenHop{Iss: AgentID(u.Key.Iss), Hop: HopID(u.Key.Hop), Digest: digest.Digest{Alg: digest.SHA256Alg, Val: u.Record.Digest}, Age: u.Age}
+	}
+	return out, nil
+}
+
+// Release forgets a hop listed by Untaken, so that the next delivery of its
+// offer is checked afresh and may be accepted. The store deletes the
+// record only if it still holds digest and the hop is still untaken, in one
+// atomic step, so a concurrent Take or Reply either comes first (Release
+// fails with ErrState) or finds the record gone and does not start the
+// work. Since work starts only after Take or Reply("accepted") recorded
+// the hop, a released hop was never worked on: it is accepted at most
+// once.
+func (a *Agent) Release(ctx context.Context, iss AgentID, hop HopID, digest digest.Digest) error {
+	err := a.cfg.Store.Release(ctx, replay.Key{Iss: string(iss), Hop: string(hop)}, digest.Val)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, replay.ErrTaken):
+		return rule("", "hop %s of %q was taken or answered; it is no longer untaken", hop, iss)
+	case errors.Is(err, replay.ErrNotFound), errors.Is(err, replay.ErrConflict):
+		return fmt.Errorf("%w: hop %s of %q holds no untaken record of that offer", ErrArgument, hop, iss)
+	}
+	return storeErr(err)
+}

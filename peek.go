@@ -1,0 +1,193 @@
+package handoff
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/fxamacker/cbor/v2"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// peekMembers reads a payload that must be a map, as decodePayload would
+// accept it at its top level, and decodes only the members named: the
+// others are checked to be well formed (JSON: valid, as jsontext checks
+// every value) and skipped, never built. It runs before a signature
+// verifies, so that what an unknown sender's octets cost stays a small
+// multiple of their size; decodePayload checks the rest once the
+// signature has verified.
+func peekMembers(payload []byte, enc Encoding, lim Limits, names ...string) (map[string]any, error) {
+	if len(payload) > lim.MaxElementSize {
+		return nil, fmt.Errorf("%w: payload of %d octets exceeds %d", ErrTooLarge, len(payload), lim.MaxElementSize)
+	}
+	m := make(map[string]any, len(names))
+	if enc == CBOR {
+		if len(payload) == 0 {
+			return nil, malformed("CBOR: empty input")
+		}
+		if payload[0]>>5 != 5 {
+			return nil, malformed("CBOR value is not a map")
+		}
+		dm, err := cborDecMode(lim, profileExact)
+		if err != nil {
+			return nil, fmt.Errorf("handoff: CBOR options: %w", err)
+		}
+		// Into a struct of the three members step 1 reads: the library
+		// skips every other member without building or copying it.
+		// Duplicate names are found once the signature has verified, by
+		// the full decoder; before, the last of them is read.
+		var p peekCBOR
+		rest, err := cborPeekMode.UnmarshalFirst(payload, &p)
+		switch {
+		case err != nil:
+			return nil, malformed("CBOR: %v", err)
+		case len(rest) != 0:
+			return nil, malformed("trailing data after CBOR value")
+		}
+		for _, n := range names {
+			r := p.member(n)
+			if r == nil {
+				continue
+			}
+			switch r[0] >> 5 {
+			case 4, 5, 6: // an array, a map or a tag: its kind is enough
+				m[n] = kindOnly(r[0] >> 5)
+				continue
+			}
+			var v any
+			if err := dm.Unmarshal(r, &v); err != nil {
+				return nil, malformed("CBOR: %v", err)
+			}
+			m[n] = v // text and integers are as decodePayload reads them
+		}
+		return m, nil
+	}
+	d := jsonDecoders.Get().(*jsontext.Decoder)
+	defer func() {
+		d.Reset(bytes.NewBuffer(nil))
+		jsonDecoders.Put(d)
+	}()
+	d.Reset(bytes.NewBuffer(payload))
+	switch d.PeekKind() {
+	case '{':
+	case 0:
+		_, err := d.ReadToken()
+		return nil, jsonErr(err)
+	default:
+		return nil, malformed("JSON value is not an object")
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return nil, jsonErr(err)
+	}
+	for d.PeekKind() != '}' {
+		if d.PeekKind() != '"' {
+			_, err := d.ReadToken()
+			return nil, jsonErr(err)
+		}
+		raw, err := d.ReadValue()
+		if err != nil {
+			return nil, jsonErr(err)
+		}
+		name, err := jsonText(raw, true)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(names, name) {
+			if _, err := d.ReadValue(); err != nil {
+				return nil, jsonErr(err)
+			}
+			continue
+		}
+		switch d.PeekKind() {
+		case '[', '{': // its kind is enough
+			k := d.PeekKind()
+			if _, err := d.ReadValue(); err != nil {
+				return nil, jsonErr(err)
+			}
+			m[name] = kindOnly(map[jsontext.Kind]byte{'[': 4, '{': 5}[k])
+			continue
+		}
+		if m[name], err = jsonValue(d, lim, 1); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return nil, jsonErr(err)
+	}
+	if _, err := d.ReadToken(); err != io.EOF {
+		return nil, malformed("trailing data after JSON value")
+	}
+	return m, nil
+}
+
+// peekCBOR holds the members of a payload that step 1 reads.
+type peekCBOR struct {
+	V    cbor.RawMessage `cbor:"v"`
+	Type cbor.RawMessage `cbor:"type"`
+	Iss  cbor.RawMessage `cbor:"iss"`
+}
+
+// member returns the member named n, or nil.
+func (p *peekCBOR) member(n string) cbor.RawMessage {
+	switch n {
+	case "v":
+		return p.V
+	case "type":
+		return p.Type
+	case "iss":
+		return p.Iss
+	}
+	return nil
+}
+
+// cborPeekMode reads a payload into peekCBOR: names matched exactly, and
+// the shape bounded by the size alone, as in cborDecOptions.
+var cborPeekMode = func() cbor.DecMode {
+	o := cborDecOptions(Limits{}.withDefaults(), profileExact)
+	o.DupMapKey = cbor.DupMapKeyQuiet
+	o.FieldNameMatching = cbor.FieldNameMatchingCaseSensitive
+	dm, err := o.DecMode()
+	if err != nil {
+		panic(err) // constant options: a programmer error
+	}
+	return dm
+}()
+
+// kindOnly stands, in what peekMembers returns, for an array, a map or a
+// tag (CBOR major types 4, 5 and 6) that it did not decode: enough for the
+// member's type check to refuse it, as typeName names the decoded value.
+func kindOnly(major byte) any {
+	switch major {
+	case 4:
+		return []any(nil)
+	case 5:
+		return map[string]any(nil)
+	}
+	return cbor.Tag{}
+}
+
+// peekIss reads, before the signature is checked, what step 1 needs from
+// a payload: that it is a well-formed map whose v is 1 and type is want,
+// and its iss, whose keys verify it. Nothing else is decoded.
+//
+// Its errors say the package once: the jws or cose package wraps them in
+// the middle of a message ("jws: key lookup: malformed input: ...").
+func peekIss(payload []byte, enc Encoding, lim Limits, want string) (AgentID, error) {
+	m, err := peekMembers(payload, enc, lim.withDefaults(), "v", "type", "iss")
+	if err != nil {
+		return "", unprefixed{err}
+	}
+	f := fields{m: m}
+	if err := f.version(); err != nil {
+		return "", unprefixed{err}
+	}
+	if err := f.typ(want); err != nil {
+		return "", unprefixed{err}
+	}
+	iss, err := f.agent("iss")
+	if err != nil {
+		return "", unprefixed{err}
+	}
+	return iss, nil
+}
