@@ -403,7 +403,7 @@ func chainCheckFn(b *testing.B, a *Agent, data []byte, want reason.Code) func() 
 		b.Fatal(err)
 	}
 	return func() {
-		_, _, cerr := checkChain(h, o, a.cfg.ID, ts, a.cfg.Chain, a.lim, a.skew)
+		_, _, cerr := checkChain(h, o, chainCheck{self: a.cfg.ID, ts: ts, pol: a.cfg.Chain, lim: a.lim, skew: a.skew})
 		var got reason.Code
 		if cerr != nil {
 			got = cerr.Reason

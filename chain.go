@@ -106,6 +106,17 @@ type element struct {
 	untrusted bool // no key of its iss: the chain is unverifiable from here back
 }
 
+// elementWork is the signature work of step 6 on one chain: its elements,
+// their handoff digests, the trust they are verified under, the limits,
+// and, when not nil, each element's offer as decoded before.
+type elementWork struct {
+	chain   []Signed
+	digests []digest.Digest
+	ts      *trustState
+	lim     Limits
+	pre     []*Offer
+}
+
 // verifyElements is check 1 of section 5.3 on every element: its signed
 // form, v and type, and its signature with a key bound to its iss. An
 // element whose iss has no trusted key is decoded without verification and
@@ -126,7 +137,8 @@ type element struct {
 // decodeElements, for ChainPolicy.StructureFirst); a nil entry is an
 // element found in cache. The signatures are then verified over the same
 // octets without decoding the payloads again.
-func verifyElements(chain []Signed, digests []digest.Digest, ts *trustState, lim Limits, workers int, pre []*Offer) ([]element, *chainError) {
+func verifyElements(w elementWork, workers int) ([]element, *chainError) {
+	chain, digests, ts := w.chain, w.digests, w.ts
 	out := make([]element, len(chain))
 	var todo []int // indices not in cache, newest first
 	for i := len(chain) - 1; i >= 0; i-- {
@@ -137,7 +149,7 @@ func verifyElements(chain []Signed, digests []digest.Digest, ts *trustState, lim
 		if workers <= 1 {
 			// Sequential: verify now, in order, and stop at the first
 			// failure.
-			if cerr := verifyElement(chain, digests, i, ts, lim, out, pre); cerr != nil {
+			if cerr := w.verify(i, out); cerr != nil {
 				return nil, cerr
 			}
 			continue
@@ -148,7 +160,7 @@ func verifyElements(chain []Signed, digests []digest.Digest, ts *trustState, lim
 	case 0:
 		return out, nil
 	case 1:
-		if cerr := verifyElement(chain, digests, todo[0], ts, lim, out, pre); cerr != nil {
+		if cerr := w.verify(todo[0], out); cerr != nil {
 			return nil, cerr
 		}
 		return out, nil
@@ -167,7 +179,7 @@ func verifyElements(chain []Signed, digests []digest.Digest, ts *trustState, lim
 			if int64(i) < failAt.Load() {
 				return // every index still to take is lower
 			}
-			if cerr := verifyElement(chain, digests, i, ts, lim, out, pre); cerr != nil {
+			if cerr := w.verify(i, out); cerr != nil {
 				errs[i] = cerr
 				for f := failAt.Load(); int64(i) > f && !failAt.CompareAndSwap(f, int64(i)); f = failAt.Load() {
 				}
@@ -186,9 +198,10 @@ func verifyElements(chain []Signed, digests []digest.Digest, ts *trustState, lim
 	return out, nil
 }
 
-// verifyElement is check 1 on element i, which is not in cache. On success
-// it sets out[i], and caches the element when its signature verified.
-func verifyElement(chain []Signed, digests []digest.Digest, i int, ts *trustState, lim Limits, out []element, pre []*Offer) *chainError {
+// verify is check 1 on element i, which is not in cache. On success it
+// sets out[i], and caches the element when its signature verified.
+func (w elementWork) verify(i int, out []element) *chainError {
+	chain, digests, ts, lim, pre := w.chain, w.digests, w.ts, w.lim, w.pre
 	var o *Offer
 	var key keyRef
 	var err error
@@ -300,10 +313,21 @@ func chainState(elems []element) ChainState {
 	return ChainFull
 }
 
+// chainCheck is what step 6 needs of the receiver: its AgentID, its trust
+// and verified-element cache, its chain policy, limits and clock skew.
+type chainCheck struct {
+	self AgentID
+	ts   *trustState
+	pol  ChainPolicy
+	lim  Limits
+	skew time.Duration
+}
+
 // checkChain is step 6 of section 5.1 for an offer that passed steps 1 to
 // 5: the chain member's form, its length (check 7, HC-50, before any
 // signature work), check 1 on each element, then checks 2 to 6.
-func checkChain(h *Handoff, o *Offer, self AgentID, ts *trustState, pol ChainPolicy, lim Limits, skew time.Duration) (ChainState, []Link, *chainError) {
+func checkChain(h *Handoff, o *Offer, c chainCheck) (ChainState, []Link, *chainError) {
+	self, ts, pol, lim, skew := c.self, c.ts, c.pol, c.lim, c.skew
 	n := len(h.Chain)
 	if h.chainErr != nil && h.chainErr.Index < 0 {
 		return "", nil, h.chainErr
@@ -335,7 +359,7 @@ func checkChain(h *Handoff, o *Offer, self AgentID, ts *trustState, pol ChainPol
 			return "", nil, cerr
 		}
 	}
-	elems, cerr := verifyElements(h.Chain, digests, ts, lim, pol.Workers, pre)
+	elems, cerr := verifyElements(elementWork{chain: h.Chain, digests: digests, ts: ts, lim: lim, pre: pre}, pol.Workers)
 	if cerr != nil {
 		return "", nil, cerr
 	}

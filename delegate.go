@@ -36,7 +36,7 @@ type ReplyOptions struct {
 // "completed" and "failed" only with a known effect (HC-25, HC-44, HC-45);
 // for an equivocating offer, only what HC-54 allows, for the FIRST offer.
 // A delegate never sends "canceled" for an offer it received.
-func (a *Agent) Reply(ctx context.Context, in *Received, state state.State, opt ReplyOptions) (Signed, error) {
+func (a *Agent) Reply(ctx context.Context, in *Received, want state.State, opt ReplyOptions) (Signed, error) {
 	if !a.received(in) || in.offer == nil || in.check == CheckSignature {
 		return Signed{}, fmt.Errorf("%w: no offer received by this agent with a verified signature to answer", ErrArgument)
 	}
@@ -48,7 +48,8 @@ func (a *Agent) Reply(ctx context.Context, in *Received, state state.State, opt 
 	if in.hasRec {
 		known = &in.rec
 	}
-	return a.reply(ctx, in.offer.Iss, in.offer.Hop, target, in.token, known, in.verdict, in.OwesAccepted(), in.equivocation, state, opt)
+	return a.reply(ctx, answered{iss: in.offer.Iss, hop: in.offer.Hop, target: target, token: in.token, known: known,
+		verdict: in.verdict, owes: in.OwesAccepted(), eq: in.equivocation}, want, opt)
 }
 
 // ReplyHop signs a status for a hop this agent received and remembers, by
@@ -56,7 +57,7 @@ func (a *Agent) Reply(ctx context.Context, in *Received, state state.State, opt 
 // send "completed" after a restart for work taken before it. The hop must
 // have been taken (Take, or Reply with "accepted") or canceled by its
 // delegator; the same rules as Reply apply.
-func (a *Agent) ReplyHop(ctx context.Context, iss AgentID, hop HopID, st state.State, opt ReplyOptions) (Signed, error) {
+func (a *Agent) ReplyHop(ctx context.Context, iss AgentID, hop HopID, want state.State, opt ReplyOptions) (Signed, error) {
 	rec, ok, err := a.cfg.Store.Get(ctx, replay.Key{Iss: string(iss), Hop: string(hop)})
 	if err != nil {
 		return Signed{}, storeErr(err)
@@ -67,56 +68,71 @@ func (a *Agent) ReplyHop(ctx context.Context, iss AgentID, hop HopID, st state.S
 	if s := state.State(rec.State); s != state.Accepted && s != state.Canceled {
 		return Signed{}, rule("", "only a hop taken (or canceled while taken) can be answered without its delivery; this one is %q", rec.State)
 	}
-	return a.reply(ctx, iss, hop, digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}, nil, &rec, verdictRetransmit, false, "", st, opt)
+	return a.reply(ctx, answered{iss: iss, hop: hop, target: digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}, known: &rec, verdict: verdictRetransmit}, want, opt)
 }
 
-// reply applies the delegate's table to the hop (iss, hop). token, when
-// set, is the call token of the delivery that remembered the hop: the
-// write applies only to the record that delivery inserted. known, when
-// set, is the hop's record as last read: the state is then decided from
-// it and written with one compare-and-set (Store.Swap), which returns the
-// record held if another call changed it meanwhile, to decide again.
-func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target digest.Digest, token []byte, known *replay.Record, v verdict, owes bool, eq state.Answer, st state.State, opt ReplyOptions) (Signed, error) {
+// answered is the hop a status answers, as Reply and ReplyHop know it.
+type answered struct {
+	iss    AgentID
+	hop    HopID
+	target digest.Digest // the offer the status names
+	// token, when set, is the call token of the delivery that remembered
+	// the hop: the write applies only to the record that delivery
+	// inserted.
+	token []byte
+	// known, when set, is the hop's record as last read: the state is then
+	// decided from it and written with one compare-and-set (Store.Swap),
+	// which returns the record held if another call changed it meanwhile,
+	// to decide again.
+	known   *replay.Record
+	verdict verdict
+	owes    bool         // a retransmission owes "accepted" (HC-39)
+	eq      state.Answer // for an equivocation, what the first offer may get
+}
+
+// reply applies the delegate's table to the hop r names, for a status of
+// state want.
+func (a *Agent) reply(ctx context.Context, r answered, want state.State, opt ReplyOptions) (Signed, error) {
 	var conflicts []Conflict
 	defer func() { // after the hop lock is released
 		for _, c := range conflicts {
 			a.flag(c)
 		}
 	}()
-	send := delegateSend{State: st, Reason: opt.Reason, Effect: opt.Effect, Refs: len(opt.Refs), OwesAccepted: owes, Equivocation: eq}
-	if (st == state.Completed || st == state.Failed) && opt.Effect == state.EffectUnknown {
+	send := delegateSend{State: want, Reason: opt.Reason, Effect: opt.Effect, Refs: len(opt.Refs), OwesAccepted: r.owes, Equivocation: r.eq}
+	if (want == state.Completed || want == state.Failed) && opt.Effect == state.EffectUnknown {
 		// HC-45: never guess; the hop stays "accepted", flagged.
-		conflicts = append(conflicts, Conflict{Kind: ConflictUnresolved, Iss: iss, Hop: hop, First: target,
+		conflicts = append(conflicts, Conflict{Kind: ConflictUnresolved, Iss: r.iss, Hop: r.hop, First: r.target,
 			Detail: "the outcome of the work could not be established; the hop stays accepted"})
 		return Signed{}, effectRule(send)
 	}
-	unlock, err := a.lockHop(ctx, iss, hop)
+	unlock, err := a.lockHop(ctx, r.iss, r.hop)
 	if err != nil {
 		return Signed{}, err
 	}
 	defer unlock()
-	key := replay.Key{Iss: string(iss), Hop: string(hop)}
+	key := replay.Key{Iss: string(r.iss), Hop: string(r.hop)}
 	var (
 		rec        replay.Record
 		remembered bool
 	)
-	if known != nil {
-		rec, remembered = *known, true
+	if r.known != nil {
+		rec, remembered = *r.known, true
 	} else if rec, remembered, err = a.cfg.Store.Get(ctx, key); err != nil {
 		return Signed{}, storeErr(err)
 	}
 	for attempt := 0; ; attempt++ {
-		if remembered && !(digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}).Equal(target) {
+		if remembered && !(digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}).Equal(r.target) {
 			return Signed{}, rule("", "the hop holds another offer")
 		}
-		h := delegateHop{Remembered: remembered, State: state.State(rec.State), Sent: rec.Status != nil, Verdict: v}
+		h := delegateHop{Remembered: remembered, State: state.State(rec.State), Sent: rec.Status != nil, Verdict: r.verdict}
 		next, records, err := delegateStep(h, send)
 		if err != nil {
 			return Signed{}, err
 		}
-		st := &Status{Hop: hop, Offer: target, Iss: a.cfg.ID, Aud: iss, Iat: TimeOf(a.now()),
-			State: st, Reason: opt.Reason, Detail: opt.Detail, Refs: opt.Refs}
-		signed, err := a.cfg.Signer.SignStatus(st)
+		status := &Status{Hop: r.hop, Offer: r.target, Iss: a.cfg.ID, Aud: r.iss, Iat: TimeOf(a.now()),
+			State: want, Reason: opt.Reason, Detail: opt.Detail, Refs: opt.Refs}
+		signed, err := a.cfg.Signer.SignStatus(status)
 		if err != nil {
 			return Signed{}, err
 		}
@@ -127,7 +143,7 @@ func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target digest
 		switch {
 		case next == state.Accepted:
 			w.Expires = time.Time{} // kept until resolved (HC-34)
-		case next == state.Rejected && v == verdictRejected:
+		case next == state.Rejected && r.verdict == verdictRejected:
 			// An offer that failed a check after 1-3 keeps its record
 			// until exp + skew only (HC-33), as it was remembered:
 			// retransmissions are answered with this "rejected" until
@@ -139,7 +155,7 @@ func (a *Agent) reply(ctx context.Context, iss AgentID, hop HopID, target digest
 		default:
 			w.Expires = a.now().Add(a.retention)
 		}
-		held, swapped, err := a.swap(ctx, key, rec, token, w, attempt)
+		held, swapped, err := a.swap(ctx, key, rec, r.token, w, attempt)
 		switch {
 		case errors.Is(err, replay.ErrNotFound):
 			// The record expired or was released since it was read:

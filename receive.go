@@ -346,7 +346,7 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 	}
 
 	// 6. Chain.
-	state, links, cerr := checkChain(h, o, a.cfg.ID, ts, a.cfg.Chain, a.lim, a.skew)
+	state, links, cerr := checkChain(h, o, chainCheck{self: a.cfg.ID, ts: ts, pol: a.cfg.Chain, lim: a.lim, skew: a.skew})
 	if cerr == nil {
 		r.chain, r.links = state, links
 		cerr = applyChainPolicy(state, links, o, a.cfg.Chain)
