@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -25,8 +26,17 @@ type Config struct {
 	// Signer signs this agent's offers and statuses.
 	Signer *Signer
 	// Trust binds AgentIDs to keys. Required: a missing trust configuration
-	// is an error, never "accept all". Agent.SetTrust replaces it.
+	// is an error, never "accept all". Agent.SetTrust replaces it. It must
+	// bind Signer's key, with its alg, to ID, as the peers' trust does:
+	// NewAgent and SetTrust refuse one that does not, so that a Signer
+	// that is another agent's key, or a Trust out of step with it, fails
+	// here rather than at every peer as "untrusted-key".
 	Trust *Trust
+	// TrustLacksSigner says that Trust is meant not to bind Signer's key to
+	// ID: for an agent that only receives (a verifier, a conformance
+	// receiver), or a trust configuration that lists the peers only.
+	// NewAgent and SetTrust then skip that check.
+	TrustLacksSigner bool
 	// Store is the delegate's memory of hops it received (HC-33, HC-34).
 	// Nil means a new in-memory store, which a restart loses: see
 	// MemoryLostAt.
@@ -75,6 +85,14 @@ type Config struct {
 	// not verified twice. Zero means 4096 elements; negative turns
 	// the cache off.
 	VerifiedCache int
+	// Logger, when set, hears of each decision: an offer received
+	// (accepted, refused, a retransmission, an equivocation), a status
+	// sent or handled, an offer made, a hop taken or canceled, each with
+	// its reason, check, iss, hop and digest. Nil is silent. An offer
+	// refused at check 1 is named by its digest and why alone: its iss and
+	// hop are claims no signature backs. The logger is never called while
+	// the Agent holds a lock.
+	Logger *slog.Logger
 	// OnConflict, when set, is called with every conflict the operator
 	// should see: equivocation, conflicting statuses, hops flagged
 	// unresolved (HC-42, HC-45, HC-54, HC-56). It is never called while the
@@ -107,11 +125,17 @@ func NewAgent(cfg Config) (*Agent, error) {
 	case cfg.Signer == nil:
 		return nil, fmt.Errorf("%w: Config.Signer is required", ErrConfig)
 	}
+	if err := cfg.Trust.bindsSigner(cfg.ID, cfg.Signer, cfg.TrustLacksSigner); err != nil {
+		return nil, err
+	}
 	if err := cfg.RefCheckers.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Store == nil {
 		cfg.Store = replay.NewMemory(replay.MemoryOptions{Now: cfg.Now})
@@ -155,6 +179,9 @@ func (a *Agent) SetTrust(t *Trust) error {
 	if t == nil {
 		return fmt.Errorf("%w: nil trust configuration", ErrConfig)
 	}
+	if err := t.bindsSigner(a.cfg.ID, a.cfg.Signer, a.cfg.TrustLacksSigner); err != nil {
+		return err
+	}
 	swapTrust(&a.trust, t, a.cfg.VerifiedCache)
 	return nil
 }
@@ -192,6 +219,14 @@ func (a *Agent) flag(c Conflict) {
 }
 
 func (a *Agent) now() time.Time { return a.cfg.Now() }
+
+// decided logs a decision at level with the attributes attrs gives, which
+// are built only when the logger wants the record. Callers hold no lock.
+func (a *Agent) decided(ctx context.Context, level slog.Level, msg string, attrs func() []slog.Attr) {
+	if a.cfg.Logger.Enabled(ctx, level) {
+		a.cfg.Logger.LogAttrs(ctx, level, msg, attrs()...)
+	}
+}
 
 // token returns a fresh call token for the store's check-and-record, so
 // that a retried call recognises its own record.

@@ -94,7 +94,7 @@ func newAtkEnv(t *testing.T) *atkEnv {
 // agent returns a fresh receiver with an empty memory and a fixed clock.
 func (e *atkEnv) agent(lim Limits) *Agent {
 	e.t.Helper()
-	a, err := NewAgent(Config{ID: atkCoder, Signer: e.jwsSigner, Trust: e.trust, Limits: lim,
+	a, err := NewAgent(Config{ID: atkCoder, Signer: e.jwsSigner, Trust: e.trust, Limits: lim, TrustLacksSigner: true,
 		Now:        func() time.Time { return time.Unix(atkNow, 0) },
 		OnConflict: func(c Conflict) { e.conflicts = append(e.conflicts, c) }})
 	require.NoError(e.t, err)

@@ -365,7 +365,7 @@ func FuzzReceiveCost(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fx := fuzzFixture(t)
-		a, err := NewAgent(Config{ID: fzCoder, Signer: fx.signers["alpha"], Trust: fx.trust,
+		a, err := NewAgent(Config{ID: fzCoder, Signer: fx.signers["alpha"], Trust: fx.trust, TrustLacksSigner: true,
 			Now: func() time.Time { return time.Unix(fzNow, 0) }})
 		require.NoError(t, err)
 		var check Check

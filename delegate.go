@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/agentproto/handoff/digest"
@@ -48,8 +49,11 @@ func (a *Agent) Reply(ctx context.Context, in *Received, want state.State, opt R
 	if in.hasRec {
 		known = &in.rec
 	}
-	return a.reply(ctx, answered{iss: in.offer.Iss, hop: in.offer.Hop, target: target, token: in.token, known: known,
-		verdict: in.verdict, owes: in.OwesAccepted(), eq: in.equivocation}, want, opt)
+	r := answered{iss: in.offer.Iss, hop: in.offer.Hop, target: target, token: in.token, known: known,
+		verdict: in.verdict, owes: in.OwesAccepted(), eq: in.equivocation}
+	signed, err := a.reply(ctx, r, want, opt)
+	a.sent(ctx, r, want, opt, signed, err)
+	return signed, err
 }
 
 // ReplyHop signs a status for a hop this agent received and remembers, by
@@ -68,7 +72,34 @@ func (a *Agent) ReplyHop(ctx context.Context, iss AgentID, hop HopID, want state
 	if s := state.State(rec.State); s != state.Accepted && s != state.Canceled {
 		return Signed{}, rule("", "only a hop taken (or canceled while taken) can be answered without its delivery; this one is %q", rec.State)
 	}
-	return a.reply(ctx, answered{iss: iss, hop: hop, target: digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}, known: &rec, verdict: verdictRetransmit}, want, opt)
+	r := answered{iss: iss, hop: hop, target: digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}, known: &rec, verdict: verdictRetransmit}
+	signed, err := a.reply(ctx, r, want, opt)
+	a.sent(ctx, r, want, opt, signed, err)
+	return signed, err
+}
+
+// sent logs the status a reply signed, or why it was refused: a rule of
+// the lifecycle or an argument (Info), a store or context error (Error).
+func (a *Agent) sent(ctx context.Context, r answered, want state.State, opt ReplyOptions, signed Signed, err error) {
+	level, msg := slog.LevelInfo, "handoff: status signed"
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrState) || errors.Is(err, ErrArgument):
+		msg = "handoff: status refused"
+	default:
+		level, msg = slog.LevelError, "handoff: status not recorded"
+	}
+	a.decided(ctx, level, msg, func() []slog.Attr {
+		attrs := []slog.Attr{slog.String("state", string(want)), slog.String("iss", string(r.iss)), slog.String("hop", string(r.hop)),
+			slog.String("offer", r.target.String())}
+		if opt.Reason != "" {
+			attrs = append(attrs, slog.String("reason", string(opt.Reason)))
+		}
+		if err != nil {
+			return append(attrs, slog.String("error", err.Error()))
+		}
+		return append(attrs, slog.String("digest", signed.Digest().String()))
+	})
 }
 
 // answered is the hop a status answers, as Reply and ReplyHop know it.
@@ -195,6 +226,19 @@ func (a *Agent) Take(ctx context.Context, in *Received) error {
 	if !a.received(in) || !in.Accepted() {
 		return fmt.Errorf("%w: only an offer this agent received and accepted can be taken", ErrArgument)
 	}
+	err := a.take(ctx, in)
+	a.decided(ctx, slog.LevelInfo, "handoff: hop taken", func() []slog.Attr {
+		attrs := []slog.Attr{slog.String("iss", string(in.offer.Iss)), slog.String("hop", string(in.offer.Hop)), slog.String("digest", in.digest.String())}
+		if err != nil {
+			attrs = append(attrs, slog.String("error", err.Error()))
+		}
+		return attrs
+	})
+	return err
+}
+
+// take is Take without its checks of in and its log record.
+func (a *Agent) take(ctx context.Context, in *Received) error {
 	o := in.offer
 	unlock, err := a.lockHop(ctx, o.Iss, o.Hop)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"time"
 
@@ -169,6 +170,10 @@ func (a *Agent) Offer(ctx context.Context, p OfferParams) (*Outgoing, error) {
 		}
 		return nil, storeErr(err)
 	}
+	a.decided(ctx, slog.LevelInfo, "handoff: offer made", func() []slog.Attr {
+		return []slog.Attr{slog.String("aud", string(o.Aud)), slog.String("hop", string(o.Hop)), slog.String("digest", d.String()),
+			slog.Int("chain", len(h.Chain))}
+	})
 	return &Outgoing{Handoff: h, Offer: o, Digest: d}, nil
 }
 
@@ -354,6 +359,11 @@ func (a *Agent) Cancel(ctx context.Context, hop HopID) (Notice, error) {
 		rec.Canceled = true
 		return changed, nil
 	})
+	if err == nil {
+		a.decided(ctx, slog.LevelInfo, "handoff: hop canceled", func() []slog.Attr {
+			return []slog.Attr{slog.String("aud", string(n.To)), slog.String("hop", string(hop)), slog.String("digest", n.Status.Digest().String())}
+		})
+	}
 	return n, err
 }
 
@@ -375,6 +385,39 @@ type StatusResult struct {
 	Notices []Notice
 
 	rejection *Rejection
+}
+
+// LogValue is r for log/slog: the decision, the hop's state, and the
+// status's state, iss and hop once it verified, or the reason it was
+// refused and why. A status that did not verify is named by its reason
+// alone: its members are claims no signature backs.
+func (r *StatusResult) LogValue() slog.Value { return slog.GroupValue(r.logAttrs()...) }
+
+func (r *StatusResult) logAttrs() []slog.Attr {
+	attrs := []slog.Attr{slog.String("decision", r.decision())}
+	if r.State != "" {
+		attrs = append(attrs, slog.String("state", string(r.State)))
+	}
+	if st := r.Status; st != nil {
+		attrs = append(attrs, slog.String("status", string(st.State)), slog.String("iss", string(st.Iss)), slog.String("hop", string(st.Hop)))
+	}
+	if rj := r.rejection; rj != nil {
+		attrs = append(attrs, slog.String("reason", string(rj.Reason)), slog.String("detail", rj.Detail))
+	}
+	return attrs
+}
+
+// decision names the outcome in one word, for logs.
+func (r *StatusResult) decision() string {
+	switch {
+	case r.rejection != nil:
+		return "refused"
+	case r.Conflict:
+		return "conflict"
+	case r.Changed:
+		return "applied"
+	}
+	return "unchanged"
 }
 
 // Err returns why the status was refused (a *Rejection), or nil.
@@ -411,6 +454,25 @@ func (r *StatusResult) Reason() reason.Code {
 // A status that fails verification changes nothing: the result carries the
 // rejection (Err, Reason). The error is for the stores and the context.
 func (a *Agent) HandleStatus(ctx context.Context, octets []byte) (*StatusResult, error) {
+	res, err := a.handleStatus(ctx, octets)
+	if err != nil {
+		a.decided(ctx, slog.LevelError, "handoff: status not decided", func() []slog.Attr {
+			return []slog.Attr{slog.String("digest", digest.SHA256(octets).String()), slog.String("error", err.Error())}
+		})
+		return nil, err
+	}
+	level := slog.LevelInfo
+	if res.rejection != nil || res.Conflict {
+		level = slog.LevelWarn
+	}
+	a.decided(ctx, level, "handoff: status "+res.decision(), func() []slog.Attr {
+		return append(res.logAttrs(), slog.String("digest", digest.SHA256(octets).String()))
+	})
+	return res, nil
+}
+
+// handleStatus is HandleStatus without its log record.
+func (a *Agent) handleStatus(ctx context.Context, octets []byte) (*StatusResult, error) {
 	res := &StatusResult{}
 	s, err := ParseSigned(octets, a.lim)
 	if err != nil {

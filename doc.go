@@ -6,36 +6,89 @@
 //
 // # Where each section lives
 //
-// The package reads like the draft, one file per section:
+// The package reads like the draft, one file per section, in layers: a
+// file calls only the files below it (TestLayers_CallsGoDown holds this),
+// so that a shared helper sits below its callers.
 //
-//	handoff.go    2.1   Signed, Handoff, ParseHandoff, Handoff.Encode
-//	compact.go    2.1   the JwsCompact form, tested in one pass
-//	offer.go      2     Offer and its members (AgentID, HopID, Time, Principal,
-//	                    ContextRef); the CDDL checks; unknown members kept
-//	status.go     2, 4  Status, State, Reason; VerifyStatus (5.4, HC-55)
-//	digest.go     3.3   Digest over the octets as sent, salted digests
-//	refs.go       2.2   reference checkers: digest, salted-digest, and any
-//	                    kind registered (scitt/, learnlog/, evidence/)
-//	verify.go     3     the signed form, the signature, the trust lookup;
-//	                    InspectUnverified for diagnosis
-//	trust.go      3.4   Trust, TrustedKey, ParseTrust
-//	sign.go       3     Signer
-//	receive.go    5.1   Agent.Receive: the seven checks in order; Received; Check
-//	chain.go      5.3   check 1 (signatures, cached) apart from checks 2-7 (pure)
-//	lifecycle.go  4     the two roles' transition tables; Asking Again;
-//	                    Knowing the Outcome
-//	agent.go            Config, Agent, and the role verbs that apply the
-//	                    tables around storage, locks and signing
-//	codec.go            strict JSON (RFC 7493) and CBOR (RFC 8949) decoding
-//	limits.go           every bound and default, and the strict profile
-//	errors.go           the failure classes; Rejection
-//	cache.go            the verified-element cache
+//	delegate.go        4, 5.2  the delegate's verbs: Reply, ReplyHop, Take,
+//	                           Untaken, Release
+//	delegator.go       4, 5.4  the delegator's verbs: Offer, Retransmit,
+//	                           Cancel, HandleStatus, Hop, Unresolved
+//	receive.go         5.1     Agent.Receive: the seven checks in order;
+//	                           Received; Check
+//	agent.go                   Config, Agent, NewAgent; conflicts; logging
+//	chain.go           5.3     step 6: check 1 on each element (signatures,
+//	                           cached) apart from checks 2-7 (pure)
+//	refs.go            2.2     step 7 under Config.Refs (package ref holds
+//	                           the references and their checkers)
+//	cache.go                   the verified-element cache
+//	lifecycle.go       4       the two roles' transition tables; Asking
+//	                           Again; Knowing the Outcome
+//	hoplock.go                 one lock per received hop
+//	verify.go          3, 5.4  the signature and the trust lookup: OpenOffer,
+//	                           OpenStatus, VerifyStatus; InspectUnverified
+//	handoff.go         2.1     Signed, Handoff, ParseHandoff, Handoff.Encode
+//	peek.go            3       what step 1 reads of a payload before its
+//	                           signature verifies
+//	sign.go            3       Signer
+//	trust.go           3.4     Trust, TrustedKey (package keyset reads
+//	                           trust documents)
+//	status.go          2, 4    Status; how a status answers its offer
+//	payload.go         2       an offer's payload decoded: the typed fast
+//	                           path and the general one; Offer.Payload
+//	offer.go           2       Offer and its members (AgentID, HopID, Time,
+//	                           Principal); unknown members kept
+//	members.go         2       the members offers and statuses share, read
+//	                           and written; the CDDL's checks
+//	digest.go          3.3     Digests as members (package digest holds
+//	                           the value)
+//	compact.go         2.1     the JwsCompact form, tested in one pass
+//	cbor.go                    strict CBOR decoding (RFC 8949)
+//	json.go                    strict JSON decoding (RFC 8259, RFC 7493)
+//	codec.go                   encodings, the profile, deep copies
+//	limits.go                  every bound and default, and the strict profile
+//	errors.go                  the failure classes; Rejection
 //
-// Beside the root: jws/ and cose/ turn payload octets into signed octets
-// and back and know nothing of offers; replay/ holds the delegate's memory
-// (Store) and the delegator's records (OfferStore), with durable and
-// distributed backends in nested modules; a2a/ and mcp/ carry handoffs in
-// host metadata; cmd/handoff is the command line.
+// Beside the root, below it: package digest (the Digest value), ref
+// (context references and their checkers), reason (the reason codes) and
+// state (the hop's states, effects and equivocation answers); jws/ and
+// cose/, which turn payload octets into signed octets and back and know
+// nothing of offers; replay/, the delegate's memory (Store) and the
+// delegator's records (OfferStore), with durable and distributed backends
+// in nested modules. Above it: keyset (trust documents, published and
+// fetched key sets), a2a/ and mcp/ (handoffs in host metadata), and
+// cmd/handoff, the command line.
+//
+// # An offer's route through Receive
+//
+// The offer's bytes go down the layers once: the envelope, the signature,
+// the payload, then the rules. A chain element takes the same route at
+// step 6.
+//
+//  1. receive.go, Agent.Receive: the input's size is checked, and then
+//     handoff.go, ParseHandoff reads the Handoff object: the offer and the
+//     chain's elements as signed octets (Signed), the object's unknown
+//     members kept undecoded; the offer's handoff digest is SHA-256 over
+//     its octets (HC-20).
+//  2. verify.go, OpenOffer (check 1): the envelope is opened by jws/ or
+//     cose/ with the keys the Trust binds to the payload's iss, which
+//     peek.go reads before the signature verifies, or payload.go's typed
+//     fast path reads with the whole payload in one bounded pass.
+//  3. payload.go, decodeOffer, once the signature verified: the payload is
+//     decoded (json.go or cbor.go, under limits.go) and offer.go, offerFrom
+//     checks it against the CDDL, reading its members through members.go
+//     and digest.go.
+//  4. receive.go: checks 2 to 5 (audience, freshness, the (iss, hop)
+//     memory in replay/, dialog) on the decoded offer; lifecycle.go names
+//     what an equivocation may still be answered with.
+//  5. chain.go, checkChain (step 6): each element not in cache.go's
+//     verified cache takes steps 2 and 3 (verify.go, then payload.go), and
+//     then the chain's structure is checked on the decoded elements.
+//  6. refs.go, checkRefs (step 7): each reference goes to the checker of
+//     its kind (package ref) under Config.Refs.
+//  7. receive.go: the Received is returned and the decision logged
+//     (Config.Logger); the work starts only after delegate.go's Take, or
+//     Reply with "accepted", has recorded that the hop was taken.
 //
 // # Wire format
 //
@@ -62,8 +115,9 @@
 // hop) memory, dialog, chain, references. The first failure ends processing
 // and the result carries the draft's reason code and the Check that
 // decided. Rejections are values: Received.Reason, or errors.Is /
-// errors.As on Received.Err. A Received hands out its offer only once the
-// offer's signature verified; Unverified is the one way to see it before.
+// errors.As on Received.Err. Received.Offer is the offer only when it was
+// accepted; Refused is a verified offer that was not, and Unverified the
+// one way to see an offer whose signature did not verify.
 // The work starts only after Take, or Reply with "accepted", has recorded
 // that the hop was taken.
 //

@@ -79,7 +79,7 @@ func TestDraft00_COSECounterpart_RoundTrip(t *testing.T) {
 	}
 
 	// And the coder accepts it as it accepts the JWS example.
-	a, err := NewAgent(Config{ID: draftCoder, Trust: trust, Signer: testSigner(t, COSE),
+	a, err := NewAgent(Config{ID: draftCoder, Trust: trust, Signer: testSigner(t, COSE), TrustLacksSigner: true,
 		Now: func() time.Time { return time.Unix(draftNow, 0) }, Chain: ChainPolicy{TrustedOrigins: []AgentID{draftAssistant}}})
 	require.NoError(t, err)
 	in, err := a.Receive(context.Background(), b, Host{Dialog: "ctx-7c1e"})
@@ -114,7 +114,7 @@ func TestDraft00_COSECounterpart_CommittedFiles(t *testing.T) {
 	require.NoError(t, err)
 	trust, err := parseTrustDoc(doc)
 	require.NoError(t, err)
-	a, err := NewAgent(Config{ID: draftCoder, Trust: trust, Signer: testSigner(t, COSE),
+	a, err := NewAgent(Config{ID: draftCoder, Trust: trust, Signer: testSigner(t, COSE), TrustLacksSigner: true,
 		Now: func() time.Time { return time.Unix(draftNow, 0) }})
 	require.NoError(t, err)
 	in, err := a.Receive(context.Background(), b, Host{Dialog: "ctx-7c1e"})

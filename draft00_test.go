@@ -144,7 +144,8 @@ func draftAgent(t *testing.T, id AgentID, at int64, pol ChainPolicy) *Agent {
 	t.Helper()
 	a, err := NewAgent(Config{
 		ID: id, Trust: draftTrust(t), Signer: testSigner(t, JWS), Chain: pol,
-		Now: func() time.Time { return time.Unix(at, 0) },
+		TrustLacksSigner: true, // the draft's keys are public only: it receives
+		Now:              func() time.Time { return time.Unix(at, 0) },
 	})
 	require.NoError(t, err)
 	return a

@@ -558,7 +558,7 @@ func FuzzReceive(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fx := fuzzFixture(t)
-		a, err := NewAgent(Config{ID: fzCoder, Signer: fx.signers["alpha"], Trust: fx.trust,
+		a, err := NewAgent(Config{ID: fzCoder, Signer: fx.signers["alpha"], Trust: fx.trust, TrustLacksSigner: true,
 			Now: func() time.Time { return time.Unix(fzNow, 0) }})
 		require.NoError(t, err)
 		ctx := context.Background()
@@ -645,7 +645,7 @@ func TestFuzzFixture_Valid(t *testing.T) {
 	fx := fuzzFixture(t)
 	require.Equal(t, 15, len(fx.handoffs))
 	for name, b := range fx.handoffs {
-		a, err := NewAgent(Config{ID: fzCoder, Signer: fx.signers["alpha"], Trust: fx.trust,
+		a, err := NewAgent(Config{ID: fzCoder, Signer: fx.signers["alpha"], Trust: fx.trust, TrustLacksSigner: true,
 			Now: func() time.Time { return time.Unix(fzNow, 0) }})
 		require.NoError(t, err)
 		in := receive(t, a, b, Host{})

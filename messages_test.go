@@ -240,3 +240,41 @@ func TestMessage_ChainDetailOnce(t *testing.T) {
 	assert.NotContains(t, in.Detail(), string(reason.BrokenChain))
 	assert.True(t, strings.HasPrefix(in.Detail(), "chain"), in.Detail())
 }
+
+// NewAgent and SetTrust refuse a trust configuration that does not bind
+// the Signer's key to the agent's ID, naming the fields to set, unless
+// Config.TrustLacksSigner says that is meant (issue 21, point 5).
+func TestNewAgent_TrustBindsTheSigner(t *testing.T) {
+	w := newWorld(t, JWS, rxPlanner, rxReceiver)
+	other := testSigner(t, JWS)
+	for name, c := range map[string]struct {
+		cfg  Config
+		want []string
+	}{
+		"another agent's key": {Config{ID: rxReceiver, Signer: w.signers[rxPlanner], Trust: w.trust},
+			[]string{"Config.Trust binds 1 key(s) to Config.ID", "none of them Config.Signer's", "another agent's key"}},
+		"a key the trust does not know": {Config{ID: rxReceiver, Signer: other, Trust: w.trust},
+			[]string{"none of them Config.Signer's", "out of date"}},
+		"no key for the ID": {Config{ID: rxOther, Signer: other, Trust: w.trust},
+			[]string{"Config.Trust binds no key to Config.ID", "Config.Signer.Key()", "Config.TrustLacksSigner"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := NewAgent(c.cfg)
+			require.ErrorIs(t, err, ErrConfig)
+			for _, s := range c.want {
+				assert.Contains(t, err.Error(), s)
+			}
+			saysOnce(t, err.Error())
+			c.cfg.TrustLacksSigner = true
+			_, err = NewAgent(c.cfg)
+			assert.NoError(t, err, "TrustLacksSigner: the check is skipped")
+		})
+	}
+	t.Run("SetTrust", func(t *testing.T) {
+		a := w.agent(rxReceiver)
+		err := a.SetTrust(w.trust.without(rxReceiver))
+		require.ErrorIs(t, err, ErrConfig)
+		assert.Contains(t, err.Error(), "Config.Trust binds no key to Config.ID")
+		require.NoError(t, a.SetTrust(w.trust), "the same trust again")
+	})
+}

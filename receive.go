@@ -3,6 +3,7 @@ package handoff
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/agentproto/handoff/digest"
@@ -133,12 +134,26 @@ func (r *Received) Err() error {
 	return nil
 }
 
-// Offer returns the offer once its signature verified with a key the trust
-// configuration binds to its iss (check 1), and nil otherwise. A later
-// check may still have refused it: act on it only when Accepted. The offer
-// is a copy.
+// Offer returns the offer when it was accepted: every check of section
+// 5.1 passed, and the delegate may take the work. It is nil for every
+// other outcome, so that code which acts on Offer() != nil never acts on a
+// refused offer. The offer is a copy.
 func (r *Received) Offer() *Offer {
-	if r.offer == nil || r.check == CheckSignature {
+	if r.verdict != verdictAccepted {
+		return nil
+	}
+	return r.offer.clone()
+}
+
+// Refused returns the offer when its signature verified with a key the
+// trust configuration binds to its iss (check 1) but it was not accepted:
+// a later check refused it (Reason, Detail), it equivocates (HC-53), or it
+// is a retransmission, which is not processed again (HC-38). Its members
+// are what its iss signed; it is for answering and logging, never for
+// doing the work. It is nil when the offer was accepted, and when its
+// signature did not verify (see Unverified). The offer is a copy.
+func (r *Received) Refused() *Offer {
+	if r.offer == nil || r.check == CheckSignature || r.verdict == verdictAccepted {
 		return nil
 	}
 	return r.offer.clone()
@@ -240,6 +255,50 @@ func (r *Received) StatusDue() bool {
 	return r.verdict == verdictRejected && r.check > CheckSignature
 }
 
+// LogValue is r for log/slog: the decision, the check that made it, the
+// reason, and the offer's iss, hop and digest, and for a refusal its
+// detail. The iss and hop are given only once the offer's signature
+// verified; an offer refused at check 1 is named by the digest of its
+// octets alone.
+func (r *Received) LogValue() slog.Value { return slog.GroupValue(r.logAttrs()...) }
+
+func (r *Received) logAttrs() []slog.Attr {
+	attrs := make([]slog.Attr, 0, 8)
+	attrs = append(attrs, slog.String("decision", r.decision()))
+	if r.check != CheckNone {
+		attrs = append(attrs, slog.String("check", r.check.String()))
+	}
+	if why := r.Reason(); why != "" {
+		attrs = append(attrs, slog.String("reason", string(why)))
+	}
+	if r.offer != nil && r.check != CheckSignature {
+		attrs = append(attrs, slog.String("iss", string(r.offer.Iss)), slog.String("hop", string(r.offer.Hop)))
+	}
+	if !r.digest.IsZero() {
+		attrs = append(attrs, slog.String("digest", r.digest.String()))
+	}
+	if r.chain != "" {
+		attrs = append(attrs, slog.String("chain", string(r.chain)))
+	}
+	if r.rejection != nil && r.rejection.Detail != "" {
+		attrs = append(attrs, slog.String("detail", r.rejection.Detail))
+	}
+	return attrs
+}
+
+// decision names the outcome in one word, for logs.
+func (r *Received) decision() string {
+	switch r.verdict {
+	case verdictAccepted:
+		return "accepted"
+	case verdictRetransmit:
+		return "retransmission"
+	case verdictEquivocation:
+		return "equivocation"
+	}
+	return "refused"
+}
+
 func (r *Received) fail(c Check, rj *Rejection) *Received {
 	r.check, r.verdict, r.rejection = c, verdictRejected, rj
 	return r
@@ -266,6 +325,23 @@ func (r *Received) fail(c Check, rj *Rejection) *Received {
 // even when a later check rejects it. The work starts only after Take or
 // Reply with "accepted" has recorded that the hop was taken.
 func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received, error) {
+	r, err := a.receive(ctx, data, host)
+	if err != nil {
+		a.decided(ctx, slog.LevelError, "handoff: offer not decided", func() []slog.Attr {
+			return []slog.Attr{slog.String("error", err.Error())}
+		})
+		return nil, err
+	}
+	level := slog.LevelInfo
+	if r.verdict == verdictRejected || r.verdict == verdictEquivocation {
+		level = slog.LevelWarn
+	}
+	a.decided(ctx, level, "handoff: offer "+r.decision(), r.logAttrs)
+	return r, nil
+}
+
+// receive is Receive without its log record.
+func (a *Agent) receive(ctx context.Context, data []byte, host Host) (*Received, error) {
 	r := &Received{by: a, host: host}
 	ts := a.trust.Load()
 	h, _, err := ParseHandoff(data, a.lim)

@@ -66,6 +66,48 @@ func TestReceived_UnverifiedOnlyUnderItsName(t *testing.T) {
 	})
 }
 
+// Offer is the accepted offer and nothing else: code that acts on
+// Offer() != nil never does refused work. A verified offer that was not
+// accepted is reachable as Refused, and any offer as Unverified (issue
+// 21, point 4).
+func TestReceived_OfferOnlyWhenAccepted(t *testing.T) {
+	eachFormat(t, func(t *testing.T, f Format) {
+		w := newWorld(t, f, rxPlanner, rxReceiver, rxOther)
+		a := w.agent(rxReceiver)
+		good := encodeHandoff(t, handoffOf(w.offer(rxPlanner, rxReceiver, nil)), JSON)
+		other := encodeHandoff(t, handoffOf(w.offer(rxPlanner, rxReceiver, func(o *Offer) { o.Hop = HopID(strings.Repeat("A", 22)) })), JSON)
+		twin := encodeHandoff(t, handoffOf(w.offer(rxPlanner, rxReceiver, func(o *Offer) { o.Hop, o.Task = HopID(strings.Repeat("A", 22)), "twin" })), JSON)
+		stale := encodeHandoff(t, handoffOf(w.offer(rxPlanner, rxReceiver, func(o *Offer) { o.Exp = o.Iat })), JSON)
+		wrongAud := encodeHandoff(t, handoffOf(w.offer(rxPlanner, rxOther, nil)), JSON)
+		untrusted := w.agent(rxReceiver, func(c *Config) { c.Trust = c.Trust.without(rxPlanner) })
+
+		accepted := receive(t, a, good, Host{})
+		require.True(t, accepted.Accepted())
+		assert.NotNil(t, accepted.Offer(), "accepted: Offer")
+		assert.Nil(t, accepted.Refused(), "accepted: not Refused")
+		assert.NotNil(t, accepted.Unverified())
+
+		first := receive(t, a, other, Host{})
+		require.True(t, first.Accepted())
+		for name, in := range map[string]*Received{
+			"retransmission": receive(t, a, good, Host{}),
+			"equivocation":   receive(t, a, twin, Host{}),
+			"stale":          receive(t, a, stale, Host{}),
+			"wrong audience": receive(t, a, wrongAud, Host{}),
+		} {
+			require.False(t, in.Accepted(), name)
+			assert.Nil(t, in.Offer(), "%s: no Offer", name)
+			require.NotNil(t, in.Refused(), "%s: verified, so Refused", name)
+			assert.Equal(t, rxPlanner, in.Refused().Iss, name)
+			assert.NotNil(t, in.Unverified(), name)
+		}
+		bad := receive(t, untrusted, good, Host{})
+		assert.Nil(t, bad.Offer(), "untrusted key: no Offer")
+		assert.Nil(t, bad.Refused(), "untrusted key: not verified, so not Refused")
+		assert.NotNil(t, bad.Unverified(), "untrusted key: Unverified only")
+	})
+}
+
 // A Received from another agent cannot be passed on, answered or taken:
 // only Receive makes one, and it remembers who received.
 func TestOffer_FromMustBeThisAgents(t *testing.T) {

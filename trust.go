@@ -150,6 +150,24 @@ func (t *Trust) binds(id AgentID, k keyRef) bool {
 	return slices.ContainsFunc(t.keys[id], func(n boundKey) bool { return n.thumb == k.thumb && n.Alg == k.alg })
 }
 
+// bindsSigner reports, as an ErrConfig naming the fields to set, a trust
+// configuration that does not bind s's key, with its alg, to id, unless
+// lacks says that is meant: id bound to other keys only (the Signer is
+// another agent's key, or t is out of date), or to no key.
+func (t *Trust) bindsSigner(id AgentID, s *Signer, lacks bool) error {
+	bound := t.keys[id]
+	switch {
+	case lacks || t.binds(id, keyRef{thumb: s.kid, alg: s.alg}):
+		return nil
+	case len(bound) > 0:
+		return fmt.Errorf("%w: Config.Trust binds %d key(s) to Config.ID %q, none of them Config.Signer's (kid %s, %s): "+
+			"the Signer is another agent's key, or the Trust is out of date; set Config.TrustLacksSigner only for an agent that signs "+
+			"nothing its peers must verify", ErrConfig, len(bound), id, s.kid, s.alg)
+	}
+	return fmt.Errorf("%w: Config.Trust binds no key to Config.ID %q, so a peer that shares it cannot verify this agent's offers and statuses: "+
+		"add Config.Signer.Key() under that ID, or set Config.TrustLacksSigner if the Trust lists the peers only", ErrConfig, id)
+}
+
 // keyRef names one trusted key by its RFC 7638 thumbprint and its pinned
 // algorithm: the key that verified an element.
 type keyRef struct{ thumb, alg string }

@@ -175,6 +175,9 @@ func vectorAgentProfile(t *testing.T, v vectorCase, strict bool) *Agent {
 		},
 		Refs:      pol,
 		RefSource: ref.ByLoc(objects),
+		// A vector's receiver only receives: its trust binds its ID to the
+		// vector's key, whose private half it does not hold.
+		TrustLacksSigner: true,
 	}
 	if r.MemoryLostAt != 0 {
 		cfg.MemoryLostAt = time.Unix(r.MemoryLostAt, 0)

@@ -99,7 +99,7 @@ func truncate(s string, n int) string {
 // the acknowledged package digest is kept with the hop's last status in the
 // agent's store (a durable store keeps it across a restart).
 func Reply(ctx context.Context, a *handoff.Agent, in *handoff.Received, rep *Report) (handoff.Signed, error) {
-	if in == nil || in.Offer() == nil || rep == nil || !rep.checked || rep.unbound || rep.offerIss != in.Offer().Iss || rep.offerHop != in.Offer().Hop {
+	if o := receivedOffer(in); o == nil || rep == nil || !rep.checked || rep.unbound || rep.offerIss != o.Iss || rep.offerHop != o.Hop {
 		return handoff.Signed{}, fmt.Errorf("%w: the report was not made against this offer", ErrNotPassed)
 	}
 	r := rep.PackageRef()

@@ -96,7 +96,7 @@ func Widen(own, ancestor Authority) []Widening {
 // in in's chain, oldest first, obtained through cfg.Ancestors and checked
 // by digest; it lowers the report's time bound to the earliest exp.
 func (c *checker) attenuation(in *handoff.Received) {
-	o := in.Offer()
+	o := receivedOffer(in)
 	links := in.Links()
 	if o.Prev != nil && len(links) == 0 {
 		c.ancestor("", "the offer names a prev but no chain was carried: its ancestors cannot be checked")

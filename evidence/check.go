@@ -279,10 +279,11 @@ var ErrOfferNotVerified = errors.New("evidence: the offer did not pass the recei
 // must have passed the receive checks (or be a retransmission of one that
 // did): the usual way for a delegate to call Check.
 func CheckReceived(ctx context.Context, in *handoff.Received, d Delivered, cfg CheckConfig) (*Report, error) {
-	if in == nil || in.Offer() == nil || !(in.Accepted() || in.Retransmission()) {
+	o := receivedOffer(in)
+	if o == nil {
 		return nil, ErrOfferNotVerified
 	}
-	ck, err := check(ctx, in.Offer(), d, cfg)
+	ck, err := check(ctx, o, d, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -703,4 +704,19 @@ func (c *checker) owners() {
 			c.add(CodeTimeoutNoOwner, idx("/timeouts/", i, "/owner"), "no owner")
 		}
 	}
+}
+
+// receivedOffer is the offer of in when it passed the receive checks: the
+// accepted offer, or the offer of a retransmission of one (its exact
+// octets, remembered). Nil for any other outcome.
+func receivedOffer(in *handoff.Received) *handoff.Offer {
+	switch {
+	case in == nil:
+		return nil
+	case in.Accepted():
+		return in.Offer()
+	case in.Retransmission():
+		return in.Refused()
+	}
+	return nil
 }

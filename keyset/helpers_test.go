@@ -158,7 +158,8 @@ const (
 func receiver(t *testing.T, src *Source, c *clock) *handoff.Agent {
 	t.Helper()
 	self := newPeer(t, me, handoff.JWS)
-	a, err := handoff.NewAgent(handoff.Config{ID: me, Signer: self.signer, Trust: src.Trust(), Now: c.Now})
+	a, err := handoff.NewAgent(handoff.Config{ID: me, Signer: self.signer, Trust: src.Trust(), Now: c.Now,
+		TrustLacksSigner: true}) // src lists the peers only
 	require.NoError(t, err)
 	require.NoError(t, src.Follow(a.SetTrust))
 	return a

@@ -271,6 +271,9 @@ not that it is true; a verified head does not show the record is complete.`, `  
 		Refs:         refPol,
 		RefSource:    ref.ByLoc(objects),
 		RefCheckers:  checkers,
+		// verify only receives: its signer is ephemeral and signs nothing
+		// a peer verifies, so the trust document need not bind it.
+		TrustLacksSigner: true,
 	})
 	if err != nil {
 		store.Close()
@@ -444,7 +447,7 @@ func verifyResult(r *handoff.Received, trust *handoff.Trust, lim handoff.Limits,
 	}
 	// The offer's own signature verified unless check 1 decided; a bad
 	// signature inside the chain is check 6.
-	out.OfferVerified = r.Offer() != nil
+	out.OfferVerified = r.Offer() != nil || r.Refused() != nil
 	refs := r.Refs()
 	// An offer whose signature did not verify is shown for diagnosis, its
 	// members marked by offer_verified false.

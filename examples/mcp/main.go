@@ -72,7 +72,7 @@ func run(out io.Writer) error {
 		OnReceive: func(_ context.Context, in *handoff.Received) {
 			switch {
 			case in.Retransmission():
-				fmt.Fprintf(w, "coder: hop %s is a retransmission, not processed again\n", in.Offer().Hop)
+				fmt.Fprintf(w, "coder: hop %s is a retransmission, not processed again\n", in.Refused().Hop)
 			case !in.Accepted():
 				fmt.Fprintf(w, "coder: rejected: %s (%s); the tool does not run\n", in.Reason(), in.Detail())
 			}
@@ -183,18 +183,15 @@ func newAgents() (p, c *handoff.Agent, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	pt, err := handoff.NewTrust(map[handoff.AgentID][]handoff.TrustedKey{coder: {cs.Key()}})
+	// One trust configuration for both: each AgentID bound to its key.
+	trust, err := handoff.NewTrust(map[handoff.AgentID][]handoff.TrustedKey{planner: {ps.Key()}, coder: {cs.Key()}})
 	if err != nil {
 		return nil, nil, err
 	}
-	ct, err := handoff.NewTrust(map[handoff.AgentID][]handoff.TrustedKey{planner: {ps.Key()}})
-	if err != nil {
+	if p, err = handoff.NewAgent(handoff.Config{ID: planner, Signer: ps, Trust: trust}); err != nil {
 		return nil, nil, err
 	}
-	if p, err = handoff.NewAgent(handoff.Config{ID: planner, Signer: ps, Trust: pt}); err != nil {
-		return nil, nil, err
-	}
-	if c, err = handoff.NewAgent(handoff.Config{ID: coder, Signer: cs, Trust: ct}); err != nil {
+	if c, err = handoff.NewAgent(handoff.Config{ID: coder, Signer: cs, Trust: trust}); err != nil {
 		return nil, nil, err
 	}
 	return p, c, nil

@@ -46,24 +46,23 @@ func run(w io.Writer) error {
 		return err
 	}
 
-	// Each agent trusts the other's public key, bound to the other's
-	// AgentID. In a deployment the trust comes from configuration (for
+	// Both agents share one trust configuration: each AgentID bound to its
+	// public key. In a deployment the trust comes from configuration (for
 	// example keyset.ParseTrust on a JWK Set document), never from keys
-	// that arrive with the messages.
-	plannerTrust, err := handoff.NewTrust(map[handoff.AgentID][]handoff.TrustedKey{coder: {coderSigner.Key()}})
-	if err != nil {
-		return err
-	}
-	coderTrust, err := handoff.NewTrust(map[handoff.AgentID][]handoff.TrustedKey{planner: {plannerSigner.Key()}})
+	// that arrive with the messages. NewAgent checks that it binds each
+	// agent's own key to its ID.
+	trust, err := handoff.NewTrust(map[handoff.AgentID][]handoff.TrustedKey{
+		planner: {plannerSigner.Key()}, coder: {coderSigner.Key()},
+	})
 	if err != nil {
 		return err
 	}
 
-	p, err := handoff.NewAgent(handoff.Config{ID: planner, Signer: plannerSigner, Trust: plannerTrust})
+	p, err := handoff.NewAgent(handoff.Config{ID: planner, Signer: plannerSigner, Trust: trust})
 	if err != nil {
 		return err
 	}
-	c, err := handoff.NewAgent(handoff.Config{ID: coder, Signer: coderSigner, Trust: coderTrust})
+	c, err := handoff.NewAgent(handoff.Config{ID: coder, Signer: coderSigner, Trust: trust})
 	if err != nil {
 		return err
 	}

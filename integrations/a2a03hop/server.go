@@ -283,7 +283,7 @@ func (e *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 		return fmt.Errorf("handoff: offer refused: %w", err) // fail closed
 	}
 	hop := handoff.HopID("")
-	if o := in.Offer(); o != nil {
+	if o := hopwork.Verified(in); o != nil {
 		hop = o.Hop
 	}
 
@@ -310,7 +310,7 @@ func (e *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 
 	case in.Equivocation() != "":
 		if in.Equivocation() == state.AnswerFinishFirst {
-			e.running.Stop(in.Offer().Iss, hop) // stop the first offer's work if it runs
+			e.running.Stop(in.Refused().Iss, hop) // stop the first offer's work if it runs
 		}
 		var st *handoff.Signed
 		if in.Equivocation() == state.AnswerRejectFirst {
@@ -351,7 +351,7 @@ func (e *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 // run writes working, which carries the hop's "accepted", and runs the
 // wrapped executor of an accepted or resumed hop.
 func (e *Executor) run(ctx context.Context, reqCtx *a2asrv.RequestContext, q eventqueue.Queue, in *handoff.Received, working a2a.Event) error {
-	hop := in.Offer().Hop
+	hop := hopwork.Verified(in).Hop
 	gctx, err := e.guarded(ctx, reqCtx, in)
 	if err != nil {
 		return q.Write(ctx, refusedAnswer(reqCtx, e.cfg.Approvals, err)) // the executor does not run

@@ -324,7 +324,7 @@ func (e *Executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 
 func (e *Executor) serve(ctx context.Context, ec *a2asrv.ExecutorContext, in *handoff.Received, yield func(a2a.Event, error) bool) {
 	hop := handoff.HopID("")
-	if o := in.Offer(); o != nil {
+	if o := hopwork.Verified(in); o != nil {
 		hop = o.Hop
 	}
 	fail := func(err error) { yield(nil, err) }
@@ -362,7 +362,7 @@ func (e *Executor) serve(ctx context.Context, ec *a2asrv.ExecutorContext, in *ha
 
 	case in.Equivocation() != "":
 		if in.Equivocation() == state.AnswerFinishFirst {
-			e.running.Stop(in.Offer().Iss, hop) // stop the first offer's work if it runs
+			e.running.Stop(in.Refused().Iss, hop) // stop the first offer's work if it runs
 		}
 		var st *handoff.Signed
 		if in.Equivocation() == state.AnswerRejectFirst {
@@ -408,7 +408,7 @@ func (e *Executor) serve(ctx context.Context, ec *a2asrv.ExecutorContext, in *ha
 // run yields working, which carries the hop's "accepted", and runs the
 // wrapped executor of an accepted or resumed hop.
 func (e *Executor) run(ctx context.Context, ec *a2asrv.ExecutorContext, in *handoff.Received, working a2a.Event, yield func(a2a.Event, error) bool) {
-	hop := in.Offer().Hop
+	hop := hopwork.Verified(in).Hop
 	gctx, err := e.guarded(ctx, ec, in)
 	if err != nil {
 		yield(refusedAnswer(ec, e.cfg.Approvals, err), nil) // the executor does not run

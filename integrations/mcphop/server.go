@@ -267,7 +267,7 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 		return nil, fmt.Errorf("handoff: offer refused: %w", err)
 	}
 	hop := handoff.HopID("")
-	if o := in.Offer(); o != nil {
+	if o := hopwork.Verified(in); o != nil {
 		hop = o.Hop
 	}
 
@@ -296,7 +296,7 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 		// The second offer gets no status (HC-53); the first may (HC-54).
 		res := errorResult("rejected: equivocation", nil)
 		if in.Equivocation() == state.AnswerFinishFirst {
-			s.running.Stop(in.Offer().Iss, hop) // stop the first offer's work if it runs
+			s.running.Stop(in.Refused().Iss, hop) // stop the first offer's work if it runs
 		}
 		if in.Equivocation() == state.AnswerRejectFirst {
 			st, err := s.cfg.Agent.Reply(ctx, in, state.Rejected, handoff.ReplyOptions{Reason: reason.Equivocation})
@@ -345,7 +345,7 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 // run runs the tool of an accepted hop, whose "accepted" was sent, and
 // answers with the status its outcome asks for.
 func (s *server) run(ctx context.Context, r *mcp.CallToolRequest, in *handoff.Received, accepted handoff.Signed, next mcp.MethodHandler) (mcp.Result, error) {
-	hop := in.Offer().Hop
+	hop := hopwork.Verified(in).Hop
 	ctx, err := s.guarded(ctx, r, in)
 	if err != nil {
 		return refusedAnswer(err, accepted), nil // the tool does not run

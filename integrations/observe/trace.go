@@ -115,7 +115,7 @@ func (h *Hop) Received(in *handoff.Received, err error) {
 	dec, reason, _ := Decide(in, err)
 	h.span.SetAttributes(KeyDecision.String(dec), KeyReason.String(string(reason)))
 	if in != nil {
-		if o := in.Offer(); o != nil {
+		if o := verified(in); o != nil {
 			h.span.SetAttributes(KeyHop.String(string(o.Hop)))
 		}
 		if d := in.Digest(); !d.IsZero() {

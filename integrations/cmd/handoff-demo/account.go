@@ -25,6 +25,9 @@ func (l *logger) printf(format string, args ...any) {
 func describeReceived(in *handoff.Received) string {
 	o := in.Offer()
 	if o == nil {
+		o = in.Refused()
+	}
+	if o == nil {
 		u := in.Unverified()
 		who := "?"
 		if u != nil {
@@ -60,6 +63,9 @@ func chainPath(in *handoff.Received) string {
 		}
 	}
 	o := in.Offer()
+	if o == nil {
+		o = in.Refused()
+	}
 	parts = append(parts, fmt.Sprintf("%s -%s-> %s", shortName(o.Iss), in.Handoff().Offer.Format, shortName(o.Aud)))
 	return strings.Join(parts, " ")
 }

@@ -194,7 +194,9 @@ func openNode(dir, role string, log *logger) (*node, error) {
 		ks.Close()
 		return nil, err
 	}
-	a, err := handoff.NewAgent(handoff.Config{ID: cfg.ID, Signer: sg, Trust: ks.src.Trust(), Store: st.Store, Offers: st.Offers})
+	// The key set source lists the peers' keys, not this agent's own.
+	a, err := handoff.NewAgent(handoff.Config{ID: cfg.ID, Signer: sg, Trust: ks.src.Trust(), Store: st.Store, Offers: st.Offers,
+		TrustLacksSigner: true})
 	if err == nil {
 		err = ks.start(a, peersOf(&cfg), log)
 	}

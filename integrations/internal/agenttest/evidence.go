@@ -13,6 +13,7 @@ import (
 	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence"
 	"github.com/agentproto/handoff/evidence/authority"
+	"github.com/agentproto/handoff/integrations/internal/hopwork"
 	"github.com/agentproto/handoff/ref"
 )
 
@@ -83,7 +84,7 @@ func (e *Evidence) Prepare(o *handoff.Offer) error {
 // guard of its hop, over the shared ledger.
 func (e *Evidence) Guard(ctx context.Context, in *handoff.Received) (*evidence.Guard, error) {
 	e.mu.Lock()
-	pkg := e.pkgs[in.Offer().Hop]
+	pkg := e.pkgs[hopwork.Verified(in).Hop]
 	e.mu.Unlock()
 	rep, err := evidence.CheckReceived(ctx, in, evidence.Delivered{Package: pkg}, evidence.CheckConfig{Now: e.Now,
 		Artifacts: ref.ByLoc(map[string]ref.Object{ledgerLoc: {Octets: ledgerOctets}})})

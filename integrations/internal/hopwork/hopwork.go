@@ -90,7 +90,7 @@ type Running struct {
 func (r *Running) Start(ctx context.Context, in *handoff.Received) (context.Context, *Box, func()) {
 	box := &Box{}
 	wctx, cancel := context.WithCancelCause(ctx)
-	o := in.Offer()
+	o := Verified(in)
 	k := key{o.Iss, o.Hop}
 	x := &execution{cancel: cancel, box: box}
 	r.mu.Lock()
@@ -145,4 +145,15 @@ func Settle(ctx context.Context, a *handoff.Agent, hop handoff.HopID) (Settled, 
 		s.Refused, s.Reason = true, info.Reason
 	}
 	return s, nil
+}
+
+// Verified is in's offer whose signature verified, accepted or not: the
+// accepted offer (Received.Offer), or one not accepted (Received.Refused),
+// such as a retransmission of an accepted one, whose hop a resumed or
+// answered execution names. Nil when the signature did not verify.
+func Verified(in *handoff.Received) *handoff.Offer {
+	if o := in.Offer(); o != nil {
+		return o
+	}
+	return in.Refused()
 }

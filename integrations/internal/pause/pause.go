@@ -24,6 +24,7 @@ import (
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence"
+	"github.com/agentproto/handoff/integrations/internal/hopwork"
 	"github.com/agentproto/handoff/state"
 )
 
@@ -213,10 +214,10 @@ func Open(key []byte, state string, hop digest.Digest, now time.Time) (Bound, er
 // another hop.
 func Ask(key []byte, in *handoff.Received, err error) (evidence.ApprovalRequest, string, bool) {
 	req, ok := Requested(err)
-	if !ok || in == nil || in.Offer() == nil || !req.Hop.Equal(in.Digest()) {
+	if !ok || in == nil || hopwork.Verified(in) == nil || !req.Hop.Equal(in.Digest()) {
 		return evidence.ApprovalRequest{}, "", false
 	}
-	state, serr := Seal(key, BoundOf(req, in.Digest(), in.Offer().Exp.Std()))
+	state, serr := Seal(key, BoundOf(req, in.Digest(), hopwork.Verified(in).Exp.Std()))
 	if serr != nil {
 		return evidence.ApprovalRequest{}, "", false
 	}
