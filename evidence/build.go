@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"time"
 
@@ -46,6 +47,83 @@ func (e *RestrictedError) Error() string {
 }
 
 func (e *RestrictedError) Unwrap() error { return ErrRestricted }
+
+// IncompleteError is Build's refusal of a package that leaves out a field
+// the check requires: Missing holds each such field as Check would report
+// it to the receiver (its code and JSON Pointer), and the message names
+// the Go field to set. It wraps ErrMalformed and handoff.ErrArgument.
+type IncompleteError struct{ Missing []Finding }
+
+func (e *IncompleteError) Error() string {
+	var b strings.Builder
+	b.WriteString("evidence: package incomplete: set")
+	for i, f := range e.Missing {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte(' ')
+		b.WriteString(fieldToSet(f))
+	}
+	return b.String()
+}
+
+func (e *IncompleteError) Unwrap() []error { return []error{ErrMalformed, handoff.ErrArgument} }
+
+// fieldToSet says, in the Package's Go field names, what to set to clear
+// the finding f of absence.
+func fieldToSet(f Finding) string {
+	name, list := goField(f.Path)
+	switch f.Code {
+	case CodeNoIdempotency:
+		return name + ".OperationID or " + name + ".IdempotencyKey (the action had an external effect)"
+	case CodeMustAskNoApproval:
+		return "Pending: an approval with an Owner and, as Action, the must-ask action " + name
+	case CodeMoreFindings:
+		return "and more (" + f.Detail + ")"
+	}
+	if list {
+		return name + " (at least one entry)"
+	}
+	return name
+}
+
+// goField turns a finding's JSON Pointer into the Go selector of the
+// Package field it names ("/state/0/as_of" is "Package.State[0].AsOf"),
+// and reports whether that field is a list.
+func goField(path string) (string, bool) {
+	var b strings.Builder
+	b.WriteString("Package")
+	t := reflect.TypeFor[Package]()
+	for seg := range strings.SplitSeq(strings.TrimPrefix(path, "/"), "/") {
+		switch t.Kind() {
+		case reflect.Slice:
+			b.WriteString("[" + seg + "]")
+			t = t.Elem()
+			continue
+		case reflect.Struct:
+			f, ok := fieldByTag(t, seg)
+			if !ok {
+				return "Package (at " + path + ")", false
+			}
+			b.WriteString("." + f.Name)
+			t = f.Type
+		default:
+			return "Package (at " + path + ")", false
+		}
+	}
+	return b.String(), t.Kind() == reflect.Slice
+}
+
+// fieldByTag is the field of struct type t that JSON names name.
+func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
 
 // Builder builds the delegator's package for one offer.
 type Builder struct {
@@ -107,6 +185,19 @@ type BuildOptions struct {
 // agents = iss and aud, time inside [iat, exp]), refuses it if it carries
 // a credential-like string or a withheld value, and returns it with the
 // reference to put in the offer's refs.
+//
+// Build also refuses, with an *IncompleteError naming each field, a
+// package that leaves out what Check requires, which the receiver would
+// refuse. Required are Sender.Role, Receiver.Role, Control, Outcome.Result,
+// Outcome.DoneWhen, at least one entry in Authority.Allowed, State and
+// Timeouts, Next.Action, Verification.Check and Rollback.Method; in each
+// entry of State: System, State and AsOf; of Completed: Action and
+// Postcondition, and OperationID or IdempotencyKey when External; of
+// Artifacts: ID, Ref and Proves; of Withheld: Item and Reason; of
+// Assumptions: Item and Validation; of Attempts: Attempt and Result; of
+// Pending: Kind, Item and Owner; of Timeouts: Condition and Owner; and
+// for each Authority.MustAsk action, a Pending approval with an Owner and
+// that action. Build sets Handoff, Sender.Agent and Receiver.Agent itself.
 func (b *Builder) Build(bind Binding, opt BuildOptions) (*Built, error) {
 	if b.err != nil {
 		return nil, b.err
@@ -132,6 +223,9 @@ func (b *Builder) Build(bind Binding, opt BuildOptions) (*Built, error) {
 		return nil, fmt.Errorf("%w: time %s outside the offer window [%d, %d]", ErrUnbound, t.Format(time.RFC3339), bind.Iat, bind.Exp)
 	}
 	p.Handoff.Time = t
+	if missing := absent(&p); len(missing) > 0 {
+		return nil, &IncompleteError{Missing: missing}
+	}
 	enc, err := p.Encode()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)

@@ -2,6 +2,8 @@ package evidence
 
 import (
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,4 +152,137 @@ func repeat(s string, n int) string {
 		out += s
 	}
 	return out
+}
+
+// An empty package is refused by Build, with every field the receiver's
+// check would report missing named as the Go field to set, rather than
+// accepted and then rejected by the receiver.
+func TestBuild_RefusesIncompletePackage(t *testing.T) {
+	_, err := NewBuilder(Package{}).Build(testBinding(t), BuildOptions{})
+	require.ErrorIs(t, err, ErrMalformed)
+	require.ErrorIs(t, err, handoff.ErrArgument)
+	var ie *IncompleteError
+	require.True(t, errors.As(err, &ie))
+	var paths []string
+	for _, f := range ie.Missing {
+		paths = append(paths, f.Path)
+	}
+	require.Equal(t, []string{"/sender/role", "/receiver/role", "/control", "/outcome/result", "/outcome/done_when",
+		"/authority/allowed", "/state", "/next_action/action", "/verification/check", "/timeouts", "/rollback/method"}, paths)
+	require.Equal(t, "evidence: package incomplete: set Package.Sender.Role, Package.Receiver.Role, Package.Control, "+
+		"Package.Outcome.Result, Package.Outcome.DoneWhen, Package.Authority.Allowed (at least one entry), "+
+		"Package.State (at least one entry), Package.Next.Action, Package.Verification.Check, "+
+		"Package.Timeouts (at least one entry), Package.Rollback.Method", err.Error())
+}
+
+// Fields inside a list's entries are named with their index, and the
+// conditional requirements say what to set.
+func TestBuild_IncompleteNamesEntryFields(t *testing.T) {
+	p := refundPackage()
+	p.State[0].AsOf = time.Time{}
+	p.Completed[0].IdempotencyKey = ""
+	p.Pending = nil
+	p.Timeouts[0].Owner = ""
+	p.Artifacts[1].Ref = WireRef{}
+	_, err := NewBuilder(p).Build(testBinding(t), BuildOptions{})
+	var ie *IncompleteError
+	require.True(t, errors.As(err, &ie), "%v", err)
+	require.ErrorIs(t, err, handoff.ErrArgument)
+	require.Equal(t, "evidence: package incomplete: set Package.State[0].AsOf, "+
+		"Pending: an approval with an Owner and, as Action, the must-ask action Package.Authority.MustAsk[0], "+
+		"Package.Artifacts[1].Ref, "+
+		"Package.Completed[0].OperationID or Package.Completed[0].IdempotencyKey (the action had an external effect), "+
+		"Package.Timeouts[0].Owner", err.Error())
+}
+
+// A package with thousands of defects is refused in a bounded message,
+// which counts the fields it does not list.
+func TestBuild_IncompleteIsBounded(t *testing.T) {
+	p := refundPackage()
+	p.Assumptions = make([]Assumption, 100)
+	_, err := NewBuilder(p).Build(testBinding(t), BuildOptions{})
+	var ie *IncompleteError
+	require.True(t, errors.As(err, &ie))
+	require.Len(t, ie.Missing, maxFindings+1)
+	require.Equal(t, CodeMoreFindings, ie.Missing[maxFindings].Code)
+	require.True(t, strings.HasSuffix(err.Error(), ", and more (136 more findings not listed)"), err.Error())
+}
+
+// The template marks as "required" exactly the fields Build refuses a
+// package without: each field reported absent in an empty package, or in
+// one whose lists hold one empty entry each, is so marked, and each field
+// so marked is reported.
+func TestTemplate_MarksWhatBuildRequires(t *testing.T) {
+	var tmpl any
+	require.NoError(t, jsonUnmarshal(Template(), &tmpl))
+	marked := map[string]string{} // JSON Pointer -> description
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				walk(path+"/"+k, e)
+			}
+		case []any:
+			for i, e := range v {
+				walk(path+"/"+strconv.Itoa(i), e)
+			}
+		case string:
+			if strings.HasPrefix(v, "<required") {
+				marked[path] = v
+			}
+		}
+	}
+	walk("", tmpl)
+	isObject := func(path string) bool {
+		v := tmpl
+		for seg := range strings.SplitSeq(strings.TrimPrefix(path, "/"), "/") {
+			switch e := v.(type) {
+			case map[string]any:
+				v = e[seg]
+			case []any:
+				i, err := strconv.Atoi(seg)
+				require.NoError(t, err)
+				v = e[i]
+			}
+		}
+		_, ok := v.(map[string]any)
+		return ok
+	}
+
+	oneEach := Package{State: make([]StateClaim, 1), Completed: make([]CompletedAction, 1), Artifacts: make([]Artifact, 1),
+		Passed: make([]ContextItem, 1), Withheld: make([]Withheld, 1), Assumptions: make([]Assumption, 1),
+		Attempts: make([]Attempt, 1), Pending: make([]Pending, 1), Timeouts: make([]Timeout, 1)}
+	reported := map[string]bool{}
+	for _, p := range []Package{{}, oneEach} {
+		for _, f := range absent(&p) {
+			reported[f.Path] = true
+			found := false
+			for m, desc := range marked {
+				under := strings.HasPrefix(m, f.Path+"/")
+				if m == f.Path || under && (isObject(f.Path) || strings.Contains(desc, "at least one")) {
+					found = true
+				}
+			}
+			require.True(t, found, "%s is required but not marked so in the template", f.Path)
+		}
+	}
+	for m, desc := range marked {
+		list, entry := m, false // the list an "at least one" mark is of
+		if strings.Contains(desc, "at least one") {
+			list = m[:strings.LastIndex(m, "/")]
+			if !strings.HasSuffix(list, "/allowed") {
+				list, entry = list[:strings.LastIndex(list, "/")], true
+			}
+			require.True(t, reported[list], "%s is marked 'at least one' but Build accepts an empty %s", m, list)
+			if !entry {
+				continue
+			}
+		}
+		covered := reported[m]
+		for p := range reported {
+			covered = covered || (strings.HasPrefix(m, p+"/") && isObject(p))
+		}
+		require.True(t, covered, "%s is marked required but Build does not require it", m)
+	}
 }

@@ -358,6 +358,8 @@ type checker struct {
 	bound    bool
 	more     int  // findings not listed
 	moreFail bool // one of them fails the check
+	// absentOnly keeps only the findings of absence (see absent).
+	absentOnly bool
 }
 
 // maxFindings bounds the findings a report lists one by one; any more are
@@ -393,6 +395,9 @@ func (c *checker) advise(code Code, w where, format string, args ...any) {
 }
 
 func (c *checker) keep(code Code, w where, advisory bool, format string, args []any) {
+	if c.absentOnly && !absence(code) {
+		return
+	}
 	if len(c.r.findings) >= maxFindings {
 		c.more++
 		c.moreFail = c.moreFail || !advisory
@@ -459,7 +464,10 @@ func (c *checker) required() {
 	}
 	for i, q := range p.Pending {
 		c.need(q.Item != "", idx("/pending/", i, "/item"))
-		if q.Kind != PendingApproval && q.Kind != PendingSideEffect {
+		switch {
+		case q.Kind == "":
+			c.add(CodeMissing, idx("/pending/", i, "/kind"), "required")
+		case q.Kind != PendingApproval && q.Kind != PendingSideEffect:
 			c.add(CodeInvalid, idx("/pending/", i, "/kind"), "kind %q is neither %q nor %q", q.Kind, PendingApproval, PendingSideEffect)
 		}
 	}
@@ -475,6 +483,32 @@ func (c *checker) required() {
 	if p.Ack != nil {
 		c.add(CodeInvalid, at("/acknowledgement"), "the sender's package carries an acknowledgement; only the receiver acknowledges")
 	}
+}
+
+// absence reports whether a finding of code c is one of absence: a field
+// the package definition requires, left absent or empty. Build refuses a
+// package with any of them (IncompleteError).
+func absence(c Code) bool {
+	switch c {
+	case CodeMissing, CodeNoVerification, CodeMustAskNoApproval, CodeNoIdempotency,
+		CodePendingNoOwner, CodeTimeoutNoOwner:
+		return true
+	}
+	return false
+}
+
+// absent returns the findings of absence that Check reports for p, by
+// the same rules and in the same order: p's binding to its offer and its
+// artifacts' objects play no part in them.
+func absent(p *Package) []Finding {
+	c := &checker{ctx: context.Background(), p: p, r: &Report{}, absentOnly: true}
+	c.required()
+	c.authority()
+	c.artifacts()
+	c.claims()
+	c.owners()
+	c.finish()
+	return c.r.findings
 }
 
 // binding checks that the package rides with this offer, and reports
@@ -616,6 +650,9 @@ func (c *checker) artifacts() {
 		res := ArtifactResult{ID: a.ID, Path: path + "/ref"}
 		r, err := WireToRef(a.Ref)
 		switch {
+		case a.Ref.Kind == "" && a.Ref.Dig == (WireDigest{}) && a.Ref.Loc == "":
+			res.Outcome, res.Detail = ref.Unverifiable, "no reference"
+			c.add(CodeMissing, at(path+"/ref"), "required")
 		case err != nil:
 			res.Outcome, res.Detail = ref.Unverifiable, err.Error()
 			c.add(CodeInvalid, at(path+"/ref"), "malformed reference")

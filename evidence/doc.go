@@ -7,9 +7,12 @@
 // The package says what was handed. The delegator builds it (NewBuilder,
 // Build), which binds it to the offer (its id is the hop, its sender and
 // receiver are the offer's iss and aud, its time falls inside [iat, exp])
-// and returns the ContextRef to put in the offer's refs: kind Kind or
-// KindSalted (absolute URIs naming this definition, HC-10), digest SHA-256
-// over the package's RFC 8785 (JCS) form, plain or salted (HC-64, HC-09).
+// and refuses, naming each field to set (IncompleteError), a package that
+// leaves out what the delegate's check requires (Template marks those
+// fields "required"). It returns the ContextRef to put in the offer's
+// refs: kind Kind or KindSalted (absolute URIs naming this definition,
+// HC-10), digest SHA-256 over the package's RFC 8785 (JCS) form, plain or
+// salted (HC-64, HC-09).
 // The JCS form is made in one pass (see Cost below); it is the one
 // github.com/gowebpki/jcs makes, byte for byte, which a test and a fuzz
 // target hold.

@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -62,6 +63,10 @@ func TestCheck_EachFinding(t *testing.T) {
 		{name: "missing state", mut: func(p *Package, _ Binding) { p.State = nil }, code: CodeMissing, path: "/state"},
 		{name: "missing next action", mut: func(p *Package, _ Binding) { p.Next.Action = "" }, code: CodeMissing, path: "/next_action/action"},
 		{name: "missing rollback", mut: func(p *Package, _ Binding) { p.Rollback.Method = "" }, code: CodeMissing, path: "/rollback/method"},
+		{name: "pending entry without a kind", mut: func(p *Package, _ Binding) {
+			p.Pending = append(p.Pending, Pending{Item: "chargeback dispute open at the bank", Owner: "triage"})
+		}, code: CodeMissing, path: "/pending/1/kind"},
+		{name: "artifact without a reference", mut: func(p *Package, _ Binding) { p.Artifacts[2].Ref = WireRef{} }, code: CodeMissing, path: "/artifacts/2/ref"},
 		{name: "unknown control mode", mut: func(p *Package, _ Binding) { p.Control = "hand-wave" }, code: CodeInvalid, path: "/control"},
 		{name: "sender acknowledges", mut: func(p *Package, _ Binding) { p.Ack = &Acknowledgement{Decision: DecisionAccepted} }, code: CodeInvalid, path: "/acknowledgement"},
 		{name: "id is not the hop", mut: func(p *Package, _ Binding) { p.Handoff.ID = "AAAAAAAAAAAAAAAAAAAAAA" }, code: CodeUnbound, path: "/handoff/id"},
@@ -136,6 +141,7 @@ func TestCheck_EachFinding(t *testing.T) {
 			}
 			_, rep := w.receive(out, handoff.JSON, Delivered{Package: enc, Salt: salt})
 			require.True(t, rep.Has(c.code, c.path), "want %s at %q, got %+v", c.code, c.path, rep.Findings())
+			buildRefusesWhatCheckFindsAbsent(t, out.Offer, enc, rep)
 			require.Equal(t, c.advisory, rep.Passed(), "findings: %+v", rep.Findings())
 			for _, f := range rep.Findings() {
 				if f.Code == c.code && f.Path == c.path {
@@ -144,6 +150,29 @@ func TestCheck_EachFinding(t *testing.T) {
 			}
 		})
 	}
+}
+
+// buildRefusesWhatCheckFindsAbsent holds Build to the check: it refuses the
+// package enc, as an *IncompleteError, exactly when the check reported a
+// field absent, and names exactly those fields.
+func buildRefusesWhatCheckFindsAbsent(t *testing.T, o *handoff.Offer, enc []byte, rep *Report) {
+	t.Helper()
+	var want []Finding
+	for _, f := range rep.Findings() {
+		if absence(f.Code) {
+			want = append(want, f)
+		}
+	}
+	p, err := Decode(enc, DecodeOptions{})
+	require.NoError(t, err)
+	_, err = NewBuilder(*p).Build(BindingOf(o), BuildOptions{Time: p.Handoff.Time})
+	var ie *IncompleteError
+	if len(want) == 0 {
+		require.False(t, errors.As(err, &ie), "Build refused what the check accepts: %v", err)
+		return
+	}
+	require.True(t, errors.As(err, &ie), "Build accepted what the check finds absent: %+v (Build: %v)", want, err)
+	require.ElementsMatch(t, want, ie.Missing)
 }
 
 // An artifact that does not match makes the claims citing it unsupported:

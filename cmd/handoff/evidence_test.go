@@ -31,8 +31,9 @@ type evidenceFixture struct {
 	salt            []byte
 }
 
-// newEvidenceFixture writes a package (mutated by mut before it is bound)
-// and a Handoff whose offer names it, from party b to party c.
+// newEvidenceFixture writes a package and a Handoff whose offer names it,
+// from party b to party c. mut changes the package once built, as a
+// delegator that skips Build's refusals would send it.
 func newEvidenceFixture(t *testing.T, f handoff.Format, enc handoff.Encoding, salted bool, mut func(*evidence.Package)) *evidenceFixture {
 	t.Helper()
 	w := newWorld(t)
@@ -53,20 +54,31 @@ func newEvidenceFixture(t *testing.T, f handoff.Format, enc handoff.Encoding, sa
 		Timeouts:     []evidence.Timeout{{Condition: "no answer in 1h", Owner: "planner"}},
 		Rollback:     evidence.Rollback{Method: "none needed: read only"},
 	}
-	if mut != nil {
-		mut(&p)
-	}
 	hop, err := handoff.NewHopID(nil)
 	require.NoError(t, err)
 	bind := evidence.Binding{Hop: hop, Iss: handoff.AgentID(w.b.id), Aud: handoff.AgentID(w.c.id), Iat: evNow, Exp: evNow + 120}
 	built, err := evidence.NewBuilder(p).Build(bind, evidence.BuildOptions{Salted: salted})
 	require.NoError(t, err)
-	fx.pkg = writeFile(t, w.path("package.json"), built.Encoded)
+	octets := built.Encoded
 	fx.ref, fx.salt = built.Ref, built.Salt
+	if mut != nil {
+		q := *built.Package
+		mut(&q)
+		octets, err = q.Encode()
+		require.NoError(t, err)
+		c, err := evidence.Canonical(octets, evidence.DecodeOptions{})
+		require.NoError(t, err)
+		fx.ref, fx.salt = evidence.Ref(c, ""), nil
+		if salted {
+			fx.ref, fx.salt, err = evidence.SaltedRef(nil, c, "")
+			require.NoError(t, err)
+		}
+	}
+	fx.pkg = writeFile(t, w.path("package.json"), octets)
 	signer, _, err := loadSigner(w.b.key, f)
 	require.NoError(t, err)
 	o := &handoff.Offer{Hop: hop, Dialog: "case-1", Iss: bind.Iss, Aud: bind.Aud, Iat: bind.Iat, Exp: bind.Exp,
-		Refs: []ref.Ref{built.Ref}}
+		Refs: []ref.Ref{fx.ref}}
 	s, err := signer.SignOffer(o)
 	require.NoError(t, err)
 	h, err := (&handoff.Handoff{Offer: s}).Encode(enc)

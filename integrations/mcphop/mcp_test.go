@@ -270,6 +270,38 @@ func TestMCP_Retransmission_NotRunAgain_HC38_HC39(t *testing.T) {
 	}
 }
 
+// HC-39: a retransmission from a caller not authenticated as the offer's
+// iss gets no status, though the hop is completed, and the answer says the
+// status was withheld and why, never that the hop is undecided.
+func TestMCP_Retransmission_StatusWithheldFromUnauthenticated_HC39(t *testing.T) {
+	for _, c := range []struct {
+		peer handoff.AgentID
+		want string
+	}{
+		{"", "retransmission: status withheld: the caller is not authenticated (ServerConfig.Peer, or a verified " +
+			"bearer token, names it), and a hop's status goes only to the offer's iss (HC-39)"},
+		{tester, `retransmission: status withheld: the caller is authenticated as "` + string(tester) +
+			`", not as the offer's iss, to whom alone a hop's status goes (HC-39)`},
+	} {
+		ctx := context.Background()
+		ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.COSE}, agenttest.Spec{ID: coder, Format: handoff.JWS})
+		co := newNode(t, ps[coder], c.peer, nil)
+		pc, err := hmcp.NewClient(hmcp.ClientConfig{Agent: ps[planner].Agent})
+		require.NoError(t, err)
+		s := connect(t, pc, co.server, false)
+		d, err := pc.Call(ctx, s, call("x"), handoff.OfferParams{To: coder, Dialog: dialog})
+		require.NoError(t, err)
+		require.Equal(t, state.Completed, d.Statuses[len(d.Statuses)-1].State, "the hop was completed")
+		res, sts, err := pc.Retransmit(ctx, s, call("x"), d.Hop)
+		require.NoError(t, err)
+		require.Empty(t, sts, "a status went to a caller not authenticated as the offer's iss")
+		require.False(t, res.IsError)
+		require.Len(t, res.Content, 1)
+		require.Equal(t, c.want, res.Content[0].(*mcp.TextContent).Text)
+		require.EqualValues(t, 1, co.calls.Load(), "the handler ran again for a retransmission")
+	}
+}
+
 func TestMCP_RetransmitOnTimeout_Backoff_HC37(t *testing.T) {
 	ctx := context.Background()
 	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.JWS})

@@ -277,7 +277,11 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 		if accepted, ok := s.resumable(r, in); ok {
 			return s.run(ctx, r, in, accepted, next)
 		}
-		// Never processed again (HC-38): answer with what was sent before.
+		// Never processed again (HC-38): answer with what was sent before,
+		// to the offer's iss alone, since it tells the hop's state (HC-39).
+		if o := in.Refused(); o == nil || host.Peer != o.Iss {
+			return textResult(withheld(host.Peer), false), nil
+		}
 		if last, ok := in.LastStatus(); ok {
 			s.sent(ctx, hop, last)
 			return statusResult(last, "retransmission: last status resent", false), nil
@@ -433,6 +437,18 @@ func (s *server) sent(ctx context.Context, hop handoff.HopID, st handoff.Signed)
 		state, reason = sts.State, sts.Reason
 	}
 	s.cfg.Observe.StatusSent(ctx, Transport, hop, state, reason)
+}
+
+// withheld is the answer to a retransmission from a caller not
+// authenticated as the offer's iss: whatever the hop's state, it is not
+// told (HC-39).
+func withheld(peer handoff.AgentID) string {
+	if peer == "" {
+		return "retransmission: status withheld: the caller is not authenticated (ServerConfig.Peer, or a verified " +
+			"bearer token, names it), and a hop's status goes only to the offer's iss (HC-39)"
+	}
+	return fmt.Sprintf("retransmission: status withheld: the caller is authenticated as %q, not as the offer's iss, "+
+		"to whom alone a hop's status goes (HC-39)", peer)
 }
 
 func textResult(text string, isErr bool) *mcp.CallToolResult {

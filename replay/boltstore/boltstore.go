@@ -141,12 +141,32 @@ type Store struct {
 
 var _ replay.Store = (*Store)(nil)
 
-// Open opens the store in the file at path, creating it if needed, and
-// starts the background reclaimer. The caller must Close the store.
-func Open(path string, opts Options) (*Store, error) {
+// ErrLocked is Open's and OpenOffers' error for a file another open Store
+// or OfferStore holds, in this process or another: bbolt locks the file
+// for the one that opened it until it is closed. It wraps
+// replay.ErrUnavailable.
+var ErrLocked = fmt.Errorf("%w: the file is locked by another open store, in this process or another", replay.ErrUnavailable)
+
+// openDB opens the bbolt file at path, waiting at most lockTimeout for
+// its lock.
+func openDB(path string) (*bolt.DB, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
-	if err != nil {
+	switch {
+	case errors.Is(err, bolt.ErrTimeout):
+		return nil, fmt.Errorf("boltstore: open %s: %w (waited %s for its lock; close that store first)", path, ErrLocked, lockTimeout)
+	case err != nil:
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// Open opens the store in the file at path, creating it if needed, and
+// starts the background reclaimer. The caller must Close the store. A file
+// that another open store holds is refused with ErrLocked.
+func Open(path string, opts Options) (*Store, error) {
+	db, err := openDB(path)
+	if err != nil {
+		return nil, err
 	}
 	if err := db.Update(initFile); err != nil {
 		db.Close()

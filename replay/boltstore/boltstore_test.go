@@ -190,6 +190,28 @@ func TestOpenErrors(t *testing.T) {
 	assert.Error(t, err, "a second Open of a held file")
 }
 
+// A file another open store holds is refused with a message that says so,
+// for a Store and an OfferStore alike, and opens once the other is closed.
+func TestOpen_LockedFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "held.db")
+	s, err := Open(path, Options{})
+	require.NoError(t, err)
+	want := "boltstore: open " + path + ": replay: store unavailable: the file is locked by another open store, " +
+		"in this process or another (waited 1s for its lock; close that store first)"
+	_, err = Open(path, Options{})
+	require.ErrorIs(t, err, ErrLocked)
+	require.ErrorIs(t, err, replay.ErrUnavailable)
+	require.EqualError(t, err, want)
+	_, err = OpenOffers(path, OfferOptions{})
+	require.ErrorIs(t, err, ErrLocked)
+	require.EqualError(t, err, want)
+
+	require.NoError(t, s.Close())
+	s, err = Open(path, Options{})
+	require.NoError(t, err, "the lock goes with the store that held it")
+	require.NoError(t, s.Close())
+}
+
 func TestClosed(t *testing.T) {
 	s := openTemp(t, Options{})
 	require.NoError(t, s.Close())
@@ -297,6 +319,12 @@ func TestCrash(t *testing.T) {
 			updated[hop] = true
 		default:
 			continue // test framework output
+		}
+		if len(remembered) == 1 && verb == "remembered" {
+			// The child process holds the file: this one cannot open it.
+			_, err := Open(path, Options{})
+			require.ErrorIs(t, err, ErrLocked)
+			require.ErrorContains(t, err, "the file is locked by another open store, in this process or another")
 		}
 		if !killed && len(remembered) >= minAcked+len(remembered)%97 {
 			// Kill mid-load, at a point that varies with the timing.

@@ -52,11 +52,12 @@ var _ replay.OfferStore = (*OfferStore)(nil)
 // OpenOffers opens the offer store in the file at path, creating it if
 // needed. The caller must Close it. The file may hold a Store's records
 // too, but one process may open a file once: to keep both in one file,
-// open the Store and use its Offers method.
+// open the Store and use its Offers method (a second open is refused with
+// ErrLocked).
 func OpenOffers(path string, opts OfferOptions) (*OfferStore, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
+	db, err := openDB(path)
 	if err != nil {
-		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
+		return nil, err
 	}
 	if err := db.Update(initOffers); err != nil {
 		db.Close()

@@ -64,9 +64,8 @@ func main() {
 	if role := os.Getenv(envRole); role != "" {
 		os.Exit(child(role, os.Getenv(envDir)))
 	}
-	inProcess := flag.Bool("in-process", false, "run every agent in this process; the crash is simulated by stopping the tester's server and closing its store")
-	keep := flag.Bool("keep", false, "keep the temporary directory with the agents' keys, stores and journals")
-	flag.Parse()
+	var o options
+	newFlags(&o, flag.ExitOnError).Parse(os.Args[1:])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	exe, err := os.Executable()
@@ -74,10 +73,48 @@ func main() {
 		fmt.Fprintln(os.Stderr, "handoff-demo:", err)
 		os.Exit(1)
 	}
-	if err := run(ctx, os.Stdout, options{InProcess: *inProcess, Exe: exe, Keep: *keep}); err != nil {
+	o.Exe = exe
+	if err := run(ctx, os.Stdout, o); err != nil {
 		fmt.Fprintln(os.Stderr, "handoff-demo:", err)
 		os.Exit(1)
 	}
+}
+
+// about is what -h says the demo does.
+const about = `Usage: handoff-demo [-in-process] [-keep]
+
+handoff-demo runs five agents on loopback, each a separate process (or,
+with -in-process, all in this one) with its own key, bearer token and
+stores, and drives one task through them:
+an assistant hands it to a planner over A2A, the planner to a coder over
+A2A, and the coder to two testers over MCP. Every hop carries a signed
+offer with the chain of the offers before it, and every answer is a
+signed status; the agents sign JWS or COSE, and fetch each other's
+public keys as JWK Sets from loopback URLs.
+
+While tester-2 works, the demo kills it (SIGKILL), rotates its key and
+starts it again: its store still knows the hop, so the coder's
+retransmission is answered without the tests running twice, and
+tester-2 signs "completed" with its new key once every peer has fetched
+it. Then the assistant asks again for its own hop and gets the identical
+status octets, and sends a forged offer, which the planner refuses
+before its executor runs. The demo prints what each agent does and
+saw, and exits 0 when every step went as described.
+
+Flags:
+`
+
+// newFlags returns the demo's flags, which set o, and whose usage (-h)
+// describes the demo.
+func newFlags(o *options, h flag.ErrorHandling) *flag.FlagSet {
+	fs := flag.NewFlagSet("handoff-demo", h)
+	fs.BoolVar(&o.InProcess, "in-process", false, "run every agent in this process; the crash is simulated by stopping the tester's server and closing its store")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the temporary directory with the agents' keys, stores and journals")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), about)
+		fs.PrintDefaults()
+	}
+	return fs
 }
 
 // child is an agent process: it serves until SIGTERM or SIGKILL.
@@ -320,7 +357,7 @@ func drive(ctx context.Context, n *node, log *logger) error {
 	if _, err := carry.Status(ft.Status.Message.Metadata); err == nil {
 		return errors.New("a status came back for a forged offer")
 	}
-	log.printf("refused (task %s), with no status: nobody verified signed it", ft.Status.State)
+	log.printf("refused (task %s), with no status: a status answers only an offer whose signature verified, and this one's did not", ft.Status.State)
 	return nil
 }
 

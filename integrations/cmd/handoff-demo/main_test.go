@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"flag"
 	"os"
 	"strings"
 	"testing"
@@ -23,6 +25,50 @@ func TestDemo_SeparateProcesses(t *testing.T) {
 	checkAccount(t, out)
 	if !strings.Contains(out, "started as process") {
 		t.Error("no agent process was started")
+	}
+	// The call in flight when tester-2 was killed failed, and the account
+	// gives its whole reason.
+	failed := 0
+	for _, l := range strings.Split(out, "\n") {
+		_, after, ok := strings.Cut(l, "tester-2: call failed (")
+		if !ok {
+			continue
+		}
+		failed++
+		reason, ok := strings.CutSuffix(after, "); asking again with the identical Handoff")
+		if !ok || strings.Contains(reason, "…") || !strings.Contains(reason, "tools/call") {
+			t.Errorf("the reason of a failed call is not given whole: %q", l)
+		}
+	}
+	if failed == 0 {
+		t.Error("the call to the killed tester-2 was not reported failed")
+	}
+}
+
+// -h describes what the demo does, not only its flags.
+func TestUsage_DescribesTheDemo(t *testing.T) {
+	var o options
+	fs := newFlags(&o, flag.ContinueOnError)
+	var buf bytes.Buffer
+	fs.SetOutput(&buf)
+	if err := fs.Parse([]string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	help := buf.String()
+	for _, want := range []string{
+		"Usage: handoff-demo [-in-process] [-keep]\n\nhandoff-demo runs five agents on loopback",
+		"drives one task through them",
+		"kills it (SIGKILL), rotates its key and\nstarts it again",
+		"sends a forged offer, which the planner refuses",
+		"exits 0 when every step went as described",
+		"\nFlags:\n  -in-process\n", "  -keep\n",
+	} {
+		if !strings.Contains(help, want) {
+			t.Errorf("-h lacks %q:\n%s", want, help)
+		}
+	}
+	if err := fs.Parse([]string{"-in-process", "-keep"}); err != nil || !o.InProcess || !o.Keep {
+		t.Errorf("flags not set: %v %+v", err, o)
 	}
 }
 
@@ -65,7 +111,7 @@ func checkAccount(t *testing.T, out string) {
 		`assistant | status "completed"`,
 		"answered with the identical",
 		"REFUSED: bad-signature at the signature check; the executor does not run",
-		"refused (task TASK_STATE_REJECTED), with no status",
+		"refused (task TASK_STATE_REJECTED), with no status: a status answers only an offer whose signature verified, and this one's did not\n",
 		// Keys over HTTP, and tester-2's key rotated while it was down.
 		"--- rotating tester-2's key while it is down",
 		"coder     | keys: now trusts tester-2's new key",

@@ -220,7 +220,7 @@ func (p *passOn) toTester(ctx context.Context, in *handoff.Received, tester stri
 			return fmt.Errorf("%s: no outcome for hop %s", tester, hop)
 		}
 		if err != nil {
-			p.log.printf("%s: call failed (%v); asking again with the identical Handoff", tester, short2(err))
+			p.log.printf("%s: call failed (%v); asking again with the identical Handoff", tester, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -242,14 +242,6 @@ func (p *passOn) toTester(ctx context.Context, in *handoff.Received, tester stri
 		return fmt.Errorf("%s: hop ended %q", tester, st2)
 	}
 	return nil
-}
-
-func short2(err error) string {
-	s := err.Error()
-	if len(s) > 60 {
-		s = s[:60] + "…"
-	}
-	return s
 }
 
 type tokenTransport struct{ token string }
