@@ -14,12 +14,12 @@
 // # Per-issuer share
 //
 // By default the store's cap is the server's: maxmemory, with the
-// noeviction policy. A record takes about 250 bytes of it without a
-// status (MEMORY USAGE of its key, for a hop of 22 characters and an
-// issuer of 32) and its status's octets more, rounded up to the
-// allocator's class (BENCHMARKS.md): a maxmemory of 1 GiB holds about 4
-// million hops without a status, about 1.3 million with a JWS status. One trusted delegator that floods the server could
-// then fill it, and every other delegator's fresh offer would be refused
+// noeviction policy. A record takes about 230 bytes of it without a
+// status and about 390 with a JWS status (MEMORY USAGE of its key, for the
+// default prefix, a hop of 22 characters and an issuer of 32; see "Keys
+// and values" for how a status is kept): a maxmemory of 1 GiB holds about
+// 4.6 million hops without a status, about 2.7 million with a JWS status.
+// One trusted delegator that floods the server could then fill it, and every other delegator's fresh offer would be refused
 // with replay.ErrFull until the flood's records expire (at their exp plus
 // the skew: a "rejected" for an offer refused by a later check is not
 // kept longer). Options.MaxPerIssuer bounds the live records of each
@@ -78,10 +78,23 @@
 //	prefix ":{" base64url(iss) "|" base64url(hop) "}"
 //
 // (unpadded base64url, so no '{', '}' or '|' from iss or hop reaches the key
-// and the braces are a Redis Cluster hash tag). Its value is the encoding of
-// package replay/internal/codec (the same as boltstore's values): version,
-// digest, token and creation time first, then the expiry, the state and
-// the status. Untaken scans the keys of the prefix (SCAN, on every master
+// and the braces are a Redis Cluster hash tag). Its value is version 3 of
+// the encoding of package replay/internal/codec: version, digest, token
+// and creation time first, then the expiry, the state and the status, as
+// in boltstore's values (version 2), except for the status. A JWS status
+// is kept as its three parts decoded from base64url, its header and
+// payload as copies from a dictionary made of the record's hop, iss and
+// offer digest (which the status names again) and of the members this
+// library signs: about 160 octets for a status of 540. It is kept so only
+// when it gives back the octets as signed (HC-39), and as they are
+// otherwise. Records of version 2, written before, are read, and written
+// in version 3 when they next change: Swap compares the octets held with
+// old's encoding, and when those differ while the values are old's (a
+// record of version 2, or a status another build kept in another valid
+// form) it tries once more against the octets held, in a second round
+// trip. A replica that predates version 3 refuses a version 3 record as
+// malformed (it fails closed): upgrade the replicas sharing a server
+// together. Untaken scans the keys of the prefix (SCAN, on every master
 // of a cluster): its cost grows with the number of keys the server holds.
 package redisstore
 
@@ -136,8 +149,8 @@ type Store struct {
 
 // setBatch sends the SET NX GET of concurrent Remember calls together, as
 // one pipeline: one write and one read of a connection for all the calls
-// that arrived while the previous pipeline was on its way, instead of one
-// each. Each call is still one command, and waits for its own reply (or
+// that arrived while the previous pipeline was on its way, or before the
+// goroutine that sends it ran, instead of one each. Each call is still one command, and waits for its own reply (or
 // its context); a call whose context ends first may still be applied, as
 // any call whose reply is lost may (see "Records written by a call that
 // failed" in package replay).

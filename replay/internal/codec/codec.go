@@ -22,6 +22,12 @@
 // compare the digest, tell an empty state and keep the identity of a
 // record while replacing the rest, without decoding it.
 //
+// Version 3, written by EncodeKeyed for redisstore, is version 2 with the
+// octet 0x03 first and the status in a compact form that is decoded with
+// the record's key (see Version3): a JWS status is kept in about a third
+// of its octets, and comes back as signed. DecodeKeyed reads all three
+// versions; Decode, which has no key, refuses version 3.
+//
 // Version 1, still decoded, is the octet 0x01, the digest, then flags,
 // expires, state and status as above: no token and no creation time.
 // Decode rejects anything else (unknown version or flags, short or
