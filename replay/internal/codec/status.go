@@ -122,18 +122,22 @@ func compactJWS(k replay.Key, digest, status []byte) ([]byte, bool) {
 }
 
 // appendOps appends to b the operations that rebuild data from dict:
-// at each position the longest copy from dict of at least minCopy octets,
-// else a literal.
+// at each position the longest copy from dict of at least minCopy octets
+// among the first maxChain places in dict that start with the same three
+// octets, else a literal. The bound keeps the work linear in len(data)
+// whatever the data and the dictionary (a hop or an iss of one repeated
+// character included).
 func appendOps(b, data, dict []byte) []byte {
-	// Where each octet value occurs in dict, as chains of positions.
-	var head [256]int32
+	// Where each three-octet prefix occurs in dict, as chains of positions.
+	var head [1 << hashBits]int32
 	for i := range head {
 		head[i] = -1
 	}
 	next := make([]int32, len(dict))
-	for i := len(dict) - 1; i >= 0; i-- {
-		next[i] = head[dict[i]]
-		head[dict[i]] = int32(i)
+	for i := len(dict) - minCopy; i >= 0; i-- {
+		h := hash3(dict[i:])
+		next[i] = head[h]
+		head[h] = int32(i)
 	}
 	lit := -1 // start of the pending literal, or -1
 	flush := func(end int) {
@@ -145,15 +149,18 @@ func appendOps(b, data, dict []byte) []byte {
 		}
 		lit = -1
 	}
+	const longest = 0x7f + minCopy
 	for i := 0; i < len(data); {
 		best, at := 0, 0
-		for j := head[data[i]]; j >= 0; j = next[j] {
-			n := 0
-			for i+n < len(data) && int(j)+n < len(dict) && data[i+n] == dict[int(j)+n] && n < 0x7f+minCopy {
-				n++
-			}
-			if n > best {
-				best, at = n, int(j)
+		if i+minCopy <= len(data) {
+			for j, c := head[hash3(data[i:])], 0; j >= 0 && c < maxChain && best < longest; j, c = next[j], c+1 {
+				n := 0
+				for i+n < len(data) && int(j)+n < len(dict) && data[i+n] == dict[int(j)+n] && n < longest {
+					n++
+				}
+				if n > best {
+					best, at = n, int(j)
+				}
 			}
 		}
 		if best < minCopy {
@@ -170,6 +177,16 @@ func appendOps(b, data, dict []byte) []byte {
 	}
 	flush(len(data))
 	return b
+}
+
+// The index of appendOps.
+const (
+	hashBits = 10
+	maxChain = 16
+)
+
+func hash3(b []byte) uint32 {
+	return (uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2])) * 2654435761 >> (32 - hashBits)
 }
 
 // expandStatus returns the status octets of a version 3 status field's
@@ -192,8 +209,12 @@ func expandStatus(k replay.Key, digest, f []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: status payload length", ErrMalformed)
 	}
 	f = f[k1+k2:]
-	dict := dictionary(k, digest)
 	want := int(nh + np)
+	if want > len(f)*(0x7f+minCopy) {
+		// No operations of len(f) octets give that many.
+		return nil, fmt.Errorf("%w: status header and payload longer than their operations give", ErrMalformed)
+	}
+	dict := dictionary(k, digest)
 	hp := make([]byte, 0, want)
 	for len(hp) < want {
 		if len(f) == 0 {

@@ -90,6 +90,7 @@ func TestKeyedStatusMalformed(t *testing.T) {
 		"copy out of range":  {formJWS, 0, 3, 0x80, 0xff, 0x7f},
 		"ends in payload":    {formJWS, 1, 1, 0x00, '{'},
 		"header too long":    {formJWS, 0xff, 0xff, 0xff, 0x7f, 0},
+		"more than ops give": {formJWS, 0xe8, 0x07, 0, 0x00, 'a'},
 		"copy past its want": {formJWS, 0, 2, 0x80, 0},
 	} {
 		b := append(append([]byte{}, head...), byte(len(f)))
@@ -119,4 +120,20 @@ func FuzzKeyedStatus(f *testing.F) {
 			t.Fatalf("status %q came back as %q", status, got.Status)
 		}
 	})
+}
+
+// The search for copies is bounded: a status whose hop and iss are one
+// repeated character, as long as a delegator may make them, is encoded
+// in time linear in its length, and comes back.
+func TestKeyedStatusRepetitive(t *testing.T) {
+	d := sha256.Sum256([]byte("offer"))
+	k := replay.Key{Iss: string(bytes.Repeat([]byte{'a'}, 4096)), Hop: string(bytes.Repeat([]byte{'a'}, 4096))}
+	status := jwsStatus(k, d[:])
+	start := time.Now()
+	b := EncodeKeyed(k, replay.Record{Digest: d[:], Status: status})
+	t.Logf("%d octets in %d, in %s", len(status), len(b), time.Since(start))
+	got, err := DecodeKeyed(k, b)
+	require.NoError(t, err)
+	assert.Equal(t, status, got.Status)
+	assert.Less(t, len(b), len(status)/4)
 }
