@@ -19,10 +19,11 @@
 // default prefix, a hop of 22 characters and an issuer of 32; see "Keys
 // and values" for how a status is kept): a maxmemory of 1 GiB holds about
 // 4.6 million hops without a status, about 2.7 million with a JWS status.
-// One trusted delegator that floods the server could then fill it, and every other delegator's fresh offer would be refused
-// with replay.ErrFull until the flood's records expire (at their exp plus
-// the skew: a "rejected" for an offer refused by a later check is not
-// kept longer). Options.MaxPerIssuer bounds the live records of each
+// One trusted delegator that floods the server could then fill it, and
+// every other delegator's fresh offer would be refused with
+// replay.ErrFull until the flood's records expire (at their exp plus the
+// skew: a "rejected" for an offer refused by a later check is not kept
+// longer). Options.MaxPerIssuer bounds the live records of each
 // issuer instead. The store then keeps, for each issuer, a sorted set of
 // its record keys scored by their expiry (prefix ":i:{" base64url(iss)
 // "}"), which Remember prunes of expired members and counts, and which
@@ -150,10 +151,11 @@ type Store struct {
 // setBatch sends the SET NX GET of concurrent Remember calls together, as
 // one pipeline: one write and one read of a connection for all the calls
 // that arrived while the previous pipeline was on its way, or before the
-// goroutine that sends it ran, instead of one each. Each call is still one command, and waits for its own reply (or
-// its context); a call whose context ends first may still be applied, as
-// any call whose reply is lost may (see "Records written by a call that
-// failed" in package replay).
+// goroutine that sends it ran, instead of one each. Each call is still
+// one command, and waits for its own reply (or its context); a call whose
+// context ends first may still be applied, as any call whose reply is
+// lost may (see "Records written by a call that failed" in package
+// replay).
 type setBatch struct {
 	client redis.UniversalClient
 
@@ -197,9 +199,9 @@ func (b *setBatch) flush() {
 		// Let the goroutines that are ready to run reach the queue
 		// first: when the receivers keep the processors busy, the
 		// pipeline then carries the calls of all those that finished
-		// their work meanwhile instead of one (a third fewer server
-		// CPU per command, BENCHMARKS.md); when nothing else is
-		// ready, Gosched returns at once.
+		// their work meanwhile instead of one (about a third less
+		// server CPU per command, BENCHMARKS.md); when nothing else
+		// is ready, Gosched returns at once.
 		runtime.Gosched()
 		b.mu.Lock()
 		q := b.queue
@@ -859,15 +861,14 @@ func (s *Store) Close() error { return nil }
 // key returns the Redis key of the hop k.
 func (s *Store) key(k replay.Key) string {
 	enc := base64.RawURLEncoding
-	var b strings.Builder
-	b.Grow(len(s.prefix) + 4 + enc.EncodedLen(len(k.Iss)) + enc.EncodedLen(len(k.Hop)))
-	b.WriteString(s.prefix)
-	b.WriteString(":{")
-	b.WriteString(enc.EncodeToString([]byte(k.Iss)))
-	b.WriteByte('|')
-	b.WriteString(enc.EncodeToString([]byte(k.Hop)))
-	b.WriteByte('}')
-	return b.String()
+	b := make([]byte, 0, len(s.prefix)+4+enc.EncodedLen(len(k.Iss))+enc.EncodedLen(len(k.Hop)))
+	b = append(b, s.prefix...)
+	b = append(b, ":{"...)
+	b = enc.AppendEncode(b, []byte(k.Iss))
+	b = append(b, '|')
+	b = enc.AppendEncode(b, []byte(k.Hop))
+	b = append(b, '}')
+	return string(b)
 }
 
 // pxat returns the PXAT argument for an expiry: Unix milliseconds rounded
