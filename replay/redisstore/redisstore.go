@@ -14,15 +14,16 @@
 // # Per-issuer share
 //
 // By default the store's cap is the server's: maxmemory, with the
-// noeviction policy. A record takes about 250 bytes of it without a
-// status (MEMORY USAGE of its key, for a hop of 22 characters and an
-// issuer of 32) and its status's octets more, rounded up to the
-// allocator's class (BENCHMARKS.md): a maxmemory of 1 GiB holds about 4
-// million hops without a status, about 1.3 million with a JWS status. One trusted delegator that floods the server could
-// then fill it, and every other delegator's fresh offer would be refused
-// with replay.ErrFull until the flood's records expire (at their exp plus
-// the skew: a "rejected" for an offer refused by a later check is not
-// kept longer). Options.MaxPerIssuer bounds the live records of each
+// noeviction policy. A record takes about 230 bytes of it without a
+// status and about 390 with a JWS status (MEMORY USAGE of its key, for the
+// default prefix, a hop of 22 characters and an issuer of 32; see "Keys
+// and values" for how a status is kept): a maxmemory of 1 GiB holds about
+// 4.6 million hops without a status, about 2.7 million with a JWS status.
+// One trusted delegator that floods the server could then fill it, and
+// every other delegator's fresh offer would be refused with
+// replay.ErrFull until the flood's records expire (at their exp plus the
+// skew: a "rejected" for an offer refused by a later check is not kept
+// longer). Options.MaxPerIssuer bounds the live records of each
 // issuer instead. The store then keeps, for each issuer, a sorted set of
 // its record keys scored by their expiry (prefix ":i:{" base64url(iss)
 // "}"), which Remember prunes of expired members and counts, and which
@@ -78,19 +79,34 @@
 //	prefix ":{" base64url(iss) "|" base64url(hop) "}"
 //
 // (unpadded base64url, so no '{', '}' or '|' from iss or hop reaches the key
-// and the braces are a Redis Cluster hash tag). Its value is the encoding of
-// package replay/internal/codec (the same as boltstore's values): version,
-// digest, token and creation time first, then the expiry, the state and
-// the status. Untaken scans the keys of the prefix (SCAN, on every master
+// and the braces are a Redis Cluster hash tag). Its value is version 3 of
+// the encoding of package replay/internal/codec: version, digest, token
+// and creation time first, then the expiry, the state and the status, as
+// in boltstore's values (version 2), except for the status. A JWS status
+// is kept as its three parts decoded from base64url, its header and
+// payload as copies from a dictionary made of the record's hop, iss and
+// offer digest (which the status names again) and of the members this
+// library signs: about 160 octets for a status of 540. It is kept so only
+// when it gives back the octets as signed (HC-39), and as they are
+// otherwise. Records of version 2, written before, are read, and written
+// in version 3 when they next change: Swap compares the octets held with
+// old's encoding, and when those differ while the values are old's (a
+// record of version 2, or a status another build kept in another valid
+// form) it tries once more against the octets held, in a second round
+// trip. A replica that predates version 3 refuses a version 3 record as
+// malformed (it fails closed): upgrade the replicas sharing a server
+// together. Untaken scans the keys of the prefix (SCAN, on every master
 // of a cluster): its cost grows with the number of keys the server holds.
 package redisstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -134,11 +150,12 @@ type Store struct {
 
 // setBatch sends the SET NX GET of concurrent Remember calls together, as
 // one pipeline: one write and one read of a connection for all the calls
-// that arrived while the previous pipeline was on its way, instead of one
-// each. Each call is still one command, and waits for its own reply (or
-// its context); a call whose context ends first may still be applied, as
-// any call whose reply is lost may (see "Records written by a call that
-// failed" in package replay).
+// that arrived while the previous pipeline was on its way, or before the
+// goroutine that sends it ran, instead of one each. Each call is still
+// one command, and waits for its own reply (or its context); a call whose
+// context ends first may still be applied, as any call whose reply is
+// lost may (see "Records written by a call that failed" in package
+// replay).
 type setBatch struct {
 	client redis.UniversalClient
 
@@ -179,6 +196,13 @@ func (b *setBatch) set(ctx context.Context, key string, val []byte, args redis.S
 // flush sends what is queued, one pipeline at a time, until nothing is.
 func (b *setBatch) flush() {
 	for {
+		// Let the goroutines that are ready to run reach the queue
+		// first: when the receivers keep the processors busy, the
+		// pipeline then carries the calls of all those that finished
+		// their work meanwhile instead of one (about a third less
+		// server CPU per command, BENCHMARKS.md); when nothing else
+		// is ready, Gosched returns at once.
+		runtime.Gosched()
 		b.mu.Lock()
 		q := b.queue
 		b.queue = nil
@@ -257,16 +281,16 @@ func (s *Store) issuerKey(iss string) string {
 }
 
 // updateScript replaces the state, status and expiry of the value held
-// under KEYS[1] with those of ARGV[2] (a version 2 encoding without token
+// under KEYS[1] with those of ARGV[2] (a version 3 encoding without token
 // or creation time), expiring at ARGV[3] Unix milliseconds unless ARGV[3]
 // is empty, provided the held value carries the digest ARGV[1]. The held
-// value's first ARGV[4] octets (its identity: version, digest, token,
-// creation time) are kept; a version 1 value, which has none, is replaced
-// by ARGV[2]. When ARGV[5] is not empty, the held value must carry it as
-// its token (octets 47 to 62, counting from 1, with bit 0 of octet 34
-// set). It returns 0 when no value is held, 1 when the digest or token
-// differs, 2 when it replaced the value, and -1 when the held value is not
-// a record of version 1 or 2.
+// value's identity (its octets 2 to ARGV[4]: digest, token, creation time)
+// is kept, after ARGV[2]'s version octet; a version 1 value, which has
+// none, is replaced by ARGV[2]. When ARGV[5] is not empty, the held value
+// must carry it as its token (octets 47 to 62, counting from 1, with bit 0
+// of octet 34 set). It returns 0 when no value is held, 1 when the digest
+// or token differs, 2 when it replaced the value, and -1 when the held
+// value is not a record of version 1, 2 or 3.
 var updateScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if not v then
@@ -274,18 +298,18 @@ if not v then
 end
 local ver = string.byte(v, 1)
 local n = tonumber(ARGV[4])
-if #v < 33 or (ver ~= 1 and ver ~= 2) or (ver == 2 and #v < n) then
+if #v < 33 or (ver ~= 1 and ver ~= 2 and ver ~= 3) or (ver ~= 1 and #v < n) then
 	return -1
 end
 if string.sub(v, 2, 33) ~= ARGV[1] then
 	return 1
 end
-if ARGV[5] ~= '' and (ver ~= 2 or string.byte(v, 34) % 2 ~= 1 or string.sub(v, 47, 62) ~= ARGV[5]) then
+if ARGV[5] ~= '' and (ver == 1 or string.byte(v, 34) % 2 ~= 1 or string.sub(v, 47, 62) ~= ARGV[5]) then
 	return 1
 end
 local nv = ARGV[2]
-if ver == 2 then
-	nv = string.sub(v, 1, n) .. string.sub(ARGV[2], n + 1)
+if ver ~= 1 then
+	nv = string.sub(ARGV[2], 1, 1) .. string.sub(v, 2, n) .. string.sub(ARGV[2], n + 1)
 end
 if ARGV[3] == '' then
 	redis.call('SET', KEYS[1], nv)
@@ -299,14 +323,15 @@ return 2
 `)
 
 // hopSwapScript replaces the expiry, state and status of the value held
-// under KEYS[1] (a version 2 record) with ARGV[4] (the encoding of the new
-// expiry, state and status: flags octet onwards), expiring at ARGV[5] Unix
+// under KEYS[1] (a version 2 or 3 record) with ARGV[4] (the version 3
+// encoding of the new expiry, state and status: flags octet onwards; the
+// value written is of version 3), expiring at ARGV[5] Unix
 // milliseconds unless ARGV[5] is empty, provided the held value carries
 // the digest ARGV[1], the token ARGV[2] unless ARGV[2] is empty, and as its
 // state and status ARGV[3] (their encoding, from the state's length on).
 // ARGV[6] is codec.IdentitySize and ARGV[7] codec.StateOffset. It returns
 // 0 when no value is held, 1 when the digest or token differs, -1 when the
-// held value is not a record of version 2, and otherwise the value held
+// held value is not a record of version 2 or 3, and otherwise the value held
 // after the call, prefixed by "1" when it carries ARGV[4] (written now, or
 // already) and "0" when its state or status differ from ARGV[3].
 var hopSwapScript = redis.NewScript(`
@@ -316,7 +341,7 @@ if not v then
 end
 local id = tonumber(ARGV[6])
 local so = tonumber(ARGV[7])
-if #v < so or string.byte(v, 1) ~= 2 then
+if #v < so or (string.byte(v, 1) ~= 2 and string.byte(v, 1) ~= 3) then
 	return -1
 end
 if string.sub(v, 2, 33) ~= ARGV[1] then
@@ -325,13 +350,13 @@ end
 if ARGV[2] ~= '' and (string.byte(v, 34) % 2 ~= 1 or string.sub(v, 47, 62) ~= ARGV[2]) then
 	return 1
 end
-if string.sub(v, id + 1) == ARGV[4] then
+if string.byte(v, 1) == 3 and string.sub(v, id + 1) == ARGV[4] then
 	return '1' .. v
 end
 if string.sub(v, so + 1) ~= ARGV[3] then
 	return '0' .. v
 end
-local nv = string.sub(v, 1, id) .. ARGV[4]
+local nv = '\3' .. string.sub(v, 2, id) .. ARGV[4]
 if ARGV[5] == '' then
 	redis.call('SET', KEYS[1], nv)
 else
@@ -376,7 +401,7 @@ if string.sub(v, 1, id) == string.sub(ARGV[2], 1, id) and string.sub(v, so + 1) 
 end
 -- Not the value expected: put it back as it was, expiry included.
 local px = nil
-if #v >= so and string.byte(v, 1) == 2 and string.byte(v, id + 1) % 2 == 1 then
+if #v >= so and (string.byte(v, 1) == 2 or string.byte(v, 1) == 3) and string.byte(v, id + 1) % 2 == 1 then
 	local sec = 0
 	for i = id + 2, id + 9 do
 		sec = sec * 256 + string.byte(v, i)
@@ -396,7 +421,7 @@ if px then
 else
 	redis.call('SET', KEYS[1], v)
 end
-if #v < so or string.byte(v, 1) ~= 2 then
+if #v < so or (string.byte(v, 1) ~= 2 and string.byte(v, 1) ~= 3) then
 	return -1
 end
 if string.sub(v, 2, 33) ~= string.sub(ARGV[2], 2, 33) or string.sub(v, 34, id) ~= string.sub(ARGV[2], 34, id) then
@@ -407,10 +432,10 @@ return '0' .. v
 
 // releaseScript deletes the value held under KEYS[1] provided it carries
 // the digest ARGV[1] and an empty state, whose length octet is at offset
-// ARGV[2] in a version 2 value and ARGV[3] in a version 1 value (counting
-// from 0). It returns 0 when no value is held, 1 when the digest differs,
-// 2 when the state is set, 3 when it deleted the value, and -1 when the
-// held value is not a record of version 1 or 2.
+// ARGV[2] in a version 2 or 3 value and ARGV[3] in a version 1 value
+// (counting from 0). It returns 0 when no value is held, 1 when the digest
+// differs, 2 when the state is set, 3 when it deleted the value, and -1
+// when the held value is not a record of version 1, 2 or 3.
 var releaseScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if not v then
@@ -418,7 +443,7 @@ if not v then
 end
 local ver = string.byte(v, 1)
 local off
-if ver == 2 then
+if ver == 2 or ver == 3 then
 	off = tonumber(ARGV[2])
 elseif ver == 1 then
 	off = tonumber(ARGV[3])
@@ -490,7 +515,7 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 		}
 		args.ExpireAt = time.UnixMilli(ms)
 	}
-	v, err := s.sets.set(ctx, s.key(k), codec.Encode(rec), args)
+	v, err := s.sets.set(ctx, s.key(k), codec.EncodeKeyed(k, rec), args)
 	switch {
 	case errors.Is(err, redis.Nil):
 		return clone(rec), true, nil
@@ -499,7 +524,7 @@ func (s *Store) Remember(ctx context.Context, k replay.Key, rec replay.Record) (
 	case err != nil:
 		return replay.Record{}, false, unavailable(err)
 	}
-	held, err := codec.Decode(v)
+	held, err := codec.DecodeKeyed(k, v)
 	if err != nil {
 		return replay.Record{}, false, fmt.Errorf("redisstore: record for %q: %w", k, err)
 	}
@@ -514,7 +539,7 @@ func (s *Store) rememberShared(ctx context.Context, k replay.Key, rec replay.Rec
 	if err != nil {
 		return replay.Record{}, false, err
 	}
-	v, err := shareRememberScript.Run(ctx, s.client, s.keys(k), codec.Encode(rec), px, s.maxIssuer).Result()
+	v, err := shareRememberScript.Run(ctx, s.client, s.keys(k), codec.EncodeKeyed(k, rec), px, s.maxIssuer).Result()
 	switch {
 	case err != nil && redis.IsOOMError(err):
 		return replay.Record{}, false, fmt.Errorf("redisstore: %w: %w", replay.ErrFull, err)
@@ -528,7 +553,7 @@ func (s *Store) rememberShared(ctx context.Context, k replay.Key, rec replay.Rec
 		}
 		return replay.Record{}, false, replay.ErrIssuerFull
 	case string:
-		held, err := codec.Decode([]byte(v))
+		held, err := codec.DecodeKeyed(k, []byte(v))
 		if err != nil {
 			return replay.Record{}, false, fmt.Errorf("redisstore: record for %q: %w", k, err)
 		}
@@ -552,7 +577,7 @@ func (s *Store) Get(ctx context.Context, k replay.Key) (replay.Record, bool, err
 	case err != nil:
 		return replay.Record{}, false, unavailable(err)
 	}
-	rec, err := codec.Decode(v)
+	rec, err := codec.DecodeKeyed(k, v)
 	if err != nil {
 		return replay.Record{}, false, fmt.Errorf("redisstore: record for %q: %w", k, err)
 	}
@@ -573,7 +598,7 @@ func (s *Store) Update(ctx context.Context, k replay.Key, rec replay.Record) err
 	if err != nil {
 		return err
 	}
-	n, err := updateScript.Run(ctx, s.client, s.keys(k), rec.Digest, codec.Encode(tail), px,
+	n, err := updateScript.Run(ctx, s.client, s.keys(k), rec.Digest, codec.EncodeKeyed(k, tail), px,
 		codec.IdentitySize, rec.Token).Int64()
 	if err != nil {
 		return unavailable(err)
@@ -592,6 +617,12 @@ func (s *Store) Update(ctx context.Context, k replay.Key, rec replay.Record) err
 }
 
 // Swap implements replay.Store in one round trip.
+//
+// The scripts compare the held value's octets with old's encoding. A
+// record written in another encoding of the same values (version 2, from
+// before version 3) differs in its octets only: when the held record
+// carries old's values, Swap is tried once more against the held octets
+// themselves, in a second round trip.
 func (s *Store) Swap(ctx context.Context, k replay.Key, old, new replay.Record) (replay.Record, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return replay.Record{}, false, err
@@ -603,46 +634,80 @@ func (s *Store) Swap(ctx context.Context, k replay.Key, old, new replay.Record) 
 	if err != nil {
 		return replay.Record{}, false, err
 	}
-	var res any
-	if len(old.Token) == replay.TokenSize && !old.Created.IsZero() {
+	known := len(old.Token) == replay.TokenSize && !old.Created.IsZero()
+	var want []byte // old's encoding: whole when known, else from the state on
+	if known {
+		want = codec.EncodeKeyed(k, old)
+	} else {
+		want = codec.EncodeKeyed(k, replay.Record{Digest: old.Digest, State: old.State, Status: old.Status})[codec.StateOffset:]
+	}
+	for retried := false; ; retried = true {
+		held, heldOctets, swapped, err := s.swap(ctx, k, old, new, known, want, px)
+		if err != nil || swapped || retried || !sameValues(held, old, known) {
+			return held, swapped, err
+		}
+		if known {
+			want = heldOctets
+		} else {
+			want = heldOctets[codec.StateOffset:]
+		}
+	}
+}
+
+// sameValues reports whether held carries the state and status of old
+// and, when known, its whole identity.
+func sameValues(held, old replay.Record, known bool) bool {
+	if known {
+		return held.Equal(old)
+	}
+	return held.State == old.State && bytes.Equal(held.Status, old.Status)
+}
+
+// swap is one attempt of Swap, with want the held value's expected
+// octets (whole when known, from the state on otherwise). It returns the
+// held record and its octets.
+func (s *Store) swap(ctx context.Context, k replay.Key, old, new replay.Record, known bool, want []byte, px string) (replay.Record, []byte, bool, error) {
+	var (
+		res any
+		err error
+	)
+	if known {
 		// old names the held record's whole identity, as the records
 		// Remember and Get return do: the new value is known in full.
-		want := codec.Encode(old)
 		next := old
 		next.State, next.Status, next.Expires = new.State, new.Status, new.Expires
-		res, err = knownSwapScript.Run(ctx, s.client, s.keys(k), codec.Encode(next), want, px,
+		res, err = knownSwapScript.Run(ctx, s.client, s.keys(k), codec.EncodeKeyed(k, next), want, px,
 			codec.IdentitySize, codec.StateOffset).Result()
 	} else {
-		// The encodings of old's and new's tails: new's from the expiry
-		// on, old's from the state on.
-		oldTail := codec.Encode(replay.Record{Digest: old.Digest, State: old.State, Status: old.Status})[codec.StateOffset:]
-		newTail := codec.Encode(replay.Record{Digest: old.Digest, Expires: new.Expires, State: new.State, Status: new.Status})[codec.IdentitySize:]
-		res, err = hopSwapScript.Run(ctx, s.client, s.keys(k), old.Digest, old.Token, oldTail, newTail, px,
+		// new's tail, from the expiry on.
+		newTail := codec.EncodeKeyed(k, replay.Record{Digest: old.Digest, Expires: new.Expires, State: new.State, Status: new.Status})[codec.IdentitySize:]
+		res, err = hopSwapScript.Run(ctx, s.client, s.keys(k), old.Digest, old.Token, want, newTail, px,
 			codec.IdentitySize, codec.StateOffset).Result()
 	}
 	if err != nil {
-		return replay.Record{}, false, unavailable(err)
+		return replay.Record{}, nil, false, unavailable(err)
 	}
 	switch v := res.(type) {
 	case int64:
 		switch v {
 		case 0:
-			return replay.Record{}, false, replay.ErrNotFound
+			return replay.Record{}, nil, false, replay.ErrNotFound
 		case 1:
-			return replay.Record{}, false, replay.ErrConflict
+			return replay.Record{}, nil, false, replay.ErrConflict
 		case -1:
-			return replay.Record{}, false, fmt.Errorf("redisstore: record for %q: %w", k, codec.ErrMalformed)
+			return replay.Record{}, nil, false, fmt.Errorf("redisstore: record for %q: %w", k, codec.ErrMalformed)
 		}
 	case string:
 		if len(v) > 0 && (v[0] == '0' || v[0] == '1') {
-			held, err := codec.Decode([]byte(v[1:]))
+			b := []byte(v[1:])
+			held, err := codec.DecodeKeyed(k, b)
 			if err != nil {
-				return replay.Record{}, false, fmt.Errorf("redisstore: record for %q: %w", k, err)
+				return replay.Record{}, nil, false, fmt.Errorf("redisstore: record for %q: %w", k, err)
 			}
-			return held, v[0] == '1', nil
+			return held, b, v[0] == '1', nil
 		}
 	}
-	return replay.Record{}, false, fmt.Errorf("redisstore: record for %q: unexpected reply %v", k, res)
+	return replay.Record{}, nil, false, fmt.Errorf("redisstore: record for %q: unexpected reply %v", k, res)
 }
 
 // Release implements replay.Store in one round trip.
@@ -717,7 +782,7 @@ func (s *Store) Untaken(ctx context.Context, createdBefore time.Time) ([]replay.
 				if !ok {
 					continue // not a record of this store
 				}
-				rec, err := codec.Decode(v)
+				rec, err := codec.DecodeKeyed(k, v)
 				if err != nil {
 					return fmt.Errorf("record for %q: %w", k, err)
 				}
@@ -796,15 +861,14 @@ func (s *Store) Close() error { return nil }
 // key returns the Redis key of the hop k.
 func (s *Store) key(k replay.Key) string {
 	enc := base64.RawURLEncoding
-	var b strings.Builder
-	b.Grow(len(s.prefix) + 4 + enc.EncodedLen(len(k.Iss)) + enc.EncodedLen(len(k.Hop)))
-	b.WriteString(s.prefix)
-	b.WriteString(":{")
-	b.WriteString(enc.EncodeToString([]byte(k.Iss)))
-	b.WriteByte('|')
-	b.WriteString(enc.EncodeToString([]byte(k.Hop)))
-	b.WriteByte('}')
-	return b.String()
+	b := make([]byte, 0, len(s.prefix)+4+enc.EncodedLen(len(k.Iss))+enc.EncodedLen(len(k.Hop)))
+	b = append(b, s.prefix...)
+	b = append(b, ":{"...)
+	b = enc.AppendEncode(b, []byte(k.Iss))
+	b = append(b, '|')
+	b = enc.AppendEncode(b, []byte(k.Hop))
+	b = append(b, '}')
+	return string(b)
 }
 
 // pxat returns the PXAT argument for an expiry: Unix milliseconds rounded

@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff/replay"
+	"github.com/agentproto/handoff/replay/internal/codec"
 	"github.com/agentproto/handoff/replay/storetest"
 )
 
@@ -681,4 +682,101 @@ func TestKnownSwapPutsBack(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, before, after, "%s: and its expiry", name)
 	}
+}
+
+// A signed JWS status (HC-39) comes back from the store as the octets
+// that were signed, and is kept in fewer octets than it has: as its
+// parts decoded, with the hop, the offer's digest and the iss that the
+// record's key and digest already hold taken from them.
+func TestCompactStatus(t *testing.T) {
+	c := testClient(t)
+	s := New(c, Options{Prefix: testPrefix(t, c)})
+	ctx := context.Background()
+	k := replay.Key{Iss: "spiffe://a.example/agent/planner", Hop: "7v6A2yG2tcNW7fxOG6jPDA"}
+	d := digest("offer")
+	enc := base64.RawURLEncoding
+	status := []byte(enc.EncodeToString([]byte(`{"alg":"ES256","kid":"NVHfCESQL4okopBPVP_qYNIkcFRe0AMcQJ4it8koMyY","typ":"agent-handoff+jwt"}`)) +
+		"." + enc.EncodeToString([]byte(`{"v":1,"type":"status","hop":"`+k.Hop+`","offer":{"alg":"sha-256","val":"`+
+		enc.EncodeToString(d)+`"},"iss":"spiffe://b.example/agent/coder","aud":"`+k.Iss+`","iat":1796164754,"state":"accepted"}`)) +
+		"." + enc.EncodeToString(bytes.Repeat([]byte{0xa5, 0x5a, 0x3c, 0xc3}, 16)))
+	rec := replay.Record{Digest: d, Token: bytes.Repeat([]byte{1}, replay.TokenSize), Created: time.Now()}
+	held, inserted, err := s.Remember(ctx, k, rec)
+	require.NoError(t, err)
+	require.True(t, inserted)
+	next := replay.Record{State: "accepted", Status: status}
+	held, swapped, err := s.Swap(ctx, k, held, next)
+	require.NoError(t, err)
+	require.True(t, swapped)
+	assert.Equal(t, status, held.Status)
+	got, ok, err := s.Get(ctx, k)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, status, got.Status, "the status octets as signed")
+	v, err := c.Get(ctx, s.key(k)).Bytes()
+	require.NoError(t, err)
+	assert.Less(t, len(v), 80+len(status)/3, "value of %d octets for a status of %d", len(v), len(status))
+	// A retried Swap (a lost reply) finds its own write.
+	_, swapped, err = s.Swap(ctx, k, rec, next)
+	require.NoError(t, err)
+	assert.True(t, swapped, "a retried Swap reports its own write")
+}
+
+// A record written in the encoding of version 2 (before version 3) is
+// read, swapped, updated and released as before; a Swap against it, whose
+// old is encoded in version 3, finds the values it expects and writes.
+func TestVersion2Records(t *testing.T) {
+	c := testClient(t)
+	s := New(c, Options{Prefix: testPrefix(t, c)})
+	ctx := context.Background()
+	status := []byte("e30.e30.c2lnbmF0dXJl") // a JWS form, kept compact in version 3
+	for _, known := range []bool{true, false} {
+		k := replay.Key{Iss: "https://delegator.example", Hop: fmt.Sprint("v2 ", known)}
+		rec := replay.Record{Digest: digest("offer"), Token: bytes.Repeat([]byte{1}, replay.TokenSize),
+			Created: time.Unix(1893456000, 5), State: "accepted", Status: status}
+		v2 := codec.Encode(rec)
+		require.NoError(t, c.Set(ctx, s.key(k), v2, 0).Err())
+		require.NotEqual(t, v2[1:], codec.EncodeKeyed(k, rec)[1:], "the encodings differ")
+		got, ok, err := s.Get(ctx, k)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.True(t, rec.Equal(got))
+
+		old := rec
+		if !known {
+			old.Token, old.Created = nil, time.Time{}
+		}
+		done := rec
+		done.State, done.Status, done.Expires = "completed", []byte("e30.e30.ZG9uZQ"), time.Now().Add(time.Hour).Round(time.Millisecond)
+		held, swapped, err := s.Swap(ctx, k, old, replay.Record{State: done.State, Status: done.Status, Expires: done.Expires})
+		require.NoError(t, err, "known %v", known)
+		require.True(t, swapped, "known %v: Swap against a version 2 record", known)
+		assert.True(t, done.Equal(held), "known %v: %+v", known, held)
+		mustGetRecord(t, s, k, done)
+		v, err := c.Get(ctx, s.key(k)).Bytes()
+		require.NoError(t, err)
+		assert.Equal(t, byte(codec.Version3), v[0], "written in version 3")
+	}
+
+	// Update and Release of version 2 records.
+	k := replay.Key{Iss: "https://delegator.example", Hop: "v2 update"}
+	rec := replay.Record{Digest: digest("offer"), Token: bytes.Repeat([]byte{1}, replay.TokenSize), Created: time.Unix(1893456000, 5)}
+	require.NoError(t, c.Set(ctx, s.key(k), codec.Encode(rec), 0).Err())
+	upd := rec
+	upd.State, upd.Status = "accepted", status
+	require.NoError(t, s.Update(ctx, k, upd))
+	mustGetRecord(t, s, k, upd)
+	kr := replay.Key{Iss: "https://delegator.example", Hop: "v2 release"}
+	require.NoError(t, c.Set(ctx, s.key(kr), codec.Encode(rec), 0).Err())
+	require.NoError(t, s.Release(ctx, kr, rec.Digest))
+	_, ok, err := s.Get(ctx, kr)
+	require.NoError(t, err)
+	assert.False(t, ok)
+}
+
+func mustGetRecord(t *testing.T, s *Store, k replay.Key, want replay.Record) {
+	t.Helper()
+	got, ok, err := s.Get(context.Background(), k)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.True(t, want.Equal(got), "got %+v, want %+v", got, want)
 }

@@ -22,6 +22,12 @@
 // compare the digest, tell an empty state and keep the identity of a
 // record while replacing the rest, without decoding it.
 //
+// Version 3, written by EncodeKeyed for redisstore, is version 2 with the
+// octet 0x03 first and the status in a compact form that is decoded with
+// the record's key (see Version3): a JWS status is kept in about a third
+// of its octets, and comes back as signed. DecodeKeyed reads all three
+// versions; Decode, which has no key, refuses version 3.
+//
 // Version 1, still decoded, is the octet 0x01, the digest, then flags,
 // expires, state and status as above: no token and no creation time.
 // Decode rejects anything else (unknown version or flags, short or
@@ -74,8 +80,23 @@ var ErrMalformed = errors.New("malformed record encoding")
 // Encode returns the version 2 encoding of rec. It does not check rec;
 // callers validate it first.
 func Encode(rec replay.Record) []byte {
+	b := header(Version, rec)
+	b = binary.AppendUvarint(b, uint64(len(rec.Status)))
+	return append(b, rec.Status...)
+}
+
+// EncodeKeyed returns the version 3 encoding of rec, the record of k: the
+// layout of version 2, with the status in a compact form that
+// DecodeKeyed decodes with k and the record's digest (see Version3). It
+// does not check rec; callers validate it first.
+func EncodeKeyed(k replay.Key, rec replay.Record) []byte {
+	return appendStatus(header(Version3, rec), k, rec.Digest, rec.Status)
+}
+
+// header returns an encoding of rec up to its status field.
+func header(version byte, rec replay.Record) []byte {
 	b := make([]byte, headerSize, headerSize+2*binary.MaxVarintLen64+len(rec.State)+len(rec.Status))
-	b[0] = Version
+	b[0] = version
 	copy(b[DigestOffset:DigestOffset+DigestSize], rec.Digest)
 	var id byte
 	if !rec.Created.IsZero() {
@@ -92,10 +113,7 @@ func Encode(rec replay.Record) []byte {
 		putTime(b[IdentitySize+1:], rec.Expires)
 	}
 	b = binary.AppendUvarint(b, uint64(len(rec.State)))
-	b = append(b, rec.State...)
-	b = binary.AppendUvarint(b, uint64(len(rec.Status)))
-	b = append(b, rec.Status...)
-	return b
+	return append(b, rec.State...)
 }
 
 func putTime(b []byte, t time.Time) {
@@ -127,20 +145,35 @@ func getTime(b []byte, present bool, what string) (time.Time, error) {
 // Decode parses an encoded record of version 2 or 1. The returned record
 // does not alias b.
 func Decode(b []byte) (replay.Record, error) {
-	rec, err := decode(b)
+	rec, err := decode(nil, b)
 	if err != nil {
 		return replay.Record{}, err
 	}
 	return rec, nil
 }
 
-func decode(b []byte) (replay.Record, error) {
+// DecodeKeyed parses an encoded record of version 3, 2 or 1, the record
+// of k. The returned record does not alias b.
+func DecodeKeyed(k replay.Key, b []byte) (replay.Record, error) {
+	rec, err := decode(&k, b)
+	if err != nil {
+		return replay.Record{}, err
+	}
+	return rec, nil
+}
+
+func decode(k *replay.Key, b []byte) (replay.Record, error) {
 	var rec replay.Record
 	if len(b) == 0 {
 		return rec, fmt.Errorf("%w: empty", ErrMalformed)
 	}
 	var rest []byte
 	switch b[0] {
+	case Version3:
+		if k == nil {
+			return rec, fmt.Errorf("%w: %w", ErrMalformed, errNeedsKey)
+		}
+		fallthrough
 	case Version:
 		if len(b) < StateOffset {
 			return rec, fmt.Errorf("%w: %d octets, want at least %d", ErrMalformed, len(b), StateOffset)
@@ -191,7 +224,13 @@ func decode(b []byte) (replay.Record, error) {
 		return rec, fmt.Errorf("%w: %d trailing octets", ErrMalformed, len(rest))
 	}
 	rec.State = string(state)
-	if len(status) > 0 {
+	switch {
+	case len(status) == 0:
+	case b[0] == Version3:
+		if rec.Status, err = expandStatus(*k, rec.Digest, status); err != nil {
+			return rec, err
+		}
+	default:
 		rec.Status = append([]byte(nil), status...)
 	}
 	return rec, nil

@@ -112,9 +112,37 @@ func FuzzDecode(f *testing.F) {
 	for _, rec := range sample() {
 		f.Add(Encode(rec))
 	}
+	d := sha256.Sum256([]byte("offer"))
+	for _, status := range [][]byte{jwsStatus(statusKey, d[:]), []byte("e30.e30.AA"), {1, 2}} {
+		f.Add(EncodeKeyed(statusKey, replay.Record{Digest: d[:], State: "accepted", Status: status}))
+	}
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
+		keyed, kerr := DecodeKeyed(statusKey, b)
+		if len(b) > 0 && b[0] == Version3 {
+			// Version 3 decodes with its key only, and is not the only
+			// encoding of its record (a status may be kept in either
+			// form): a record that decodes encodes to one that decodes
+			// to the same record.
+			if _, err := Decode(b); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("version 3 decoded without its key: %v", err)
+			}
+			if kerr != nil {
+				if !errors.Is(kerr, ErrMalformed) {
+					t.Fatalf("error %v does not wrap ErrMalformed", kerr)
+				}
+				return
+			}
+			back, err := DecodeKeyed(statusKey, EncodeKeyed(statusKey, keyed))
+			if err != nil || !back.Equal(keyed) {
+				t.Fatalf("version 3 %x: %+v came back as %+v (%v)", b, keyed, back, err)
+			}
+			return
+		}
 		rec, err := Decode(b)
+		if (err == nil) != (kerr == nil) || (err == nil && !rec.Equal(keyed)) {
+			t.Fatalf("DecodeKeyed differs from Decode on version %x: %v, %v", b[:1], err, kerr)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrMalformed) {
 				t.Fatalf("error %v does not wrap ErrMalformed", err)
