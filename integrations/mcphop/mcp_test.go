@@ -509,6 +509,34 @@ func TestMCP_Cancel_AfterTheCall_HC28(t *testing.T) {
 	}
 }
 
+// A hop whose call ended it ("completed") is no longer bound to the
+// session: its "canceled" is refused before it is verified, as a task in a
+// terminal state is over A2A, and a session that runs hop after hop holds
+// only the hops that can still be canceled.
+func TestMCP_Cancel_AfterCompleted_NotBound_HC28(t *testing.T) {
+	ctx := context.Background()
+	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.JWS})
+	co := newNode(t, ps[coder], planner, nil)
+	pc, err := hmcp.NewClient(hmcp.ClientConfig{Agent: ps[planner].Agent})
+	require.NoError(t, err)
+	s := connect(t, pc, co.server, false)
+	d, err := pc.Call(ctx, s, call("x"), handoff.OfferParams{To: coder, Dialog: dialog})
+	require.NoError(t, err)
+	require.Equal(t, handoff.Completed, d.State)
+
+	_, err = pc.Cancel(ctx, d.Hop)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		co.mu.Lock()
+		defer co.mu.Unlock()
+		return len(co.foreign) == 1
+	}, 5*time.Second, 10*time.Millisecond)
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	require.ErrorIs(t, co.foreign[0], hmcp.ErrForeignCancel)
+	require.Empty(t, co.canceled, "the \"canceled\" of a hop that ended was handed to HandleStatus")
+}
+
 // The first offer's work is running when an equivocating offer arrives:
 // the work is stopped (its context's cause is ErrEquivocated) and its
 // "failed" carries the reason "equivocation" (HC-54 finish-first).
