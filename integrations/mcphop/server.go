@@ -19,16 +19,19 @@
 //   - an equivocating offer never reaches the handler: the second offer gets
 //     no status (HC-53); what HC-54 allows for the first is attached, and a
 //     call of the first that still runs is stopped (ErrEquivocated);
-//   - an accepted offer is answered "accepted" (which records the hop as
+//   - an accepted offer is taken (Agent.Take, which records the hop as
 //     taken) and the handler runs with the Received in its context
 //     (FromContext). Its result carries "completed", or the outcome the
 //     handler reported with Report, or "accepted" when the outcome is not
-//     known (HC-25, HC-45).
+//     known (HC-25, HC-45). An "accepted" is signed only for a reply that
+//     carries it: the call gets one reply, and "completed" or "failed"
+//     imply it.
 //
 // A notifications/cancelled whose _meta carries the delegator's signed
 // "canceled" is handed to Agent.HandleStatus (HC-28) when it names a hop
 // the middleware accepted on the same session, signed by that hop's
-// delegator; any other "canceled" is refused before it is verified
+// delegator, and the hop has not ended ("completed" or "failed" sent); any
+// other "canceled" is refused before it is verified
 // (ErrForeignCancel) and changes the state of no hop. The cancels the
 // agent signs for the hops passed on go to ServerConfig.OnNotices. The SDK
 // itself ends the named request's context on any notifications/cancelled,
