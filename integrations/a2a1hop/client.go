@@ -105,11 +105,17 @@ func (c *carried) wasAttached() bool {
 // statuses in the response are handed to Agent.HandleStatus; Statuses
 // returns their results.
 func WithHandoff(ctx context.Context, h *handoff.Handoff) context.Context {
-	c := &carried{h: h}
+	var hop handoff.HopID
 	if o, _, err := handoff.InspectUnverified(h.Offer, handoff.Limits{}); err == nil && o != nil {
-		c.hop = o.Hop // our own offer: only used to index the task
+		hop = o.Hop // our own offer: only used to index the task
 	}
-	return context.WithValue(ctx, keyHandoff, c)
+	return withHandoff(ctx, h, hop)
+}
+
+// withHandoff is WithHandoff for a Handoff whose hop the caller knows, as
+// Send and Retransmit do: its offer is not decoded again.
+func withHandoff(ctx context.Context, h *handoff.Handoff, hop handoff.HopID) context.Context {
+	return context.WithValue(ctx, keyHandoff, &carried{h: h, hop: hop})
 }
 
 // WithCancel returns a context whose Cancel Task request carries a signed
@@ -266,11 +272,11 @@ type Delivery struct {
 	Attempts int
 
 	// State is the hop's state in the delegator's table once the delivery
-	// ended (Agent.Hop): handoff.Offered while no verified status came
+	// ended (Agent.Hop): state.Offered while no verified status came
 	// back, else the state the verified statuses set (HC-55, HC-56).
 	State state.State
 	// Refused reports that the delegate refused the offer: with a verified
-	// "rejected" (State handoff.Rejected, Reason its reason code), or with
+	// "rejected" (State state.Rejected, Reason its reason code), or with
 	// TASK_STATE_REJECTED and no status, as for an offer whose signature
 	// did not verify (HC-30; Reason empty).
 	Refused bool
@@ -315,7 +321,7 @@ func (c *Client) Send(ctx context.Context, cl *a2aclient.Client, msg *a2a.Messag
 			}
 		}
 		d.Attempts++
-		res, sts, err := c.send(actx, cl, msg, h)
+		res, sts, err := c.send(actx, cl, msg, h, out.Offer.Hop)
 		d.Statuses = append(d.Statuses, sts...)
 		d.Result = res
 		return err
@@ -326,8 +332,8 @@ func (c *Client) Send(ctx context.Context, cl *a2aclient.Client, msg *a2a.Messag
 	return d, c.settle(ctx, d)
 }
 
-func (c *Client) send(ctx context.Context, cl *a2aclient.Client, msg *a2a.Message, h *handoff.Handoff) (a2a.SendMessageResult, []*handoff.StatusResult, error) {
-	actx := WithHandoff(ctx, h)
+func (c *Client) send(ctx context.Context, cl *a2aclient.Client, msg *a2a.Message, h *handoff.Handoff, hop handoff.HopID) (a2a.SendMessageResult, []*handoff.StatusResult, error) {
+	actx := withHandoff(ctx, h, hop)
 	m := *msg
 	m.ID = a2a.NewMessageID()
 	m.Metadata = clone(msg.Metadata)
@@ -350,7 +356,7 @@ func (c *Client) Retransmit(ctx context.Context, cl *a2aclient.Client, msg *a2a.
 	if err != nil {
 		return nil, nil, err
 	}
-	return c.send(ctx, cl, msg, h)
+	return c.send(ctx, cl, msg, h, hop)
 }
 
 // Cancel signs a "canceled" for hop (Agent.Cancel) and sends it in a Cancel

@@ -185,10 +185,10 @@ func (s *server) resumable(r *mcp.CallToolRequest, in *handoff.Received) (handof
 	return pause.Accepted(in)
 }
 
-func refusedAnswer(err error, accepted handoff.Signed) *mcp.CallToolResult {
+func refusedAnswer(err error, accepted *handoff.Signed) *mcp.CallToolResult {
 	msg := "approval refused: " + err.Error()
 	if errors.Is(err, pause.ErrDeclined) {
 		msg = "approval declined"
 	}
-	return statusResult(accepted, msg, true)
+	return errorResult(msg, accepted)
 }

@@ -103,11 +103,17 @@ type carried struct {
 // params._meta (HC-67). The statuses of the result are handed to
 // Agent.HandleStatus.
 func WithHandoff(ctx context.Context, h *handoff.Handoff) context.Context {
-	c := &carried{h: h, got: new([]*handoff.StatusResult), attached: new(bool)}
+	var hop handoff.HopID
 	if o, _, err := handoff.InspectUnverified(h.Offer, handoff.Limits{}); err == nil && o != nil {
-		c.hop = o.Hop // our own offer: only used to index the call
+		hop = o.Hop // our own offer: only used to index the call
 	}
-	return context.WithValue(ctx, keyHandoff, c)
+	return withHandoff(ctx, h, hop)
+}
+
+// withHandoff is WithHandoff for a Handoff whose hop the caller knows, as
+// Call and Retransmit do: its offer is not decoded again.
+func withHandoff(ctx context.Context, h *handoff.Handoff, hop handoff.HopID) context.Context {
+	return context.WithValue(ctx, keyHandoff, &carried{h: h, hop: hop, got: new([]*handoff.StatusResult), attached: new(bool)})
 }
 
 // Statuses returns the results of the statuses handled for calls made with
@@ -184,11 +190,11 @@ type Delivery struct {
 	Attempts int
 
 	// State is the hop's state in the delegator's table once the call
-	// ended (Agent.Hop): handoff.Offered while no verified status came
+	// ended (Agent.Hop): state.Offered while no verified status came
 	// back, else the state the verified statuses set (HC-55, HC-56).
 	State state.State
 	// Refused reports that the delegate refused the offer: with a verified
-	// "rejected" (State handoff.Rejected, Reason its reason code), or with
+	// "rejected" (State state.Rejected, Reason its reason code), or with
 	// an error result and no status, as for an offer whose signature did
 	// not verify (HC-30; Reason empty).
 	Refused bool
@@ -235,7 +241,7 @@ func (c *Client) Call(ctx context.Context, s *mcp.ClientSession, params *mcp.Cal
 			}
 		}
 		d.Attempts++
-		actx = WithHandoff(actx, h)
+		actx = withHandoff(actx, h, out.Offer.Hop)
 		pp := *params
 		res, err := s.CallTool(actx, &pp)
 		d.Statuses = append(d.Statuses, Statuses(actx)...)
@@ -259,7 +265,7 @@ func (c *Client) Retransmit(ctx context.Context, s *mcp.ClientSession, params *m
 	if err != nil {
 		return nil, nil, err
 	}
-	actx := WithHandoff(ctx, h)
+	actx := withHandoff(ctx, h, hop)
 	pp := *params
 	res, err := s.CallTool(actx, &pp)
 	if !*actx.Value(keyHandoff).(*carried).attached {
@@ -390,19 +396,27 @@ func (c *Client) Transport(t mcp.Transport) mcp.Transport {
 }
 
 // outgoing looks at a message about to be sent in scope (one connection or
-// one HTTP session): it indexes a tools/call carrying a Handoff, and returns
-// a copy of a notifications/cancelled with the pending "canceled" of its
-// hop, with that pending cancel to mark written once sent.
-func (c *Client) outgoing(scope string, msg jsonrpc.Message, w func(context.Context, jsonrpc.Message) error) (jsonrpc.Message, *pendingCancel) {
+// one HTTP session) with the context ctx: it indexes a tools/call carrying
+// a Handoff, and returns a copy of a notifications/cancelled with the
+// pending "canceled" of its hop, with that pending cancel to mark written
+// once sent.
+//
+// The SDK writes a call with the call's context, and its
+// notifications/cancelled with that context's values (the Handoff that
+// Middleware attached to the call among them), so that the hop of either
+// is read from ctx; the message is decoded for its hop only when ctx does
+// not carry one, as for a Handoff put in _meta by other means.
+func (c *Client) outgoing(ctx context.Context, scope string, msg jsonrpc.Message, w func(context.Context, jsonrpc.Message) error) (jsonrpc.Message, *pendingCancel) {
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok {
 		return msg, nil
 	}
+	hop := hopOf(ctx)
 	switch {
 	case req.Method == methodCallTool && req.ID.IsValid():
-		c.index(scope, req, w)
+		c.index(scope, req, hop, w)
 	case req.Method == methodCancelled && !req.ID.IsValid():
-		if pc := c.pendingFor(scope, req); pc != nil {
+		if pc := c.pendingFor(scope, req, hop); pc != nil {
 			cp := *req
 			if AttachCancel(&cp, pc.status) == nil {
 				return &cp, pc
@@ -412,56 +426,94 @@ func (c *Client) outgoing(scope string, msg jsonrpc.Message, w func(context.Cont
 	return msg, nil
 }
 
+// hopOf returns the hop of the Handoff that ctx carries for a call, or ""
+// when it carries none.
+func hopOf(ctx context.Context) handoff.HopID {
+	if cr, ok := ctx.Value(keyHandoff).(*carried); ok {
+		return cr.hop
+	}
+	return ""
+}
+
 func idKey(scope string, id any) string {
 	b, _ := json.Marshal(id)
 	return scope + "|" + string(b)
 }
 
-func (c *Client) index(scope string, req *jsonrpc.Request, w func(context.Context, jsonrpc.Message) error) {
+// index records that the tools/call req, sent in scope, carries the hop
+// hop, or, when hop is "", the hop of the Handoff in its _meta, if any.
+func (c *Client) index(scope string, req *jsonrpc.Request, hop handoff.HopID, w func(context.Context, jsonrpc.Message) error) {
+	if hop == "" {
+		hop = hopIn(req)
+	}
+	if hop == "" {
+		return
+	}
+	c.mu.Lock()
+	c.hops[idKey(scope, req.ID.Raw())] = hop
+	c.ids[hop] = hopCall{id: req.ID, write: w}
+	c.mu.Unlock()
+}
+
+// hopIn returns the hop of the Handoff in the _meta of a tools/call, or ""
+// when it carries none.
+func hopIn(req *jsonrpc.Request) handoff.HopID {
 	var p struct {
 		Meta map[string]any `json:"_meta"`
 	}
 	if json.Unmarshal(req.Params, &p) != nil {
-		return
+		return ""
 	}
 	octets, err := carry.Handoff(p.Meta)
 	if err != nil {
-		return
+		return ""
 	}
 	h, _, err := handoff.ParseHandoff(octets, handoff.Limits{})
 	if err != nil {
-		return
+		return ""
 	}
 	o, _, err := handoff.InspectUnverified(h.Offer, handoff.Limits{})
 	if err != nil || o == nil {
-		return // our own offer: decoded only to index the call
+		return "" // our own offer: decoded only to index the call
 	}
-	c.mu.Lock()
-	c.hops[idKey(scope, req.ID.Raw())] = o.Hop
-	c.ids[o.Hop] = hopCall{id: req.ID, write: w}
-	c.mu.Unlock()
+	return o.Hop
 }
 
-func (c *Client) pendingFor(scope string, req *jsonrpc.Request) *pendingCancel {
-	var p struct {
-		RequestID any `json:"requestId"`
-	}
-	if json.Unmarshal(req.Params, &p) != nil {
-		return nil
-	}
-	id, err := jsonrpc.MakeID(p.RequestID)
-	if err != nil {
-		return nil
+// pendingFor returns, and forgets, the pending "canceled" of the hop whose
+// call the notifications/cancelled req, sent in scope, cancels: the hop
+// hop when the notification's context names it, else the hop indexed
+// under its requestId.
+func (c *Client) pendingFor(scope string, req *jsonrpc.Request, hop handoff.HopID) *pendingCancel {
+	if hop == "" {
+		var p struct {
+			RequestID any `json:"requestId"`
+		}
+		if json.Unmarshal(req.Params, &p) != nil {
+			return nil
+		}
+		id, err := jsonrpc.MakeID(p.RequestID)
+		if err != nil {
+			return nil
+		}
+		c.mu.Lock()
+		hop = c.hops[idKey(scope, id.Raw())]
+		c.mu.Unlock()
+		if hop == "" {
+			return nil
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	hop, ok := c.hops[idKey(scope, id.Raw())]
-	if !ok {
-		return nil
-	}
 	pc := c.pending[hop]
 	delete(c.pending, hop)
 	return pc
+}
+
+// cancelPending reports whether Cancel left a "canceled" for hop to send.
+func (c *Client) cancelPending(hop handoff.HopID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pending[hop] != nil
 }
 
 type transport struct {
@@ -474,16 +526,19 @@ func (t *transport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &conn{Connection: cn, c: t.c}, nil
+	w := &conn{Connection: cn, c: t.c}
+	w.scope = fmt.Sprintf("conn:%p", w)
+	return w, nil
 }
 
 type conn struct {
 	mcp.Connection
-	c *Client
+	c     *Client
+	scope string
 }
 
 func (cn *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	out, pc := cn.c.outgoing(fmt.Sprintf("conn:%p", cn), msg, cn.Connection.Write)
+	out, pc := cn.c.outgoing(ctx, cn.scope, msg, cn.Connection.Write)
 	err := cn.Connection.Write(ctx, out)
 	if pc != nil {
 		pc.written()
@@ -492,7 +547,11 @@ func (cn *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 }
 
 // roundTripper does for the streamable HTTP transport what conn does for
-// the others, on the JSON-RPC message in each POST body.
+// the others, on the JSON-RPC message in each POST body. Over HTTP a hop
+// is canceled only while its call is in flight (Cancel), so that the
+// message of a call whose context carries a hop with no "canceled" pending
+// is sent as it is, without reading its body: its index would never be
+// used.
 type roundTripper struct {
 	c    *Client
 	next http.RoundTripper
@@ -500,6 +559,10 @@ type roundTripper struct {
 
 func (rt *roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Method != http.MethodPost || r.Body == nil {
+		return rt.next.RoundTrip(r)
+	}
+	ctx := r.Context()
+	if hop := hopOf(ctx); hop != "" && !rt.c.cancelPending(hop) {
 		return rt.next.RoundTrip(r)
 	}
 	body, err := io.ReadAll(r.Body)
@@ -511,14 +574,14 @@ func (rt *roundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 	var pc *pendingCancel
 	if derr == nil {
 		var out jsonrpc.Message
-		out, pc = rt.c.outgoing("http:"+r.URL.String()+"|"+r.Header.Get("Mcp-Session-Id"), msg, nil)
+		out, pc = rt.c.outgoing(ctx, "http:"+r.URL.String()+"|"+r.Header.Get("Mcp-Session-Id"), msg, nil)
 		if pc != nil {
 			if b, err := jsonrpc.EncodeMessage(out); err == nil {
 				body = b
 			}
 		}
 	}
-	r = r.Clone(r.Context())
+	r = r.Clone(ctx)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff"
@@ -302,6 +303,52 @@ func TestMCP_Retransmission_StatusWithheldFromUnauthenticated_HC39(t *testing.T)
 	}
 }
 
+// The hop is taken, not answered, while the tool runs: a retransmission
+// meanwhile is answered "accepted" (HC-39), and the first call, whose
+// outcome stays unknown, then carries no status of its own, since the
+// "accepted" was sent; later retransmissions get the same octets.
+func TestMCP_AcceptedOnceWhileTheToolRuns_HC39(t *testing.T) {
+	ctx := context.Background()
+	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.JWS})
+	co := newNode(t, ps[coder], planner, nil)
+	started, release := make(chan struct{}), make(chan struct{})
+	co.work = func(ctx context.Context, in *handoff.Received) (*mcp.CallToolResult, error) {
+		close(started)
+		<-release
+		hmcp.Report(ctx, hmcp.Outcome{Effect: state.EffectUnknown})
+		return &mcp.CallToolResult{Content: []mcp.Content{}}, nil
+	}
+	pc, err := hmcp.NewClient(hmcp.ClientConfig{Agent: ps[planner].Agent})
+	require.NoError(t, err)
+	s := connect(t, pc, co.server, false)
+	out, err := ps[planner].Agent.Offer(ctx, handoff.OfferParams{To: coder, Dialog: dialog})
+	require.NoError(t, err)
+
+	first := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := s.CallTool(hmcp.WithHandoff(ctx, out.Handoff), call("x"))
+		assert.NoError(t, err)
+		first <- res
+	}()
+	<-started
+	res, sts, err := pc.Retransmit(ctx, s, call("x"), out.Offer.Hop)
+	require.NoError(t, err)
+	require.Len(t, sts, 1)
+	require.Equal(t, state.Accepted, sts[0].State)
+	accepted := statusOf(t, res)
+	close(release)
+
+	got := <-first
+	require.NotNil(t, got)
+	require.False(t, got.IsError)
+	_, err = carry.Status(got.Meta)
+	require.ErrorIs(t, err, carry.ErrAbsent, "the first call's reply carries an \"accepted\" of its own")
+	res, _, err = pc.Retransmit(ctx, s, call("x"), out.Offer.Hop)
+	require.NoError(t, err)
+	require.Equal(t, accepted, statusOf(t, res), "the hop's last status changed")
+	require.EqualValues(t, 1, co.calls.Load())
+}
+
 func TestMCP_RetransmitOnTimeout_Backoff_HC37(t *testing.T) {
 	ctx := context.Background()
 	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.JWS})
@@ -541,6 +588,34 @@ func TestMCP_Cancel_AfterTheCall_HC28(t *testing.T) {
 		require.Equal(t, state.Canceled, got.State)
 		require.EqualValues(t, 1, co.calls.Load())
 	}
+}
+
+// A hop whose call ended it ("completed") is no longer bound to the
+// session: its "canceled" is refused before it is verified, as a task in a
+// terminal state is over A2A, and a session that runs hop after hop holds
+// only the hops that can still be canceled.
+func TestMCP_Cancel_AfterCompleted_NotBound_HC28(t *testing.T) {
+	ctx := context.Background()
+	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.JWS})
+	co := newNode(t, ps[coder], planner, nil)
+	pc, err := hmcp.NewClient(hmcp.ClientConfig{Agent: ps[planner].Agent})
+	require.NoError(t, err)
+	s := connect(t, pc, co.server, false)
+	d, err := pc.Call(ctx, s, call("x"), handoff.OfferParams{To: coder, Dialog: dialog})
+	require.NoError(t, err)
+	require.Equal(t, state.Completed, d.State)
+
+	_, err = pc.Cancel(ctx, d.Hop)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		co.mu.Lock()
+		defer co.mu.Unlock()
+		return len(co.foreign) == 1
+	}, 5*time.Second, 10*time.Millisecond)
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	require.ErrorIs(t, co.foreign[0], hmcp.ErrForeignCancel)
+	require.Empty(t, co.canceled, "the \"canceled\" of a hop that ended was handed to HandleStatus")
 }
 
 // The first offer's work is running when an equivocating offer arrives:

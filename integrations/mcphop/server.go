@@ -19,16 +19,19 @@
 //   - an equivocating offer never reaches the handler: the second offer gets
 //     no status (HC-53); what HC-54 allows for the first is attached, and a
 //     call of the first that still runs is stopped (ErrEquivocated);
-//   - an accepted offer is answered "accepted" (which records the hop as
+//   - an accepted offer is taken (Agent.Take, which records the hop as
 //     taken) and the handler runs with the Received in its context
 //     (FromContext). Its result carries "completed", or the outcome the
 //     handler reported with Report, or "accepted" when the outcome is not
-//     known (HC-25, HC-45).
+//     known (HC-25, HC-45). An "accepted" is signed only for a reply that
+//     carries it: the call gets one reply, and "completed" or "failed"
+//     imply it.
 //
 // A notifications/cancelled whose _meta carries the delegator's signed
 // "canceled" is handed to Agent.HandleStatus (HC-28) when it names a hop
 // the middleware accepted on the same session, signed by that hop's
-// delegator; any other "canceled" is refused before it is verified
+// delegator, and the hop has not ended ("completed" or "failed" sent); any
+// other "canceled" is refused before it is verified
 // (ErrForeignCancel) and changes the state of no hop. The cancels the
 // agent signs for the hops passed on go to ServerConfig.OnNotices. The SDK
 // itself ends the named request's context on any notifications/cancelled,
@@ -327,14 +330,15 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 		return errorResult("rejected: "+string(in.Reason()), st), nil
 	}
 
-	// Accepted: answer "accepted" first, which records the hop as taken, so
-	// that a retransmission while the tool runs is told so (HC-39); then run
-	// the tool.
-	accepted, err := s.cfg.Agent.Reply(ctx, in, state.Accepted, handoff.ReplyOptions{})
-	if err != nil {
+	// Accepted: take the work first, which records the hop as taken, so
+	// that a retransmission while the tool runs is told so and answered
+	// "accepted" (HC-39); then run the tool. The call gets one reply: it
+	// carries "completed" or "failed" once the outcome is known, which
+	// implies "accepted" (section 4), so that an "accepted" is signed only
+	// for a reply that carries it.
+	if err := s.cfg.Agent.Take(ctx, in); err != nil {
 		return nil, err
 	}
-	s.sent(ctx, hop, accepted)
 	if b, ok := binding.Of(in); ok && r.Session != nil {
 		if s.served.Bind(r.Session, b) {
 			go func(ss *mcp.ServerSession) { // forget a session once it ends
@@ -343,16 +347,31 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 			}(r.Session)
 		}
 	}
-	return s.run(ctx, r, in, accepted, next)
+	return s.run(ctx, r, in, handoff.Signed{}, next)
 }
 
-// run runs the tool of an accepted hop, whose "accepted" was sent, and
-// answers with the status its outcome asks for.
+// run runs the tool of an accepted hop, taken, or answered with accepted
+// when its octets are set, and answers with the status its outcome asks
+// for. Once that status ends the hop, the hop is no longer bound to the
+// session: a hop that ended is not canceled.
 func (s *server) run(ctx context.Context, r *mcp.CallToolRequest, in *handoff.Received, accepted handoff.Signed, next mcp.MethodHandler) (mcp.Result, error) {
+	res, final, err := s.runTool(ctx, r, in, accepted, next)
+	if b, ok := binding.Of(in); ok && final && r.Session != nil {
+		s.served.Forget(r.Session, b)
+	}
+	return res, err
+}
+
+// runTool is run; final reports that the answer ended the hop.
+func (s *server) runTool(ctx context.Context, r *mcp.CallToolRequest, in *handoff.Received, accepted handoff.Signed, next mcp.MethodHandler) (_ mcp.Result, final bool, _ error) {
 	hop := hopwork.Verified(in).Hop
 	ctx, err := s.guarded(ctx, r, in)
 	if err != nil {
-		return refusedAnswer(err, accepted), nil // the tool does not run
+		st, serr := s.accepted(ctx, in, accepted)
+		if serr != nil {
+			return nil, false, serr
+		}
+		return refusedAnswer(err, st), false, nil // the tool does not run
 	}
 	hctx, box, done := s.running.Start(context.WithValue(ctx, keyReceived, in), in)
 	res, herr := next(context.WithValue(hctx, keyOutcome, box), methodCallTool, r)
@@ -360,29 +379,39 @@ func (s *server) run(ctx context.Context, r *mcp.CallToolRequest, in *handoff.Re
 	if herr != nil {
 		// A protocol error: the outcome is unknown, the hop stays
 		// "accepted" and a retransmission is told so (HC-39).
-		return res, herr
+		return res, false, herr
 	}
 	ctr, _ := res.(*mcp.CallToolResult)
 	if ctr != nil && ctr.InputRequests != nil {
 		// The work paused for input (AskApproval): the hop stays
 		// "accepted" until the retried call resumes it.
+		st, err := s.accepted(ctx, in, accepted)
+		if err != nil {
+			return nil, false, err
+		}
 		if ctr.Meta == nil {
 			ctr.Meta = mcp.Meta{}
 		}
-		carry.AttachStatus(ctr.Meta, accepted)
-		return ctr, nil
+		if st != nil {
+			carry.AttachStatus(ctr.Meta, *st)
+		}
+		return ctr, false, nil
 	}
 	otherwise := hopwork.Outcome{Effect: state.EffectFull}
 	if ctr != nil && ctr.IsError {
 		otherwise.Effect = state.EffectUnknown
 	}
 	state, o := box.Final(otherwise)
-	st := accepted // outcome unknown: the hop stays "accepted" (HC-45)
+	var st *handoff.Signed
 	if state != "" {
-		if st, err = s.cfg.Agent.Reply(ctx, in, state, handoff.ReplyOptions{Effect: o.Effect, Reason: o.Reason, Refs: o.Refs}); err != nil {
-			return nil, err
+		signed, err := s.cfg.Agent.Reply(ctx, in, state, handoff.ReplyOptions{Effect: o.Effect, Reason: o.Reason, Refs: o.Refs})
+		if err != nil {
+			return nil, false, err
 		}
-		s.sent(ctx, hop, st)
+		s.sent(ctx, hop, signed)
+		st = &signed
+	} else if st, err = s.accepted(ctx, in, accepted); err != nil {
+		return nil, false, err // outcome unknown: the hop stays "accepted" (HC-45)
 	}
 	if ctr == nil {
 		ctr = &mcp.CallToolResult{}
@@ -390,8 +419,31 @@ func (s *server) run(ctx context.Context, r *mcp.CallToolRequest, in *handoff.Re
 	if ctr.Meta == nil {
 		ctr.Meta = mcp.Meta{}
 	}
-	carry.AttachStatus(ctr.Meta, st)
-	return ctr, nil
+	if st != nil {
+		carry.AttachStatus(ctr.Meta, *st)
+	}
+	return ctr, state != "", nil
+}
+
+// accepted returns the "accepted" of a taken hop for a reply that carries
+// it: signed already, or signed now (Agent.Reply records it as the hop's
+// last status, so that a retransmission gets the same octets). It returns
+// nil, and the reply carries no status, when the hop moved on while the
+// tool ran: a retransmission was answered "accepted" (HC-39), or the
+// delegator canceled the hop.
+func (s *server) accepted(ctx context.Context, in *handoff.Received, signed handoff.Signed) (*handoff.Signed, error) {
+	if signed.Octets != nil {
+		return &signed, nil
+	}
+	st, err := s.cfg.Agent.Reply(ctx, in, state.Accepted, handoff.ReplyOptions{})
+	switch {
+	case errors.Is(err, handoff.ErrState):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	s.sent(ctx, in.Offer().Hop, st)
+	return &st, nil
 }
 
 // cancelled hands a "canceled" carried by notifications/cancelled to the

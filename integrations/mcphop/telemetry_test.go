@@ -61,7 +61,8 @@ func TestMCP_Telemetry_SpansAndCounters(t *testing.T) {
 		{"rejected", "bad-signature", "signature"},
 	}, receives)
 	require.Equal(t, map[string]int{
-		"sent/accepted/signed":        1, // before the tool runs
+		// No "accepted": the hop was taken before the tool ran, and the
+		// call's one reply carries "completed", which implies it.
 		"sent/completed/signed":       2, // the answer and its resend
 		"received/completed/verified": 2,
 	}, statuses)

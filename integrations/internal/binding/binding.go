@@ -68,6 +68,27 @@ func (t *Table[K]) Bind(k K, h Hop) bool {
 	return !known
 }
 
+// Forget forgets that task k runs hop h, once h ended, keeping k in the
+// table: a session that runs hop after hop holds only the hops that can
+// still be canceled.
+func (t *Table[K]) Forget(k K, h Hop) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	hops, ok := t.m[k]
+	if !ok {
+		return
+	}
+	for i, x := range hops {
+		if x.Iss == h.Iss && x.Hop == h.Hop && x.Offer.Equal(h.Offer) {
+			last := len(hops) - 1
+			hops[i] = hops[last]
+			hops[last] = Hop{}
+			t.m[k] = hops[:last]
+			return
+		}
+	}
+}
+
 // Unbind forgets task k, once it can no longer be canceled.
 func (t *Table[K]) Unbind(k K) {
 	t.mu.Lock()

@@ -50,6 +50,13 @@ func TestCheck(t *testing.T) {
 	require.False(t, tb.Bind("task", ha), "bound once")
 	require.False(t, tb.Bind("task", hb))
 	require.Len(t, tb.Hops("task"), 2)
+	tb.Forget("task", ha)
+	require.Equal(t, []binding.Hop{hb}, tb.Hops("task"), "a hop that ended is forgotten, the others kept")
+	tb.Forget("task", ha)
+	tb.Forget("other", ha)
+	require.Equal(t, []binding.Hop{hb}, tb.Hops("task"))
+	require.False(t, tb.Bind("task", ha), "the task is still known")
+	require.Len(t, tb.Hops("task"), 2)
 	tb.Unbind("task")
 	require.Empty(t, tb.Hops("task"))
 }
