@@ -152,6 +152,11 @@ func (a *Agent) reply(ctx context.Context, r answered, want state.State, opt Rep
 	} else if rec, remembered, err = a.cfg.Store.Get(ctx, key); err != nil {
 		return Signed{}, storeErr(err)
 	}
+	// The status depends on the hop, the target and the options, not on
+	// the record: it is signed once, when the first attempt allows it, and
+	// the same octets are written by every later attempt of the
+	// compare-and-set.
+	var signed Signed
 	for attempt := 0; ; attempt++ {
 		if remembered && !(digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}).Equal(r.target) {
 			return Signed{}, rule("", "the hop holds another offer")
@@ -161,11 +166,12 @@ func (a *Agent) reply(ctx context.Context, r answered, want state.State, opt Rep
 		if err != nil {
 			return Signed{}, err
 		}
-		status := &Status{Hop: r.hop, Offer: r.target, Iss: a.cfg.ID, Aud: r.iss, Iat: TimeOf(a.now()),
-			State: want, Reason: opt.Reason, Detail: opt.Detail, Refs: opt.Refs}
-		signed, err := a.cfg.Signer.SignStatus(status)
-		if err != nil {
-			return Signed{}, err
+		if signed.Octets == nil {
+			status := &Status{Hop: r.hop, Offer: r.target, Iss: a.cfg.ID, Aud: r.iss, Iat: TimeOf(a.now()),
+				State: want, Reason: opt.Reason, Detail: opt.Detail, Refs: opt.Refs}
+			if signed, err = a.cfg.Signer.SignStatus(status); err != nil {
+				return Signed{}, err
+			}
 		}
 		if !records {
 			return signed, nil

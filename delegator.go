@@ -228,8 +228,10 @@ type HopInfo struct {
 func (a *Agent) info(rec replay.OfferRecord) HopInfo {
 	h := hopOf(rec)
 	exp := Time(0)
-	if o, _, err := InspectUnverified(a.recordedOffer(rec), Limits{MaxElementSize: len(rec.Handoff)}); err == nil && o != nil {
-		exp = o.Exp // this agent's own offer, read back from its store
+	if h.State == state.Offered { // only an offered hop can have expired (HC-27)
+		if o, _, err := InspectUnverified(a.recordedOffer(rec), Limits{MaxElementSize: len(rec.Handoff)}); err == nil && o != nil {
+			exp = o.Exp // this agent's own offer, read back from its store
+		}
 	}
 	info := HopInfo{Hop: HopID(rec.Hop), To: AgentID(rec.To), Digest: digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}, Work: rec.Work,
 		State: h.localState(exp, TimeOf(a.now())), Reason: reason.Code(rec.Reason), Canceled: rec.Canceled,
@@ -498,13 +500,16 @@ func (a *Agent) handleStatus(ctx context.Context, octets []byte) (*StatusResult,
 	var flagged *Conflict
 	err = a.updateOffered(ctx, st.Hop, func(rec *replay.OfferRecord) (bool, error) {
 		flagged, res.Conflict, res.Changed = nil, false, false
-		offer := a.recordedOffer(*rec)
-		o, _, err := InspectUnverified(offer, Limits{MaxElementSize: len(offer.Octets)})
-		if err != nil || o == nil || !(digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}).Equal(st.Offer) {
+		// The record holds what the status must answer: this agent's own
+		// offer of hop rec.Hop to rec.To, whose digest is rec.Digest. It
+		// is not decoded again for each status.
+		d := digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}
+		if !d.Equal(st.Offer) {
 			res.rejection = reject(reason.Policy, ErrRejected, "the status names no offer this agent made")
 			return false, nil
 		}
-		if rj := statusAnswers(st, o, offer.Digest()); rj != nil {
+		o := &Offer{Hop: HopID(rec.Hop), Iss: a.cfg.ID, Aud: AgentID(rec.To)}
+		if rj := statusAnswers(st, o, d); rj != nil {
 			res.rejection = asRejection(rj)
 			return false, nil
 		}
