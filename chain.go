@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"slices"
 	"strings"
@@ -365,9 +366,20 @@ func checkChain(h *Handoff, o *Offer, self AgentID, ts *trustState, pol ChainPol
 		}
 		return ChainFull, nil, nil
 	}
-	digests := make([]Digest, n)
-	for i, e := range h.Chain {
-		digests[i] = e.Digest()
+	digests := elementDigests(h.Chain)
+	if h.forms != nil {
+		// The forms Receive left unchecked (parseHandoff): an element
+		// verified before has the octets of one that passed them. The
+		// cache holds JWS elements, which passed the JwsCompact test, and
+		// COSE elements, whose first octet is a tag's (major type 6):
+		// octets that start with a base64url character and are held
+		// are a JWS's.
+		h.checkForms(lim, func(i int) bool {
+			return b64url[h.Chain[i].Octets[0]] && ts.cache.get(digests[i]) != nil
+		})
+		if h.chainErr != nil {
+			return "", nil, h.chainErr
+		}
 	}
 	var pre []*Offer
 	if pol.StructureFirst {
@@ -397,6 +409,18 @@ func checkChain(h *Handoff, o *Offer, self AgentID, ts *trustState, pol ChainPol
 		links[i] = Link{Signed: h.Chain[i], Digest: digests[i], Verified: e.verified, offer: e.offer}
 	}
 	return state, links, nil
+}
+
+// elementDigests returns the handoff digest of each element (HC-20), their
+// values held in one array.
+func elementDigests(chain []Signed) []Digest {
+	digests := make([]Digest, len(chain))
+	vals := make([][sha256.Size]byte, len(chain))
+	for i, e := range chain {
+		vals[i] = sha256.Sum256(e.Octets)
+		digests[i] = Digest{Alg: SHA256Alg, Val: vals[i][:]}
+	}
+	return digests
 }
 
 // applyChainPolicy is the policy half of step 6 (HC-36, HC-58).

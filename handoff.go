@@ -93,6 +93,42 @@ type Handoff struct {
 	// the offer's own checks (issue of order: a damaged chain must not hide
 	// a retransmission or a wrong audience).
 	chainErr *ChainError
+	// forms, when not nil, lists the chain elements whose JwsCompact form
+	// is still to be checked (parseHandoff with deferForms): until
+	// checkForms runs, chainErr may miss a failure among them.
+	forms *pendingForms
+}
+
+// pendingForms is the chain elements of a Handoff taken as JWS by the
+// period they hold, the rest of their form unchecked, in increasing index.
+type pendingForms struct {
+	enc Encoding
+	idx []int
+}
+
+// checkForms completes the form checks that parseHandoff deferred, except
+// for the elements seen reports (nil: none), so that the Handoff holds
+// what ParseHandoff returns for the same input: an element that is not a
+// JWS is what elementFrom makes of it, and chainErr names the first
+// failing element. A Handoff read with a failing element has no pending
+// forms (handoffWire.handoff), so a deferred failure is the first one.
+func (h *Handoff) checkForms(lim Limits, seen func(i int) bool) {
+	if h == nil || h.forms == nil {
+		return
+	}
+	f := h.forms
+	h.forms = nil
+	for _, i := range f.idx {
+		if (seen != nil && seen(i)) || jwsCompact.Match(h.Chain[i].Octets) {
+			continue
+		}
+		e := wireElement{octets: h.Chain[i].Octets, isText: true}
+		s, err := elementFrom(e, f.enc, lim, fmt.Sprintf("chain[%d]", i))
+		h.Chain[i] = s
+		if h.chainErr == nil && err != nil {
+			h.chainErr = &ChainError{Index: i, Reason: ReasonBadSignature, Detail: err.Error(), err: errClass(err)}
+		}
+	}
 }
 
 // ParseHandoff decodes a Handoff object in JSON or CBOR, telling them apart
@@ -119,6 +155,14 @@ type Handoff struct {
 // since the checks of the offer itself come first; ParseHandoff's callers
 // see it through ChainErr.
 func ParseHandoff(data []byte, lim Limits) (*Handoff, Encoding, error) {
+	return parseHandoff(data, lim, false)
+}
+
+// parseHandoff is ParseHandoff. With deferForms, a text element that holds
+// a period is taken as a JWS and the rest of its JwsCompact test is left
+// to the receiver (Handoff.checkForms), which skips it for an element it
+// verified before: such an element has the octets of one that passed it.
+func parseHandoff(data []byte, lim Limits, deferForms bool) (*Handoff, Encoding, error) {
 	lim = lim.withDefaults()
 	if len(data) > lim.MaxHandoffSize {
 		return nil, 0, fmt.Errorf("%w: Handoff of %d octets exceeds %d", ErrTooLarge, len(data), lim.MaxHandoffSize)
@@ -137,7 +181,7 @@ func ParseHandoff(data []byte, lim Limits) (*Handoff, Encoding, error) {
 	if jwsCompact.Match(data) {
 		return nil, 0, malformed("this is a signed handoff (a JWS compact serialization) on its own; a Handoff object {offer, chain} was expected")
 	}
-	var w handoffWire
+	w := handoffWire{deferForms: deferForms}
 	var err error
 	if enc == JSON {
 		err = w.readJSON(data)
@@ -174,12 +218,14 @@ type handoffWire struct {
 	// chainKind names what the chain member held when it was not an array.
 	chainKind string
 	extra     map[string]any
+	// deferForms: see parseHandoff.
+	deferForms bool
 }
 
-// wireElement is one element as read: text, octets, or neither (kind then
+// wireElement is one element as read: text or a byte string, its octets
+// (for text, its UTF-8 octets) private to the Handoff, or neither (kind then
 // names what was there instead).
 type wireElement struct {
-	text    string
 	octets  []byte
 	isText  bool
 	isBytes bool
@@ -196,12 +242,18 @@ func (w *handoffWire) keep(name string, raw any) {
 // readJSON reads a Handoff object in JSON. jsontext checks the grammar,
 // UTF-8, surrogates and unique names of every value, the ones kept
 // undecoded included, in one pass that builds nothing but the elements.
+//
+// The object is read from one private copy of the input, and an element
+// without escapes is a view of that copy (the octets between its quotes,
+// found by the decoder's input offset): reading a chain costs one copy in
+// all, as readCBOR's does, not one per element.
 func (w *handoffWire) readJSON(data []byte) error {
 	d := jsonDecoders.Get().(*jsontext.Decoder)
 	defer func() {
 		d.Reset(bytes.NewBuffer(nil)) // keep no reference to data
 		jsonDecoders.Put(d)
 	}()
+	data = bytes.Clone(data)
 	d.Reset(bytes.NewBuffer(data))
 	switch d.PeekKind() {
 	case '{':
@@ -230,7 +282,7 @@ func (w *handoffWire) readJSON(data []byte) error {
 		switch name {
 		case "offer":
 			w.hasOffer = true
-			if w.offer, err = jsonElement(d); err != nil {
+			if w.offer, err = jsonElement(d, data); err != nil {
 				return err
 			}
 		case "chain":
@@ -244,9 +296,12 @@ func (w *handoffWire) readJSON(data []byte) error {
 			if _, err := d.ReadToken(); err != nil {
 				return jsonErr(err)
 			}
-			w.chain = []wireElement{}
+			// Room for the chain's elements, as many as an input of this
+			// size could hold at one per 64 octets, up to the default
+			// bound: a chain is read without growing the slice.
+			w.chain = make([]wireElement, 0, min(DefaultMaxChain, len(data)/64))
 			for d.PeekKind() != ']' {
-				e, err := jsonElement(d)
+				e, err := jsonElement(d, data)
 				if err != nil {
 					return err
 				}
@@ -260,7 +315,8 @@ func (w *handoffWire) readJSON(data []byte) error {
 			if err != nil {
 				return jsonErr(err)
 			}
-			w.keep(name, json.RawMessage(bytes.Clone(v)))
+			end := int(d.InputOffset())
+			w.keep(name, json.RawMessage(data[end-len(v):end:end]))
 		}
 	}
 	if _, err := d.ReadToken(); err != nil { // '}'
@@ -273,8 +329,10 @@ func (w *handoffWire) readJSON(data []byte) error {
 }
 
 // jsonElement reads one element: a string, or any other value, which is
-// checked and skipped and whose kind is kept.
-func jsonElement(d *jsontext.Decoder) (wireElement, error) {
+// checked and skipped and whose kind is kept. data is what d reads: a
+// string without escapes is its own text, and its octets are a view of
+// data, capped so that appending to them cannot reach what follows.
+func jsonElement(d *jsontext.Decoder, data []byte) (wireElement, error) {
 	if d.PeekKind() != '"' {
 		kind, err := jsonSkip(d)
 		return wireElement{kind: kind}, err
@@ -283,8 +341,15 @@ func jsonElement(d *jsontext.Decoder) (wireElement, error) {
 	if err != nil {
 		return wireElement{}, jsonErr(err)
 	}
-	s, err := jsonText(raw, false)
-	return wireElement{text: s, isText: true}, err
+	if bytes.IndexByte(raw, '\\') < 0 {
+		end := int(d.InputOffset()) - 1 // the closing quote
+		return wireElement{octets: data[end-len(raw)+2 : end : end], isText: true}, nil
+	}
+	b, err := jsontext.AppendUnquote(nil, raw)
+	if err != nil {
+		return wireElement{}, malformed("JSON string: %v", err)
+	}
+	return wireElement{octets: b, isText: true}, nil
 }
 
 // jsonSkip checks and skips one value, and names its kind as typeName
@@ -374,7 +439,7 @@ func cborElement(raw cborhead.View) (wireElement, error) {
 		if err := handoffCBORMode.Unmarshal(raw, &s); err != nil {
 			return wireElement{}, malformed("CBOR: %v", err)
 		}
-		return wireElement{text: s, isText: true}, nil
+		return wireElement{octets: []byte(s), isText: true}, nil
 	case 2:
 		if n, b, ok := cborhead.Head(raw); ok && uint64(len(b)) == n {
 			return wireElement{octets: b, isBytes: true}, nil // in place
@@ -440,13 +505,37 @@ func (w *handoffWire) handoff(enc Encoding, lim Limits) (*Handoff, error) {
 		return h, nil
 	}
 	h.Chain = make([]Signed, len(w.chain))
+	var pending []int
+	if w.deferForms {
+		pending = make([]int, 0, len(w.chain))
+	}
 	for i, e := range w.chain {
+		if w.deferForms && e.isText && bytes.IndexByte(e.octets, '.') > 0 && len(e.octets) <= lim.MaxElementSize {
+			// A JWS, unless the rest of the JwsCompact test fails, when
+			// it is not a signed handoff at all (checkForms).
+			h.Chain[i] = Signed{Format: JWS, Octets: e.octets}
+			pending = append(pending, i)
+			continue
+		}
 		s, err := elementFrom(e, enc, lim, "")
 		if err != nil && h.chainErr == nil {
 			_, err = elementFrom(e, enc, lim, fmt.Sprintf("chain[%d]", i)) // named, now that it is needed
 			h.chainErr = &ChainError{Index: i, Reason: ReasonBadSignature, Detail: err.Error(), err: errClass(err)}
 		}
 		h.Chain[i] = s
+	}
+	if len(pending) > 0 {
+		h.forms = &pendingForms{enc: enc, idx: pending}
+		if h.chainErr != nil {
+			// Another element failed: which failure comes first is known
+			// only with every form checked.
+			failed := h.chainErr
+			h.chainErr = nil
+			h.checkForms(lim, nil)
+			if h.chainErr == nil || h.chainErr.Index > failed.Index {
+				h.chainErr = failed
+			}
+		}
 	}
 	return h, nil
 }
@@ -458,18 +547,18 @@ func elementFrom(e wireElement, enc Encoding, lim Limits, path string) (Signed, 
 	var s Signed
 	switch {
 	case e.isText:
-		t := e.text
+		t := e.octets
 		switch {
-		case jwsCompact.MatchString(t):
-			s = Signed{Format: JWS, Octets: []byte(t)}
+		case jwsCompact.Match(t):
+			s = Signed{Format: JWS, Octets: t}
 		case enc == JSON:
-			b, err := decodeB64u(t)
+			b, err := decodeB64uOctets(t)
 			if err != nil {
-				return Signed{Octets: []byte(t)}, malformed("%s: neither a JWS nor a base64url COSE_Sign1: %v", path, err)
+				return Signed{Octets: t}, malformed("%s: neither a JWS nor a base64url COSE_Sign1: %v", path, err)
 			}
 			s = Signed{Format: COSE, Octets: b}
 		default:
-			return Signed{Octets: []byte(t)}, malformed("%s: text that is not a JWS compact serialization", path)
+			return Signed{Octets: t}, malformed("%s: text that is not a JWS compact serialization", path)
 		}
 	case e.isBytes:
 		if enc != CBOR {
@@ -486,6 +575,25 @@ func elementFrom(e wireElement, enc Encoding, lim Limits, path string) (Signed, 
 		return Signed{Octets: s.Octets}, malformed("%s: COSE element is not a tagged COSE_Sign1", path)
 	}
 	return s, nil
+}
+
+// decodeB64uOctets is decodeB64u for text held as octets, so that a COSE
+// element in JSON is decoded straight from the Handoff's copy of the input:
+// the same canonical base64url without padding, CR and LF refused.
+func decodeB64uOctets(t []byte) ([]byte, error) {
+	if len(t) == 0 {
+		return nil, fmt.Errorf("empty base64url")
+	}
+	if bytes.IndexByte(t, '\r') >= 0 || bytes.IndexByte(t, '\n') >= 0 {
+		return nil, fmt.Errorf("not canonical base64url without padding")
+	}
+	enc := base64.RawURLEncoding.Strict()
+	b := make([]byte, enc.DecodedLen(len(t)))
+	n, err := enc.Decode(b, t)
+	if err != nil {
+		return nil, fmt.Errorf("not canonical base64url without padding")
+	}
+	return b[:n:n], nil
 }
 
 // Encode returns h as a Handoff object in the given encoding.
