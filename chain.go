@@ -172,11 +172,14 @@ type element struct {
 // decodeElements, for ChainPolicy.StructureFirst); a nil entry is an
 // element found in cache. The signatures are then verified over the same
 // octets without decoding the payloads again.
-func verifyElements(chain []Signed, digests []Digest, ts *trustState, lim Limits, workers int, pre []*Offer) ([]element, *ChainError) {
+//
+// hits holds what the cache held for each element when checkChain looked
+// (cacheHits), nil for an element it did not hold.
+func verifyElements(chain []Signed, digests []Digest, hits []*Offer, ts *trustState, lim Limits, workers int, pre []*Offer) ([]element, *ChainError) {
 	out := make([]element, len(chain))
 	var todo []int // indices not in cache, newest first
 	for i := len(chain) - 1; i >= 0; i-- {
-		if o := ts.cache.get(digests[i]); o != nil {
+		if o := hits[i]; o != nil {
 			out[i] = element{offer: o, verified: true}
 			continue
 		}
@@ -264,16 +267,16 @@ func verifyElement(chain []Signed, digests []Digest, i int, ts *trustState, lim 
 }
 
 // decodeElements decodes each element's offer without verifying it, for
-// ChainPolicy.StructureFirst: elements in cache are taken from it (their
-// entry in the result is nil, verifyElements finds them again), the others
-// are decoded. An element that is not a well-formed signed offer fails
-// check 1 (bad-signature), the failing element with the highest index
-// reported, as verifyElements reports.
-func decodeElements(chain []Signed, digests []Digest, ts *trustState, lim Limits) ([]element, []*Offer, *ChainError) {
+// ChainPolicy.StructureFirst: elements in cache (hits) are taken from it
+// (their entry in the result is nil, verifyElements takes them again),
+// the others are decoded. An element that is not a well-formed signed
+// offer fails check 1 (bad-signature), the failing element with the
+// highest index reported, as verifyElements reports.
+func decodeElements(chain []Signed, hits []*Offer, lim Limits) ([]element, []*Offer, *ChainError) {
 	elems := make([]element, len(chain))
 	pre := make([]*Offer, len(chain))
 	for i := len(chain) - 1; i >= 0; i-- {
-		if o := ts.cache.get(digests[i]); o != nil {
+		if o := hits[i]; o != nil {
 			elems[i] = element{offer: o, verified: true}
 			continue
 		}
@@ -367,6 +370,7 @@ func checkChain(h *Handoff, o *Offer, self AgentID, ts *trustState, pol ChainPol
 		return ChainFull, nil, nil
 	}
 	digests := elementDigests(h.Chain)
+	hits := cacheHits(ts.cache, digests)
 	if h.forms != nil {
 		// The forms Receive left unchecked (parseHandoff): an element
 		// verified before has the octets of one that passed them. The
@@ -375,7 +379,7 @@ func checkChain(h *Handoff, o *Offer, self AgentID, ts *trustState, pol ChainPol
 		// octets that start with a base64url character and are held
 		// are a JWS's.
 		h.checkForms(lim, func(i int) bool {
-			return b64url[h.Chain[i].Octets[0]] && ts.cache.get(digests[i]) != nil
+			return b64url[h.Chain[i].Octets[0]] && hits[i] != nil
 		})
 		if h.chainErr != nil {
 			return "", nil, h.chainErr
@@ -385,14 +389,14 @@ func checkChain(h *Handoff, o *Offer, self AgentID, ts *trustState, pol ChainPol
 	if pol.StructureFirst {
 		var decoded []element
 		var cerr *ChainError
-		if decoded, pre, cerr = decodeElements(h.Chain, digests, ts, lim); cerr != nil {
+		if decoded, pre, cerr = decodeElements(h.Chain, hits, lim); cerr != nil {
 			return "", nil, cerr
 		}
 		if _, cerr := checkStructure(decoded, digests, o, self, pol, seconds(skew)); cerr != nil {
 			return "", nil, cerr
 		}
 	}
-	elems, cerr := verifyElements(h.Chain, digests, ts, lim, pol.Workers, pre)
+	elems, cerr := verifyElements(h.Chain, digests, hits, ts, lim, pol.Workers, pre)
 	if cerr != nil {
 		return "", nil, cerr
 	}
@@ -409,6 +413,16 @@ func checkChain(h *Handoff, o *Offer, self AgentID, ts *trustState, pol ChainPol
 		links[i] = Link{Signed: h.Chain[i], Digest: digests[i], Verified: e.verified, offer: e.offer}
 	}
 	return state, links, nil
+}
+
+// cacheHits looks each element up in the cache once: what it holds for
+// the element, verified under the receive's trust state, or nil.
+func cacheHits(c *verifiedCache, digests []Digest) []*Offer {
+	hits := make([]*Offer, len(digests))
+	for i, d := range digests {
+		hits[i] = c.get(d)
+	}
+	return hits
 }
 
 // elementDigests returns the handoff digest of each element (HC-20), their

@@ -223,13 +223,18 @@ type handoffWire struct {
 }
 
 // wireElement is one element as read: text or a byte string, its octets
-// (for text, its UTF-8 octets) private to the Handoff, or neither (kind then
-// names what was there instead).
+// (for text, its UTF-8 octets), or neither (kind then names what was there
+// instead). The octets are private to the Handoff unless view is set: they
+// are then the input's own, until handoffWire.own copies or decodes them.
 type wireElement struct {
 	octets  []byte
 	isText  bool
 	isBytes bool
 	kind    string
+	view    bool
+	// b64: text without a period, already decoded from base64url into
+	// octets (handoffWire.own), as elementFrom would decode it.
+	b64 bool
 }
 
 func (w *handoffWire) keep(name string, raw any) {
@@ -243,17 +248,15 @@ func (w *handoffWire) keep(name string, raw any) {
 // UTF-8, surrogates and unique names of every value, the ones kept
 // undecoded included, in one pass that builds nothing but the elements.
 //
-// The object is read from one private copy of the input, and an element
-// without escapes is a view of that copy (the octets between its quotes,
-// found by the decoder's input offset): reading a chain costs one copy in
-// all, as readCBOR's does, not one per element.
+// An element without escapes is read as a view of data (the octets between
+// its quotes, found by the decoder's input offset), which handoffWire.own
+// then copies, or decodes from base64url, into one array for all.
 func (w *handoffWire) readJSON(data []byte) error {
 	d := jsonDecoders.Get().(*jsontext.Decoder)
 	defer func() {
 		d.Reset(bytes.NewBuffer(nil)) // keep no reference to data
 		jsonDecoders.Put(d)
 	}()
-	data = bytes.Clone(data)
 	d.Reset(bytes.NewBuffer(data))
 	switch d.PeekKind() {
 	case '{':
@@ -315,8 +318,7 @@ func (w *handoffWire) readJSON(data []byte) error {
 			if err != nil {
 				return jsonErr(err)
 			}
-			end := int(d.InputOffset())
-			w.keep(name, json.RawMessage(data[end-len(v):end:end]))
+			w.keep(name, json.RawMessage(bytes.Clone(v)))
 		}
 	}
 	if _, err := d.ReadToken(); err != nil { // '}'
@@ -331,7 +333,7 @@ func (w *handoffWire) readJSON(data []byte) error {
 // jsonElement reads one element: a string, or any other value, which is
 // checked and skipped and whose kind is kept. data is what d reads: a
 // string without escapes is its own text, and its octets are a view of
-// data, capped so that appending to them cannot reach what follows.
+// data.
 func jsonElement(d *jsontext.Decoder, data []byte) (wireElement, error) {
 	if d.PeekKind() != '"' {
 		kind, err := jsonSkip(d)
@@ -343,7 +345,7 @@ func jsonElement(d *jsontext.Decoder, data []byte) (wireElement, error) {
 	}
 	if bytes.IndexByte(raw, '\\') < 0 {
 		end := int(d.InputOffset()) - 1 // the closing quote
-		return wireElement{octets: data[end-len(raw)+2 : end : end], isText: true}, nil
+		return wireElement{octets: data[end-len(raw)+2 : end : end], isText: true, view: true}, nil
 	}
 	b, err := jsontext.AppendUnquote(nil, raw)
 	if err != nil {
@@ -479,11 +481,57 @@ func cborKind(raw []byte) string {
 	return "simple value"
 }
 
+// own makes the octets of every element private: a view of the input
+// that holds a period (a JWS, or no signed handoff) is copied, and one
+// without (base64url, in JSON) is decoded, both into one array. Text
+// that does not decode is copied on its own, for elementFrom to refuse.
+func (w *handoffWire) own() {
+	n := 0
+	size := func(e *wireElement) {
+		if !e.view {
+			return
+		}
+		if bytes.IndexByte(e.octets, '.') >= 0 {
+			n += len(e.octets)
+		} else {
+			n += base64.RawURLEncoding.DecodedLen(len(e.octets))
+		}
+	}
+	size(&w.offer)
+	for i := range w.chain {
+		size(&w.chain[i])
+	}
+	buf := make([]byte, 0, n)
+	take := func(e *wireElement) {
+		if !e.view {
+			return
+		}
+		e.view = false
+		t, at := e.octets, len(buf)
+		if bytes.IndexByte(t, '.') >= 0 {
+			buf = append(buf, t...)
+			e.octets = buf[at:len(buf):len(buf)]
+			return
+		}
+		if b, err := decodeB64uInto(buf[at:at+base64.RawURLEncoding.DecodedLen(len(t))], t); err == nil {
+			buf = buf[:at+len(b)]
+			e.octets, e.b64 = buf[at:len(buf):len(buf)], true
+			return
+		}
+		e.octets = bytes.Clone(t)
+	}
+	take(&w.offer)
+	for i := range w.chain {
+		take(&w.chain[i])
+	}
+}
+
 // handoff checks what was read against the CDDL of section 2.1.
 func (w *handoffWire) handoff(enc Encoding, lim Limits) (*Handoff, error) {
 	if !w.hasOffer {
 		return nil, malformed("offer: required member missing")
 	}
+	w.own()
 	offer, err := elementFrom(w.offer, enc, lim, "offer")
 	if err != nil {
 		return nil, err
@@ -510,7 +558,7 @@ func (w *handoffWire) handoff(enc Encoding, lim Limits) (*Handoff, error) {
 		pending = make([]int, 0, len(w.chain))
 	}
 	for i, e := range w.chain {
-		if w.deferForms && e.isText && bytes.IndexByte(e.octets, '.') > 0 && len(e.octets) <= lim.MaxElementSize {
+		if w.deferForms && e.isText && !e.b64 && bytes.IndexByte(e.octets, '.') > 0 && len(e.octets) <= lim.MaxElementSize {
 			// A JWS, unless the rest of the JwsCompact test fails, when
 			// it is not a signed handoff at all (checkForms).
 			h.Chain[i] = Signed{Format: JWS, Octets: e.octets}
@@ -546,6 +594,8 @@ func (w *handoffWire) handoff(enc Encoding, lim Limits) (*Handoff, error) {
 func elementFrom(e wireElement, enc Encoding, lim Limits, path string) (Signed, error) {
 	var s Signed
 	switch {
+	case e.isText && e.b64:
+		s = Signed{Format: COSE, Octets: e.octets}
 	case e.isText:
 		t := e.octets
 		switch {
@@ -578,22 +628,26 @@ func elementFrom(e wireElement, enc Encoding, lim Limits, path string) (Signed, 
 }
 
 // decodeB64uOctets is decodeB64u for text held as octets, so that a COSE
-// element in JSON is decoded straight from the Handoff's copy of the input:
-// the same canonical base64url without padding, CR and LF refused.
+// element in JSON is decoded straight from the input: the same canonical
+// base64url without padding, CR and LF refused.
 func decodeB64uOctets(t []byte) ([]byte, error) {
+	return decodeB64uInto(make([]byte, base64.RawURLEncoding.DecodedLen(len(t))), t)
+}
+
+// decodeB64uInto is decodeB64uOctets into dst, of DecodedLen(len(t))
+// octets: it returns the decoded prefix of dst.
+func decodeB64uInto(dst, t []byte) ([]byte, error) {
 	if len(t) == 0 {
 		return nil, fmt.Errorf("empty base64url")
 	}
 	if bytes.IndexByte(t, '\r') >= 0 || bytes.IndexByte(t, '\n') >= 0 {
 		return nil, fmt.Errorf("not canonical base64url without padding")
 	}
-	enc := base64.RawURLEncoding.Strict()
-	b := make([]byte, enc.DecodedLen(len(t)))
-	n, err := enc.Decode(b, t)
+	n, err := base64.RawURLEncoding.Strict().Decode(dst, t)
 	if err != nil {
 		return nil, fmt.Errorf("not canonical base64url without padding")
 	}
-	return b[:n:n], nil
+	return dst[:n:n], nil
 }
 
 // Encode returns h as a Handoff object in the given encoding.
