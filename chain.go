@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"fmt"
 	"slices"
@@ -305,7 +306,9 @@ func checkStructure(elems []element, digests []Digest, o *Offer, self AgentID, p
 	}
 	for i := 1; i <= n; i++ {
 		prev, cur := at(i-1), at(i)
-		if cur.Prev == nil || !cur.Prev.Equal(digests[i-1]) { // check 2
+		// Check 2. A link names public octets: compared in variable time,
+		// as Digest.Equal would in constant time.
+		if d := digests[i-1]; cur.Prev == nil || cur.Prev.Alg != d.Alg || !bytes.Equal(cur.Prev.Val, d.Val) {
 			if cur.Prev != nil && !cur.Prev.Supported() { // HC-08: fails for prev
 				return "", &ChainError{Index: i, Reason: ReasonBrokenChain, Detail: fmt.Sprintf("prev uses the unsupported digest alg %q", cur.Prev.Alg), err: ErrUnsupportedDigest}
 			}

@@ -118,6 +118,7 @@ func (h *Handoff) checkForms(lim Limits, seen func(i int) bool) {
 	}
 	f := h.forms
 	h.forms = nil
+	lim = lim.withDefaults()
 	for _, i := range f.idx {
 		if (seen != nil && seen(i)) || jwsCompact.Match(h.Chain[i].Octets) {
 			continue

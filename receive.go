@@ -159,7 +159,7 @@ func (r *Received) Unverified() *Offer {
 // only as Offer and Links say.
 func (r *Received) Handoff() *Handoff {
 	h := r.handoff.clone()
-	h.checkForms(r.by.lim.withDefaults(), nil) // as ParseHandoff returns it, when step 6 did not run
+	h.checkForms(r.by.lim, nil) // as ParseHandoff returns it, when step 6 did not run
 	return h
 }
 
