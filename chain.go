@@ -321,21 +321,42 @@ func checkStructure(elems []element, digests []Digest, o *Offer, self AgentID, p
 			return "", chainErr(i, ReasonBrokenChain, "issued at %d, outside [%d, %d + skew] of element %d", cur.Iat, prev.Iat, prev.Exp, i-1)
 		}
 	}
-	// Check 6: cycles (HC-49).
+	// Check 6: cycles (HC-49). last finds the latest earlier element with
+	// the same iss: by a look back over a short chain, which costs less
+	// than a map, and by a map over a long one, which keeps it linear.
 	allowed := func(id AgentID) bool { return slices.Contains(pol.AllowReentry, id) }
-	seen := make(map[AgentID]int, n+1)
+	var seen map[AgentID]int
+	if n+1 > shortChain {
+		seen = make(map[AgentID]int, n+1)
+	}
+	last := func(i int, iss AgentID) (int, bool) {
+		if seen != nil {
+			j, ok := seen[iss]
+			seen[iss] = i
+			return j, ok
+		}
+		for j := i - 1; j >= 0; j-- {
+			if at(j).Iss == iss {
+				return j, true
+			}
+		}
+		return 0, false
+	}
 	for i := 0; i <= n; i++ {
 		iss := at(i).Iss
-		if j, dup := seen[iss]; dup && !allowed(iss) {
+		if j, dup := last(i, iss); dup && !allowed(iss) {
 			return "", chainErr(i, ReasonCycle, "%q is iss of elements %d and %d", iss, j, i)
 		}
-		seen[iss] = i
 		if i < n && (at(i).Iss == self || at(i).Aud == self) && !allowed(self) {
 			return "", chainErr(i, ReasonCycle, "the receiver %q already appears in element %d", self, i)
 		}
 	}
 	return chainState(elems), nil
 }
+
+// shortChain is the most elements, the offer included, whose issuers
+// checkStructure compares with one another rather than through a map.
+const shortChain = 32
 
 // chainState is the state of a chain whose structure passed: unverifiable
 // when some element's iss has no trusted key (HC-46), partial when its

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	mrand "math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -193,4 +195,67 @@ func FuzzDecodeB64uOctets(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, want, got)
 	})
+}
+
+// TestCheckStructure_CyclesShortAndLong: the cycle check (HC-49) gives the
+// same outcome by its look back over a short chain and by its map over a
+// long one: both against a plain reference, on chains whose issuers repeat,
+// with and without an allowed re-entry.
+func TestCheckStructure_CyclesShortAndLong(t *testing.T) {
+	const self = AgentID("self")
+	reference := func(iss []AgentID, allow []AgentID) string {
+		seen := map[AgentID]int{}
+		for i, id := range iss {
+			if j, dup := seen[id]; dup && !slices.Contains(allow, id) {
+				return fmt.Sprintf("%d:%d", j, i)
+			}
+			seen[id] = i
+		}
+		return ""
+	}
+	rng := mrand.New(mrand.NewPCG(22, 16))
+	for _, n := range []int{1, 5, shortChain - 2, shortChain - 1, shortChain, shortChain + 8, 3 * shortChain} {
+		for round := range 40 {
+			// Issuers drawn from an alphabet about as large as the chain,
+			// so that some chains repeat one and some do not.
+			alphabet := n + 1 + rng.IntN(n+2)
+			iss := make([]AgentID, n+1)
+			for i := range iss {
+				iss[i] = AgentID(fmt.Sprintf("agent-%d", rng.IntN(alphabet)))
+			}
+			var allow []AgentID
+			if round%2 == 1 {
+				allow = []AgentID{iss[rng.IntN(n+1)]}
+			}
+			digests := make([]Digest, n)
+			elems := make([]element, n)
+			offers := make([]*Offer, n+1)
+			for i := range offers {
+				offers[i] = &Offer{Iss: iss[i], Iat: 100, Exp: 200}
+				if i > 0 {
+					offers[i-1].Aud = iss[i]
+					p := digests[i-1]
+					offers[i].Prev = &p
+				}
+				if i < n {
+					digests[i] = SHA256([]byte(fmt.Sprint(round, i)))
+					elems[i] = element{offer: offers[i], verified: true}
+				}
+			}
+			offers[n].Aud = self
+			_, cerr := checkStructure(elems, digests, offers[n], self, ChainPolicy{AllowReentry: allow}, 0)
+			want := reference(iss, allow)
+			if want == "" {
+				require.Nil(t, cerr, "n=%d %v", n, iss)
+				continue
+			}
+			require.NotNil(t, cerr, "n=%d %v", n, iss)
+			require.Equal(t, ReasonCycle, cerr.Reason)
+			var j, i int
+			_, err := fmt.Sscanf(want, "%d:%d", &j, &i)
+			require.NoError(t, err)
+			require.Equal(t, i, cerr.Index)
+			require.Equal(t, fmt.Sprintf("%q is iss of elements %d and %d", iss[i], j, i), cerr.Detail)
+		}
+	}
 }
