@@ -259,3 +259,33 @@ func TestCheckStructure_CyclesShortAndLong(t *testing.T) {
 		}
 	}
 }
+
+// TestParseHandoff_ElementsAtAnyOffset: elements are located by the JSON
+// decoder's input offset, so white space around and between them, and
+// escapes inside them, change nothing but the octets they stand for.
+func TestParseHandoff_ElementsAtAnyOffset(t *testing.T) {
+	for _, f := range []Format{JWS, COSE} {
+		ids := benchIDs(3)
+		w := newWorld(t, f, ids...)
+		want := handoffOf(w.path(nil, ids...)...)
+		compact := encodeHandoff(t, want, JSON)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(compact, &m))
+		m["https://example.com/x"] = map[string]any{"a": []any{1, "two"}}
+		indented, err := json.MarshalIndent(m, "\t ", "\r\n  ")
+		require.NoError(t, err)
+		escaped := bytes.Replace(indented, []byte(`"e`), []byte(`"\u0065`), -1) // the first octet of each JWS
+		for name, data := range map[string][]byte{
+			"compact":  compact,
+			"indented": append(append([]byte(" \n"), indented...), "\n\t "...),
+			"escaped":  escaped,
+		} {
+			got, enc, err := ParseHandoff(data, Limits{})
+			require.NoError(t, err, name)
+			require.Equal(t, JSON, enc)
+			require.NoError(t, got.ChainErr(), name)
+			assert.Equal(t, want.Offer, got.Offer, "%s %s", f, name)
+			assert.Equal(t, want.Chain, got.Chain, "%s %s", f, name)
+		}
+	}
+}
