@@ -1,6 +1,8 @@
 package handoff
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"slices"
 	"strings"
@@ -115,6 +117,7 @@ type elementWork struct {
 	ts      *trustState
 	lim     Limits
 	pre     []*Offer
+	hits    []*Offer
 }
 
 // verifyElements is check 1 of section 5.3 on every element: its signed
@@ -137,12 +140,15 @@ type elementWork struct {
 // decodeElements, for ChainPolicy.StructureFirst); a nil entry is an
 // element found in cache. The signatures are then verified over the same
 // octets without decoding the payloads again.
+//
+// w.hits holds what the cache held for each element when checkChain
+// looked (cacheHits), nil for an element it did not hold.
 func verifyElements(w elementWork, workers int) ([]element, *chainError) {
-	chain, digests, ts := w.chain, w.digests, w.ts
+	chain, hits := w.chain, w.hits
 	out := make([]element, len(chain))
 	var todo []int // indices not in cache, newest first
 	for i := len(chain) - 1; i >= 0; i-- {
-		if o := ts.cache.get(digests[i]); o != nil {
+		if o := hits[i]; o != nil {
 			out[i] = element{offer: o, verified: true}
 			continue
 		}
@@ -231,16 +237,16 @@ func (w elementWork) verify(i int, out []element) *chainError {
 }
 
 // decodeElements decodes each element's offer without verifying it, for
-// ChainPolicy.StructureFirst: elements in cache are taken from it (their
-// entry in the result is nil, verifyElements finds them again), the others
-// are decoded. An element that is not a well-formed signed offer fails
-// check 1 (bad-signature), the failing element with the highest index
-// reported, as verifyElements reports.
-func decodeElements(chain []Signed, digests []digest.Digest, ts *trustState, lim Limits) ([]element, []*Offer, *chainError) {
+// ChainPolicy.StructureFirst: elements in cache (hits) are taken from it
+// (their entry in the result is nil, verifyElements takes them again),
+// the others are decoded. An element that is not a well-formed signed
+// offer fails check 1 (bad-signature), the failing element with the
+// highest index reported, as verifyElements reports.
+func decodeElements(chain []Signed, hits []*Offer, lim Limits) ([]element, []*Offer, *chainError) {
 	elems := make([]element, len(chain))
 	pre := make([]*Offer, len(chain))
 	for i := len(chain) - 1; i >= 0; i-- {
-		if o := ts.cache.get(digests[i]); o != nil {
+		if o := hits[i]; o != nil {
 			elems[i] = element{offer: o, verified: true}
 			continue
 		}
@@ -269,7 +275,9 @@ func checkStructure(elems []element, digests []digest.Digest, o *Offer, self Age
 	}
 	for i := 1; i <= n; i++ {
 		prev, cur := at(i-1), at(i)
-		if cur.Prev == nil || !cur.Prev.Equal(digests[i-1]) { // check 2
+		// Check 2. A link names public octets: compared in variable time,
+		// as Digest.Equal would in constant time.
+		if d := digests[i-1]; cur.Prev == nil || cur.Prev.Alg != d.Alg || !bytes.Equal(cur.Prev.Val, d.Val) {
 			if cur.Prev != nil && !cur.Prev.Supported() { // HC-08: fails for prev
 				return "", &chainError{Index: i, Reason: reason.BrokenChain, Detail: fmt.Sprintf("prev uses the unsupported digest alg %q", cur.Prev.Alg), err: digest.ErrUnsupported}
 			}
@@ -282,21 +290,42 @@ func checkStructure(elems []element, digests []digest.Digest, o *Offer, self Age
 			return "", chainErr(i, reason.BrokenChain, "issued at %d, outside [%d, %d + skew] of element %d", cur.Iat, prev.Iat, prev.Exp, i-1)
 		}
 	}
-	// Check 6: cycles (HC-49).
+	// Check 6: cycles (HC-49). last finds the latest earlier element with
+	// the same iss: by a look back over a short chain, which costs less
+	// than a map, and by a map over a long one, which keeps it linear.
 	allowed := func(id AgentID) bool { return slices.Contains(pol.AllowReentry, id) }
-	seen := make(map[AgentID]int, n+1)
+	var seen map[AgentID]int
+	if n+1 > shortChain {
+		seen = make(map[AgentID]int, n+1)
+	}
+	last := func(i int, iss AgentID) (int, bool) {
+		if seen != nil {
+			j, ok := seen[iss]
+			seen[iss] = i
+			return j, ok
+		}
+		for j := i - 1; j >= 0; j-- {
+			if at(j).Iss == iss {
+				return j, true
+			}
+		}
+		return 0, false
+	}
 	for i := 0; i <= n; i++ {
 		iss := at(i).Iss
-		if j, dup := seen[iss]; dup && !allowed(iss) {
+		if j, dup := last(i, iss); dup && !allowed(iss) {
 			return "", chainErr(i, reason.Cycle, "%q is iss of elements %d and %d", iss, j, i)
 		}
-		seen[iss] = i
 		if i < n && (at(i).Iss == self || at(i).Aud == self) && !allowed(self) {
 			return "", chainErr(i, reason.Cycle, "the receiver %q already appears in element %d", self, i)
 		}
 	}
 	return chainState(elems), nil
 }
+
+// shortChain is the most elements, the offer included, whose issuers
+// checkStructure compares with one another rather than through a map.
+const shortChain = 32
 
 // chainState is the state of a chain whose structure passed: unverifiable
 // when some element's iss has no trusted key (HC-46), partial when its
@@ -344,22 +373,34 @@ func checkChain(h *Handoff, o *Offer, c chainCheck) (ChainState, []Link, *chainE
 		}
 		return ChainFull, nil, nil
 	}
-	digests := make([]digest.Digest, n)
-	for i, e := range h.Chain {
-		digests[i] = e.Digest()
+	digests := elementDigests(h.Chain)
+	hits := cacheHits(ts.cache, digests)
+	if h.forms != nil {
+		// The forms Receive left unchecked (parseHandoff): an element
+		// verified before has the octets of one that passed them. The
+		// cache holds JWS elements, which passed the JwsCompact test, and
+		// COSE elements, whose first octet is a tag's (major type 6):
+		// octets that start with a base64url character and are held
+		// are a JWS's.
+		h.checkForms(lim, func(i int) bool {
+			return b64url[h.Chain[i].Octets[0]] && hits[i] != nil
+		})
+		if h.chainErr != nil {
+			return "", nil, h.chainErr
+		}
 	}
 	var pre []*Offer
 	if pol.StructureFirst {
 		var decoded []element
 		var cerr *chainError
-		if decoded, pre, cerr = decodeElements(h.Chain, digests, ts, lim); cerr != nil {
+		if decoded, pre, cerr = decodeElements(h.Chain, hits, lim); cerr != nil {
 			return "", nil, cerr
 		}
 		if _, cerr := checkStructure(decoded, digests, o, self, pol, seconds(skew)); cerr != nil {
 			return "", nil, cerr
 		}
 	}
-	elems, cerr := verifyElements(elementWork{chain: h.Chain, digests: digests, ts: ts, lim: lim, pre: pre}, pol.Workers)
+	elems, cerr := verifyElements(elementWork{chain: h.Chain, digests: digests, hits: hits, ts: ts, lim: lim, pre: pre}, pol.Workers)
 	if cerr != nil {
 		return "", nil, cerr
 	}
@@ -376,6 +417,28 @@ func checkChain(h *Handoff, o *Offer, c chainCheck) (ChainState, []Link, *chainE
 		links[i] = Link{Signed: h.Chain[i], Digest: digests[i], Verified: e.verified, offer: e.offer}
 	}
 	return state, links, nil
+}
+
+// cacheHits looks each element up in the cache once: what it holds for
+// the element, verified under the receive's trust state, or nil.
+func cacheHits(c *verifiedCache, digests []digest.Digest) []*Offer {
+	hits := make([]*Offer, len(digests))
+	for i, d := range digests {
+		hits[i] = c.get(d)
+	}
+	return hits
+}
+
+// elementDigests returns the handoff digest of each element (HC-20), their
+// values held in one array.
+func elementDigests(chain []Signed) []digest.Digest {
+	digests := make([]digest.Digest, len(chain))
+	vals := make([][sha256.Size]byte, len(chain))
+	for i, e := range chain {
+		vals[i] = sha256.Sum256(e.Octets)
+		digests[i] = digest.Digest{Alg: digest.SHA256Alg, Val: vals[i][:]}
+	}
+	return digests
 }
 
 // applyChainPolicy is the policy half of step 6 (HC-36, HC-58).

@@ -28,12 +28,15 @@
 //	verify.go          3, 5.4  the signature and the trust lookup: OpenOffer,
 //	                           OpenStatus, VerifyStatus; InspectUnverified
 //	handoff.go         2.1     Signed, Handoff, ParseHandoff, Handoff.Encode
+//	wire.go            2.1     the Handoff object read in place: its
+//	                           elements located, their forms checked
 //	peek.go            3       what step 1 reads of a payload before its
 //	                           signature verifies
 //	sign.go            3       Signer
 //	trust.go           3.4     Trust, TrustedKey (package keyset reads
 //	                           trust documents)
-//	status.go          2, 4    Status; how a status answers its offer
+//	status.go          2, 4    Status; how a status answers its offer;
+//	                           StatusResult
 //	payload.go         2       an offer's payload decoded: the typed fast
 //	                           path and the general one; Offer.Payload
 //	offer.go           2       Offer and its members (AgentID, HopID, Time,
@@ -66,9 +69,9 @@
 // step 6.
 //
 //  1. receive.go, Agent.Receive: the input's size is checked, and then
-//     handoff.go, ParseHandoff reads the Handoff object: the offer and the
-//     chain's elements as signed octets (Signed), the object's unknown
-//     members kept undecoded; the offer's handoff digest is SHA-256 over
+//     handoff.go, ParseHandoff reads the Handoff object in place (wire.go):
+//     the offer and the chain's elements as signed octets (Signed), the
+//     object's unknown members kept undecoded; the offer's handoff digest is SHA-256 over
 //     its octets (HC-20).
 //  2. verify.go, OpenOffer (check 1): the envelope is opened by jws/ or
 //     cose/ with the keys the Trust binds to the payload's iss, which

@@ -3,19 +3,10 @@ package handoff
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"io"
-	"math"
 	"slices"
 
-	"github.com/fxamacker/cbor/v2"
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/agentproto/handoff/digest"
-	"github.com/agentproto/handoff/internal/b64u"
-	"github.com/agentproto/handoff/internal/cborhead"
-	"github.com/agentproto/handoff/reason"
 )
 
 // Section 2.1 of the draft: the signed forms of a handoff, and the Handoff
@@ -94,6 +85,10 @@ type Handoff struct {
 	// the offer's own checks (issue of order: a damaged chain must not hide
 	// a retransmission or a wrong audience).
 	chainErr *chainError
+	// forms, when not nil, lists the chain elements whose JwsCompact form
+	// is still to be checked (parseHandoff with deferForms): until
+	// checkForms runs, chainErr may miss a failure among them.
+	forms *pendingForms
 }
 
 // ParseHandoff decodes a Handoff object in JSON or CBOR, telling them apart
@@ -120,6 +115,14 @@ type Handoff struct {
 // since the checks of the offer itself come first; ParseHandoff's callers
 // see it through chainErrOf.
 func ParseHandoff(data []byte, lim Limits) (*Handoff, Encoding, error) {
+	return parseHandoff(data, lim, false)
+}
+
+// parseHandoff is ParseHandoff. With deferForms, a text element that holds
+// a period is taken as a JWS and the rest of its JwsCompact test is left
+// to the receiver (Handoff.checkForms), which skips it for an element it
+// verified before: such an element has the octets of one that passed it.
+func parseHandoff(data []byte, lim Limits, deferForms bool) (*Handoff, Encoding, error) {
 	lim = lim.withDefaults()
 	if len(data) > lim.MaxHandoffSize {
 		return nil, 0, fmt.Errorf("%w: Handoff of %d octets exceeds %d", ErrTooLarge, len(data), lim.MaxHandoffSize)
@@ -138,7 +141,7 @@ func ParseHandoff(data []byte, lim Limits) (*Handoff, Encoding, error) {
 	if jwsCompact.Match(data) {
 		return nil, 0, malformed("this is a signed handoff (a JWS compact serialization) on its own; a Handoff object {offer, chain} was expected")
 	}
-	var w handoffWire
+	w := handoffWire{deferForms: deferForms}
 	var err error
 	if enc == JSON {
 		err = w.readJSON(data)
@@ -162,331 +165,6 @@ func (h *Handoff) chainErrOf() error {
 		return nil
 	}
 	return h.chainErr
-}
-
-// handoffWire is a Handoff object as read from the wire, before its
-// elements are checked: each element is a string, a byte string, or the
-// name of the kind of value found in its place.
-type handoffWire struct {
-	offer    wireElement
-	hasOffer bool
-	chain    []wireElement
-	hasChain bool
-	// chainKind names what the chain member held when it was not an array.
-	chainKind string
-	extra     map[string]any
-}
-
-// wireElement is one element as read: text, octets, or neither (kind then
-// names what was there instead).
-type wireElement struct {
-	text    string
-	octets  []byte
-	isText  bool
-	isBytes bool
-	kind    string
-}
-
-func (w *handoffWire) keep(name string, raw any) {
-	if w.extra == nil {
-		w.extra = map[string]any{}
-	}
-	w.extra[name] = raw
-}
-
-// readJSON reads a Handoff object in JSON. jsontext checks the grammar,
-// UTF-8, surrogates and unique names of every value, the ones kept
-// undecoded included, in one pass that builds nothing but the elements.
-func (w *handoffWire) readJSON(data []byte) error {
-	d := jsonDecoders.Get().(*jsontext.Decoder)
-	defer func() {
-		d.Reset(bytes.NewBuffer(nil)) // keep no reference to data
-		jsonDecoders.Put(d)
-	}()
-	d.Reset(bytes.NewBuffer(data))
-	switch d.PeekKind() {
-	case '{':
-	case 0:
-		_, err := d.ReadToken()
-		return jsonErr(err)
-	default:
-		return malformed("JSON value is not an object")
-	}
-	if _, err := d.ReadToken(); err != nil {
-		return jsonErr(err)
-	}
-	for d.PeekKind() != '}' {
-		if d.PeekKind() != '"' {
-			_, err := d.ReadToken()
-			return jsonErr(err)
-		}
-		raw, err := d.ReadValue() // the name; jsontext refuses a duplicate
-		if err != nil {
-			return jsonErr(err)
-		}
-		name, err := jsonText(raw, true)
-		if err != nil {
-			return err
-		}
-		switch name {
-		case "offer":
-			w.hasOffer = true
-			if w.offer, err = jsonElement(d); err != nil {
-				return err
-			}
-		case "chain":
-			w.hasChain = true
-			if d.PeekKind() != '[' {
-				if w.chainKind, err = jsonSkip(d); err != nil {
-					return err
-				}
-				continue
-			}
-			if _, err := d.ReadToken(); err != nil {
-				return jsonErr(err)
-			}
-			w.chain = []wireElement{}
-			for d.PeekKind() != ']' {
-				e, err := jsonElement(d)
-				if err != nil {
-					return err
-				}
-				w.chain = append(w.chain, e)
-			}
-			if _, err := d.ReadToken(); err != nil {
-				return jsonErr(err)
-			}
-		default:
-			v, err := d.ReadValue()
-			if err != nil {
-				return jsonErr(err)
-			}
-			w.keep(name, json.RawMessage(bytes.Clone(v)))
-		}
-	}
-	if _, err := d.ReadToken(); err != nil { // '}'
-		return jsonErr(err)
-	}
-	if _, err := d.ReadToken(); err != io.EOF {
-		return malformed("trailing data after JSON value")
-	}
-	return nil
-}
-
-// jsonElement reads one element: a string, or any other value, which is
-// checked and skipped and whose kind is kept.
-func jsonElement(d *jsontext.Decoder) (wireElement, error) {
-	if d.PeekKind() != '"' {
-		kind, err := jsonSkip(d)
-		return wireElement{kind: kind}, err
-	}
-	raw, err := d.ReadValue()
-	if err != nil {
-		return wireElement{}, jsonErr(err)
-	}
-	s, err := jsonText(raw, false)
-	return wireElement{text: s, isText: true}, err
-}
-
-// jsonSkip checks and skips one value, and names its kind as typeName
-// names the decoded value.
-func jsonSkip(d *jsontext.Decoder) (string, error) {
-	kind := map[jsontext.Kind]string{'{': "map", '[': "array", '0': "number", 't': "bool", 'f': "bool", 'n': "null"}[d.PeekKind()]
-	if _, err := d.ReadValue(); err != nil {
-		return "", jsonErr(err)
-	}
-	return kind, nil
-}
-
-// handoffCBORMode reads the Handoff object's own map: the members' values
-// stay undecoded (cbor.RawMessage), so the only bounds are the size bound
-// and the library's: a data item can hold no more items than it has
-// octets, and nesting is bounded by the library's largest bound.
-var handoffCBORMode = func() cbor.DecMode {
-	dm, err := cbor.DecOptions{
-		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
-		UTF8:             cbor.UTF8RejectInvalid,
-		IndefLength:      cbor.IndefLengthAllowed,
-		TagsMd:           cbor.TagsAllowed,
-		MaxNestedLevels:  65535,
-		MaxArrayElements: math.MaxInt32,
-		MaxMapPairs:      math.MaxInt32,
-	}.DecMode()
-	if err != nil {
-		panic(err) // constant options: a programmer error
-	}
-	return dm
-}()
-
-// readCBOR reads a Handoff object in CBOR: a map with text keys, each
-// value well formed (RFC 8949), the elements decoded and every other member
-// kept as its octets.
-func (w *handoffWire) readCBOR(data []byte, lim Limits) error {
-	if data[0]>>5 != 5 { // major type 5: the CDDL's root is a map, untagged
-		return malformed("CBOR value is not a map")
-	}
-	// The object is read in place: every value is a view of one private
-	// copy of the input, so that reading it costs one copy in all.
-	data = bytes.Clone(data)
-	var m map[string]cborhead.View
-	rest, err := handoffCBORMode.UnmarshalFirst(data, &m)
-	switch {
-	case err != nil:
-		return malformed("CBOR: %v", err)
-	case len(rest) != 0:
-		return malformed("trailing data after CBOR value")
-	}
-	for name, raw := range m {
-		switch name {
-		case "offer":
-			w.hasOffer = true
-			if w.offer, err = cborElement(raw); err != nil {
-				return err
-			}
-		case "chain":
-			w.hasChain = true
-			if raw[0]>>5 != 4 {
-				w.chainKind = cborKind(raw)
-				continue
-			}
-			var a []cborhead.View
-			if err := handoffCBORMode.Unmarshal(raw, &a); err != nil {
-				return malformed("CBOR: chain: %v", err)
-			}
-			w.chain = make([]wireElement, len(a))
-			for i, e := range a {
-				if w.chain[i], err = cborElement(e); err != nil {
-					return err
-				}
-			}
-		default:
-			w.keep(name, cbor.RawMessage(raw))
-		}
-	}
-	return nil
-}
-
-// cborElement reads one element: a text or byte string, or the kind of the
-// item found instead.
-func cborElement(raw cborhead.View) (wireElement, error) {
-	switch raw[0] >> 5 {
-	case 3:
-		var s string
-		if err := handoffCBORMode.Unmarshal(raw, &s); err != nil {
-			return wireElement{}, malformed("CBOR: %v", err)
-		}
-		return wireElement{text: s, isText: true}, nil
-	case 2:
-		if n, b, ok := cborhead.Head(raw); ok && uint64(len(b)) == n {
-			return wireElement{octets: b, isBytes: true}, nil // in place
-		}
-		var b []byte // an indefinite length: the library joins the chunks
-		if err := handoffCBORMode.Unmarshal(raw, &b); err != nil {
-			return wireElement{}, malformed("CBOR: %v", err)
-		}
-		return wireElement{octets: b, isBytes: true}, nil
-	}
-	return wireElement{kind: cborKind(raw)}, nil
-}
-
-// cborKind names the kind of a well-formed item from its initial octet, as
-// typeName names the decoded value.
-func cborKind(raw []byte) string {
-	switch raw[0] >> 5 {
-	case 0:
-		return "unsigned integer"
-	case 1:
-		return "negative integer"
-	case 4:
-		return "array"
-	case 5:
-		return "map"
-	case 6:
-		return "tag"
-	}
-	switch raw[0] {
-	case 0xf4, 0xf5:
-		return "bool"
-	case 0xf6, 0xf7:
-		return "null"
-	case 0xf9, 0xfa, 0xfb:
-		return "float"
-	}
-	return "simple value"
-}
-
-// handoff checks what was read against the CDDL of section 2.1.
-func (w *handoffWire) handoff(enc Encoding, lim Limits) (*Handoff, error) {
-	if !w.hasOffer {
-		return nil, malformed("offer: required member missing")
-	}
-	offer, err := elementFrom(w.offer, enc, lim, "offer")
-	if err != nil {
-		return nil, err
-	}
-	if lim.Strict {
-		if k, kn, found := caseVariant(w.extra, handoffMembers); found {
-			return nil, malformed("%s: differs only in case from the member %q (strict profile)", k, kn)
-		}
-	}
-	h := &Handoff{Offer: offer, Extra: w.extra}
-	switch {
-	case !w.hasChain:
-		return h, nil
-	case w.chain == nil:
-		h.chainErr = &chainError{Index: -1, Reason: reason.BadSignature, Detail: "chain: want an array of signed handoffs, got " + w.chainKind, err: ErrMalformed}
-		return h, nil
-	case len(w.chain) == 0:
-		h.chainErr = &chainError{Index: -1, Reason: reason.BadSignature, Detail: "chain: empty array ([+ SignedHandoff])", err: ErrMalformed}
-		return h, nil
-	}
-	h.Chain = make([]Signed, len(w.chain))
-	for i, e := range w.chain {
-		s, err := elementFrom(e, enc, lim, "")
-		if err != nil && h.chainErr == nil {
-			_, err = elementFrom(e, enc, lim, fmt.Sprintf("chain[%d]", i)) // named, now that it is needed
-			h.chainErr = &chainError{Index: i, Reason: reason.BadSignature, Detail: err.Error(), err: errClass(err)}
-		}
-		h.Chain[i] = s
-	}
-	return h, nil
-}
-
-// elementFrom reads one signed handoff of a Handoff object. On error the
-// returned Signed still holds what octets there were, so that the element
-// keeps its place (and its digest) in the chain.
-func elementFrom(e wireElement, enc Encoding, lim Limits, path string) (Signed, error) {
-	var s Signed
-	switch {
-	case e.isText:
-		t := e.text
-		switch {
-		case jwsCompact.MatchString(t):
-			s = Signed{Format: JWS, Octets: []byte(t)}
-		case enc == JSON:
-			b, err := b64u.Decode(t)
-			if err != nil {
-				return Signed{Octets: []byte(t)}, malformed("%s: neither a JWS nor a base64url COSE_Sign1: %v", path, err)
-			}
-			s = Signed{Format: COSE, Octets: b}
-		default:
-			return Signed{Octets: []byte(t)}, malformed("%s: text that is not a JWS compact serialization", path)
-		}
-	case e.isBytes:
-		if enc != CBOR {
-			return Signed{Octets: e.octets}, malformed("%s: byte string outside CBOR", path)
-		}
-		s = Signed{Format: COSE, Octets: e.octets}
-	default:
-		return Signed{}, malformed("%s: want a signed handoff, got %s", path, e.kind)
-	}
-	if len(s.Octets) > lim.MaxElementSize {
-		return Signed{Octets: s.Octets}, fmt.Errorf("%w: %s: element of %d octets exceeds %d", ErrTooLarge, path, len(s.Octets), lim.MaxElementSize)
-	}
-	if _, ok := coseTagLen(s.Octets); s.Format == COSE && !ok {
-		return Signed{Octets: s.Octets}, malformed("%s: COSE element is not a tagged COSE_Sign1", path)
-	}
-	return s, nil
 }
 
 // Encode returns h as a Handoff object in the given encoding.
@@ -533,17 +211,6 @@ func elementValue(s Signed, enc Encoding) any {
 		return base64.RawURLEncoding.EncodeToString(s.Octets)
 	}
 	return s.Octets
-}
-
-// coseTagLen reports whether b starts with the head of tag 18, a
-// COSE_Sign1 (HC-17), in any of the lengths RFC 8949 allows (0xd2, or
-// 0xd8 0x12, ...), and the length of that head.
-func coseTagLen(b []byte) (int, bool) {
-	if len(b) == 0 || b[0]>>5 != 6 {
-		return 0, false
-	}
-	v, rest, ok := cborhead.Head(b)
-	return len(b) - len(rest), ok && v == 18
 }
 
 func (s Signed) clone() Signed { return Signed{Format: s.Format, Octets: slices.Clone(s.Octets)} }

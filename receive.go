@@ -175,7 +175,11 @@ func (r *Received) Unverified() *Offer {
 // Handoff returns a copy of the Handoff object as carried (nil when it did
 // not parse). Its elements are signed octets; their claims are verified
 // only as Offer and Links say.
-func (r *Received) Handoff() *Handoff { return r.handoff.clone() }
+func (r *Received) Handoff() *Handoff {
+	h := r.handoff.clone()
+	h.checkForms(r.by.lim, nil) // as ParseHandoff returns it, when step 6 did not run
+	return h
+}
 
 // Digest returns the offer's handoff digest (HC-20), or the zero Digest
 // when the Handoff did not parse.
@@ -344,7 +348,7 @@ func (a *Agent) Receive(ctx context.Context, data []byte, host Host) (*Received,
 func (a *Agent) receive(ctx context.Context, data []byte, host Host) (*Received, error) {
 	r := &Received{by: a, host: host}
 	ts := a.trust.Load()
-	h, _, err := ParseHandoff(data, a.lim)
+	h, _, err := parseHandoff(data, a.lim, true) // forms of elements seen before are not checked again: checkChain
 	if err != nil {
 		return r.fail(CheckSignature, &Rejection{Reason: reason.BadSignature, Detail: err.Error(), Err: err}), nil
 	}

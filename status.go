@@ -1,6 +1,8 @@
 package handoff
 
 import (
+	"log/slog"
+
 	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/ref"
@@ -162,4 +164,73 @@ func (s *Status) Payload(enc Encoding) ([]byte, error) {
 		return nil, err
 	}
 	return s.encode(enc)
+}
+
+// StatusResult is the outcome of HandleStatus. Like Received, it carries a
+// rejection as a value: Err, Reason.
+type StatusResult struct {
+	// Status is the status once it verified (HC-55), else nil.
+	Status *Status
+	// State is the hop's state after the status, for the side it concerns.
+	State state.State
+	// Changed reports that the status set the hop's state.
+	Changed bool
+	// Conflict reports that the status contradicts the first verified
+	// terminal state: it was flagged and ignored (HC-56).
+	Conflict bool
+	// Notices are the "canceled" statuses this agent signed for the offers
+	// it issued from a hop that was just canceled (HC-28): send each to its
+	// delegate, so that the cancel walks down the chain.
+	Notices []Notice
+
+	rejection *Rejection
+}
+
+// LogValue is r for log/slog: the decision, the hop's state, and the
+// status's state, iss and hop once it verified, or the reason it was
+// refused and why. A status that did not verify is named by its reason
+// alone: its members are claims no signature backs.
+func (r *StatusResult) LogValue() slog.Value { return slog.GroupValue(r.logAttrs()...) }
+
+func (r *StatusResult) logAttrs() []slog.Attr {
+	attrs := []slog.Attr{slog.String("decision", r.decision())}
+	if r.State != "" {
+		attrs = append(attrs, slog.String("state", string(r.State)))
+	}
+	if st := r.Status; st != nil {
+		attrs = append(attrs, slog.String("status", string(st.State)), slog.String("iss", string(st.Iss)), slog.String("hop", string(st.Hop)))
+	}
+	if rj := r.rejection; rj != nil {
+		attrs = append(attrs, slog.String("reason", string(rj.Reason)), slog.String("detail", rj.Detail))
+	}
+	return attrs
+}
+
+// decision names the outcome in one word, for logs.
+func (r *StatusResult) decision() string {
+	switch {
+	case r.rejection != nil:
+		return "refused"
+	case r.Conflict:
+		return "conflict"
+	case r.Changed:
+		return "applied"
+	}
+	return "unchanged"
+}
+
+// Err returns why the status was refused (a *Rejection), or nil.
+func (r *StatusResult) Err() error {
+	if r.rejection == nil {
+		return nil
+	}
+	return r.rejection
+}
+
+// Reason returns the reason code of a refusal, or "".
+func (r *StatusResult) Reason() reason.Code {
+	if r.rejection == nil {
+		return ""
+	}
+	return r.rejection.Reason
 }
