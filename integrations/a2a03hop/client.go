@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -52,6 +53,10 @@ type ClientConfig struct {
 	Now func() time.Time
 	// Observe records spans and counters; nil records nothing.
 	Observe *observe.Recorder
+	// Logger, when set, hears of each status handled: the outcome as the Agent decided
+	// it (a slog.LogValuer), with the transport. Nil is silent. Give the
+	// Agent a logger too (handoff.Config.Logger) for its own decisions.
+	Logger *slog.Logger
 }
 
 // Client is the delegator's a2aclient.CallInterceptor. It is safe for
@@ -226,6 +231,7 @@ func (c *Client) After(ctx context.Context, resp *a2aclient.Response) error {
 		seen[string(octets)] = true
 		sr, err := c.cfg.Agent.HandleStatus(ctx, octets)
 		c.cfg.Observe.StatusReceived(ctx, Transport, sr, err)
+		hopwork.LogStatus(ctx, c.cfg.Logger, Transport, sr, err)
 		if err != nil {
 			return err
 		}

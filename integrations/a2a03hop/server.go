@@ -68,6 +68,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -127,6 +128,10 @@ type ServerConfig struct {
 	OnReceive func(context.Context, *handoff.Received)
 	// Observe records spans and counters; nil records nothing.
 	Observe *observe.Recorder
+	// Logger, when set, hears of each delivery and each "canceled" handled: the outcome as the Agent decided
+	// it (a slog.LogValuer), with the transport. Nil is silent. Give the
+	// Agent a logger too (handoff.Config.Logger) for its own decisions.
+	Logger *slog.Logger
 	// Approvals, when set, gives every accepted hop's executor its
 	// evidence guard and pauses a must-ask action for its owner's approval
 	// with input-required (AskApproval); nil leaves both to the executor.
@@ -275,6 +280,7 @@ func (e *Executor) Execute(ctx context.Context, reqCtx *a2asrv.RequestContext, q
 	rctx, end := e.cfg.Observe.StartReceive(ctx, Transport)
 	in, err := e.cfg.Agent.Receive(rctx, octets, handoff.Host{Dialog: dialog, Peer: e.peer(ctx)})
 	end(in, err)
+	hopwork.LogReceived(ctx, e.cfg.Logger, Transport, in, err)
 	span.Received(in, err)
 	if err == nil && e.cfg.OnReceive != nil {
 		e.cfg.OnReceive(ctx, in)
@@ -385,6 +391,7 @@ func (e *Executor) Cancel(ctx context.Context, reqCtx *a2asrv.RequestContext, q 
 	}
 	res, err := e.cfg.Agent.HandleStatus(ctx, octets)
 	e.cfg.Observe.StatusReceived(ctx, Transport, res, err)
+	hopwork.LogStatus(ctx, e.cfg.Logger, Transport, res, err)
 	if err != nil {
 		return err
 	}

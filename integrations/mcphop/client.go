@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -50,6 +51,10 @@ type ClientConfig struct {
 	Now func() time.Time
 	// Observe records spans and counters; nil records nothing.
 	Observe *observe.Recorder
+	// Logger, when set, hears of each status handled: the outcome as the Agent decided
+	// it (a slog.LogValuer), with the transport. Nil is silent. Give the
+	// Agent a logger too (handoff.Config.Logger) for its own decisions.
+	Logger *slog.Logger
 }
 
 // Client is the delegator's side of the middleware. It is safe for
@@ -174,6 +179,7 @@ func (c *Client) handle(ctx context.Context, meta mcp.Meta) *handoff.StatusResul
 	}
 	sr, err := c.cfg.Agent.HandleStatus(ctx, octets)
 	c.cfg.Observe.StatusReceived(ctx, Transport, sr, err)
+	hopwork.LogStatus(ctx, c.cfg.Logger, Transport, sr, err)
 	if err != nil {
 		return nil
 	}

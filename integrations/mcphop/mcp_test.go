@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,6 +51,8 @@ type node struct {
 	// work is the tool's body, after the invocation is counted.
 	work func(ctx context.Context, in *handoff.Received) (*mcp.CallToolResult, error)
 
+	logs lockedBuffer // the server's log records, JSON lines
+
 	mu       sync.Mutex
 	seen     []*handoff.Received
 	canceled []*handoff.StatusResult
@@ -67,6 +71,7 @@ func newNode(t *testing.T, p *agenttest.Party, peer handoff.AgentID, rec *observ
 		// test names the one peer each server serves.
 		Peer:    func(*mcp.CallToolRequest) handoff.AgentID { return peer },
 		Observe: rec,
+		Logger:  slog.New(slog.NewJSONHandler(&n.logs, nil)),
 		OnCancel: func(_ context.Context, r *handoff.StatusResult) {
 			n.mu.Lock()
 			n.canceled = append(n.canceled, r)
@@ -798,4 +803,54 @@ func TestMCP_MissingMiddleware_TypedError_And_DeliveryOutcome(t *testing.T) {
 	require.Equal(t, state.Failed, d.State)
 	require.False(t, d.Refused, "a failed hop was taken, not refused")
 	require.EqualValues(t, 2, co.calls.Load())
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// The middleware logs each delivery and each status it handles with the
+// logger it is given, the Agent's decision as its LogValue gives it.
+func TestMCP_LoggerHearsEachDecision(t *testing.T) {
+	ctx := context.Background()
+	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.JWS})
+	co := newNode(t, ps[coder], planner, nil)
+	var clientLogs lockedBuffer
+	pc, err := hmcp.NewClient(hmcp.ClientConfig{Agent: ps[planner].Agent, Logger: slog.New(slog.NewJSONHandler(&clientLogs, nil))})
+	require.NoError(t, err)
+	s := connect(t, pc, co.server, false)
+	d, err := pc.Call(ctx, s, call("x"), handoff.OfferParams{To: coder, Dialog: dialog})
+	require.NoError(t, err)
+
+	var rec struct {
+		Msg       string `json:"msg"`
+		Transport string `json:"transport"`
+		Received  struct {
+			Decision, Iss, Hop string
+		} `json:"received"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(strings.SplitN(co.logs.String(), "\n", 2)[0]), &rec))
+	assert.Equal(t, "handoff: delivery", rec.Msg)
+	assert.Equal(t, hmcp.Transport, rec.Transport)
+	assert.Equal(t, "accepted", rec.Received.Decision)
+	assert.Equal(t, string(planner), rec.Received.Iss)
+	assert.Equal(t, string(d.Hop), rec.Received.Hop)
+
+	assert.Contains(t, clientLogs.String(), `"msg":"handoff: status"`)
+	assert.Contains(t, clientLogs.String(), `"decision":"applied"`)
+	assert.Contains(t, clientLogs.String(), `"iss":"`+string(coder)+`"`)
 }

@@ -68,6 +68,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -131,6 +132,10 @@ type ServerConfig struct {
 	OnReceive func(context.Context, *handoff.Received)
 	// Observe records spans and counters; nil records nothing.
 	Observe *observe.Recorder
+	// Logger, when set, hears of each delivery and each "canceled" handled: the outcome as the Agent decided
+	// it (a slog.LogValuer), with the transport. Nil is silent. Give the
+	// Agent a logger too (handoff.Config.Logger) for its own decisions.
+	Logger *slog.Logger
 	// Approvals, when set, gives every accepted hop's tool its evidence
 	// guard and pauses a must-ask action for its owner's approval with an
 	// MCP input request (AskApproval); nil leaves both to the tool.
@@ -261,6 +266,7 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 	rctx, end := s.cfg.Observe.StartReceive(ctx, Transport)
 	in, err := s.cfg.Agent.Receive(rctx, octets, host)
 	end(in, err)
+	hopwork.LogReceived(ctx, s.cfg.Logger, Transport, in, err)
 	span.Received(in, err)
 	if err == nil && s.cfg.OnReceive != nil {
 		s.cfg.OnReceive(ctx, in)
@@ -466,6 +472,7 @@ func (s *server) cancelled(ctx context.Context, ss *mcp.ServerSession, p *mcp.Ca
 	}
 	res, err := s.cfg.Agent.HandleStatus(ctx, octets)
 	s.cfg.Observe.StatusReceived(ctx, Transport, res, err)
+	hopwork.LogStatus(ctx, s.cfg.Logger, Transport, res, err)
 	if err != nil {
 		return
 	}

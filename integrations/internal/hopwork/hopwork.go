@@ -8,6 +8,7 @@ package hopwork
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 
 	"github.com/agentproto/handoff"
@@ -156,4 +157,37 @@ func Verified(in *handoff.Received) *handoff.Offer {
 		return o
 	}
 	return in.Refused()
+}
+
+// LogReceived logs, with l, the outcome of a delivery's Receive: the
+// Received as its LogValue gives it (whose members are the offer's only
+// once its signature verified), or the error. A nil l is silent.
+func LogReceived(ctx context.Context, l *slog.Logger, transport string, in *handoff.Received, err error) {
+	switch {
+	case l == nil:
+	case err != nil:
+		l.LogAttrs(ctx, slog.LevelError, "handoff: delivery not decided", slog.String("transport", transport), slog.String("error", err.Error()))
+	default:
+		level := slog.LevelInfo
+		if !in.Accepted() && !in.Retransmission() {
+			level = slog.LevelWarn
+		}
+		l.LogAttrs(ctx, level, "handoff: delivery", slog.String("transport", transport), slog.Any("received", in))
+	}
+}
+
+// LogStatus logs, with l, the outcome of a status handled: the
+// StatusResult as its LogValue gives it, or the error. A nil l is silent.
+func LogStatus(ctx context.Context, l *slog.Logger, transport string, res *handoff.StatusResult, err error) {
+	switch {
+	case l == nil:
+	case err != nil:
+		l.LogAttrs(ctx, slog.LevelError, "handoff: status not decided", slog.String("transport", transport), slog.String("error", err.Error()))
+	default:
+		level := slog.LevelInfo
+		if res.Err() != nil || res.Conflict {
+			level = slog.LevelWarn
+		}
+		l.LogAttrs(ctx, level, "handoff: status", slog.String("transport", transport), slog.Any("status", res))
+	}
 }
