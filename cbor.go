@@ -137,7 +137,7 @@ var errTimeTag = errors.New("time tag")
 // decodeCBOR parses one CBOR data item, which must be a map with text keys
 // (the CDDL's top-level maps), into the generic value model.
 //
-// In ProfileExact every valid, well-formed data item is accepted: any
+// In profileExact every valid, well-formed data item is accepted: any
 // serialization (longer heads than needed, indefinite lengths, floats of
 // any width, keys in any order), tags, NaN and infinities, simple values,
 // nested maps with keys of any type that Go can hold as a map key. The

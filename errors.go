@@ -25,10 +25,6 @@ var (
 	// ErrUntrustedKey: no key that the trust configuration binds to the
 	// element's iss matches it (reason "untrusted-key").
 	ErrUntrustedKey = errors.New("handoff: untrusted key")
-	// ErrUnsupportedDigest: a Digest names an alg this implementation does
-	// not implement. HC-08: a check that depends on it fails for prev and
-	// grant, and is unverifiable for refs.
-	ErrUnsupportedDigest = errors.New("handoff: unsupported digest alg")
 	// ErrRejected: an offer or status was refused by a processing rule; the
 	// *Rejection it is wrapped in carries the reason code.
 	ErrRejected = errors.New("handoff: rejected")
@@ -118,7 +114,7 @@ func storeErrOrNil(err error) error {
 	return storeErr(err)
 }
 
-// ChainError is a failed check of section 5.3: the element it concerns
+// chainError is a failed check of section 5.3: the element it concerns
 // (Index, oldest first; -1 for the chain member as a whole; the length of
 // the chain for the current offer) and the draft's reason code.
 type chainError struct {

@@ -121,9 +121,9 @@ func (r *Received) Detail() string {
 	return ""
 }
 
-// Err returns the rejection as an error (a *Rejection, or a *ChainError for
-// step 6, both carrying the reason), or nil when accepted or a
-// retransmission.
+// Err returns the rejection as an error (a *Rejection, which carries the
+// reason; for step 6 its detail says where in the chain), or nil when
+// accepted or a retransmission.
 func (r *Received) Err() error {
 	switch {
 	case r.rejection != nil:

@@ -616,7 +616,7 @@ func (c *checker) authority() {
 	}
 }
 
-// WireToRef converts a package reference to the root's ContextRef.
+// WireToRef converts a package reference to a ref.Ref.
 func WireToRef(w WireRef) (ref.Ref, error) {
 	d, err := digest.Parse(w.Dig.Alg + ":" + w.Dig.Val)
 	if err != nil {
@@ -625,7 +625,7 @@ func WireToRef(w WireRef) (ref.Ref, error) {
 	return ref.Ref{Kind: w.Kind, Dig: d, Loc: w.Loc}, nil
 }
 
-// RefToWire converts a root ContextRef to its form in a package.
+// RefToWire converts a ref.Ref to its form in a package.
 func RefToWire(r ref.Ref) WireRef {
 	return WireRef{Kind: r.Kind, Dig: WireDigest{Alg: r.Dig.Alg, Val: r.Dig.B64()}, Loc: r.Loc}
 }

@@ -9,7 +9,7 @@
 // receiver are the offer's iss and aud, its time falls inside [iat, exp])
 // and refuses, naming each field to set (IncompleteError), a package that
 // leaves out what the delegate's check requires (Template marks those
-// fields "required"). It returns the ContextRef to put in the offer's
+// fields "required"). It returns the ref.Ref to put in the offer's
 // refs: kind Kind or KindSalted (absolute URIs naming this definition,
 // HC-10), digest SHA-256 over the package's RFC 8785 (JCS) form, plain or
 // salted (HC-64, HC-09).

@@ -157,7 +157,7 @@ type Artifact struct {
 	Extra  Extra   `json:",embed"`
 }
 
-// WireRef is a ContextRef in the package: kind, digest, and optional loc
+// WireRef is a context reference (ref.Ref) in the package: kind, digest, and optional loc
 // (draft section 2.2). Kind is "digest" or "salted-digest" for an artifact
 // the receiver checks; the salt of a salted digest travels with the object,
 // never here (HC-09).

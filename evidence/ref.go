@@ -85,7 +85,7 @@ func SaltedRef(r io.Reader, canonical []byte, loc string) (ref.Ref, []byte, erro
 // through the root's reference check: the package's JCS form is checked as
 // a "digest" or "salted-digest" reference. The outcome is verified,
 // mismatch or unverifiable as in HC-11; a package that does not decode
-// strictly is unverifiable. The returned RefResult names ref as given.
+// strictly is unverifiable. The returned ref.Result names ref as given.
 func CheckRef(r ref.Ref, obj ref.Object, opt DecodeOptions) ref.Result {
 	if !IsRef(r) {
 		return checkCanonical(r, nil, nil)
@@ -114,7 +114,7 @@ func checkCanonical(r ref.Ref, canonical, salt []byte) ref.Result {
 	return res
 }
 
-// Source returns a RefSource that serves the package delivered beside the
+// Source returns a ref.Source that serves the package delivered beside the
 // offer (and its salt, for KindSalted) for every package reference, and
 // reports every other reference unavailable. Combine it with the caller's
 // own source for other references.

@@ -1,5 +1,5 @@
 // Package learnlog checks references of kind "learnlog-head" (appendix B
-// of the handoff draft, HC-69): a ContextRef whose proof is a Learnlog
+// of the handoff draft, HC-69): a context reference (ref.Ref) whose proof is a Learnlog
 // SignedHead and whose dig is the SHA-256 digest of that object's JSON
 // Canonicalization Scheme form (RFC 8785).
 //

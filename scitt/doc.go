@@ -1,5 +1,5 @@
 // Package scitt checks references of kind "scitt-receipt" (appendix A of
-// the handoff draft, HC-68): a ContextRef whose dig names a SCITT Signed
+// the handoff draft, HC-68): a context reference (ref.Ref) whose dig names a SCITT Signed
 // Statement and whose proof is a COSE Receipt of that statement's inclusion
 // in a transparency service's log.
 //
@@ -13,7 +13,7 @@
 //   - proof is the Receipt: a byte string in CBOR, base64url text without
 //     padding in JSON (ReceiptFromProof).
 //   - The Signed Statement itself is the object of the reference: it comes
-//     from the handoff.RefSource, delivered with the task or fetched from loc
+//     from the ref.Source, delivered with the task or fetched from loc
 //     by the caller. This package never fetches anything.
 //
 // # What the checker does
