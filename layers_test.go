@@ -91,3 +91,39 @@ func TestLayers_DocWalkNamesEveryFile(t *testing.T) {
 		last = i
 	}
 }
+
+// No file of the package is over 600 lines, and no function takes more
+// than six parameters (issue 21): a file a reader takes in whole, a call
+// a reader reads at a glance.
+func TestLayout_FileAndParameterSizes(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	for _, fn := range files {
+		if strings.HasSuffix(fn, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(fn)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, strings.Count(string(src), "\n"), 600, "%s is over 600 lines", fn)
+		f, err := parser.ParseFile(fset, fn, src, parser.SkipObjectResolution)
+		require.NoError(t, err)
+		ast.Inspect(f, func(n ast.Node) bool {
+			var ft *ast.FuncType
+			switch d := n.(type) {
+			case *ast.FuncDecl:
+				ft = d.Type
+			case *ast.FuncLit:
+				ft = d.Type
+			default:
+				return true
+			}
+			params := 0
+			for _, p := range ft.Params.List {
+				params += max(len(p.Names), 1)
+			}
+			assert.LessOrEqual(t, params, 6, "%s: a function with %d parameters", fset.Position(n.Pos()), params)
+			return true
+		})
+	}
+}
