@@ -57,7 +57,8 @@ func (c Check) String() string {
 
 // Received is the outcome of Receive. It is opaque: only Receive makes one,
 // so that an Agent can trust what it holds (Agent.Offer with From). Its
-// offer is handed out only once the offer's signature has verified.
+// offer is handed out by name: Offer when it was accepted, Refused when its
+// signature verified but it was not, Unverified in any case.
 type Received struct {
 	by        *Agent
 	handoff   *Handoff
