@@ -121,7 +121,7 @@ type elementWork struct {
 	// texts, when not nil, holds for each COSE element carried as
 	// base64url text the SHA-256 of that text, so that the element, once
 	// verified, is found by it next time (verifiedCache.addText).
-	texts []*[sha256.Size]byte
+	texts []textKey
 }
 
 // verifyElements is check 1 of section 5.3 on every element: its signed
@@ -224,8 +224,8 @@ func (w elementWork) verify(i int, out []element) *chainError {
 	if err == nil {
 		out[i] = element{offer: o, verified: true}
 		ts.cache.add(digests[i], o, key)
-		if w.texts != nil && w.texts[i] != nil {
-			ts.cache.addText(*w.texts[i], digests[i], chain[i].Octets)
+		if w.texts != nil && w.texts[i].ok {
+			ts.cache.addText(w.texts[i].sum, digests[i], chain[i].Octets)
 		}
 		return nil
 	}
@@ -423,7 +423,13 @@ type chainLookup struct {
 	digests []digest.Digest
 	vals    [][sha256.Size]byte
 	hits    []*Offer
-	texts   []*[sha256.Size]byte
+	texts   []textKey
+}
+
+// textKey is the SHA-256 of a COSE element's base64url text, when ok.
+type textKey struct {
+	sum [sha256.Size]byte
+	ok  bool
 }
 
 // lookupChain looks each element up in the cache once, and completes the
@@ -476,8 +482,8 @@ func lookupChain(h *Handoff, c *verifiedCache, lim Limits) chainLookup {
 	}
 	for _, i := range texts {
 		at(i) // decoded now
-		if ls.hits[i] != nil && ls.texts[i] != nil {
-			c.addText(*ls.texts[i], ls.digests[i], h.Chain[i].Octets)
+		if ls.hits[i] != nil && ls.texts[i].ok {
+			c.addText(ls.texts[i].sum, ls.digests[i], h.Chain[i].Octets)
 		}
 	}
 	return ls
@@ -491,11 +497,11 @@ func (ls *chainLookup) byText(h *Handoff, i int, c *verifiedCache, lim Limits) b
 		return false
 	}
 	if ls.texts == nil {
-		ls.texts = make([]*[sha256.Size]byte, len(h.Chain))
+		ls.texts = make([]textKey, len(h.Chain))
 	}
-	k := sha256.Sum256(t)
-	ls.texts[i] = &k
-	e, ok := c.getText(k)
+	k := &ls.texts[i]
+	k.sum, k.ok = sha256.Sum256(t), true
+	e, ok := c.getText(k.sum)
 	if !ok || len(e.octets) > len(t) || len(e.octets) > lim.MaxElementSize {
 		return false
 	}
