@@ -146,7 +146,7 @@ type elementWork struct {
 // octets without decoding the payloads again.
 //
 // w.hits holds what the cache held for each element when checkChain
-// looked (cacheHits), nil for an element it did not hold.
+// looked (lookupChain), nil for an element it did not hold.
 func verifyElements(w elementWork, workers int) ([]element, *chainError) {
 	chain, hits := w.chain, w.hits
 	out := make([]element, len(chain))

@@ -89,7 +89,7 @@ func fastLimits(lim Limits) bool {
 
 // offerFromJSONFast decodes the common JSON offer, one with only the
 // members the CDDL names, straight from the tokens into an Offer, with no
-// generic values between but for obo, grant, prev and refs. It reports ok
+// generic values between but for obo and refs. It reports ok
 // only for an input the full path (decodePayload, then offerFrom) accepts,
 // and then returns the same Offer; anything else, valid or not, is left
 // to the full path, which alone reports errors. The same jsontext decoder
