@@ -83,7 +83,9 @@ type Config struct {
 	// VerifiedCache is how many chain elements the agent remembers as
 	// verified, by handoff digest, so that a chain prefix seen before is
 	// not verified twice. Zero means 4096 elements; negative turns
-	// the cache off.
+	// the cache off. A COSE element received in a JSON Handoff object
+	// takes two of these places: the second, by its base64url text, lets
+	// it be found again without decoding that text.
 	VerifiedCache int
 	// Logger, when set, hears of each decision: an offer received
 	// (accepted, refused, a retransmission, an equivocation), a status

@@ -333,6 +333,70 @@ func BenchmarkReceiveSeenChain(b *testing.B) {
 	}
 }
 
+// BenchmarkReceiveSeenChainParts: where the seen receive of
+// BenchmarkReceiveSeenChain goes, each part measured on its own in the
+// same interleaved rounds and reported as a fraction of the limit: the
+// Handoff reader (parse: parseHandoff as Receive calls it, its forms
+// deferred), of which jsontext's validating pass (valid) is what any
+// reader pays; step 1 on the offer (open: OpenOffer, of which the raw
+// verify is the limit less the digests); step 6 (chain: checkChain on a
+// Handoff read by ParseHandoff, of which the SHA-256 of the elements'
+// octets, sha, is the limit's); and rest, the receive less those three:
+// the rest of Agent.receive (the record, its token, the Received), and
+// what the parts, each run on its own with warmer caches, do not pay that
+// they pay inside one receive.
+func BenchmarkReceiveSeenChainParts(b *testing.B) {
+	for _, f := range []Format{JWS, COSE} {
+		b.Run(fmt.Sprintf("%s/n=16", f), func(b *testing.B) {
+			cb := newChainBench(b, f, JSON, 16, nil)
+			a := cb.agent(0)
+			cached := receiveFn(b, a, cb.data, "")
+			cached() // the chain is now seen
+			raw := cb.raw(b)
+			sha := func() {
+				for _, e := range raw[:len(raw)-1] {
+					_ = sha256.Sum256(e.octets)
+				}
+			}
+			limit := func() {
+				sha()
+				floorFn(b, raw[len(raw)-1:])()
+			}
+			parse := func() {
+				if _, _, err := parseHandoff(cb.data, a.lim, true); err != nil {
+					b.Fatal(err)
+				}
+			}
+			h, _, err := parseHandoff(cb.data, a.lim, true)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ts := a.trust.Load()
+			open := func() {
+				if _, err := OpenOffer(h.Offer, ts.trust, a.lim); err != nil {
+					b.Fatal(err)
+				}
+			}
+			chain := chainCheckFn(b, a, cb.data, "")
+			valid := func() {
+				if !jsontext.Value(cb.data).IsValid() {
+					b.Fatal("the Handoff object is not valid JSON")
+				}
+			}
+			for b.Loop() {
+				cached()
+			}
+			b.StopTimer()
+			m := medians(benchRounds, cached, limit, parse, open, chain, valid, sha)
+			b.ReportMetric(m[0]/m[1], "x-limit")
+			for i, name := range []string{"parse", "open", "chain", "valid", "sha"} {
+				b.ReportMetric(m[i+2]/m[1], name)
+			}
+			b.ReportMetric((m[0]-m[2]-m[3]-m[4])/m[1], "rest")
+		})
+	}
+}
+
 // BenchmarkReceiveParallelChain: the latency of one receive with a chain
 // of 16, its elements verified on ChainPolicy.Workers goroutines, against
 // the sequential receive (x-sequential; target at most 0.65 on 2 cores).

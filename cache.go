@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,9 @@ const defaultVerifiedCache = 4096
 // its own oldest entry, even while another shard has room. A smaller cache
 // is one shard, oldest first overall. A held entry costs about 400 octets
 // (BenchmarkVerifiedCache/memory), so the default bound holds about 1.6 MB.
+// A COSE element received in JSON takes a second entry, keyed by its
+// base64url text (cached.text), which shares the first's offer and holds
+// the element's octets: both count against the bound.
 type verifiedCache struct {
 	shards []cacheShard
 }
@@ -38,9 +42,21 @@ const (
 )
 
 // cached is an element's decoded offer and the key that verified it.
+//
+// An entry with text set is keyed by the SHA-256 of a COSE element's
+// base64url text as a JSON Handoff object carries it (HC-19), not by its
+// handoff digest: it holds the element's octets and their digest too, so
+// that a receive finds the element without decoding its text. Canonical
+// base64url without padding has one text for given octets and one octets
+// for a text (decodeB64uOctets), so the text names the octets as surely as
+// they name themselves. A lookup by handoff digest never returns such an
+// entry, nor a lookup by text an entry without text.
 type cached struct {
-	offer *Offer
-	key   keyRef
+	offer  *Offer
+	key    keyRef
+	text   bool
+	octets []byte            // when text: the element's octets, never handed out
+	digest [sha256.Size]byte // when text: the element's handoff digest
 }
 
 type cacheShard struct {
@@ -82,15 +98,45 @@ func (c *verifiedCache) shard(k *[sha256.Size]byte) *cacheShard {
 }
 
 func (c *verifiedCache) get(d digest.Digest) *Offer {
-	if c == nil {
+	e, ok := c.lookup(cacheKey(d))
+	if !ok || e.text {
 		return nil
 	}
-	k := cacheKey(d)
+	return e.offer
+}
+
+// getText returns the entry of the COSE element whose base64url text has
+// the SHA-256 k, if the cache holds it.
+func (c *verifiedCache) getText(k [sha256.Size]byte) (cached, bool) {
+	e, ok := c.lookup(k)
+	return e, ok && e.text
+}
+
+func (c *verifiedCache) lookup(k [sha256.Size]byte) (cached, bool) {
+	if c == nil {
+		return cached{}, false
+	}
 	sh := c.shard(&k)
 	sh.mu.RLock()
-	e := sh.set[k]
+	e, ok := sh.set[k]
 	sh.mu.RUnlock()
-	return e.offer
+	return e, ok
+}
+
+// addText adds, beside the entry of an element held by its handoff digest
+// d, an entry keyed by the SHA-256 k of its base64url text, which shares
+// that entry's offer and key and holds a copy of octets, the element's
+// octets. It does nothing when the cache does not hold d (evicted since)
+// or holds k already.
+func (c *verifiedCache) addText(k [sha256.Size]byte, d digest.Digest, octets []byte) {
+	e, ok := c.lookup(cacheKey(d))
+	if !ok || e.text {
+		return
+	}
+	if _, held := c.lookup(k); held {
+		return
+	}
+	c.put(k, cached{offer: e.offer, key: e.key, text: true, octets: bytes.Clone(octets), digest: cacheKey(d)})
 }
 
 func (c *verifiedCache) add(d digest.Digest, o *Offer, key keyRef) {
@@ -108,7 +154,8 @@ func (c *verifiedCache) add(d digest.Digest, o *Offer, key keyRef) {
 	c.put(k, cached{offer: o.clone(), key: key})
 }
 
-// len returns the number of entries held.
+// len returns the number of elements held: the entries by handoff
+// digest, not those by base64url text, which name the same elements again.
 func (c *verifiedCache) len() int {
 	if c == nil {
 		return 0
@@ -117,7 +164,11 @@ func (c *verifiedCache) len() int {
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.RLock()
-		n += len(sh.set)
+		for _, e := range sh.set {
+			if !e.text {
+				n++
+			}
+		}
 		sh.mu.RUnlock()
 	}
 	return n

@@ -118,6 +118,10 @@ type elementWork struct {
 	lim     Limits
 	pre     []*Offer
 	hits    []*Offer
+	// texts, when not nil, holds for each COSE element carried as
+	// base64url text the SHA-256 of that text, so that the element, once
+	// verified, is found by it next time (verifiedCache.addText).
+	texts []textKey
 }
 
 // verifyElements is check 1 of section 5.3 on every element: its signed
@@ -142,7 +146,7 @@ type elementWork struct {
 // octets without decoding the payloads again.
 //
 // w.hits holds what the cache held for each element when checkChain
-// looked (cacheHits), nil for an element it did not hold.
+// looked (lookupChain), nil for an element it did not hold.
 func verifyElements(w elementWork, workers int) ([]element, *chainError) {
 	chain, hits := w.chain, w.hits
 	out := make([]element, len(chain))
@@ -220,6 +224,9 @@ func (w elementWork) verify(i int, out []element) *chainError {
 	if err == nil {
 		out[i] = element{offer: o, verified: true}
 		ts.cache.add(digests[i], o, key)
+		if w.texts != nil && w.texts[i].ok {
+			ts.cache.addText(w.texts[i].sum, digests[i], chain[i].Octets)
+		}
 		return nil
 	}
 	if ReasonOf(err) != reason.UntrustedKey {
@@ -373,22 +380,11 @@ func checkChain(h *Handoff, o *Offer, c chainCheck) (ChainState, []Link, *chainE
 		}
 		return ChainFull, nil, nil
 	}
-	digests := elementDigests(h.Chain)
-	hits := cacheHits(ts.cache, digests)
-	if h.forms != nil {
-		// The forms Receive left unchecked (parseHandoff): an element
-		// verified before has the octets of one that passed them. The
-		// cache holds JWS elements, which passed the JwsCompact test, and
-		// COSE elements, whose first octet is a tag's (major type 6):
-		// octets that start with a base64url character and are held
-		// are a JWS's.
-		h.checkForms(lim, func(i int) bool {
-			return b64url[h.Chain[i].Octets[0]] && hits[i] != nil
-		})
-		if h.chainErr != nil {
-			return "", nil, h.chainErr
-		}
+	ls := lookupChain(h, ts.cache, lim)
+	if h.chainErr != nil {
+		return "", nil, h.chainErr
 	}
+	digests, hits := ls.digests, ls.hits
 	var pre []*Offer
 	if pol.StructureFirst {
 		var decoded []element
@@ -400,7 +396,7 @@ func checkChain(h *Handoff, o *Offer, c chainCheck) (ChainState, []Link, *chainE
 			return "", nil, cerr
 		}
 	}
-	elems, cerr := verifyElements(elementWork{chain: h.Chain, digests: digests, hits: hits, ts: ts, lim: lim, pre: pre}, pol.Workers)
+	elems, cerr := verifyElements(elementWork{chain: h.Chain, digests: digests, hits: hits, texts: ls.texts, ts: ts, lim: lim, pre: pre}, pol.Workers)
 	if cerr != nil {
 		return "", nil, cerr
 	}
@@ -419,26 +415,103 @@ func checkChain(h *Handoff, o *Offer, c chainCheck) (ChainState, []Link, *chainE
 	return state, links, nil
 }
 
-// cacheHits looks each element up in the cache once: what it holds for
-// the element, verified under the receive's trust state, or nil.
-func cacheHits(c *verifiedCache, digests []digest.Digest) []*Offer {
-	hits := make([]*Offer, len(digests))
-	for i, d := range digests {
-		hits[i] = c.get(d)
-	}
-	return hits
+// chainLookup is what the cache held for a chain's elements: the handoff
+// digest of each (HC-20), their values in one array, what the cache holds
+// for each, verified under the receive's trust state, or nil, and, for a
+// COSE element carried as base64url text, the SHA-256 of that text.
+type chainLookup struct {
+	digests []digest.Digest
+	vals    [][sha256.Size]byte
+	hits    []*Offer
+	texts   []textKey
 }
 
-// elementDigests returns the handoff digest of each element (HC-20), their
-// values held in one array.
-func elementDigests(chain []Signed) []digest.Digest {
-	digests := make([]digest.Digest, len(chain))
-	vals := make([][sha256.Size]byte, len(chain))
-	for i, e := range chain {
-		vals[i] = sha256.Sum256(e.Octets)
-		digests[i] = digest.Digest{Alg: digest.SHA256Alg, Val: vals[i][:]}
+// textKey is the SHA-256 of a COSE element's base64url text, when ok.
+type textKey struct {
+	sum [sha256.Size]byte
+	ok  bool
+}
+
+// lookupChain looks each element up in the cache once, and completes the
+// forms Receive left unchecked (parseHandoff) for the elements it does
+// not find; h.chainErr then says whether an element is no signed handoff.
+//
+// A COSE element still held as its base64url text is looked up by the
+// SHA-256 of that text (cached.text): found, its octets are the cache's,
+// copied over the text, and they are not decoded; else it is decoded by
+// Handoff.checkForms and looked up by its handoff digest, as every other
+// element is. An element verified before has the octets of one that passed
+// the form checks, so they are not run on it again. The cache holds JWS
+// elements, which passed the JwsCompact test, and COSE elements, whose
+// first octet is a tag's (major type 6): octets that start with a
+// base64url character and are held are a JWS's.
+func lookupChain(h *Handoff, c *verifiedCache, lim Limits) chainLookup {
+	n := len(h.Chain)
+	ls := chainLookup{digests: make([]digest.Digest, n), vals: make([][sha256.Size]byte, n), hits: make([]*Offer, n)}
+	at := func(i int) {
+		ls.vals[i] = sha256.Sum256(h.Chain[i].Octets)
+		ls.digests[i] = digest.Digest{Alg: digest.SHA256Alg, Val: ls.vals[i][:]}
+		ls.hits[i] = c.get(ls.digests[i])
 	}
-	return digests
+	if h.forms == nil {
+		for i := range n {
+			at(i)
+		}
+		return ls
+	}
+	var texts []int // the elements held as text, not found by it
+	p := h.forms.idx
+	for i := range n {
+		if len(p) > 0 && p[0] == i {
+			p = p[1:]
+			if h.Chain[i].Format == COSE {
+				if !ls.byText(h, i, c, lim) {
+					texts = append(texts, i)
+				}
+				continue
+			}
+		}
+		at(i)
+	}
+	h.checkForms(lim, func(i int) bool {
+		o := h.Chain[i].Octets
+		return ls.hits[i] != nil && (h.Chain[i].Format == COSE || b64url[o[0]])
+	})
+	if h.chainErr != nil {
+		return ls
+	}
+	for _, i := range texts {
+		at(i) // decoded now
+		if ls.hits[i] != nil && ls.texts[i].ok {
+			c.addText(ls.texts[i].sum, ls.digests[i], h.Chain[i].Octets)
+		}
+	}
+	return ls
+}
+
+// byText looks element i, a COSE element held as its base64url text, up
+// by the SHA-256 of that text, and reports whether the cache held it.
+func (ls *chainLookup) byText(h *Handoff, i int, c *verifiedCache, lim Limits) bool {
+	t := h.Chain[i].Octets
+	if c == nil || len(t) == 0 {
+		return false
+	}
+	if ls.texts == nil {
+		ls.texts = make([]textKey, len(h.Chain))
+	}
+	k := &ls.texts[i]
+	k.sum, k.ok = sha256.Sum256(t), true
+	e, ok := c.getText(k.sum)
+	if !ok || len(e.octets) > len(t) || len(e.octets) > lim.MaxElementSize {
+		return false
+	}
+	b := t[:len(e.octets):len(e.octets)] // the text is the Handoff's own
+	copy(b, e.octets)
+	h.Chain[i].Octets = b
+	ls.vals[i] = e.digest
+	ls.digests[i] = digest.Digest{Alg: digest.SHA256Alg, Val: ls.vals[i][:]}
+	ls.hits[i] = e.offer
+	return true
 }
 
 // applyChainPolicy is the policy half of step 6 (HC-36, HC-58).

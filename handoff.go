@@ -85,9 +85,11 @@ type Handoff struct {
 	// the offer's own checks (issue of order: a damaged chain must not hide
 	// a retransmission or a wrong audience).
 	chainErr *chainError
-	// forms, when not nil, lists the chain elements whose JwsCompact form
-	// is still to be checked (parseHandoff with deferForms): until
-	// checkForms runs, chainErr may miss a failure among them.
+	// forms, when not nil, lists the chain elements whose form is still
+	// to be checked (parseHandoff with deferForms): the rest of the
+	// JwsCompact test of a text with a period, and the base64url decoding
+	// of a COSE element's text in JSON. Until checkForms runs, chainErr
+	// may miss a failure among them.
 	forms *pendingForms
 }
 
@@ -122,6 +124,9 @@ func ParseHandoff(data []byte, lim Limits) (*Handoff, Encoding, error) {
 // a period is taken as a JWS and the rest of its JwsCompact test is left
 // to the receiver (Handoff.checkForms), which skips it for an element it
 // verified before: such an element has the octets of one that passed it.
+// Likewise a JSON text without a period, a COSE element's base64url, is
+// kept as text: the receiver decodes it, unless it finds the element by
+// the digest of that text (checkChain).
 func parseHandoff(data []byte, lim Limits, deferForms bool) (*Handoff, Encoding, error) {
 	lim = lim.withDefaults()
 	if len(data) > lim.MaxHandoffSize {

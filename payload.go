@@ -89,7 +89,7 @@ func fastLimits(lim Limits) bool {
 
 // offerFromJSONFast decodes the common JSON offer, one with only the
 // members the CDDL names, straight from the tokens into an Offer, with no
-// generic values between but for obo, grant, prev and refs. It reports ok
+// generic values between but for obo and refs. It reports ok
 // only for an input the full path (decodePayload, then offerFrom) accepts,
 // and then returns the same Offer; anything else, valid or not, is left
 // to the full path, which alone reports errors. The same jsontext decoder
@@ -142,6 +142,45 @@ func offerFromJSONFast(payload []byte, lim Limits) (*Offer, bool) {
 		}
 		v, err := jsonValue(d, lim, 1)
 		return v, err == nil
+	}
+	// digestValue reads a Digest (HC-06: closed, alg and val, both text)
+	// straight from its tokens, as digestFrom reads the decoded map.
+	digestValue := func() (digest.Digest, bool) {
+		if d.PeekKind() != '{' {
+			return digest.Digest{}, false
+		}
+		if _, err := d.ReadToken(); err != nil {
+			return digest.Digest{}, false
+		}
+		var alg, val string
+		var has uint8
+		for d.PeekKind() == '"' {
+			raw, err := d.ReadValue()
+			if err != nil {
+				return digest.Digest{}, false
+			}
+			name, err := jsonText(raw, true)
+			if err != nil {
+				return digest.Digest{}, false
+			}
+			var ok bool
+			switch name {
+			case "alg":
+				alg, ok = text()
+				has |= 1
+			case "val":
+				val, ok = text()
+				has |= 2
+			}
+			if !ok {
+				return digest.Digest{}, false // another member, or not text
+			}
+		}
+		if _, err := d.ReadToken(); err != nil || has != 3 { // '}'
+			return digest.Digest{}, false
+		}
+		dg, err := newDigest(alg, val)
+		return dg, err == nil
 	}
 	for d.PeekKind() == '"' {
 		raw, err := d.ReadValue()
@@ -197,9 +236,8 @@ func offerFromJSONFast(payload []byte, lim Limits) (*Offer, bool) {
 				ok = err == nil
 			}
 		case "grant", "prev":
-			if v, ok = value(); ok {
-				dg, err := digestFrom(v, name)
-				ok = err == nil
+			var dg digest.Digest
+			if dg, ok = digestValue(); ok {
 				if name == "grant" {
 					o.Grant = &dg
 				} else {

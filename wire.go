@@ -296,13 +296,19 @@ func cborKind(raw []byte) string {
 // that holds a period (a JWS, or no signed handoff) is copied, and one
 // without (base64url, in JSON) is decoded, both into one array. Text
 // that does not decode is copied on its own, for elementFrom to refuse.
+// With deferForms, a chain element without a period is copied as text
+// too: the receiver decodes it at step 6 unless it finds it by its text
+// (Handoff.checkForms, checkChain).
 func (w *handoffWire) own() {
 	n := 0
+	asText := func(e *wireElement) bool {
+		return bytes.IndexByte(e.octets, '.') >= 0 || (w.deferForms && e != &w.offer)
+	}
 	size := func(e *wireElement) {
 		if !e.view {
 			return
 		}
-		if bytes.IndexByte(e.octets, '.') >= 0 {
+		if asText(e) {
 			n += len(e.octets)
 		} else {
 			n += base64.RawURLEncoding.DecodedLen(len(e.octets))
@@ -319,7 +325,7 @@ func (w *handoffWire) own() {
 		}
 		e.view = false
 		t, at := e.octets, len(buf)
-		if bytes.IndexByte(t, '.') >= 0 {
+		if asText(e) {
 			buf = append(buf, t...)
 			e.octets = buf[at:len(buf):len(buf)]
 			return
@@ -373,6 +379,14 @@ func (w *handoffWire) handoff(enc Encoding, lim Limits) (*Handoff, error) {
 			// A JWS, unless the rest of the JwsCompact test fails, when
 			// it is not a signed handoff at all (checkForms).
 			h.Chain[i] = Signed{Format: JWS, Octets: e.octets}
+			pending = append(pending, i)
+			continue
+		}
+		if w.deferForms && enc == JSON && e.isText && !e.b64 && bytes.IndexByte(e.octets, '.') < 0 {
+			// Base64url text of a COSE element, still undecoded: its form
+			// is what elementFrom makes of the text (checkForms), unless
+			// the receiver verified the element before (checkChain).
+			h.Chain[i] = Signed{Format: COSE, Octets: e.octets}
 			pending = append(pending, i)
 			continue
 		}
@@ -472,8 +486,11 @@ func coseTagLen(b []byte) (int, bool) {
 	return len(b) - len(rest), ok && v == 18
 }
 
-// pendingForms is the chain elements of a Handoff taken as JWS by the
-// period they hold, the rest of their form unchecked, in increasing index.
+// pendingForms is the chain elements of a Handoff whose form is still
+// unchecked, in increasing index: those taken as JWS by the period they
+// hold (Format JWS), the rest of their form unchecked, and, in JSON, the
+// text without a period of a COSE element (Format COSE, Octets the text),
+// not decoded yet.
 type pendingForms struct {
 	enc Encoding
 	idx []int
@@ -493,7 +510,7 @@ func (h *Handoff) checkForms(lim Limits, seen func(i int) bool) {
 	h.forms = nil
 	lim = lim.withDefaults()
 	for _, i := range f.idx {
-		if (seen != nil && seen(i)) || jwsCompact.Match(h.Chain[i].Octets) {
+		if (seen != nil && seen(i)) || (h.Chain[i].Format == JWS && jwsCompact.Match(h.Chain[i].Octets)) {
 			continue
 		}
 		e := wireElement{octets: h.Chain[i].Octets, isText: true}

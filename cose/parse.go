@@ -190,10 +190,17 @@ func scalar(dm cbor.DecMode, raw cbor.RawMessage) (v any, ok bool, err error) {
 // validate decodes every header value, which the checks before the
 // signature did not, so that a message holding invalid CBOR anywhere
 // (RFC 8949 section 5.3: invalid UTF-8, duplicate keys) is refused as
-// before; it runs once the signature has verified.
+// before; it runs once the signature has verified. The values
+// checkHeaders decoded with the same decoder are not decoded again: the
+// protected content type and alg (scalar, as any) and the kid of either
+// bucket (a byte string, which decodes as any exactly when it decodes as
+// octets).
 func (s *sign1) validate(dm cbor.DecMode) error {
-	for _, bucket := range []headerMap{s.prot, s.unpro} {
+	for b, bucket := range []headerMap{s.prot, s.unpro} {
 		for l, raw := range bucket {
+			if l == labelKID || (b == 0 && (l == labelContentType || l == labelAlg)) {
+				continue // decoded by checkHeaders
+			}
 			var v any
 			if err := dm.Unmarshal(raw, &v); err != nil {
 				return malformed("header value of label %v: %v", l, err)

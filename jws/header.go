@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -27,23 +29,30 @@ var embeddedKey = []string{"jwk", "jku", "x5c", "x5u", "x5t", "x5t#S256"}
 
 // protected is a protected header as parsed by parseHeader.
 type protected struct {
-	members map[string]struct{} // the names present
+	members uint16 // the registered names present, one bit per index in registered
 	alg     string
 	kid     string
 	typ     string
 }
 
+// has reports whether the header has the member name, one of registered.
 func (p *protected) has(name string) bool {
-	_, ok := p.members[name]
-	return ok
+	i := slices.Index(registered, name)
+	return i >= 0 && p.members&(1<<i) != 0
 }
+
+// headerDecoders recycles the decoders parseHeader reads with, whose
+// buffers and name sets are most of what a header costs to read. Reset
+// clears a decoder before each use.
+var headerDecoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewBuffer(nil)) }}
 
 // parseHeader parses the decoded protected header: a single JSON object in
 // valid UTF-8 with no escaped lone surrogate (RFC 7493 section 2.1), no
 // duplicate member names at any depth (RFC 7515 section 4, RFC 7493 section
 // 2.3), and string values for alg, kid and typ (RFC 7515 sections 4.1.1,
 // 4.1.4, 4.1.9). In the strict profile, a case variant of a registered name
-// is refused too. It does not judge the values; see check.
+// is refused too. It does not judge the values; see check. Only the
+// registered names present are recorded: no other name is ever looked at.
 func parseHeader(b []byte, strict bool) (*protected, error) {
 	if !utf8.Valid(b) {
 		return nil, malformed("protected header is not valid UTF-8")
@@ -53,7 +62,12 @@ func parseHeader(b []byte, strict bool) (*protected, error) {
 	}
 	// jsontext checks the grammar and refuses duplicate names at any depth
 	// (compared unescaped) in the one pass that reads the members.
-	dec := jsontext.NewDecoder(bytes.NewBuffer(b))
+	dec := headerDecoders.Get().(*jsontext.Decoder)
+	defer func() {
+		dec.Reset(bytes.NewBuffer(nil)) // keep no reference to b
+		headerDecoders.Put(dec)
+	}()
+	dec.Reset(bytes.NewBuffer(b))
 	switch dec.PeekKind() {
 	case '{':
 	case 0:
@@ -65,45 +79,59 @@ func parseHeader(b []byte, strict bool) (*protected, error) {
 	if _, err := dec.ReadToken(); err != nil {
 		return nil, headerErr(err)
 	}
-	p := &protected{members: make(map[string]struct{}, 4)}
+	p := &protected{}
 	var nonString []string // alg, kid or typ with a value that is no string
+	var buf [32]byte       // a name unescaped, when it is short
 	for dec.PeekKind() == '"' {
-		tok, err := dec.ReadToken()
+		raw, err := dec.ReadValue()
 		if err != nil {
 			return nil, headerErr(err)
 		}
-		name := tok.String()
-		if strict {
-			for _, r := range registered {
-				if name != r && strings.EqualFold(name, r) {
-					return nil, malformed("protected header: member %q differs from %q only in case (strict profile)", name, r)
-				}
+		name, err := unquote(buf[:0], raw)
+		if err != nil {
+			return nil, headerErr(err)
+		}
+		reg := -1
+		for i, r := range registered {
+			switch {
+			case string(name) == r:
+				reg = i
+			case strict && bytes.EqualFold(name, registeredOctets[i]):
+				return nil, malformed("protected header: member %q differs from %q only in case (strict profile)", string(name), r)
 			}
 		}
-		p.members[name] = struct{}{}
+		if reg >= 0 {
+			p.members |= 1 << reg
+		}
 		var dst *string
-		switch name {
-		case "alg":
-			dst = &p.alg
-		case "kid":
-			dst = &p.kid
-		case "typ":
-			dst = &p.typ
+		if reg >= 0 {
+			switch registered[reg] {
+			case "alg":
+				dst = &p.alg
+			case "kid":
+				dst = &p.kid
+			case "typ":
+				dst = &p.typ
+			}
 		}
 		if dst == nil || dec.PeekKind() != '"' {
 			if err := dec.SkipValue(); err != nil {
 				return nil, headerErr(err)
 			}
 			if dst != nil {
-				nonString = append(nonString, name)
+				nonString = append(nonString, registered[reg])
 			}
 			continue
 		}
-		v, err := dec.ReadToken()
+		v, err := dec.ReadValue()
 		if err != nil {
 			return nil, headerErr(err)
 		}
-		*dst = v.String()
+		s, err := unquote(buf[:0], v)
+		if err != nil {
+			return nil, headerErr(err)
+		}
+		*dst = known(s)
 	}
 	if _, err := dec.ReadToken(); err != nil { // '}'
 		return nil, headerErr(err)
@@ -115,6 +143,38 @@ func parseHeader(b []byte, strict bool) (*protected, error) {
 		return nil, malformed("protected header: %s is not a string", nonString[0])
 	}
 	return p, nil
+}
+
+// registeredOctets is registered as octets, for the strict profile's
+// case-insensitive comparison.
+var registeredOctets = func() [][]byte {
+	out := make([][]byte, len(registered))
+	for i, r := range registered {
+		out[i] = []byte(r)
+	}
+	return out
+}()
+
+// unquote returns the content of the JSON string raw, which jsontext read
+// and checked: the octets between its quotes when it has no escape, else
+// the string unescaped by jsontext into buf.
+func unquote(buf, raw []byte) ([]byte, error) {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return raw[1 : len(raw)-1], nil
+	}
+	return jsontext.AppendUnquote(buf, raw)
+}
+
+// known returns s as a string: the constant itself when s is one of the
+// values a signed handoff's header carries, so that reading it allocates
+// nothing, and a copy otherwise.
+func known(s []byte) string {
+	for _, k := range [...]string{ES256, ES384, EdDSA, Type} {
+		if string(s) == k {
+			return k
+		}
+	}
+	return string(s)
 }
 
 func headerErr(err error) error {

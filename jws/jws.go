@@ -312,17 +312,32 @@ func parse(token []byte, maxSize int) (*compact, error) {
 	if len(token) == 0 {
 		return nil, malformed("empty input")
 	}
-	segs := bytes.Split(token, []byte{'.'})
-	if len(segs) != 3 {
-		return nil, malformed("%d dots, want exactly 2", len(segs)-1)
+	// The three segments, found without a copy, decoded into one array.
+	var segs [3][]byte
+	rest, n := token, 0
+	for n < 2 {
+		dot := bytes.IndexByte(rest, '.')
+		if dot < 0 {
+			break
+		}
+		segs[n], rest, n = rest[:dot], rest[dot+1:], n+1
 	}
+	if n < 2 || bytes.IndexByte(rest, '.') >= 0 {
+		return nil, malformed("%d dots, want exactly 2", bytes.Count(token, []byte{'.'}))
+	}
+	segs[2] = rest
+	size := 0
+	for _, seg := range segs {
+		size += base64.RawURLEncoding.DecodedLen(len(seg))
+	}
+	buf := make([]byte, size)
 	var out [3][]byte
 	for i, name := range [3]string{"header", "payload", "signature"} {
-		b, err := decodeSegment(segs[i])
+		b, err := decodeSegmentInto(buf, segs[i])
 		if err != nil {
 			return nil, malformed("%s segment: %v", name, err)
 		}
-		out[i] = b
+		out[i], buf = b, buf[len(b):]
 	}
 	return &compact{
 		header: out[0], payload: out[1], signature: out[2],
@@ -334,6 +349,13 @@ func parse(token []byte, maxSize int) (*compact, error) {
 // padding: only the 64 alphabet characters, and the decoded octets encode
 // back to the same characters (no stray low bits in the last character).
 func decodeSegment(seg []byte) ([]byte, error) {
+	return decodeSegmentInto(make([]byte, base64.RawURLEncoding.DecodedLen(len(seg))), seg)
+}
+
+// decodeSegmentInto is decodeSegment into the start of dst, which has room
+// for DecodedLen(len(seg)) octets; the decoded octets are a prefix of dst,
+// with no room beyond them.
+func decodeSegmentInto(dst, seg []byte) ([]byte, error) {
 	if len(seg) == 0 {
 		return nil, errors.New("empty")
 	}
@@ -347,15 +369,14 @@ func decodeSegment(seg []byte) ([]byte, error) {
 	if i := bytes.IndexByte(seg, '\n'); i >= 0 {
 		return nil, fmt.Errorf("character %q is not base64url without padding", seg[i])
 	}
-	b := make([]byte, base64.RawURLEncoding.DecodedLen(len(seg)))
-	n, err := base64.RawURLEncoding.Strict().Decode(b, seg)
+	n, err := base64.RawURLEncoding.Strict().Decode(dst, seg)
 	if err != nil {
 		return nil, fmt.Errorf("not base64url without padding: %w", err)
 	}
 	// Only alphabet characters, and Strict refuses non-zero unused bits in
 	// the last character and a length of 1 mod 4: the decoded octets encode
 	// back to exactly seg (FuzzDecodeSegment holds this to the re-encoding).
-	return b[:n], nil
+	return dst[:n:n], nil
 }
 
 // verify verifies the signature of a token whose form and header have been
