@@ -33,6 +33,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/integrations/internal/hopwork"
 	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/state"
 )
@@ -133,7 +134,7 @@ func (r *Recorder) StartReceive(ctx context.Context, transport string) (context.
 		attrs := []attribute.KeyValue{KeyTransport.String(transport), KeyDecision.String(dec), KeyReason.String(string(reason))}
 		span.SetAttributes(KeyDecision.String(dec), KeyReason.String(string(reason)), KeyCheck.String(check))
 		if in != nil {
-			if o := verified(in); o != nil {
+			if o := hopwork.Verified(in); o != nil {
 				span.SetAttributes(KeyHop.String(string(o.Hop)), KeyIss.String(string(o.Iss)))
 			}
 			if d := in.Digest(); !d.IsZero() {
@@ -221,14 +222,4 @@ func errorText(err error) string {
 		return string(rj.Reason)
 	}
 	return err.Error()
-}
-
-// verified is in's offer whose signature verified, accepted or refused:
-// its hop and iss are what its iss signed, and label the span whatever the
-// decision. Nil when the signature did not verify.
-func verified(in *handoff.Received) *handoff.Offer {
-	if o := in.Offer(); o != nil {
-		return o
-	}
-	return in.Refused()
 }

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/integrations/internal/hopwork"
 )
 
 // The W3C Trace Context (https://www.w3.org/TR/trace-context/) of the
@@ -115,7 +116,7 @@ func (h *Hop) Received(in *handoff.Received, err error) {
 	dec, reason, _ := Decide(in, err)
 	h.span.SetAttributes(KeyDecision.String(dec), KeyReason.String(string(reason)))
 	if in != nil {
-		if o := verified(in); o != nil {
+		if o := hopwork.Verified(in); o != nil {
 			h.span.SetAttributes(KeyHop.String(string(o.Hop)))
 		}
 		if d := in.Digest(); !d.IsZero() {

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/integrations/internal/hopwork"
 )
 
 // logger writes whole lines, one writer shared by goroutines.
@@ -23,10 +24,7 @@ func (l *logger) printf(format string, args ...any) {
 
 // describeReceived is one line on an offer received: decision and chain.
 func describeReceived(in *handoff.Received) string {
-	o := in.Offer()
-	if o == nil {
-		o = in.Refused()
-	}
+	o := hopwork.Verified(in)
 	if o == nil {
 		u := in.Unverified()
 		who := "?"
@@ -62,10 +60,7 @@ func chainPath(in *handoff.Received) string {
 			parts = append(parts, fmt.Sprintf("%s -%s->", shortName(o.Iss), l.Signed.Format))
 		}
 	}
-	o := in.Offer()
-	if o == nil {
-		o = in.Refused()
-	}
+	o := hopwork.Verified(in)
 	parts = append(parts, fmt.Sprintf("%s -%s-> %s", shortName(o.Iss), in.Handoff().Offer.Format, shortName(o.Aud)))
 	return strings.Join(parts, " ")
 }
