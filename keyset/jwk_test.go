@@ -99,3 +99,34 @@ func TestParseJWKSet(t *testing.T) {
 		assert.Error(t, err, name)
 	}
 }
+
+// A trust document that is not one is refused as malformed, whatever its
+// shape: empty, truncated, duplicated names (RFC 7493 section 2.3), deep
+// nesting, wrong types, a trailing value (section 3.4 of the draft: the
+// receiver's own configuration, read strictly).
+func TestParseTrust_Hostile(t *testing.T) {
+	jwk, err := PublicJWK(testKey(t))
+	require.NoError(t, err)
+	set := `{"keys":[` + string(jwk) + `]}`
+	for name, doc := range map[string]string{
+		"empty":           ``,
+		"truncated":       `{"spiffe://a.example/x": ` + set[:len(set)/2],
+		"duplicate agent": `{"spiffe://a.example/x": ` + set + `, "spiffe://a.example/x": ` + set + `}`,
+		"duplicate keys":  `{"spiffe://a.example/x": {"keys":[], "keys":[]}}`,
+		"deep":            strings.Repeat(`{"a":`, 20000) + `1` + strings.Repeat(`}`, 20000),
+		"not an object":   `[` + set + `]`,
+		"set not object":  `{"spiffe://a.example/x": "keys"}`,
+		"keys not array":  `{"spiffe://a.example/x": {"keys": {}}}`,
+		"key not object":  `{"spiffe://a.example/x": {"keys": [1]}}`,
+		"trailing":        `{"spiffe://a.example/x": ` + set + `} {}`,
+		"invalid UTF-8":   "{\"spiffe://a.example/\xff\": " + set + `}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseTrust([]byte(doc))
+			require.ErrorIs(t, err, handoff.ErrMalformed)
+		})
+	}
+	tr, err := ParseTrust([]byte(`{"spiffe://a.example/x": ` + set + `}`))
+	require.NoError(t, err)
+	assert.Len(t, tr.Keys("spiffe://a.example/x"), 1)
+}
