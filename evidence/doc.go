@@ -42,10 +42,11 @@
 // with ErrTooLarge. Member names compare exactly. It uses
 // github.com/go-json-experiment/json, which refuses duplicates and invalid
 // UTF-8 by default. Unknown members are kept at every level (Extra) and
-// covered by the digest. The package does not build under
-// GOEXPERIMENT=jsonv2, where that module aliases the standard library's
-// experimental encoding/json/v2, whose struct tag for unknown members is
-// spelled differently.
+// covered by the digest. On Go 1.27 and later that module is an alias of
+// the standard library's encoding/json/v2, which spells the option that
+// keeps unknown members the same ("embed"); the package's vectors
+// (testdata/vectors) hold the same digests under both, and CI runs them
+// with the minimum Go and the current one.
 //
 // # Restricted data
 //
