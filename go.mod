@@ -10,10 +10,11 @@ require (
 	github.com/stretchr/testify v1.12.1
 	github.com/transparency-dev/merkle v0.0.2
 	github.com/veraison/go-cose v1.3.0
-	golang.org/x/text v0.14.0
+	golang.org/x/text v0.43.0
 )
 
 require (
+	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 )

@@ -3,8 +3,8 @@ module github.com/agentproto/handoff/cmd/handoff
 go 1.26.0
 
 require (
-	github.com/agentproto/handoff v0.0.0
-	github.com/agentproto/handoff/replay/boltstore v0.0.0
+	github.com/agentproto/handoff v0.1.0
+	github.com/agentproto/handoff/replay/boltstore v0.1.0
 	github.com/fxamacker/cbor/v2 v2.10.0
 	github.com/go-jose/go-jose/v4 v4.1.9
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
@@ -20,9 +20,5 @@ require (
 	go.etcd.io/bbolt v1.5.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.14.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 )
-
-replace github.com/agentproto/handoff => ../..
-
-replace github.com/agentproto/handoff/replay/boltstore => ../../replay/boltstore

@@ -3,7 +3,7 @@ module github.com/agentproto/handoff/replay/boltstore
 go 1.26.0
 
 require (
-	github.com/agentproto/handoff v0.0.0
+	github.com/agentproto/handoff v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.etcd.io/bbolt v1.5.0
 )

@@ -3,7 +3,7 @@ module github.com/agentproto/handoff/replay/pgstore
 go 1.26.0
 
 require (
-	github.com/agentproto/handoff v0.0.0
+	github.com/agentproto/handoff v0.1.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/stretchr/testify v1.12.1
 )
@@ -18,8 +18,8 @@ require (
 	github.com/veraison/go-cose v1.3.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/sync v0.22.0 // indirect
-	golang.org/x/text v0.41.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 )
 
 replace github.com/agentproto/handoff => ../..

@@ -3,7 +3,7 @@ module github.com/agentproto/handoff/replay/redisstore
 go 1.26.0
 
 require (
-	github.com/agentproto/handoff v0.0.0
+	github.com/agentproto/handoff v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
 )

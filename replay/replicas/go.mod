@@ -3,10 +3,10 @@ module github.com/agentproto/handoff/replay/replicas
 go 1.26.0
 
 require (
-	github.com/agentproto/handoff v0.0.0
-	github.com/agentproto/handoff/replay/boltstore v0.0.0
-	github.com/agentproto/handoff/replay/pgstore v0.0.0
-	github.com/agentproto/handoff/replay/redisstore v0.0.0
+	github.com/agentproto/handoff v0.1.0
+	github.com/agentproto/handoff/replay/boltstore v0.1.0
+	github.com/agentproto/handoff/replay/pgstore v0.1.0
+	github.com/agentproto/handoff/replay/redisstore v0.1.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
@@ -27,7 +27,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.41.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 )
 
 replace github.com/agentproto/handoff => ../..

@@ -3,7 +3,7 @@ module github.com/agentproto/handoff/evidence/authority/redisauthority
 go 1.26.0
 
 require (
-	github.com/agentproto/handoff v0.0.0
+	github.com/agentproto/handoff v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
 )
@@ -12,7 +12,7 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 )
 
 replace github.com/agentproto/handoff => ../../..

@@ -2,19 +2,12 @@ module github.com/agentproto/handoff/integrations/cmd/handoff-demo
 
 go 1.26.0
 
-replace (
-	github.com/agentproto/handoff => ../../../
-	github.com/agentproto/handoff/integrations => ../../
-	github.com/agentproto/handoff/integrations/a2a1hop => ../../a2a1hop
-	github.com/agentproto/handoff/replay/boltstore => ../../../replay/boltstore
-)
-
 require (
 	github.com/a2aproject/a2a-go/v2 v2.4.0
-	github.com/agentproto/handoff v0.0.0
-	github.com/agentproto/handoff/integrations v0.0.0
-	github.com/agentproto/handoff/integrations/a2a1hop v0.0.0
-	github.com/agentproto/handoff/replay/boltstore v0.0.0
+	github.com/agentproto/handoff v0.1.0
+	github.com/agentproto/handoff/integrations v0.1.0
+	github.com/agentproto/handoff/integrations/a2a1hop v0.1.0
+	github.com/agentproto/handoff/replay/boltstore v0.1.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 )
 
@@ -32,13 +25,13 @@ require (
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect
-	go.opentelemetry.io/otel v1.46.0 // indirect
-	go.opentelemetry.io/otel/metric v1.46.0 // indirect
-	go.opentelemetry.io/otel/trace v1.46.0 // indirect
-	golang.org/x/mod v0.35.0 // indirect
+	go.opentelemetry.io/otel v1.44.0 // indirect
+	go.opentelemetry.io/otel/metric v1.44.0 // indirect
+	go.opentelemetry.io/otel/trace v1.44.0 // indirect
+	golang.org/x/mod v0.42.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.37.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 )

@@ -10,9 +10,9 @@ replace (
 
 require (
 	github.com/a2aproject/a2a-go/v2 v2.4.0
-	github.com/agentproto/handoff v0.0.0
-	github.com/agentproto/handoff/integrations v0.0.0
-	github.com/agentproto/handoff/integrations/a2a1hop v0.0.0
+	github.com/agentproto/handoff v0.1.0
+	github.com/agentproto/handoff/integrations v0.1.0
+	github.com/agentproto/handoff/integrations/a2a1hop v0.1.0
 	github.com/go-jose/go-jose/v4 v4.1.9
 	github.com/google/jsonschema-go v0.4.3
 	github.com/modelcontextprotocol/go-sdk v1.8.0
@@ -29,13 +29,13 @@ require (
 	github.com/segmentio/encoding v0.5.4 // indirect
 	github.com/veraison/go-cose v1.3.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
-	go.opentelemetry.io/otel v1.46.0 // indirect
-	go.opentelemetry.io/otel/metric v1.46.0 // indirect
-	go.opentelemetry.io/otel/trace v1.46.0 // indirect
-	golang.org/x/mod v0.35.0 // indirect
+	go.opentelemetry.io/otel v1.44.0 // indirect
+	go.opentelemetry.io/otel/metric v1.44.0 // indirect
+	go.opentelemetry.io/otel/trace v1.44.0 // indirect
+	golang.org/x/mod v0.42.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.37.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 )
