@@ -35,16 +35,21 @@ func readmeSection(t *testing.T, heading string) [][]string {
 			blocks[len(blocks)-1] = append(blocks[len(blocks)-1], l)
 		}
 	}
-	require.Len(t, blocks, 2, "the section %q shows a replace directive and a workspace", heading)
+	require.Len(t, blocks, 2, "the section %q shows a workspace and replace directives", heading)
 	return blocks
 }
 
-// The README's two ways to depend on the module from a checkout before it
-// is published, run as written in a fresh module outside this tree, with
-// "../handoff" naming this checkout: each builds and runs a program that
-// imports the root. Nothing is fetched (GOPROXY=off): the root's own
-// dependencies are in the module cache once its tests build.
+// The README's two ways to depend on the modules from a checkout, run as
+// written in a fresh module outside this tree, with "../handoff" naming
+// this checkout: a workspace of every module, and replace directives for
+// integrations/a2a1hop and the modules it requires. Each builds and runs a
+// program that imports the root and integrations/a2a1hop. What is not in
+// the module cache comes from the GOPROXY in effect (nothing of this
+// repository: the checkout serves it).
 func TestREADME_FromACheckout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds two programs with the go command")
+	}
 	goTool, err := exec.LookPath("go") // go test puts its own toolchain first on PATH
 	require.NoError(t, err)
 	root, err := os.Getwd()
@@ -55,18 +60,20 @@ import (
 	"fmt"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/integrations/a2a1hop"
 )
 
 func main() {
 	hop, err := handoff.NewHopID(nil)
-	fmt.Println(hop.Valid(), err)
+	fmt.Println(hop.Valid(), err, a2a1hop.ExtensionURI != "")
 }
 `
-	for i, name := range []string{"replace", "workspace"} {
+	blocks := readmeSection(t, "From a checkout")
+	for i, name := range []string{"workspace", "replace"} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(program), 0o644))
-			env := []string{"GOPROXY=off", "GOTOOLCHAIN=local", "GOFLAGS=", "GOWORK="}
+			env := []string{"GOTOOLCHAIN=local", "GOFLAGS=-modcacherw", "GOWORK="}
 			if name == "replace" {
 				env = append(env, "GOWORK=off")
 			}
@@ -80,12 +87,13 @@ func main() {
 				return string(out)
 			}
 			run("mod", "init", "example.com/app")
-			for _, line := range readmeSection(t, "From a checkout, before a release")[i] {
+			run("mod", "edit", "-go=1.26.5")
+			for _, line := range blocks[i] {
 				args := strings.Fields(strings.ReplaceAll(line, "../handoff", root))
 				require.Equal(t, "go", args[0], "every line of the block is a go command: %q", line)
 				run(args[1:]...)
 			}
-			want := "true <nil>\n"
+			want := "true <nil> true\n"
 			require.Equal(t, want, run("run", "."), "the program ran")
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -196,7 +197,7 @@ func (l *commaList) Set(s string) error {
 
 func runConformance(e *env, args []string) int {
 	fset := newFlagSet("conformance")
-	dir := fset.String("vectors", filepath.Join("testdata", "vectors"), "`DIR` holding the vector files nnn-*.json")
+	dir := fset.String("vectors", "", "`DIR` holding the vector files nnn-*.json (default: testdata/vectors, else the vectors of the module this binary was built from, in the module cache)")
 	only := fset.String("run", "", "run only the vectors whose file name matches `REGEXP`")
 	timeout := fset.Duration("timeout", 30*time.Second, "longest one run of COMMAND may take")
 	strict := fset.Bool("strict", false, "fail the run on any failure (SHOULD, MAY and open included) and on any skip")
@@ -211,7 +212,8 @@ func runConformance(e *env, args []string) int {
                            [--lacks FEATURES] [--capabilities FILE] [--strict]
                            [--json FILE] [--junit FILE] -- COMMAND [ARGS...]
 
-Runs every conformance vector (testdata/vectors, format in its README.md)
+Runs every conformance vector (testdata/vectors, format in its README.md;
+an installed handoff finds its own version's in the module cache)
 against another implementation's verify command and prints PASS, FAIL or
 SKIP per vector with its level and the acceptable and actual verdicts, a
 summary per level, then a summary line.
@@ -289,6 +291,12 @@ SKIPs are reported; with --strict they fail too); 1 a vector failed;
 		}
 		lacking[f] = true
 	}
+	if *dir == "" {
+		var err error
+		if *dir, err = defaultVectors(); err != nil {
+			return e.failf(cmd, "%v", err)
+		}
+	}
 	files, err := vectorFiles(*dir, filter)
 	if err != nil {
 		return e.failf(cmd, "%v", err)
@@ -352,6 +360,46 @@ SKIPs are reported; with --strict they fail too); 1 a vector failed;
 }
 
 // suiteVersion reads the suite's VERSION file, or "" when it has none.
+// defaultVectors is where --vectors looks when it is not given:
+// testdata/vectors below the working directory (a checkout), else the
+// vectors of the github.com/agentproto/handoff module this binary was built
+// from, in the module cache, where "go install ...@VERSION" put them.
+func defaultVectors() (string, error) {
+	local := filepath.Join("testdata", "vectors")
+	if fi, err := os.Stat(local); err == nil && fi.IsDir() {
+		return local, nil
+	}
+	const root = "github.com/agentproto/handoff"
+	version := ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == root && d.Replace == nil {
+				version = d.Version
+			}
+		}
+	}
+	if version == "" || version == "(devel)" {
+		return "", errors.New("no testdata/vectors here, and this binary was not built from a released module: give --vectors DIR")
+	}
+	cache := os.Getenv("GOMODCACHE")
+	if cache == "" {
+		gopath := os.Getenv("GOPATH")
+		if gopath == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return "", fmt.Errorf("no module cache to find the vectors in (%v): give --vectors DIR", err)
+			}
+			gopath = filepath.Join(home, "go")
+		}
+		cache = filepath.Join(filepath.SplitList(gopath)[0], "pkg", "mod")
+	}
+	dir := filepath.Join(cache, filepath.FromSlash(root)+"@"+version, "testdata", "vectors")
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("the vectors of %s@%s are not in the module cache (%v): run \"go mod download %s@%s\" or give --vectors DIR", root, version, err, root, version)
+	}
+	return dir, nil
+}
+
 func suiteVersion(dir string) string {
 	b, err := os.ReadFile(filepath.Join(dir, "VERSION"))
 	if err != nil {

@@ -21,7 +21,7 @@ import (
 
 // apiFile holds the export data of every public package of the module set
 // as it was at the last release: a zip with an entry "recorded" (the
-// version, or what the baseline is before the first release) and an entry
+// version, and before the first release what the baseline is) and an entry
 // "<import path>.x" per package (golang.org/x/tools/go/gcexportdata).
 const apiFile = "internal/release/api.zip"
 
@@ -218,7 +218,7 @@ func (r *repo) checkAPI() error {
 	if err != nil {
 		return err
 	}
-	names, err := r.changelogIncompatible(recorded)
+	names, err := r.changelogIncompatible(strings.Fields(recorded)[0])
 	if err != nil {
 		return err
 	}
@@ -294,7 +294,8 @@ func (r *repo) checkChangelog(v string) error {
 	}
 	for _, l := range strings.Split(string(data), "\n") {
 		if strings.HasPrefix(l, "## ") {
-			if strings.HasPrefix(l, "## "+v+" ") || strings.TrimSpace(l) == "## "+v {
+			mine := strings.HasPrefix(l, "## "+v+" ") || strings.TrimSpace(l) == "## "+v
+			if mine && !strings.Contains(strings.ToLower(l), "unreleased") {
 				return nil
 			}
 			return fmt.Errorf("%s: the first section is %q; head it \"## %s (YYYY-MM-DD)\" before the release", changelog, strings.TrimSpace(l), v)

@@ -17,6 +17,12 @@
 //	                      change must be in CHANGELOG.md
 //	release tags          the tags to push, in dependency order
 //	release modules       the module directories, in dependency order
+//	release replaces DIR [CHECKOUT]
+//	                      the go mod edit line that points another module
+//	                      at DIR's module of a checkout (default ../handoff)
+//	                      and at every module of it that DIR requires
+//	release forget        remove the repository's modules from the module
+//	                      cache (a proxy of another tree served them)
 //
 // It runs from anywhere inside the repository, with GOWORK=off (the module
 // is not part of the workspace): ./release.sh at the root does that.
@@ -42,7 +48,7 @@ func main() {
 }
 
 func usage() error {
-	return errors.New("usage: release vX.Y.Z | set vX.Y.Z | sync [-check] | proxy DIR | check [-test] | deps [-fix] | api [-write] | tags | modules")
+	return errors.New("usage: release vX.Y.Z | set vX.Y.Z | sync [-check] | proxy DIR | check [-test] | deps [-fix] | api [-write] | tags | modules | replaces DIR [CHECKOUT] | forget")
 }
 
 func run(args []string) error {
@@ -98,6 +104,19 @@ func run(args []string) error {
 	case cmd == "tags" && len(args) == 0:
 		r.printTags()
 		return nil
+	case cmd == "replaces" && (len(args) == 1 || len(args) == 2):
+		checkout := "../handoff"
+		if len(args) == 2 {
+			checkout = args[1]
+		}
+		line, err := r.replaces(args[0], checkout)
+		if err != nil {
+			return err
+		}
+		fmt.Println(line)
+		return nil
+	case cmd == "forget" && len(args) == 0:
+		return forgetCached()
 	case cmd == "modules" && len(args) == 0:
 		for _, m := range r.Modules {
 			fmt.Println(m.Dir)

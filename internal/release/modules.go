@@ -269,3 +269,45 @@ func installable(m *module) bool {
 	}
 	return false
 }
+
+// replaces is the go mod edit command that makes a module outside the
+// repository require the module in dir at the tree's version and replace
+// it, and every module of the repository it requires (transitively), with
+// its directory in a checkout at checkout.
+func (r *repo) replaces(dir, checkout string) (string, error) {
+	var m *module
+	for _, x := range r.Modules {
+		if x.Dir == path.Clean(dir) {
+			m = x
+		}
+	}
+	if m == nil {
+		return "", fmt.Errorf("%s is not a module of %s", dir, versionsFile)
+	}
+	need := map[string]bool{}
+	var walk func(*module)
+	walk = func(x *module) {
+		for _, s := range x.Siblings {
+			if !need[s] {
+				need[s] = true
+				walk(r.byPath[s])
+			}
+		}
+	}
+	walk(m)
+	dirOf := func(x *module) string {
+		if x.Dir == "." {
+			return checkout
+		}
+		return checkout + "/" + x.Dir
+	}
+	line := fmt.Sprintf("go mod edit -require=%s@%s -replace=%s=%s", m.Path, r.V.Version, m.Path, dirOf(m))
+	// The siblings nearest the module first: the reverse of the order they
+	// are tagged in.
+	for i := len(r.Modules) - 1; i >= 0; i-- {
+		if x := r.Modules[i]; need[x.Path] {
+			line += fmt.Sprintf(" -replace=%s=%s", x.Path, dirOf(x))
+		}
+	}
+	return line, nil
+}
