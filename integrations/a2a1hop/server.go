@@ -12,7 +12,7 @@
 // NewExecutor wraps an a2asrv.AgentExecutor. For each message it reads the
 // Handoff and runs Agent.Receive before the wrapped executor is called:
 //
-//   - a message without a Handoff is refused with
+//   - a message without a Handoff that would start a task is refused with
 //     a2a.ErrExtensionSupportRequired, unless ServerConfig.Optional;
 //   - an offer that fails a check never reaches the executor: the task is
 //     TASK_STATE_REJECTED with the signed "rejected" in its status message
