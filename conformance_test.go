@@ -27,8 +27,9 @@ import (
 //     test function; a row marked out of scope gives its reason;
 //   - every test named anywhere in the file (a backticked Test..., Fuzz...
 //     or Example... identifier; unqualified for this package, or
-//     `dir/path.TestName` for the package in that directory) is a function
-//     of that package's _test.go files;
+//     `dir/path.TestName` for the package in that directory; a subtest
+//     `TestName/Sub` names its function) is a function of that package's
+//     _test.go files;
 //   - every vector named (#nnn) exists, and in a test cell it lists the
 //     row's item among those it exercises, beside `TestVectors`, which
 //     runs it;
@@ -58,7 +59,7 @@ const (
 var (
 	confRowID    = regexp.MustCompile(`^HC-([0-9]{2})$`)
 	confBacktick = regexp.MustCompile("`([^`\n]+)`")
-	confTestName = regexp.MustCompile(`^(?:([a-z0-9_]+(?:/[a-z0-9_]+)*)\.)?((?:Test|Fuzz|Example)[A-Za-z0-9_]*)$`)
+	confTestName = regexp.MustCompile(`^(?:([a-z0-9_]+(?:/[a-z0-9_]+)*)\.)?((?:Test|Fuzz|Example)[A-Za-z0-9_]*)(?:/[A-Za-z0-9_]+)*$`)
 	confGoFile   = regexp.MustCompile(`^[A-Za-z0-9_./-]+\.go$`)
 	confIdent    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?$`)
 	confVector   = regexp.MustCompile(`#([0-9]{3})\b`)

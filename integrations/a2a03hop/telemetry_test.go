@@ -2,13 +2,8 @@ package a2a03hop_test
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 
-	"github.com/a2aproject/a2a-go/a2a"
-	"github.com/a2aproject/a2a-go/a2asrv"
-	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -17,13 +12,19 @@ import (
 
 	"github.com/agentproto/handoff"
 
-	ha2a "github.com/agentproto/handoff/integrations/a2a03hop"
+	"github.com/agentproto/handoff/integrations/internal/a2acore/a2atest"
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
 	"github.com/agentproto/handoff/integrations/observe"
-	"github.com/agentproto/handoff/state"
 )
 
-func TestA2A_Telemetry_SpansAndCounters(t *testing.T) {
+const (
+	planner = a2atest.Planner
+	coder   = a2atest.Coder
+)
+
+// The spans and counters of an accepted offer, a dialog mismatch and an
+// equivocation, on both sides.
+func TestA2A03_Telemetry_SpansAndCounters(t *testing.T) {
 	ctx := context.Background()
 	spans := tracetest.NewSpanRecorder()
 	reader := sdkmetric.NewManualReader()
@@ -33,20 +34,18 @@ func TestA2A_Telemetry_SpansAndCounters(t *testing.T) {
 	})
 	require.NoError(t, err)
 	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.COSE}, agenttest.Spec{ID: coder, Format: handoff.JWS})
-	co := newNode(t, ps[coder], rec)
-	pc, err := ha2a.NewClient(ha2a.ClientConfig{Agent: ps[planner].Agent, Observe: rec})
-	require.NoError(t, err)
-	cl := dial(t, planner, pc, co, false)
+	co := a2atest.Serve(t, line{}, ps[coder], func(d *a2atest.Delegate) { d.Observe = rec })
+	cl := co.Dial(t, line{}, ps[planner], a2atest.Dial{Observe: rec})
 
 	// accepted, then a dialog mismatch (check 5, "policy"), then an
 	// equivocation of the first hop.
-	d, err := pc.Send(ctx, cl, text("x"), handoff.OfferParams{To: coder, Task: "one"})
+	d, err := cl.Send(ctx, a2atest.Text("x"), handoff.OfferParams{To: coder, Task: "one"})
 	require.NoError(t, err)
 	other, err := ps[planner].Agent.Offer(ctx, handoff.OfferParams{To: coder, Dialog: "elsewhere"})
 	require.NoError(t, err)
-	_, err = cl.SendMessage(ha2a.WithHandoff(ctx, other.Handoff), &a2a.MessageSendParams{Message: text("x")})
+	_, _, err = a2atest.SendWith(ctx, cl, other.Handoff, a2atest.Text("x"))
 	require.NoError(t, err)
-	_, err = cl.SendMessage(ha2a.WithHandoff(ctx, agenttest.Equivocate(t, ps[planner], d.Offer, "two")), &a2a.MessageSendParams{Message: text("x")})
+	_, _, err = a2atest.SendWith(ctx, cl, agenttest.Equivocate(t, ps[planner], d.Offer, "two"), a2atest.Text("x"))
 	require.NoError(t, err)
 
 	type got struct{ decision, reason, check string }
@@ -92,83 +91,4 @@ func TestA2A_Telemetry_SpansAndCounters(t *testing.T) {
 		}
 	}
 	require.Equal(t, map[string]int64{"": 1, "policy": 1, "equivocation": 1}, counts)
-}
-
-// A Cancel Task request whose "canceled" is not the delegator's is refused
-// and changes nothing; with RequireSignedCancel, so is one without any.
-func TestA2A_Cancel_Refused_HC55(t *testing.T) {
-	ctx := context.Background()
-	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.JWS},
-		agenttest.Spec{ID: tester, Format: handoff.JWS})
-	co := newNode(t, ps[coder], nil)
-	co.w.body = func(ctx context.Context, _ *handoff.Received, _ *a2asrv.RequestContext, _ eventqueue.Queue) error {
-		<-ctx.Done()
-		return nil
-	}
-	pc, err := ha2a.NewClient(ha2a.ClientConfig{Agent: ps[planner].Agent})
-	require.NoError(t, err)
-	cl := dial(t, planner, pc, co, true)
-	d, err := pc.Send(ctx, cl, text("x"), handoff.OfferParams{To: coder})
-	require.NoError(t, err)
-	task, ok := pc.TaskOf(d.Hop)
-	require.True(t, ok)
-
-	// The tester signs a "canceled" for the planner's hop: not the hop's
-	// delegator, refused before it is verified (HC-55).
-	st, err := ps[tester].Signer.SignStatus(&handoff.Status{Hop: d.Hop, Offer: d.Offer.Digest, Iss: tester, Aud: coder,
-		Iat: handoff.TimeOf(d.Offer.Offer.Iat.Std()), State: state.Canceled})
-	require.NoError(t, err)
-	_, err = cl.CancelTask(ha2a.WithCancel(ctx, st), &a2a.TaskIDParams{ID: task})
-	require.ErrorIs(t, err, a2a.ErrInvalidParams)
-	co.mu.Lock()
-	require.Empty(t, co.canceled, "a \"canceled\" of another signer was handed to HandleStatus")
-	co.mu.Unlock()
-	require.Zero(t, co.w.cancels.Load())
-	info, _, err := ps[planner].Agent.Hop(ctx, d.Hop)
-	require.NoError(t, err)
-	require.False(t, info.Canceled)
-
-	// The delegator's own cancel goes through.
-	_, _, err = pc.Cancel(ctx, cl, d.Hop)
-	require.NoError(t, err)
-	co.mu.Lock()
-	require.Len(t, co.canceled, 1)
-	require.NoError(t, co.canceled[0].Err())
-	co.mu.Unlock()
-	require.EqualValues(t, 1, co.w.cancels.Load())
-}
-
-// With RequireSignedCancel, a Cancel Task request without a "canceled"
-// is refused and the task goes on.
-func TestA2A_RequireSignedCancel(t *testing.T) {
-	ctx := context.Background()
-	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.JWS})
-	w := &work{body: func(ctx context.Context, _ *handoff.Received, _ *a2asrv.RequestContext, _ eventqueue.Queue) error {
-		<-ctx.Done()
-		return nil
-	}}
-	exec, err := ha2a.NewExecutor(ha2a.ServerConfig{Agent: ps[coder].Agent, Executor: w, RequireSignedCancel: true})
-	require.NoError(t, err)
-	n := &node{p: ps[coder], w: w}
-	srv := httptest.NewServer(ha2a.Authenticate(a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(exec)),
-		func(*http.Request) (handoff.AgentID, bool) { return planner, true }))
-	defer srv.Close()
-	n.url = srv.URL
-	pc, err := ha2a.NewClient(ha2a.ClientConfig{Agent: ps[planner].Agent})
-	require.NoError(t, err)
-	cl := dial(t, planner, pc, n, true)
-	d, err := pc.Send(ctx, cl, text("x"), handoff.OfferParams{To: coder})
-	require.NoError(t, err)
-	task, _ := pc.TaskOf(d.Hop)
-	_, err = cl.CancelTask(ctx, &a2a.TaskIDParams{ID: task})
-	require.Error(t, err, "a cancel without the delegator's signed status")
-	got, err := cl.GetTask(ctx, &a2a.TaskQueryParams{ID: task})
-	require.NoError(t, err)
-	require.Equal(t, a2a.TaskStateWorking, got.Status.State)
-	_, _, err = pc.Cancel(ctx, cl, d.Hop)
-	require.NoError(t, err)
-	got, err = cl.GetTask(ctx, &a2a.TaskQueryParams{ID: task})
-	require.NoError(t, err)
-	require.Equal(t, a2a.TaskStateCanceled, got.Status.State)
-	require.EqualValues(t, 1, w.calls.Load())
 }

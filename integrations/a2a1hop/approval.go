@@ -2,7 +2,6 @@ package a2a1hop
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -10,10 +9,9 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/agentproto/handoff"
-	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence"
 
-	"github.com/agentproto/handoff/integrations/internal/pause"
+	"github.com/agentproto/handoff/integrations/internal/a2acore"
 )
 
 // Approvals pauses a must-ask action of the evidence guard for its owner's
@@ -30,8 +28,9 @@ import (
 // against the message's hop, records the answer in the guard's authority
 // ledger and runs the wrapped executor again: the guard, asked again,
 // allows the action once. The follow-up is the hop's work resumed, not its
-// offer processed again (HC-38): only a hop still "accepted", with a state
-// this server sealed for it, resumes.
+// offer processed again (HC-38): only a hop still "accepted", on its own
+// paused task, from its delegator, with a state this server sealed for it,
+// resumes.
 //
 // TASK_STATE_AUTH_REQUIRED alone authorizes nothing (A2A 1.0, section
 // 7.6.4), and neither does TASK_STATE_INPUT_REQUIRED or the answer: the
@@ -56,46 +55,33 @@ type Approvals struct {
 	Now func() time.Time
 }
 
-// pauseState is the task state a pause puts the task in. Not
-// TASK_STATE_AUTH_REQUIRED: a2a-go/v2 answers a blocking send at it while
-// the execution goes on, waiting for an authorization out of band, so no
-// message on the task can carry the answer.
-func (a *Approvals) pauseState() a2a.TaskState { return a2a.TaskStateInputRequired }
+// core is a's SDK-neutral part. The pause is TASK_STATE_INPUT_REQUIRED,
+// not TASK_STATE_AUTH_REQUIRED: a2a-go/v2 answers a blocking send at it
+// while the execution goes on, waiting for an authorization out of band,
+// so no message on the task could carry the answer.
+func (a *Approvals) core() *a2acore.Approvals {
+	if a == nil {
+		return nil
+	}
+	return &a2acore.Approvals{Key: a.Key, Guard: a.Guard, Now: a.Now, Pause: a2acore.InputRequired}
+}
 
 // ApprovalKey is the status message's metadata key of a pending approval:
 // action, owner, hop (the offer's handoff digest), operation_id,
 // idempotency_key, item, and state, the request state to answer with.
-const ApprovalKey = ExtensionURI + "/approval"
+const ApprovalKey = a2acore.ApprovalKey
 
 // AnswerKey is the follow-up message's metadata key of the answer:
 // "state", "decision" ("approve" or "deny") and "approval" (a signed
 // approval, compact JWS).
-const AnswerKey = ExtensionURI + "/approval-answer"
+const AnswerKey = a2acore.AnswerKey
 
 // ErrApprovalState: the answer's request state was not sealed by this
 // server for the message's hop, or it expired.
-var ErrApprovalState = pause.ErrState
+var ErrApprovalState = a2acore.ErrApprovalState
 
 // ErrApprovalDeclined: the answer declined the approval.
-var ErrApprovalDeclined = pause.ErrDeclined
-
-const keyPauser ctxKey = 100
-
-type pauser struct {
-	a  *Approvals
-	in *handoff.Received
-}
-
-func (a *Approvals) config() pause.Config {
-	return pause.Config{Key: a.Key, Guard: a.Guard, Now: a.Now}
-}
-
-func (a *Approvals) validate() error {
-	if a == nil {
-		return nil
-	}
-	return a.config().Validate()
-}
+var ErrApprovalDeclined = a2acore.ErrApprovalDeclined
 
 // AskApproval returns the event that pauses the task for the approval err
 // asks for (err wraps evidence.ErrApprovalRequired): a status update to
@@ -103,21 +89,13 @@ func (a *Approvals) validate() error {
 // under ApprovalKey. It reports false for any other error, or outside an
 // execution the wrapper serves with Approvals.
 func AskApproval(ctx context.Context, ec *a2asrv.ExecutorContext, err error) (a2a.Event, bool) {
-	p, ok := ctx.Value(keyPauser).(*pauser)
+	p, ok := a2acore.Ask(ctx, err)
 	if !ok {
 		return nil, false
 	}
-	req, state, ok := pause.Ask(p.a.Key, p.in, err)
-	if !ok {
-		return nil, false
-	}
-	m := a2a.NewMessageForTask(a2a.MessageRoleAgent, ec,
-		a2a.NewTextPart(fmt.Sprintf("%s must approve %q (operation %q)", req.Owner, req.Action, req.OperationID)))
-	pending := pause.Of(req).Map()
-	pending["state"] = state
-	m.Metadata = map[string]any{ApprovalKey: pending}
-	m.Extensions = []string{ExtensionURI}
-	return a2a.NewStatusUpdateEvent(ec, p.a.pauseState(), m), true
+	m := a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart(p.Text))
+	m.Metadata, m.Extensions = p.Meta, []string{ExtensionURI}
+	return a2a.NewStatusUpdateEvent(ec, a2a.TaskState(p.State), m), true
 }
 
 // PendingApproval returns the pending approval a status message of
@@ -126,102 +104,33 @@ func PendingApproval(m *a2a.Message) (map[string]any, bool) {
 	if m == nil {
 		return nil, false
 	}
-	p, ok := m.Metadata[ApprovalKey].(map[string]any)
-	return p, ok
+	return a2acore.Pending(m.Metadata)
 }
 
 // Answer returns the follow-up message that answers the pause of task
-// (TASK_STATE_INPUT_REQUIRED with a pending approval): on the same task
-// and context, with decision ("approve" or "deny") and, when set, a signed
-// approval. Send it with Client.Retransmit, which carries the hop's
-// identical Handoff.
+// (TASK_STATE_INPUT_REQUIRED with a pending approval, in its status
+// message or, when a later answer to another message stands there, in
+// its history): on the same task and context, with decision ("approve" or
+// "deny") and, when set, a signed approval. Send it with
+// Client.Retransmit, which carries the hop's identical Handoff.
 func Answer(task *a2a.Task, decision string, signed []byte) (*a2a.Message, error) {
 	if task == nil {
 		return nil, fmt.Errorf("%w: no task", handoff.ErrArgument)
 	}
-	p, ok := PendingApproval(task.Status.Message)
-	state, _ := p["state"].(string)
-	if !ok || state == "" {
-		return nil, fmt.Errorf("%w: the task does not wait for an approval", handoff.ErrArgument)
-	}
-	ans := map[string]any{"state": state, "decision": decision}
-	if len(signed) > 0 {
-		ans["approval"] = string(signed)
+	meta, err := a2acore.Answer(view, task.Status.Message, task.History, decision, signed)
+	if err != nil {
+		return nil, err
 	}
 	m := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(decision))
-	m.TaskID, m.ContextID = task.ID, task.ContextID
-	m.Metadata = map[string]any{AnswerKey: ans}
+	m.TaskID, m.ContextID, m.Metadata = task.ID, task.ContextID, meta
 	return m, nil
 }
 
-func answerOf(m *a2a.Message) (map[string]any, string) {
+// view is a message as the core reads it: its metadata, and whether it is
+// the agent's.
+func view(m *a2a.Message) (map[string]any, bool) {
 	if m == nil {
-		return nil, ""
+		return nil, false
 	}
-	ans, _ := m.Metadata[AnswerKey].(map[string]any)
-	state, _ := ans["state"].(string)
-	return ans, state
-}
-
-// resumable reports whether a retransmitted message answers a pause of its
-// hop: Approvals set, an answer with a state, on a task that paused for
-// that hop, and the hop still "accepted".
-func (e *Executor) resumable(ec *a2asrv.ExecutorContext, in *handoff.Received) (handoff.Signed, bool) {
-	if _, state := answerOf(ec.Message); e.cfg.Approvals == nil || state == "" || ec.StoredTask == nil {
-		return handoff.Signed{}, false
-	}
-	if !pausedFor(ec.StoredTask, in.Digest()) {
-		return handoff.Signed{}, false // another task's pause: not resumed here
-	}
-	return pause.Accepted(in)
-}
-
-// guarded returns the wrapped executor's context, with the hop's guard and
-// the pauser when Approvals is set; an answer the message carries is
-// recorded first, and the executor does not run when it is refused.
-func (e *Executor) guarded(ctx context.Context, ec *a2asrv.ExecutorContext, in *handoff.Received) (context.Context, error) {
-	a := e.cfg.Approvals
-	if a == nil {
-		return ctx, nil
-	}
-	g, err := a.Guard(ctx, in)
-	if err != nil {
-		return ctx, fmt.Errorf("handoff: no evidence guard for the hop: %w", err)
-	}
-	if ans, state := answerOf(ec.Message); state != "" {
-		operator := ""
-		if a.Operator != nil {
-			operator = a.Operator(ctx, ec)
-		} else {
-			operator = string(e.peer(ctx, ec))
-		}
-		if err := pause.Take(ctx, a.Key, state, in, a.config().Time(), g, pause.AnswerOf(ans), operator); err != nil {
-			return ctx, err
-		}
-	}
-	ctx = evidence.ContextWithGuard(ctx, g)
-	return context.WithValue(ctx, keyPauser, &pauser{a: a, in: in}), nil
-}
-
-func refusedAnswer(ec *a2asrv.ExecutorContext, a *Approvals, err error) a2a.Event {
-	text := "approval refused: " + err.Error()
-	if errors.Is(err, pause.ErrDeclined) {
-		text = "approval declined"
-	}
-	return taskEvent(ec, a.pauseState(), text, nil)
-}
-
-// pausedFor reports whether task paused for an approval on the hop whose
-// offer has the handoff digest hop: its status message or history carries
-// a pending approval of that hop.
-func pausedFor(task *a2a.Task, hop digest.Digest) bool {
-	if task == nil {
-		return false
-	}
-	for _, m := range append([]*a2a.Message{task.Status.Message}, task.History...) {
-		if p, ok := PendingApproval(m); ok && p["hop"] == hop.String() {
-			return true
-		}
-	}
-	return false
+	return m.Metadata, m.Role == a2a.MessageRoleAgent
 }

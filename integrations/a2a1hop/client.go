@@ -2,23 +2,18 @@ package a2a1hop
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"slices"
-	"sync"
+	"maps"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
 	"github.com/agentproto/handoff"
-	carry "github.com/agentproto/handoff/a2a"
 	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/state"
 
-	"github.com/agentproto/handoff/integrations/internal/asking"
-	"github.com/agentproto/handoff/integrations/internal/hopwork"
+	"github.com/agentproto/handoff/integrations/internal/a2acore"
 	"github.com/agentproto/handoff/integrations/observe"
 )
 
@@ -31,16 +26,7 @@ const ExtensionsParam = a2a.SvcParamExtensions
 // A2A client they were given does not have this Client among its
 // interceptors (a2aclient.WithCallInterceptors): the Handoff or the
 // "canceled" was not attached to the request, whatever the server answered.
-var ErrNotIntercepted = errors.New("handoff: the A2A client's interceptors do not include this handoff Client: nothing was attached")
-
-// notIntercepted is ErrNotIntercepted, with what the server answered to the
-// request that went without the handoff.
-func notIntercepted(answer error) error {
-	if answer == nil {
-		return ErrNotIntercepted
-	}
-	return fmt.Errorf("%w (the server answered: %w)", ErrNotIntercepted, answer)
-}
+var ErrNotIntercepted = a2acore.ErrNotIntercepted
 
 // ClientConfig configures the delegator's side.
 type ClientConfig struct {
@@ -57,19 +43,17 @@ type ClientConfig struct {
 	SendConfig *a2a.SendMessageConfig
 	// Observe records spans and counters; nil records nothing.
 	Observe *observe.Recorder
-	// Logger, when set, hears of each status handled: the outcome as the Agent decided
-	// it (a slog.LogValuer), with the transport. Nil is silent. Give the
-	// Agent a logger too (handoff.Config.Logger) for its own decisions.
+	// Logger, when set, hears of each status handled: the outcome as the
+	// Agent decided it (a slog.LogValuer), with the transport. Nil is
+	// silent.
 	Logger *slog.Logger
 }
 
 // Client is the delegator's a2aclient.CallInterceptor. It is safe for
 // concurrent use.
 type Client struct {
-	cfg ClientConfig
-
-	mu    sync.Mutex
-	tasks map[handoff.HopID]a2a.TaskID // the A2A task of each hop sent
+	cfg  ClientConfig
+	core *a2acore.Client
 }
 
 var _ a2aclient.CallInterceptor = (*Client)(nil)
@@ -77,32 +61,12 @@ var _ a2aclient.CallInterceptor = (*Client)(nil)
 // NewClient returns the delegator's side for cfg. Add it to an A2A client
 // with a2aclient.WithCallInterceptors.
 func NewClient(cfg ClientConfig) (*Client, error) {
-	if cfg.Agent == nil {
-		return nil, fmt.Errorf("%w: ClientConfig.Agent is required", handoff.ErrConfig)
+	core, err := a2acore.NewClient(a2acore.ClientConfig{Agent: cfg.Agent, Attempts: cfg.Attempts, Now: cfg.Now,
+		Observe: cfg.Observe, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
 	}
-	if cfg.Attempts == 0 {
-		cfg.Attempts = 3
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	return &Client{cfg: cfg, tasks: map[handoff.HopID]a2a.TaskID{}}, nil
-}
-
-type carried struct {
-	h      *handoff.Handoff
-	status *handoff.Signed // a "canceled" for a Cancel Task request
-	hop    handoff.HopID
-
-	mu       sync.Mutex
-	got      []*handoff.StatusResult
-	attached bool // Before put the element in a request
-}
-
-func (c *carried) wasAttached() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.attached
+	return &Client{cfg: cfg, core: core}, nil
 }
 
 // WithHandoff returns a context whose SendMessage (or
@@ -110,89 +74,44 @@ func (c *carried) wasAttached() bool {
 // statuses in the response are handed to Agent.HandleStatus; Statuses
 // returns their results.
 func WithHandoff(ctx context.Context, h *handoff.Handoff) context.Context {
-	var hop handoff.HopID
-	if o, _, err := handoff.InspectUnverified(h.Offer, handoff.Limits{}); err == nil && o != nil {
-		hop = o.Hop // our own offer: only used to index the task
-	}
-	return withHandoff(ctx, h, hop)
-}
-
-// withHandoff is WithHandoff for a Handoff whose hop the caller knows, as
-// Send and Retransmit do: its offer is not decoded again.
-func withHandoff(ctx context.Context, h *handoff.Handoff, hop handoff.HopID) context.Context {
-	return context.WithValue(ctx, keyHandoff, &carried{h: h, hop: hop})
+	return a2acore.WithHandoff(ctx, h)
 }
 
 // WithCancel returns a context whose Cancel Task request carries a signed
 // "canceled" in its metadata (HC-66).
 func WithCancel(ctx context.Context, canceled handoff.Signed) context.Context {
-	return context.WithValue(ctx, keyHandoff, &carried{status: &canceled})
+	return a2acore.WithCancel(ctx, canceled)
 }
 
 // Statuses returns the results of the statuses handled for calls made with
 // a context from WithHandoff or WithCancel, oldest first.
-func Statuses(ctx context.Context) []*handoff.StatusResult {
-	if c, ok := ctx.Value(keyHandoff).(*carried); ok {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return slices.Clone(c.got)
-	}
-	return nil
-}
+func Statuses(ctx context.Context) []*handoff.StatusResult { return a2acore.Statuses(ctx) }
 
 // Before implements a2aclient.CallInterceptor. It changes the caller's
 // request in place: the message's metadata gets the Handoff, its
 // extensions the URI, and the call's A2A-Extensions service parameter
-// activates the extension.
+// activates the extension. A message whose Handoff a framework's callback
+// attached (as adkhop's does) gets the activation and the trace context.
 func (c *Client) Before(ctx context.Context, req *a2aclient.Request) (context.Context, any, error) {
-	cr, ok := ctx.Value(keyHandoff).(*carried)
-	if !ok {
-		// A message whose Handoff a framework's callback attached (as
-		// adkhop's does) still needs the extension activated.
-		if p, isSend := req.Payload.(*a2a.SendMessageRequest); isSend && p != nil && p.Message != nil {
-			if _, err := carry.Handoff(p.Message.Metadata); err == nil {
-				if req.ServiceParams == nil {
-					req.ServiceParams = a2aclient.ServiceParams{}
-				}
-				req.ServiceParams.Append(ExtensionsParam, ExtensionURI)
-				observe.Inject(ctx, p.Message.Metadata) // beside the Handoff, not in it: unsigned
-			}
-		}
-		return ctx, nil, nil
-	}
+	var r a2acore.Request
 	switch p := req.Payload.(type) {
 	case *a2a.SendMessageRequest:
-		if cr.h == nil || p == nil || p.Message == nil {
-			return ctx, nil, nil
+		if p != nil && p.Message != nil {
+			r = a2acore.Request{Kind: a2acore.Send, Meta: &p.Message.Metadata, Exts: &p.Message.Extensions}
 		}
-		if p.Message.Metadata == nil {
-			p.Message.Metadata = map[string]any{}
-		}
-		exts, err := carry.AttachHandoff(p.Message.Metadata, p.Message.Extensions, cr.h)
-		if err != nil {
-			return ctx, nil, err
-		}
-		observe.Inject(ctx, p.Message.Metadata) // beside the Handoff, not in it: unsigned
-		p.Message.Extensions = exts
 	case *a2a.CancelTaskRequest:
-		if cr.status == nil || p == nil {
-			return ctx, nil, nil
+		if p != nil {
+			r = a2acore.Request{Kind: a2acore.CancelTask, Meta: &p.Metadata}
 		}
-		if p.Metadata == nil {
-			p.Metadata = map[string]any{}
+	}
+	activate, err := c.core.Before(ctx, r)
+	if activate {
+		if req.ServiceParams == nil {
+			req.ServiceParams = a2aclient.ServiceParams{}
 		}
-		carry.AttachStatus(p.Metadata, *cr.status)
-	default:
-		return ctx, nil, nil
+		req.ServiceParams.Append(ExtensionsParam, ExtensionURI)
 	}
-	cr.mu.Lock()
-	cr.attached = true
-	cr.mu.Unlock()
-	if req.ServiceParams == nil {
-		req.ServiceParams = a2aclient.ServiceParams{}
-	}
-	req.ServiceParams.Append(ExtensionsParam, ExtensionURI)
-	return ctx, nil, nil
+	return ctx, nil, err
 }
 
 // After implements a2aclient.CallInterceptor: every status in the response
@@ -202,70 +121,27 @@ func (c *Client) After(ctx context.Context, resp *a2aclient.Response) error {
 	if resp.Err != nil {
 		return nil // nothing came back; the transport's error stands
 	}
-	cr, _ := ctx.Value(keyHandoff).(*carried)
-	var msgs []*a2a.Message
 	var task a2a.TaskID
+	var ms []*a2a.Message
 	switch p := resp.Payload.(type) {
 	case *a2a.Task:
-		if p == nil {
-			return nil
+		if p != nil {
+			task, ms = p.ID, append(append(ms, p.History...), p.Status.Message)
 		}
-		task = p.ID
-		for _, m := range p.History {
-			if m != nil && m.Role == a2a.MessageRoleAgent {
-				msgs = append(msgs, m)
-			}
-		}
-		msgs = append(msgs, p.Status.Message)
 	case *a2a.TaskStatusUpdateEvent:
-		if p == nil {
-			return nil
+		if p != nil {
+			task, ms = p.TaskID, append(ms, p.Status.Message)
 		}
-		task = p.TaskID
-		msgs = append(msgs, p.Status.Message)
 	case *a2a.Message:
-		if p != nil && p.Role == a2a.MessageRoleAgent {
-			msgs = append(msgs, p)
-		}
+		ms = append(ms, p)
 	}
-	if cr != nil && cr.hop != "" && task != "" {
-		c.mu.Lock()
-		if _, ok := c.tasks[cr.hop]; !ok {
-			c.tasks[cr.hop] = task
-		}
-		c.mu.Unlock()
-	}
-	seen := map[string]bool{}
-	for _, m := range msgs {
-		if m == nil {
-			continue
-		}
-		octets, err := carry.Status(m.Metadata)
-		if err != nil || seen[string(octets)] {
-			continue
-		}
-		seen[string(octets)] = true
-		sr, err := c.cfg.Agent.HandleStatus(ctx, octets)
-		c.cfg.Observe.StatusReceived(ctx, Transport, sr, err)
-		hopwork.LogStatus(ctx, c.cfg.Logger, Transport, sr, err)
-		if err != nil {
-			return err
-		}
-		if cr != nil {
-			cr.mu.Lock()
-			cr.got = append(cr.got, sr)
-			cr.mu.Unlock()
-		}
-	}
-	return nil
+	return c.core.After(ctx, string(task), a2acore.Metas(view, ms...))
 }
 
 // TaskOf returns the A2A task a hop sent through this client runs in.
 func (c *Client) TaskOf(hop handoff.HopID) (a2a.TaskID, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t, ok := c.tasks[hop]
-	return t, ok
+	t, ok := c.core.TaskOf(hop)
+	return a2a.TaskID(t), ok
 }
 
 // Delivery is the outcome of Send.
@@ -278,8 +154,9 @@ type Delivery struct {
 	Attempts int
 
 	// State is the hop's state in the delegator's table once the delivery
-	// ended (Agent.Hop): state.Offered while no verified status came
-	// back, else the state the verified statuses set (HC-55, HC-56).
+	// ended (Agent.Hop), whatever the transport answered: state.Offered
+	// while no verified status came back, else the state the verified
+	// statuses set (HC-55, HC-56).
 	State state.State
 	// Refused reports that the delegate refused the offer: with a verified
 	// "rejected" (State state.Rejected, Reason its reason code), or with
@@ -289,80 +166,56 @@ type Delivery struct {
 	Reason  reason.Code
 }
 
-func (c *Client) settle(ctx context.Context, d *Delivery) error {
-	s, err := hopwork.Settle(ctx, c.cfg.Agent, d.Hop)
-	if err != nil {
-		return err
-	}
-	d.State, d.Refused, d.Reason = s.State, s.Refused, s.Reason
-	if t, ok := d.Result.(*a2a.Task); ok && t.Status.State == a2a.TaskStateRejected {
-		d.Refused = true
-	}
-	return nil
-}
-
-// Send makes an offer with p (its Dialog defaults to the message's
-// contextId) and sends msg with it through cl, whose interceptors must
-// include c. A call that has not answered by the next instant of
-// asking.Backoff is abandoned and the identical Handoff is sent again in
-// a copy of msg (HC-37, HC-52); after the last attempt the hop stays
-// unresolved and the context error is returned (HC-40).
+// Send makes an offer with p (its Dialog defaults to msg.ContextID; one of
+// them is required unless p.From gives it) and sends msg with it through
+// cl, whose interceptors must include c. A call that has not answered by
+// the next instant of asking.Backoff is abandoned and the identical
+// Handoff is sent again in a copy of msg (HC-37, HC-52); after the last
+// attempt the hop stays unresolved and the context error is returned
+// (HC-40).
 func (c *Client) Send(ctx context.Context, cl *a2aclient.Client, msg *a2a.Message, p handoff.OfferParams) (*Delivery, error) {
-	if p.Dialog == "" && p.From == nil {
-		p.Dialog = msg.ContextID
-	}
-	out, err := c.cfg.Agent.Offer(ctx, p)
-	if err != nil {
+	var res a2a.SendMessageResult
+	d, err := c.core.Send(ctx, msg.ContextID, p, func(ctx context.Context, dialog string) (string, error) {
+		if msg.ContextID == "" {
+			msg.ContextID = dialog
+		}
+		var err error
+		res, err = c.send(ctx, cl, msg)
+		if t, ok := res.(*a2a.Task); ok {
+			return string(t.Status.State), err
+		}
+		return "", err
+	})
+	if d == nil {
 		return nil, err
 	}
-	if msg.ContextID == "" {
-		msg.ContextID = out.Offer.Dialog
-	}
-	d := &Delivery{Hop: out.Offer.Hop, Offer: out}
-	err = asking.Retransmit(ctx, out.Offer, c.cfg.Attempts, c.cfg.Now, func(actx context.Context) error {
-		h := out.Handoff
-		if d.Attempts > 0 {
-			if h, err = c.cfg.Agent.Retransmit(ctx, out.Offer.Hop); err != nil {
-				return err
-			}
-		}
-		d.Attempts++
-		res, sts, err := c.send(actx, cl, msg, h, out.Offer.Hop)
-		d.Statuses = append(d.Statuses, sts...)
-		d.Result = res
-		return err
-	})
-	if err != nil {
-		return d, err
-	}
-	return d, c.settle(ctx, d)
+	return &Delivery{Hop: d.Hop, Offer: d.Offer, Result: res, Statuses: d.Statuses, Attempts: d.Attempts,
+		State: d.State, Refused: d.Refused, Reason: d.Reason}, err
 }
 
-func (c *Client) send(ctx context.Context, cl *a2aclient.Client, msg *a2a.Message, h *handoff.Handoff, hop handoff.HopID) (a2a.SendMessageResult, []*handoff.StatusResult, error) {
-	actx := withHandoff(ctx, h, hop)
+// send sends a copy of msg, with an ID of its own.
+func (c *Client) send(ctx context.Context, cl *a2aclient.Client, msg *a2a.Message) (a2a.SendMessageResult, error) {
 	m := *msg
 	m.ID = a2a.NewMessageID()
-	m.Metadata = clone(msg.Metadata)
+	m.Metadata = maps.Clone(msg.Metadata)
 	req := &a2a.SendMessageRequest{Message: &m}
 	if c.cfg.SendConfig != nil {
 		cfg := *c.cfg.SendConfig
 		req.Config = &cfg
 	}
-	res, err := cl.SendMessage(actx, req)
-	if !actx.Value(keyHandoff).(*carried).wasAttached() {
-		err = notIntercepted(err)
-	}
-	return res, Statuses(actx), err
+	return cl.SendMessage(ctx, req)
 }
 
 // Retransmit sends the identical Handoff of an offered hop again in a copy
 // of msg, to learn its last status (HC-37, HC-52).
 func (c *Client) Retransmit(ctx context.Context, cl *a2aclient.Client, msg *a2a.Message, hop handoff.HopID) (a2a.SendMessageResult, []*handoff.StatusResult, error) {
-	h, err := c.cfg.Agent.Retransmit(ctx, hop)
-	if err != nil {
-		return nil, nil, err
-	}
-	return c.send(ctx, cl, msg, h, hop)
+	var res a2a.SendMessageResult
+	sts, err := c.core.Retransmit(ctx, hop, func(ctx context.Context) (string, error) {
+		var err error
+		res, err = c.send(ctx, cl, msg)
+		return "", err
+	})
+	return res, sts, err
 }
 
 // Cancel signs a "canceled" for hop (Agent.Cancel) and sends it in a Cancel
@@ -370,26 +223,11 @@ func (c *Client) Retransmit(ctx context.Context, cl *a2aclient.Client, msg *a2a.
 // until a verified "completed" or "failed" arrives or an outcome is observed
 // (HC-41).
 func (c *Client) Cancel(ctx context.Context, cl *a2aclient.Client, hop handoff.HopID) (*a2a.Task, handoff.Notice, error) {
-	task, ok := c.TaskOf(hop)
-	if !ok {
-		return nil, handoff.Notice{}, fmt.Errorf("%w: no A2A task is known for hop %s", handoff.ErrArgument, hop)
-	}
-	n, err := c.cfg.Agent.Cancel(ctx, hop)
-	if err != nil {
-		return nil, n, err
-	}
-	cctx := WithCancel(ctx, n.Status)
-	t, err := cl.CancelTask(cctx, &a2a.CancelTaskRequest{ID: task})
-	if !cctx.Value(keyHandoff).(*carried).wasAttached() {
-		err = notIntercepted(err)
-	}
+	var t *a2a.Task
+	n, err := c.core.Cancel(ctx, hop, func(ctx context.Context, task string) error {
+		var err error
+		t, err = cl.CancelTask(ctx, &a2a.CancelTaskRequest{ID: a2a.TaskID(task)})
+		return err
+	})
 	return t, n, err
-}
-
-func clone(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }

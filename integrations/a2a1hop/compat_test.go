@@ -3,13 +3,11 @@ package a2a1hop_test
 import (
 	"bytes"
 	"context"
-	"iter"
 	"net/http/httptest"
 	"testing"
 
 	legacy "github.com/a2aproject/a2a-go/a2a"
 	legacyclient "github.com/a2aproject/a2a-go/a2aclient"
-	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/stretchr/testify/require"
@@ -20,6 +18,8 @@ import (
 
 	"github.com/agentproto/handoff/integrations/a2a03hop"
 	"github.com/agentproto/handoff/integrations/a2a1hop"
+	"github.com/agentproto/handoff/integrations/internal/a2acore"
+	"github.com/agentproto/handoff/integrations/internal/a2acore/a2atest"
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
 )
 
@@ -47,28 +47,25 @@ func TestA2A1_ServesA2A03Clients_ThroughA2av0(t *testing.T) {
 	)
 	ctx := context.Background()
 	ps := agenttest.New(t, agenttest.Spec{ID: alice, Format: handoff.JWS}, agenttest.Spec{ID: bob, Format: handoff.COSE},
-		agenttest.Spec{ID: coder, Format: handoff.JWS})
-	n := &node{p: ps[coder], w: &work{}}
+		agenttest.Spec{ID: a2atest.Coder, Format: handoff.JWS})
 	hold := make(chan struct{})
-	n.w.body = func(ctx context.Context, in *handoff.Received, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	w := &a2atest.Work{}
+	d := &a2atest.Delegate{Agent: ps[a2atest.Coder].Agent, Work: w}
+	w.Do(func(ctx context.Context, in *handoff.Received, x a2atest.Exec) error {
 		if in.Offer().Iss != bob {
-			return done(ec, a2a.TaskStateCompleted)
+			return x.Write(ctx, a2acore.Completed)
 		}
-		return func(yield func(a2a.Event, error) bool) {
-			close(hold)
-			<-ctx.Done()
-		}
-	}
-	var err error
-	n.exec, err = a2a1hop.NewExecutor(a2a1hop.ServerConfig{Agent: ps[coder].Agent, Executor: n.w,
-		OnReceive: func(ctx context.Context, _ *handoff.Received) {
+		close(hold)
+		<-ctx.Done()
+		return nil
+	})
+	exec, err := a2a1hop.NewExecutor(a2a1hop.ServerConfig{Agent: ps[a2atest.Coder].Agent, Executor: executor{w},
+		OnReceive: func(ctx context.Context, in *handoff.Received) {
 			exts, ok := a2asrv.ExtensionsFrom(ctx)
-			n.mu.Lock()
-			n.requested = append(n.requested, ok && exts.Requested(a2a1hop.Extension))
-			n.mu.Unlock()
+			d.OnReceive(ctx, in, ok && exts.Requested(a2a1hop.Extension))
 		}})
 	require.NoError(t, err)
-	srv := httptest.NewServer(a2a1hop.Authenticate(a2av0.NewJSONRPCHandler(a2asrv.NewHandler(n.exec)), who))
+	srv := httptest.NewServer(a2a1hop.Authenticate(a2av0.NewJSONRPCHandler(a2asrv.NewHandler(exec)), who))
 	t.Cleanup(srv.Close)
 
 	dial03 := func(id handoff.AgentID, c *a2a03hop.Client, polling bool) *legacyclient.Client {
@@ -81,32 +78,30 @@ func TestA2A1_ServesA2A03Clients_ThroughA2av0(t *testing.T) {
 	}
 	text03 := func(s string) *legacy.Message {
 		m := legacy.NewMessage(legacy.MessageRoleUser, legacy.TextPart{Text: s})
-		m.ContextID = dialog
+		m.ContextID = a2atest.Dialog
 		return m
 	}
 	ac, err := a2a03hop.NewClient(a2a03hop.ClientConfig{Agent: ps[alice].Agent})
 	require.NoError(t, err)
 	toA := dial03(alice, ac, false)
-	d, err := ac.Send(ctx, toA, text03("x"), handoff.OfferParams{To: coder})
+	dl, err := ac.Send(ctx, toA, text03("x"), handoff.OfferParams{To: a2atest.Coder})
 	require.NoError(t, err)
-	task, ok := d.Result.(*legacy.Task)
-	require.True(t, ok, "%T", d.Result)
+	task, ok := dl.Result.(*legacy.Task)
+	require.True(t, ok, "%T", dl.Result)
 	require.Equal(t, legacy.TaskStateCompleted, task.Status.State)
-	require.Equal(t, state.Completed, d.State)
+	require.Equal(t, state.Completed, dl.State)
 	var states []state.State
-	for _, s := range d.Statuses {
+	for _, s := range dl.Statuses {
 		require.NoError(t, s.Err())
 		states = append(states, s.State)
 	}
 	require.Contains(t, states, state.Completed)
-	n.mu.Lock()
-	require.Equal(t, []bool{true}, n.requested, "the 0.3 client's extension request reached the 1.0 server")
-	n.mu.Unlock()
-	require.Equal(t, handoff.ChainFull, n.w.seen[0].Chain())
+	require.Equal(t, []bool{true}, d.Requested(), "the 0.3 client's extension request reached the 1.0 server")
+	require.Equal(t, handoff.ChainFull, w.Seen()[0].Chain())
 
 	last, err := carry.Status(task.Status.Message.Metadata)
 	require.NoError(t, err)
-	res, sts, err := ac.Retransmit(ctx, toA, text03("x"), d.Hop)
+	res, sts, err := ac.Retransmit(ctx, toA, text03("x"), dl.Hop)
 	require.NoError(t, err)
 	m, ok := res.(*legacy.Message)
 	require.True(t, ok, "%T", res)
@@ -114,27 +109,27 @@ func TestA2A1_ServesA2A03Clients_ThroughA2av0(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(last, again), "other status octets for a retransmission")
 	require.Len(t, sts, 1)
-	require.EqualValues(t, 1, n.w.calls.Load())
+	require.EqualValues(t, 1, w.Calls.Load())
 
 	bc, err := a2a03hop.NewClient(a2a03hop.ClientConfig{Agent: ps[bob].Agent})
 	require.NoError(t, err)
 	toB := dial03(bob, bc, true)
-	db, err := bc.Send(ctx, toB, text03("y"), handoff.OfferParams{To: coder})
+	db, err := bc.Send(ctx, toB, text03("y"), handoff.OfferParams{To: a2atest.Coder})
 	require.NoError(t, err)
 	<-hold
 	bobTask, ok := bc.TaskOf(db.Hop)
 	require.True(t, ok)
-	cn, err := ps[alice].Agent.Cancel(ctx, d.Hop)
+	cn, err := ps[alice].Agent.Cancel(ctx, dl.Hop)
 	require.NoError(t, err)
 	_, err = toA.CancelTask(a2a03hop.WithCancel(ctx, cn.Status), &legacy.TaskIDParams{ID: bobTask})
 	require.Error(t, err, "Alice's \"canceled\" canceled Bob's task")
-	require.Zero(t, n.w.cancels.Load())
+	require.Zero(t, w.Cancels.Load())
 	got, err := toB.GetTask(ctx, &legacy.TaskQueryParams{ID: bobTask})
 	require.NoError(t, err)
 	require.Equal(t, legacy.TaskStateWorking, got.Status.State)
 	canceled, _, err := bc.Cancel(ctx, toB, db.Hop)
 	require.NoError(t, err)
 	require.Equal(t, legacy.TaskStateCanceled, canceled.Status.State)
-	require.EqualValues(t, 1, n.w.cancels.Load())
-	require.EqualValues(t, 2, n.w.calls.Load())
+	require.EqualValues(t, 1, w.Cancels.Load())
+	require.EqualValues(t, 2, w.Calls.Load())
 }

@@ -12,7 +12,7 @@
 // NewExecutor wraps an a2asrv.AgentExecutor. For each message it reads the
 // Handoff and runs Agent.Receive before the wrapped executor is called:
 //
-//   - a message without a Handoff is refused with
+//   - a message without a Handoff that would start a task is refused with
 //     a2a.ErrExtensionSupportRequired, unless ServerConfig.Optional;
 //   - an offer that fails a check never reaches the executor: the task is
 //     TASK_STATE_REJECTED with the signed "rejected" in its status message
@@ -34,6 +34,15 @@
 //     others stay in the host protocol: A2A 1.0 (section 7.6.4) does not let
 //     TASK_STATE_AUTH_REQUIRED authorize anything by itself, and neither
 //     does the handoff.
+//
+// A message on a task that exists changes that task only when it carries
+// the verified offer of the hop the task runs, from that hop's delegator
+// as the transport authenticated it (as a Cancel Task request must):
+// anything else (no Handoff, a malformed one, a refused or foreign offer,
+// another hop's) is answered with a status update that keeps the task's
+// state, so that no stranger ends another party's paused task. The task's
+// metadata names its hop (under ExtensionURI + "/hop"), with the task
+// store, so that this holds after a restart.
 //
 // With ServerConfig.Approvals, a must-ask action of the hop's evidence
 // guard pauses the task in TASK_STATE_INPUT_REQUIRED for its owner's
@@ -87,8 +96,7 @@ import (
 	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/state"
 
-	"github.com/agentproto/handoff/integrations/internal/binding"
-	"github.com/agentproto/handoff/integrations/internal/hopwork"
+	"github.com/agentproto/handoff/integrations/internal/a2acore"
 	"github.com/agentproto/handoff/integrations/observe"
 )
 
@@ -96,7 +104,7 @@ import (
 const ExtensionURI = carry.ExtensionURI
 
 // Transport is the name recorded in spans and metrics.
-const Transport = "a2a"
+const Transport = a2acore.Transport
 
 // Extension is the handoff extension as the A2A SDK names extensions, for
 // a2asrv.Extensions.Requested and Activate.
@@ -124,14 +132,15 @@ type ServerConfig struct {
 	// Executor is the wrapped executor that does the work. Required.
 	Executor a2asrv.AgentExecutor
 	// Optional lets a message without a Handoff reach the executor, with no
-	// offer in the context. By default it is refused with
-	// a2a.ErrExtensionSupportRequired and the executor is not run; Declare
-	// the extension required then.
+	// offer in the context, on a new task or one that runs no hop. By
+	// default it is refused with a2a.ErrExtensionSupportRequired and the
+	// executor is not run; Declare the extension required then.
 	Optional bool
-	// Peer returns the AgentID the transport authenticated the caller as;
+	// Peer returns the AgentID the transport authenticated the caller as:
 	// the last status of a retransmitted hop goes back only to its
-	// delegator (HC-39). Nil means the caller Authenticate or WithPeer
-	// named, else the executor context's authenticated user.
+	// delegator (HC-39), and only the delegator changes its hop's task.
+	// Nil means the caller Authenticate or WithPeer named, else the
+	// executor context's authenticated user.
 	Peer func(context.Context, *a2asrv.ExecutorContext) handoff.AgentID
 	// OnNotices receives the "canceled" statuses the agent signed for the
 	// hops it passed on when a hop it received was canceled (HC-28).
@@ -149,9 +158,10 @@ type ServerConfig struct {
 	OnReceive func(context.Context, *handoff.Received)
 	// Observe records spans and counters; nil records nothing.
 	Observe *observe.Recorder
-	// Logger, when set, hears of each delivery and each "canceled" handled: the outcome as the Agent decided
-	// it (a slog.LogValuer), with the transport. Nil is silent. Give the
-	// Agent a logger too (handoff.Config.Logger) for its own decisions.
+	// Logger, when set, hears of each delivery and each "canceled"
+	// handled: the outcome as the Agent decided it (a slog.LogValuer),
+	// with the transport. Nil is silent; the Agent has a logger of its
+	// own (handoff.Config.Logger).
 	Logger *slog.Logger
 	// Approvals, when set, gives every accepted hop's executor its
 	// evidence guard and pauses a must-ask action for its owner's approval
@@ -162,9 +172,8 @@ type ServerConfig struct {
 
 // Executor is the wrapping a2asrv.AgentExecutor.
 type Executor struct {
-	cfg     ServerConfig
-	running hopwork.Running           // accepted hops whose executor runs
-	tasks   binding.Table[a2a.TaskID] // the hops each task runs
+	cfg  ServerConfig
+	core *a2acore.Server
 }
 
 // ErrEquivocated is the cause of the context of an execution stopped
@@ -172,48 +181,36 @@ type Executor struct {
 // the executor should stop if it can, then report its outcome (Report) and
 // yield TASK_STATE_FAILED, or TASK_STATE_COMPLETED if the work took full
 // effect; "failed" then carries the reason "equivocation".
-var ErrEquivocated = hopwork.ErrEquivocated
+var ErrEquivocated = a2acore.ErrEquivocated
 
 // ErrForeignCancel is the error of a Cancel Task request whose "canceled"
 // names another hop than the task's: a "canceled" captured from one task
 // and replayed against another. The task goes on (HC-28, HC-55).
-var ErrForeignCancel = binding.ErrForeign
+var ErrForeignCancel = a2acore.ErrForeignCancel
 
 var _ a2asrv.AgentExecutor = (*Executor)(nil)
 
 // NewExecutor returns the executor wrapping cfg.Executor.
 func NewExecutor(cfg ServerConfig) (*Executor, error) {
-	if cfg.Agent == nil || cfg.Executor == nil {
-		return nil, fmt.Errorf("%w: ServerConfig.Agent and ServerConfig.Executor are required", handoff.ErrConfig)
-	}
-	if err := cfg.Approvals.validate(); err != nil {
+	e := &Executor{cfg: cfg}
+	var err error
+	e.core, err = a2acore.NewServer(a2acore.ServerConfig{Agent: cfg.Agent, Executor: cfg.Executor, Optional: cfg.Optional,
+		OnNotices: cfg.OnNotices, OnCancel: cfg.OnCancel, RequireSignedCancel: cfg.RequireSignedCancel,
+		OnReceive: cfg.OnReceive, Observe: cfg.Observe, Logger: cfg.Logger, Approvals: cfg.Approvals.core()})
+	if err != nil {
 		return nil, err
 	}
-	return &Executor{cfg: cfg}, nil
+	return e, nil
 }
-
-type ctxKey int
-
-const (
-	keyReceived ctxKey = iota
-	keyOutcome
-	keyHandoff
-	keyCancel
-	keyPeer
-)
 
 // FromContext returns the verified, accepted offer of the message the
 // wrapped executor serves.
-func FromContext(ctx context.Context) (*handoff.Received, bool) {
-	in, ok := ctx.Value(keyReceived).(*handoff.Received)
-	return in, ok
-}
+func FromContext(ctx context.Context) (*handoff.Received, bool) { return a2acore.FromContext(ctx) }
 
 // CancelFromContext returns, in the wrapped executor's Cancel, the verified
 // "canceled" that came with the request.
 func CancelFromContext(ctx context.Context) (*handoff.StatusResult, bool) {
-	r, ok := ctx.Value(keyCancel).(*handoff.StatusResult)
-	return r, ok
+	return a2acore.CancelFromContext(ctx)
 }
 
 // Outcome is what the wrapped executor knows of its work's effect
@@ -231,332 +228,190 @@ type Outcome struct {
 // wrapped executor yields its final state. Without it TASK_STATE_COMPLETED
 // counts as EffectFull, and TASK_STATE_FAILED as EffectUnknown: no status.
 // It reports false outside a wrapped execution.
-func Report(ctx context.Context, o Outcome) bool {
-	b, ok := ctx.Value(keyOutcome).(*hopwork.Box)
-	if ok {
-		b.Report(hopwork.Outcome(o))
-	}
-	return ok
-}
+func Report(ctx context.Context, o Outcome) bool { return a2acore.Report(ctx, a2acore.Outcome(o)) }
 
 // Authenticate returns a handler that puts the caller's identity in the
 // request's context, for the handler next (a2asrv.NewJSONRPCHandler, or
 // a2av0.NewJSONRPCHandler for A2A 0.3 clients). who returns the AgentID
 // the request authenticates, or false to refuse it with 401.
 func Authenticate(next http.Handler, who func(*http.Request) (handoff.AgentID, bool)) http.Handler {
-	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		id, ok := who(r)
-		if !ok {
-			http.Error(rw, "unauthenticated", http.StatusUnauthorized)
-			return
-		}
-		next.ServeHTTP(rw, r.WithContext(WithPeer(r.Context(), id)))
-	})
+	return a2acore.Authenticate(next, who)
 }
 
 // WithPeer returns a context naming the AgentID the transport authenticated
 // the caller as, for a server that authenticates in its own way.
 func WithPeer(ctx context.Context, id handoff.AgentID) context.Context {
-	return context.WithValue(ctx, keyPeer, id)
+	return a2acore.WithPeer(ctx, id)
 }
 
-func (e *Executor) peer(ctx context.Context, ec *a2asrv.ExecutorContext) handoff.AgentID {
-	if e.cfg.Peer != nil {
-		return e.cfg.Peer(ctx, ec)
-	}
-	if id, ok := ctx.Value(keyPeer).(handoff.AgentID); ok {
-		return id
-	}
-	if ec.User != nil && ec.User.Authenticated {
-		return handoff.AgentID(ec.User.Name)
-	}
-	return ""
-}
+// errStopped ends an execution whose consumer stopped, or whose error was
+// yielded already.
+var errStopped = errors.New("a2a1hop: the execution's events are no longer consumed")
 
 // Execute implements a2asrv.AgentExecutor.
 func (e *Executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
-	return func(yield func(a2a.Event, error) bool) {
-		msg := ec.Message
-		var meta map[string]any
-		if msg != nil {
-			meta = msg.Metadata
-		}
-		octets, err := carry.Handoff(meta)
-		if err != nil {
-			if errors.Is(err, carry.ErrAbsent) && e.cfg.Optional {
-				for ev, err := range e.cfg.Executor.Execute(observe.Extract(ctx, meta), ec) {
-					if !yield(ev, err) {
-						return
-					}
-				}
-				return
-			}
-			_, end := e.cfg.Observe.StartReceive(ctx, Transport)
-			end(nil, nil)
-			yield(nil, fmt.Errorf("%w: %s: %w", a2a.ErrExtensionSupportRequired, ExtensionURI, err))
-			return
-		}
-		if exts, ok := a2asrv.ExtensionsFrom(ctx); ok {
-			exts.Activate(Extension)
-		}
-		// The dialog is the A2A contextId the client gave (step 5); a
-		// message that names none starts a context of the server's: no
-		// dialog to check.
-		dialog := msg.ContextID
-		if dialog == "" && ec.StoredTask != nil {
-			dialog = ec.ContextID
-		}
-		// The hop's span, a child of the delegator's trace context in the
-		// message metadata when there is one; the executor runs in it. The
-		// trace context decides nothing: the offer is checked as if it
-		// were absent.
-		ctx, span := e.cfg.Observe.StartHop(ctx, Transport, meta)
-		defer span.End()
-		rctx, end := e.cfg.Observe.StartReceive(ctx, Transport)
-		in, err := e.cfg.Agent.Receive(rctx, octets, handoff.Host{Dialog: dialog, Peer: e.peer(ctx, ec)})
-		end(in, err)
-		hopwork.LogReceived(ctx, e.cfg.Logger, Transport, in, err)
-		span.Received(in, err)
-		if err == nil && e.cfg.OnReceive != nil {
-			e.cfg.OnReceive(ctx, in)
-		}
-		if err != nil {
-			yield(nil, fmt.Errorf("handoff: offer refused: %w", err)) // fail closed
-			return
-		}
-		e.serve(ctx, ec, in, yield)
-	}
-}
-
-func (e *Executor) serve(ctx context.Context, ec *a2asrv.ExecutorContext, in *handoff.Received, yield func(a2a.Event, error) bool) {
-	hop := handoff.HopID("")
-	if o := hopwork.Verified(in); o != nil {
-		hop = o.Hop
-	}
-	fail := func(err error) { yield(nil, err) }
-	switch {
-	case in.Retransmission():
-		// The answer to a pause of the hop's work resumes it (Approvals).
-		if accepted, ok := e.resumable(ec, in); ok {
-			e.run(ctx, ec, in, taskEvent(ec, a2a.TaskStateWorking, "resumed", &accepted), yield)
-			return
-		}
-		// Never processed again (HC-38): answer with what was sent before.
-		if last, ok := in.LastStatus(); ok {
-			e.sent(ctx, hop, last)
-			if ec.StoredTask != nil {
-				// A message on a task that exists (a paused one): the task
-				// keeps its state; A2A 1.0 takes no Message reply there.
-				yield(a2a.NewStatusUpdateEvent(ec, ec.StoredTask.Status.State, reply(ec, "retransmission: last status resent", &last)), nil)
-				return
-			}
-			yield(reply(ec, "retransmission: last status resent", &last), nil)
-			return
-		}
-		if in.OwesAccepted() {
-			st, err := e.cfg.Agent.Reply(ctx, in, state.Accepted, handoff.ReplyOptions{})
-			if err != nil {
-				fail(err)
-				return
-			}
-			e.sent(ctx, hop, st)
-			yield(reply(ec, "retransmission: work taken", &st), nil)
-			return
-		}
-		yield(reply(ec, "retransmission: not decided yet", nil), nil)
-		return
-
-	case in.Equivocation() != "":
-		if in.Equivocation() == state.AnswerFinishFirst {
-			e.running.Stop(in.Refused().Iss, hop) // stop the first offer's work if it runs
-		}
-		var st *handoff.Signed
-		if in.Equivocation() == state.AnswerRejectFirst {
-			signed, err := e.cfg.Agent.Reply(ctx, in, state.Rejected, handoff.ReplyOptions{Reason: reason.Equivocation})
-			if err != nil {
-				fail(err)
-				return
-			}
-			e.sent(ctx, hop, signed)
-			st = &signed
-		}
-		yield(taskEvent(ec, a2a.TaskStateRejected, "rejected: equivocation", st), nil)
-		return
-
-	case !in.Accepted():
-		// The reason code goes back; the detail stays here (HC-05, HC-65).
-		var st *handoff.Signed
-		if in.StatusDue() {
-			signed, err := e.cfg.Agent.Reply(ctx, in, state.Rejected, handoff.ReplyOptions{Reason: in.Reason()})
-			if err != nil {
-				fail(err)
-				return
-			}
-			e.sent(ctx, hop, signed)
-			st = &signed
-		}
-		yield(taskEvent(ec, a2a.TaskStateRejected, "rejected: "+string(in.Reason()), st), nil)
-		return
-	}
-
-	st, err := e.cfg.Agent.Reply(ctx, in, state.Accepted, handoff.ReplyOptions{})
-	if err != nil {
-		fail(err)
-		return
-	}
-	e.sent(ctx, hop, st)
-	if b, ok := binding.Of(in); ok {
-		e.tasks.Bind(ec.TaskID, b) // only its delegator's "canceled" cancels this task
-	}
-	e.run(ctx, ec, in, taskEvent(ec, a2a.TaskStateWorking, "accepted", &st), yield)
-}
-
-// run yields working, which carries the hop's "accepted", and runs the
-// wrapped executor of an accepted or resumed hop.
-func (e *Executor) run(ctx context.Context, ec *a2asrv.ExecutorContext, in *handoff.Received, working a2a.Event, yield func(a2a.Event, error) bool) {
-	hop := hopwork.Verified(in).Hop
-	gctx, err := e.guarded(ctx, ec, in)
-	if err != nil {
-		yield(refusedAnswer(ec, e.cfg.Approvals, err), nil) // the executor does not run
-		return
-	}
-	if !yield(working, nil) {
-		return
-	}
-	inner := *ec
-	if t, ok := working.(*a2a.Task); ok {
-		// The task exists now: the wrapped executor does not make another.
-		inner.StoredTask = t
-	}
-	wctx, box, done := e.running.Start(context.WithValue(gctx, keyReceived, in), in)
-	defer done()
-	wctx = context.WithValue(wctx, keyOutcome, box)
-	s := &signer{e: e, in: in, hop: hop, box: box, ec: ec}
-	for ev, err := range e.cfg.Executor.Execute(wctx, &inner) {
-		if err == nil {
-			err = s.sign(ctx, ev)
-		}
-		if !yield(ev, err) || err != nil {
-			return
-		}
-	}
+	return e.serve(ec, func(x *exchange) error { return e.core.Execute(ctx, x) })
 }
 
 // Cancel implements a2asrv.AgentExecutor: a "canceled" in the request's
 // metadata must name the task's hop; it is verified and applied (HC-28,
 // HC-55) before the wrapped executor's Cancel.
 func (e *Executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return e.serve(ec, func(x *exchange) error {
+		r := a2acore.CancelRequest{Meta: ec.Metadata, TaskID: string(ec.TaskID), Task: taskOf(ec.StoredTask), Invalid: a2a.ErrInvalidParams}
+		return e.core.Cancel(ctx, r, func(ctx context.Context) error { return x.forward(e.cfg.Executor.Cancel(ctx, ec), nil) })
+	})
+}
+
+func (e *Executor) serve(ec *a2asrv.ExecutorContext, f func(*exchange) error) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
-		octets, err := carry.Status(ec.Metadata)
-		switch {
-		case errors.Is(err, carry.ErrAbsent) && !e.cfg.RequireSignedCancel:
-			e.cancel(ctx, ec, yield)
-			return
-		case err != nil:
-			yield(nil, fmt.Errorf("%w: cancel task: %w", a2a.ErrInvalidParams, err))
-			return
-		}
-		own, err := binding.Check(octets, e.tasks.Hops(ec.TaskID))
-		if err != nil {
-			yield(nil, fmt.Errorf("%w: cancel task %s: %w", a2a.ErrInvalidParams, ec.TaskID, err))
-			return
-		}
-		res, err := e.cfg.Agent.HandleStatus(ctx, octets)
-		e.cfg.Observe.StatusReceived(ctx, Transport, res, err)
-		hopwork.LogStatus(ctx, e.cfg.Logger, Transport, res, err)
-		if err != nil {
+		if err := f(&exchange{e: e, ec: ec, yield: yield}); err != nil && !errors.Is(err, errStopped) {
 			yield(nil, err)
-			return
 		}
-		if e.cfg.OnCancel != nil {
-			e.cfg.OnCancel(ctx, res)
-		}
-		if err := binding.Confirm(res, own); err != nil {
-			// Not the delegator's verified "canceled" of this task's hop:
-			// the task goes on.
-			yield(nil, fmt.Errorf("%w: cancel task %s: the handoff status was refused: %w", a2a.ErrInvalidParams, ec.TaskID, err))
-			return
-		}
-		if n := res.Notices; len(n) > 0 && e.cfg.OnNotices != nil {
-			e.cfg.OnNotices(ctx, n)
-		}
-		e.cancel(context.WithValue(ctx, keyCancel, res), ec, yield)
+	}
+}
+
+// exchange is one request, as the core sees it: its events are yielded.
+type exchange struct {
+	e     *Executor
+	ec    *a2asrv.ExecutorContext
+	yield func(a2a.Event, error) bool
+	made  *a2a.Task // the task this execution made
+}
+
+var _ a2acore.Exchange = (*exchange)(nil)
+
+func (x *exchange) Message() (map[string]any, string) {
+	if m := x.ec.Message; m != nil {
+		return m.Metadata, m.ContextID
+	}
+	return nil, ""
+}
+
+func (x *exchange) Task() *a2acore.Task { return taskOf(x.ec.StoredTask) }
+
+func taskOf(t *a2a.Task) *a2acore.Task {
+	if t == nil {
+		return nil
+	}
+	return &a2acore.Task{ContextID: t.ContextID, State: string(t.Status.State), Meta: t.Metadata}
+}
+
+func (x *exchange) Activate(ctx context.Context) {
+	if exts, ok := a2asrv.ExtensionsFrom(ctx); ok {
+		exts.Activate(Extension)
 	}
 }
 
-func (e *Executor) cancel(ctx context.Context, ec *a2asrv.ExecutorContext, yield func(a2a.Event, error) bool) {
-	for ev, err := range e.cfg.Executor.Cancel(ctx, ec) {
-		if !yield(ev, err) || err != nil {
-			return
+func (x *exchange) Peer(ctx context.Context) handoff.AgentID {
+	if x.e.cfg.Peer != nil {
+		return x.e.cfg.Peer(ctx, x.ec)
+	}
+	if id, ok := a2acore.PeerOf(ctx); ok {
+		return id
+	}
+	if u := x.ec.User; u != nil && u.Authenticated {
+		return handoff.AgentID(u.Name)
+	}
+	return ""
+}
+
+func (x *exchange) Operator(ctx context.Context) (string, bool) {
+	if a := x.e.cfg.Approvals; a != nil && a.Operator != nil {
+		return a.Operator(ctx, x.ec), true
+	}
+	return "", false
+}
+
+func (x *exchange) emit(ev a2a.Event) error {
+	if !x.yield(ev, nil) {
+		return errStopped
+	}
+	return nil
+}
+
+func (x *exchange) stored() *a2a.Task {
+	if x.made != nil {
+		return x.made
+	}
+	return x.ec.StoredTask
+}
+
+// Reply yields a Message, or, on a task that exists, a status update that
+// keeps the task's state: A2A 1.0 takes no Message there.
+func (x *exchange) Reply(_ context.Context, text string, st *handoff.Signed) error {
+	if t := x.stored(); t != nil {
+		return x.emit(a2a.NewStatusUpdateEvent(x.ec, t.Status.State, reply(x.ec, text, st)))
+	}
+	return x.emit(reply(x.ec, text, st))
+}
+
+// SetState yields the task itself when it does not exist yet (the first
+// event of an execution must be a Task or a Message), else a status
+// update.
+func (x *exchange) SetState(_ context.Context, s, text string, st *handoff.Signed, meta map[string]any) error {
+	m := reply(x.ec, text, st)
+	if x.stored() == nil {
+		x.made = a2a.NewSubmittedTask(x.ec, x.ec.Message)
+		x.made.Status, x.made.Metadata = a2a.TaskStatus{State: a2a.TaskState(s), Message: m}, meta
+		return x.emit(x.made)
+	}
+	ev := a2a.NewStatusUpdateEvent(x.ec, a2a.TaskState(s), m)
+	ev.Metadata = meta
+	return x.emit(ev)
+}
+
+func (x *exchange) Refuse(_ context.Context, _ string, err error) error {
+	return fmt.Errorf("%w: %s: %w", a2a.ErrExtensionSupportRequired, ExtensionURI, err)
+}
+
+func (x *exchange) Plain(ctx context.Context) error {
+	return x.forward(x.e.cfg.Executor.Execute(ctx, x.ec), nil)
+}
+
+// Run runs the wrapped executor on the task that exists now: it does not
+// make another.
+func (x *exchange) Run(ctx context.Context, w *a2acore.Work) error {
+	inner := *x.ec
+	inner.StoredTask = x.stored()
+	return x.forward(x.e.cfg.Executor.Execute(ctx, &inner), w)
+}
+
+// forward yields the events of the wrapped executor, each with the status
+// of the task state it sets when w is set.
+func (x *exchange) forward(events iter.Seq2[a2a.Event, error], w *a2acore.Work) error {
+	for ev, err := range events {
+		if err == nil && w != nil {
+			err = sign(w, x.ec, ev)
+		}
+		if !x.yield(ev, err) || err != nil {
+			return errStopped
 		}
 	}
-	e.tasks.Unbind(ec.TaskID)
+	return nil
 }
 
-// signer attaches the signed status of each state change the wrapped
-// executor yields.
-type signer struct {
-	e   *Executor
-	in  *handoff.Received
-	hop handoff.HopID
-	box *hopwork.Box
-	ec  *a2asrv.ExecutorContext
-
-	done bool // a terminal status was signed
-}
-
-func (s *signer) sign(ctx context.Context, ev a2a.Event) error {
+// sign attaches the signed status of the task state an event sets (HC-29).
+func sign(w *a2acore.Work, ec *a2asrv.ExecutorContext, ev a2a.Event) error {
 	var ts *a2a.TaskStatus
 	switch ev := ev.(type) {
 	case *a2a.TaskStatusUpdateEvent:
 		ts = &ev.Status
 	case *a2a.Task:
+		ev.Metadata = w.Bind(ev.Metadata)
 		ts = &ev.Status
 	default:
 		return nil
 	}
-	if ts.State.Terminal() {
-		defer s.e.tasks.Unbind(s.ec.TaskID) // a task in a terminal state is not canceled
-	}
-	var otherwise hopwork.Outcome
-	switch ts.State {
-	case a2a.TaskStateCompleted:
-		otherwise.Effect = state.EffectFull // unless the work reported less
-	case a2a.TaskStateFailed:
-		// EffectUnknown unless the work reported its outcome.
-	default:
-		return nil // the host protocol's own states (HC-29)
-	}
-	state, o := s.box.Final(otherwise)
-	if state == "" || s.done {
-		return nil // outcome unknown (HC-45), or the terminal status was sent
-	}
-	st, err := s.e.cfg.Agent.Reply(ctx, s.in, state, handoff.ReplyOptions{Effect: o.Effect, Reason: o.Reason, Refs: o.Refs})
-	if err != nil {
+	st, hs, err := w.Status(string(ts.State))
+	if st == nil || err != nil {
 		return err
 	}
-	s.done = true
-	s.e.sent(ctx, s.hop, st)
 	if ts.Message == nil {
-		ts.Message = reply(s.ec, string(state), nil)
+		ts.Message = reply(ec, string(hs), nil)
 	}
-	if ts.Message.Metadata == nil {
-		ts.Message.Metadata = map[string]any{}
-	}
-	carry.AttachStatus(ts.Message.Metadata, st)
-	ts.Message.Extensions = addURI(ts.Message.Extensions)
+	ts.Message.Metadata, ts.Message.Extensions = a2acore.Attach(ts.Message.Metadata, ts.Message.Extensions, *st)
 	return nil
-}
-
-func (e *Executor) sent(ctx context.Context, hop handoff.HopID, st handoff.Signed) {
-	if e.cfg.Observe == nil {
-		return
-	}
-	state, reason := state.State(""), reason.Code("")
-	if _, sts, err := handoff.InspectUnverified(st, handoff.Limits{}); err == nil && sts != nil {
-		state, reason = sts.State, sts.Reason
-	}
-	e.cfg.Observe.StatusSent(ctx, Transport, hop, state, reason)
 }
 
 // reply is an agent Message in the request's context carrying st.
@@ -564,36 +419,13 @@ func reply(ec *a2asrv.ExecutorContext, text string, st *handoff.Signed) *a2a.Mes
 	m := a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart(text))
 	m.Metadata = map[string]any{}
 	if st != nil {
-		carry.AttachStatus(m.Metadata, *st)
-		m.Extensions = []string{ExtensionURI}
+		m.Metadata, m.Extensions = a2acore.Attach(m.Metadata, nil, *st)
 	}
 	return m
-}
-
-// state is the event that puts the task in ts with st in its status
-// message: the task itself when it does not exist yet (the first event of
-// an execution must be a Task or a Message), else a status update.
-func taskEvent(ec *a2asrv.ExecutorContext, ts a2a.TaskState, text string, st *handoff.Signed) a2a.Event {
-	m := reply(ec, text, st)
-	if ec.StoredTask == nil {
-		t := a2a.NewSubmittedTask(ec, ec.Message)
-		t.Status = a2a.TaskStatus{State: ts, Message: m}
-		return t
-	}
-	return a2a.NewStatusUpdateEvent(ec, ts, m)
-}
-
-func addURI(list []string) []string {
-	for _, u := range list {
-		if u == ExtensionURI {
-			return list
-		}
-	}
-	return append(list, ExtensionURI)
 }
 
 // TaskState returns the TASK_STATE_* value nearest a hop state (HC-29), or
 // TaskStateUnspecified for "expired", which has none.
 func TaskState(s state.State) a2a.TaskState {
-	return a2a.TaskState(carry.TaskState(s))
+	return a2a.TaskState(a2acore.TaskState(s))
 }

@@ -1,0 +1,176 @@
+package a2acore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/agentproto/handoff"
+	carry "github.com/agentproto/handoff/a2a"
+	"github.com/agentproto/handoff/evidence"
+
+	"github.com/agentproto/handoff/integrations/internal/pause"
+)
+
+// ApprovalKey is the status message's metadata key of a pending approval:
+// action, owner, hop (the offer's handoff digest), operation_id,
+// idempotency_key, item, and state, the request state to answer with.
+const ApprovalKey = carry.ExtensionURI + "/approval"
+
+// AnswerKey is the follow-up message's metadata key of the answer:
+// "state", "decision" ("approve" or "deny") and "approval" (a signed
+// approval, compact JWS).
+const AnswerKey = carry.ExtensionURI + "/approval-answer"
+
+// Errors of an answer to a pause.
+var (
+	ErrApprovalState    = pause.ErrState
+	ErrApprovalDeclined = pause.ErrDeclined
+)
+
+// Approvals is the SDK-neutral part of the lines' Approvals.
+type Approvals struct {
+	Key   []byte
+	Guard func(ctx context.Context, in *handoff.Received) (*evidence.Guard, error)
+	Now   func() time.Time
+	// Pause is the task state a pause puts the task in.
+	Pause string
+}
+
+func (a *Approvals) config() pause.Config {
+	return pause.Config{Key: a.Key, Guard: a.Guard, Now: a.Now}
+}
+
+func (a *Approvals) validate() error {
+	if a == nil {
+		return nil
+	}
+	return a.config().Validate()
+}
+
+type pauser struct {
+	a  *Approvals
+	in *handoff.Received
+}
+
+// Pause is what pauses a task for an approval: the task state, and the
+// status message's text and metadata (the pending approval under
+// ApprovalKey, with the state to answer with).
+type Pause struct {
+	State string
+	Text  string
+	Meta  map[string]any
+}
+
+// Ask returns the pause for the approval err asks for (err wraps
+// evidence.ErrApprovalRequired). It reports false for any other error, or
+// outside an execution the wrapper serves with Approvals.
+func Ask(ctx context.Context, err error) (Pause, bool) {
+	p, ok := ctx.Value(keyPauser).(*pauser)
+	if !ok {
+		return Pause{}, false
+	}
+	req, sealed, ok := pause.Ask(p.a.Key, p.in, err)
+	if !ok {
+		return Pause{}, false
+	}
+	pending := pause.Of(req).Map()
+	pending["state"] = sealed
+	return Pause{State: p.a.Pause, Text: fmt.Sprintf("%s must approve %q (operation %q)", req.Owner, req.Action, req.OperationID),
+		Meta: map[string]any{ApprovalKey: pending}}, true
+}
+
+// Pending returns the pending approval a message's metadata carries.
+func Pending(meta map[string]any) (map[string]any, bool) {
+	p, ok := meta[ApprovalKey].(map[string]any)
+	return p, ok
+}
+
+// Answer returns the metadata of the answer to the pending approval of a
+// task: decision ("approve" or "deny") and, when set, a signed approval.
+// The pending approval is the one in status, the task's status message,
+// else the newest in the agent's messages of history, oldest first: a
+// later answer to another message may stand in the status message of a
+// task that still waits. view reads a message of the SDK (View).
+func Answer[M any](view func(M) (map[string]any, bool), status M, history []M, decision string, signed []byte) (map[string]any, error) {
+	agents := Metas(view, history...)
+	slices.Reverse(agents)
+	meta, _ := view(status)
+	for _, meta := range append([]map[string]any{meta}, agents...) {
+		p, _ := Pending(meta)
+		if sealed, _ := p["state"].(string); sealed != "" {
+			ans := map[string]any{"state": sealed, "decision": decision}
+			if len(signed) > 0 {
+				ans["approval"] = string(signed)
+			}
+			return map[string]any{AnswerKey: ans}, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: the task does not wait for an approval", handoff.ErrArgument)
+}
+
+// Metas returns the metadata of the agent's messages among ms, in order;
+// view returns a message's metadata and whether it is the agent's (a nil
+// message is no one's).
+func Metas[M any](view func(M) (map[string]any, bool), ms ...M) []map[string]any {
+	var out []map[string]any
+	for _, m := range ms {
+		if meta, agent := view(m); agent {
+			out = append(out, meta)
+		}
+	}
+	return out
+}
+
+func answerOf(meta map[string]any) (map[string]any, string) {
+	ans, _ := meta[AnswerKey].(map[string]any)
+	sealed, _ := ans["state"].(string)
+	return ans, sealed
+}
+
+// resumable reports whether a retransmitted message answers a pause of
+// its hop: Approvals set, an answer with a state, on the paused task the
+// hop owns, and the hop still "accepted".
+func (s *Server) resumable(c *call, in *handoff.Received, mine bool) (handoff.Signed, bool) {
+	meta, _ := c.x.Message()
+	if _, sealed := answerOf(meta); s.cfg.Approvals == nil || sealed == "" || c.task == nil || !mine ||
+		c.task.State != s.cfg.Approvals.Pause {
+		return handoff.Signed{}, false
+	}
+	return pause.Accepted(in)
+}
+
+// guarded returns the wrapped executor's context, with the hop's guard and
+// the pauser when Approvals is set; an answer the message carries is
+// recorded first, and the executor does not run when it is refused.
+func (s *Server) guarded(ctx context.Context, c *call, in *handoff.Received) (context.Context, error) {
+	a := s.cfg.Approvals
+	if a == nil {
+		return ctx, nil
+	}
+	g, err := a.Guard(ctx, in)
+	if err != nil {
+		return ctx, fmt.Errorf("handoff: no evidence guard for the hop: %w", err)
+	}
+	meta, _ := c.x.Message()
+	if ans, sealed := answerOf(meta); sealed != "" {
+		operator, ok := c.x.Operator(ctx)
+		if !ok {
+			operator = string(c.peer)
+		}
+		if err := pause.Take(ctx, a.Key, sealed, in, a.config().Time(), g, pause.AnswerOf(ans), operator); err != nil {
+			return ctx, err
+		}
+	}
+	ctx = evidence.ContextWithGuard(ctx, g)
+	return context.WithValue(ctx, keyPauser, &pauser{a: a, in: in}), nil
+}
+
+func refusedText(err error) string {
+	if errors.Is(err, pause.ErrDeclined) {
+		return "approval declined"
+	}
+	return "approval refused: " + err.Error()
+}

@@ -1,0 +1,484 @@
+// Package a2acore is the handoff's flow over A2A, written once for every
+// SDK line: the delegate's (Server: read the Handoff, Agent.Receive,
+// answer a refusal, a retransmission or an equivocation, run the wrapped
+// executor with the offer in its context, sign the statuses of its task
+// states, pause for approvals and resume, take a signed cancel) and the
+// delegator's (Client: attach, ask again with backoff, hand every status
+// to Agent.HandleStatus, tell how a delivery ended). The packages a2a03hop
+// (a2a-go v0.3) and a2a1hop (a2a-go/v2) are adapters: they translate the
+// SDK's requests, events and errors to the small interfaces here
+// (Exchange, CancelRequest, Request) and back, and hold the public API.
+//
+// The steps of the delegate's flow, in order, and where they live:
+//
+//   - Server.Execute: the Handoff read from the message (absent or
+//     malformed: Exchange.Refuse, or Exchange.Plain with Optional),
+//     the extension activated, the hop's span, Agent.Receive;
+//   - Server.answer: what the Received asks for: a retransmission
+//     (resumed, or answered with the last status), an equivocation, a
+//     refusal, an offer on a task that runs another hop, or an accepted
+//     offer, taken with "accepted";
+//   - Server.run: the hop's guard and an approval's answer (guarded), the
+//     working state with "accepted", the wrapped executor with the
+//     Received, the outcome box and the pauser in its context
+//     (Exchange.Run);
+//   - Work.Status: the signed status of each task state the executor sets;
+//   - Server.Cancel: a Cancel Task request's "canceled", checked against
+//     the task's hop, verified and applied before the executor's Cancel.
+//
+// A message on a task that exists changes that task only when it carries
+// the verified offer of the hop bound to the task, from the delegator the
+// transport authenticated (Task.Owns): anything else is answered with
+// Exchange.Reply, which changes no task's state. The binding is the
+// task's own metadata (BindingKey), written with the "accepted" that
+// started the task, so it outlives a restart with the task store.
+package a2acore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/agentproto/handoff"
+	carry "github.com/agentproto/handoff/a2a"
+	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/reason"
+	"github.com/agentproto/handoff/state"
+
+	"github.com/agentproto/handoff/integrations/internal/binding"
+	"github.com/agentproto/handoff/integrations/internal/hopwork"
+	"github.com/agentproto/handoff/integrations/observe"
+)
+
+// Transport is the name recorded in spans and metrics.
+const Transport = "a2a"
+
+// BindingKey is the task metadata key under which the delegate records
+// the hop a task runs: "iss", "hop" and "offer" (the offer's handoff
+// digest). Only the server writes a task's metadata; a client's message
+// cannot.
+const BindingKey = carry.ExtensionURI + "/hop"
+
+// ErrForeignCancel is the error of a Cancel Task request whose "canceled"
+// names another hop than the task's (HC-28, HC-55).
+var ErrForeignCancel = binding.ErrForeign
+
+// ServerConfig is the SDK-neutral part of the lines' ServerConfig; the
+// fields mean what they mean there.
+type ServerConfig struct {
+	Agent *handoff.Agent
+	// Executor is the wrapped executor; the core only checks that there
+	// is one.
+	Executor            any
+	Optional            bool
+	OnNotices           func(context.Context, []handoff.Notice)
+	OnCancel            func(context.Context, *handoff.StatusResult)
+	RequireSignedCancel bool
+	OnReceive           func(context.Context, *handoff.Received)
+	Observe             *observe.Recorder
+	Logger              *slog.Logger
+	Approvals           *Approvals
+}
+
+// Server is the delegate's flow. It is safe for concurrent use.
+type Server struct {
+	cfg     ServerConfig
+	running hopwork.Running // accepted hops whose executor runs
+}
+
+// NewServer returns the delegate's flow for cfg.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if cfg.Agent == nil || cfg.Executor == nil {
+		return nil, fmt.Errorf("%w: ServerConfig.Agent and ServerConfig.Executor are required", handoff.ErrConfig)
+	}
+	if err := cfg.Approvals.validate(); err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg}, nil
+}
+
+// Task is the task a message or a Cancel Task request names, as the
+// adapter reads it from the SDK's stored task.
+type Task struct {
+	ContextID string
+	State     string         // A2A 1.0 spelling
+	Meta      map[string]any // the task's metadata
+}
+
+// Exchange is one message to the delegate, as the adapter of a line
+// presents it to Server.Execute: what the core reads of the SDK's request,
+// and how it answers in the SDK's events.
+type Exchange interface {
+	// Message returns the message's metadata (nil without a message) and
+	// its contextId.
+	Message() (meta map[string]any, contextID string)
+	// Task returns the task the message names, nil for a new task.
+	Task() *Task
+	// Activate activates the extension for the call (A2A-Extensions).
+	Activate(ctx context.Context)
+	// Peer returns the caller the transport authenticated:
+	// ServerConfig.Peer's answer when set, else PeerOf's, else the SDK's
+	// authenticated user; "" when none.
+	Peer(ctx context.Context) handoff.AgentID
+	// Operator returns Approvals.Operator's answer, false when it is nil.
+	Operator(ctx context.Context) (string, bool)
+
+	// Reply answers without changing any task's state, with text and st
+	// (nil: none) in the answer's message.
+	Reply(ctx context.Context, text string, st *handoff.Signed) error
+	// SetState puts the task in the state s (A2A 1.0 spelling), with text
+	// and st in its status message and meta merged into its metadata; a
+	// new task is made then.
+	SetState(ctx context.Context, s, text string, st *handoff.Signed, meta map[string]any) error
+	// Refuse answers a message without a usable Handoff on a new task:
+	// err says why, text is the answer's text for a line that answers
+	// with a message.
+	Refuse(ctx context.Context, text string, err error) error
+	// Plain runs the wrapped executor in ctx, with no offer
+	// (ServerConfig.Optional).
+	Plain(ctx context.Context) error
+	// Run runs the wrapped executor in ctx on the task SetState made or
+	// the task that exists; every event it makes that sets a task state
+	// goes through w.Status first, every Task it makes through w.Bind.
+	Run(ctx context.Context, w *Work) error
+}
+
+// call is one Execute: the exchange, the task it names and its caller.
+type call struct {
+	x    Exchange
+	task *Task
+	peer handoff.AgentID
+}
+
+// Execute serves one message: its Handoff is checked before anything of
+// the wrapped executor runs (HC-30, HC-66).
+func (s *Server) Execute(ctx context.Context, x Exchange) error {
+	meta, contextID := x.Message()
+	c := &call{x: x, task: x.Task()}
+	octets, err := carry.Handoff(meta)
+	if err != nil {
+		if errors.Is(err, carry.ErrAbsent) && s.cfg.Optional && !c.task.bound() {
+			return x.Plain(observe.Extract(ctx, meta))
+		}
+		_, end := s.cfg.Observe.StartReceive(ctx, Transport)
+		end(nil, nil)
+		text := "handoff required: " + err.Error()
+		if c.task != nil {
+			return x.Reply(ctx, text, nil) // the task stays as it is
+		}
+		return x.Refuse(ctx, text, err)
+	}
+	x.Activate(ctx)
+	// The dialog is the A2A contextId the client gave (step 5); a message
+	// that names none starts a context of the server's: no dialog to check.
+	dialog := contextID
+	if dialog == "" && c.task != nil {
+		dialog = c.task.ContextID
+	}
+	// The hop's span, a child of the delegator's trace context in the
+	// message metadata when there is one; the executor runs in it. The
+	// trace context decides nothing: the offer is checked as if it were
+	// absent.
+	ctx, span := s.cfg.Observe.StartHop(ctx, Transport, meta)
+	defer span.End()
+	c.peer = x.Peer(ctx)
+	rctx, end := s.cfg.Observe.StartReceive(ctx, Transport)
+	in, err := s.cfg.Agent.Receive(rctx, octets, handoff.Host{Dialog: dialog, Peer: c.peer})
+	end(in, err)
+	hopwork.LogReceived(ctx, s.cfg.Logger, Transport, in, err)
+	span.Received(in, err)
+	if err != nil {
+		if c.task != nil {
+			return x.Reply(ctx, "handoff: the offer could not be decided", nil) // the task stays as it is
+		}
+		return fmt.Errorf("handoff: offer refused: %w", err) // fail closed
+	}
+	if s.cfg.OnReceive != nil {
+		s.cfg.OnReceive(ctx, in)
+	}
+	return s.answer(ctx, c, in)
+}
+
+// answer answers a message whose Handoff Receive decided. On a task that
+// exists and is not the offer's own (Task.Owns), nothing changes the
+// task: every answer is a Reply.
+func (s *Server) answer(ctx context.Context, c *call, in *handoff.Received) error {
+	hop := handoff.HopID("")
+	if o := hopwork.Verified(in); o != nil {
+		hop = o.Hop
+	}
+	mine := c.task == nil || c.task.Owns(in, c.peer)
+	refuse := func(text string, st *handoff.Signed) error {
+		if mine {
+			return c.x.SetState(ctx, Rejected, text, st, nil)
+		}
+		return c.x.Reply(ctx, text, st)
+	}
+	sign := func(want state.State, why reason.Code) (*handoff.Signed, error) {
+		st, err := s.reply(ctx, in, hop, want, handoff.ReplyOptions{Reason: why})
+		if err != nil && !mine {
+			// A stranger's message does not end the task with an error.
+			return nil, c.x.Reply(ctx, "handoff: no status could be signed", nil)
+		}
+		return &st, err
+	}
+	switch {
+	case in.Retransmission():
+		// The answer to a pause of the hop's work resumes it (Approvals).
+		if accepted, ok := s.resumable(c, in, mine); ok {
+			return s.run(ctx, c, in, "resumed", accepted)
+		}
+		// Never processed again (HC-38): answer with what was sent before.
+		if last, ok := in.LastStatus(); ok {
+			s.sent(ctx, hop, last)
+			return c.x.Reply(ctx, "retransmission: last status resent", &last)
+		}
+		if in.OwesAccepted() {
+			st, err := sign(state.Accepted, "")
+			if st == nil || err != nil {
+				return err
+			}
+			return c.x.Reply(ctx, "retransmission: work taken", st)
+		}
+		return c.x.Reply(ctx, "retransmission: not decided yet", nil)
+
+	case in.Equivocation() != "":
+		if in.Equivocation() == state.AnswerFinishFirst {
+			s.running.Stop(in.Refused().Iss, hop) // stop the first offer's work if it runs
+		}
+		if in.Equivocation() != state.AnswerRejectFirst {
+			return refuse("rejected: equivocation", nil)
+		}
+		st, err := sign(state.Rejected, reason.Equivocation)
+		if st == nil || err != nil {
+			return err
+		}
+		return refuse("rejected: equivocation", st)
+
+	case !in.Accepted():
+		// The reason code goes back; the detail stays here (HC-05, HC-65).
+		text := "rejected: " + string(in.Reason())
+		if !in.StatusDue() {
+			return refuse(text, nil)
+		}
+		st, err := sign(state.Rejected, in.Reason())
+		if st == nil || err != nil {
+			return err
+		}
+		return refuse(text, st)
+
+	case !mine:
+		// A new hop on a task that runs another: refused by local policy
+		// (HC-30), and the task stays as it is.
+		st, err := sign(state.Rejected, reason.Policy)
+		if st == nil || err != nil {
+			return err
+		}
+		return c.x.Reply(ctx, "rejected: the task runs another hop", st)
+	}
+	st, err := s.reply(ctx, in, hop, state.Accepted, handoff.ReplyOptions{})
+	if err != nil {
+		return err
+	}
+	return s.run(ctx, c, in, "accepted", st)
+}
+
+// run sets the task working, with the hop's "accepted" (or its last one,
+// for work resumed) and the task's binding to the hop, and runs the
+// wrapped executor of an accepted or resumed hop with the Received in its
+// context.
+func (s *Server) run(ctx context.Context, c *call, in *handoff.Received, text string, st handoff.Signed) error {
+	gctx, err := s.guarded(ctx, c, in)
+	if err != nil {
+		return c.x.SetState(ctx, s.cfg.Approvals.Pause, refusedText(err), nil, nil) // the executor does not run
+	}
+	bind := Bind(in)
+	if err := c.x.SetState(ctx, Working, text, &st, bind); err != nil {
+		return err
+	}
+	wctx, box, done := s.running.Start(context.WithValue(gctx, keyReceived, in), in)
+	defer done()
+	return c.x.Run(context.WithValue(wctx, keyOutcome, box), &Work{s: s, ctx: ctx, in: in, box: box, bind: bind})
+}
+
+// reply signs a status for in and records it as sent.
+func (s *Server) reply(ctx context.Context, in *handoff.Received, hop handoff.HopID, want state.State, o handoff.ReplyOptions) (handoff.Signed, error) {
+	st, err := s.cfg.Agent.Reply(ctx, in, want, o)
+	if err == nil {
+		s.sent(ctx, hop, st)
+	}
+	return st, err
+}
+
+func (s *Server) sent(ctx context.Context, hop handoff.HopID, st handoff.Signed) {
+	if s.cfg.Observe == nil {
+		return
+	}
+	state, reason := state.State(""), reason.Code("")
+	if _, sts, err := handoff.InspectUnverified(st, handoff.Limits{}); err == nil && sts != nil {
+		state, reason = sts.State, sts.Reason
+	}
+	s.cfg.Observe.StatusSent(ctx, Transport, hop, state, reason)
+}
+
+// Work is one execution of the wrapped executor for an accepted or
+// resumed hop: the adapter hands it every task state the executor sets.
+type Work struct {
+	s    *Server
+	ctx  context.Context // the call's, not canceled with the work
+	in   *handoff.Received
+	box  *hopwork.Box
+	bind map[string]any
+
+	mu   sync.Mutex
+	done bool // a terminal status was signed
+}
+
+// Status returns the status to attach to the status message of the task
+// state ts (HC-29), and the hop state it names: "completed" for
+// completed, unless the work reported less (Report); "failed" for failed
+// when the outcome is known; nil for the host protocol's own states, for
+// an unknown outcome (HC-45), or once a terminal status was signed.
+func (w *Work) Status(ts string) (*handoff.Signed, state.State, error) {
+	var otherwise hopwork.Outcome
+	switch ts {
+	case Completed:
+		otherwise.Effect = state.EffectFull // unless the work reported less
+	case Failed:
+		// EffectUnknown unless the work reported its outcome.
+	default:
+		return nil, "", nil
+	}
+	want, o := w.box.Final(otherwise)
+	w.mu.Lock()
+	if want == "" || w.done {
+		w.mu.Unlock()
+		return nil, "", nil
+	}
+	w.done = true
+	w.mu.Unlock()
+	st, err := w.s.reply(w.ctx, w.in, hopwork.Verified(w.in).Hop, want, handoff.ReplyOptions{Effect: o.Effect, Reason: o.Reason, Refs: o.Refs})
+	if err != nil {
+		w.mu.Lock()
+		w.done = false
+		w.mu.Unlock()
+		return nil, "", err
+	}
+	return &st, want, nil
+}
+
+// Bind returns meta with the task's binding to its hop, for a Task the
+// executor makes whole: the task stays its hop's.
+func (w *Work) Bind(meta map[string]any) map[string]any {
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta[BindingKey] = w.bind[BindingKey]
+	return meta
+}
+
+// Attach puts st in a message's metadata and the extension in its
+// extensions (HC-66).
+func Attach(meta map[string]any, exts []string, st handoff.Signed) (map[string]any, []string) {
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	carry.AttachStatus(meta, st)
+	if !slices.Contains(exts, carry.ExtensionURI) {
+		exts = append(exts, carry.ExtensionURI)
+	}
+	return meta, exts
+}
+
+// Bind returns the task metadata that binds a task to the hop of the
+// accepted offer in (BindingKey).
+func Bind(in *handoff.Received) map[string]any {
+	o := hopwork.Verified(in)
+	return map[string]any{BindingKey: map[string]any{"iss": string(o.Iss), "hop": string(o.Hop), "offer": in.Digest().String()}}
+}
+
+// hop returns the hop bound to t, false when none is (or t is nil).
+func (t *Task) hop() (binding.Hop, bool) {
+	if t == nil {
+		return binding.Hop{}, false
+	}
+	b, _ := t.Meta[BindingKey].(map[string]any)
+	iss, _ := b["iss"].(string)
+	hop, _ := b["hop"].(string)
+	offer, _ := b["offer"].(string)
+	d, err := digest.Parse(offer)
+	if iss == "" || hop == "" || err != nil {
+		return binding.Hop{}, false
+	}
+	return binding.Hop{Iss: handoff.AgentID(iss), Hop: handoff.HopID(hop), Offer: d}, true
+}
+
+func (t *Task) bound() bool {
+	_, ok := t.hop()
+	return ok
+}
+
+// Owns reports whether the task is the hop's of in: its binding names the
+// verified offer of in, whose delegator the transport authenticated as
+// peer. A task bound to no hop is no offer's.
+func (t *Task) Owns(in *handoff.Received, peer handoff.AgentID) bool {
+	b, ok := t.hop()
+	o := hopwork.Verified(in)
+	return ok && o != nil && o.Iss == b.Iss && o.Hop == b.Hop && in.Digest().Equal(b.Offer) && peer == o.Iss
+}
+
+// CancelRequest is a Cancel Task request, as the adapter presents it.
+type CancelRequest struct {
+	Meta   map[string]any // the request's metadata
+	TaskID string
+	Task   *Task // the stored task
+	// Invalid is the SDK's a2a.ErrInvalidParams, which a refused request's
+	// error wraps.
+	Invalid error
+}
+
+// Cancel serves a Cancel Task request: a "canceled" in its metadata must
+// name the hop the task runs, with that hop's offer, signed by that hop's
+// delegator; it is verified and applied (HC-28, HC-55) before cancel, the
+// wrapped executor's Cancel, runs with the result in its context
+// (CancelFromContext). Any other "canceled" is refused with
+// ErrForeignCancel before it is verified, the state of no hop changes and
+// the task goes on.
+func (s *Server) Cancel(ctx context.Context, r CancelRequest, cancel func(context.Context) error) error {
+	octets, err := carry.Status(r.Meta)
+	switch {
+	case errors.Is(err, carry.ErrAbsent) && !s.cfg.RequireSignedCancel:
+		return cancel(ctx)
+	case err != nil:
+		return fmt.Errorf("%w: cancel task: %w", r.Invalid, err)
+	}
+	var hops []binding.Hop
+	if h, ok := r.Task.hop(); ok {
+		hops = append(hops, h)
+	}
+	own, err := binding.Check(octets, hops)
+	if err != nil {
+		return fmt.Errorf("%w: cancel task %s: %w", r.Invalid, r.TaskID, err)
+	}
+	res, err := s.cfg.Agent.HandleStatus(ctx, octets)
+	s.cfg.Observe.StatusReceived(ctx, Transport, res, err)
+	hopwork.LogStatus(ctx, s.cfg.Logger, Transport, res, err)
+	if err != nil {
+		return err
+	}
+	if s.cfg.OnCancel != nil {
+		s.cfg.OnCancel(ctx, res)
+	}
+	if err := binding.Confirm(res, own); err != nil {
+		// Not the delegator's verified "canceled" of this task's hop: the
+		// task goes on.
+		return fmt.Errorf("%w: cancel task %s: the handoff status was refused: %w", r.Invalid, r.TaskID, err)
+	}
+	if n := res.Notices; len(n) > 0 && s.cfg.OnNotices != nil {
+		s.cfg.OnNotices(ctx, n)
+	}
+	return cancel(context.WithValue(ctx, keyCancel, res))
+}
