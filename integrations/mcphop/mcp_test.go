@@ -370,10 +370,14 @@ func TestMCP_RetransmitOnTimeout_Backoff_HC37(t *testing.T) {
 	d, err := pc.Call(ctx, s, call("x"), handoff.OfferParams{To: coder, Dialog: dialog, TTL: 2 * time.Second})
 	close(release)
 	require.NoError(t, err)
-	require.Equal(t, 2, d.Attempts)
-	// The retransmission was told the work was taken, and the work ran once.
-	require.Len(t, d.Statuses, 1)
-	require.Equal(t, state.Accepted, d.Statuses[0].State)
+	// The retransmission was told the work was taken, and the work ran
+	// once. On a loaded machine the first retransmission's answer can miss
+	// its deadline too, and the last attempt (no deadline) gets it.
+	require.GreaterOrEqual(t, d.Attempts, 2)
+	require.NotEmpty(t, d.Statuses)
+	for _, s := range d.Statuses {
+		require.Equal(t, state.Accepted, s.State)
+	}
 	require.EqualValues(t, 1, co.calls.Load())
 }
 

@@ -208,10 +208,17 @@ func backoff(t *testing.T, l Line) {
 		handoff.OfferParams{To: Coder, TTL: 2 * time.Second})
 	close(release)
 	require.NoError(t, err)
-	require.Equal(t, 2, d.Attempts)
+	// The first send times out (the work holds its answer); a
+	// retransmission is answered. On a loaded machine the answer to the
+	// first retransmission can miss its deadline too, and the last attempt
+	// (no deadline) gets it: what holds is that the work ran once and
+	// every answer was the hop's "accepted".
+	require.GreaterOrEqual(t, d.Attempts, 2)
 	require.False(t, d.Result.Task, "the retransmission is answered with a message")
-	require.Len(t, d.Statuses, 1)
-	require.Equal(t, state.Accepted, d.Statuses[0].Status.State)
+	require.NotEmpty(t, d.Statuses)
+	for _, s := range d.Statuses {
+		require.Equal(t, state.Accepted, s.Status.State)
+	}
 	require.Equal(t, state.Accepted, d.State)
 	require.EqualValues(t, 1, co.Work.Calls.Load())
 }
