@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -111,6 +112,10 @@ type Agent struct {
 	lim                          Limits
 	skew, maxLifetime, retention time.Duration
 	trust                        atomic.Pointer[trustState]
+	signer                       atomic.Pointer[Signer]
+	// rekey serialises SetTrust and SetSigner, so that the trust in effect
+	// always binds the signer in effect (the readers load each atomically).
+	rekey sync.Mutex
 
 	// hops serialise, within this Agent, the read-check-write of a
 	// received hop's state: see hopLocks.
@@ -165,6 +170,7 @@ func NewAgent(cfg Config) (*Agent, error) {
 		a.cfg.VerifiedCache = defaultVerifiedCache
 	}
 	a.trust.Store(&trustState{trust: cfg.Trust, cache: newVerifiedCache(a.cfg.VerifiedCache)})
+	a.signer.Store(cfg.Signer)
 	return a, nil
 }
 
@@ -176,15 +182,48 @@ func (a *Agent) ID() AgentID { return a.cfg.ID }
 // elements whose verifying key the new configuration still binds to their
 // iss, so that no element verified by a key it drops counts under it.
 // Offers being received while it runs are checked under one configuration
-// or the other, never a mix.
+// or the other, never a mix. Like NewAgent, it refuses a configuration
+// that does not bind the agent's signing key in effect to its ID, unless
+// Config.TrustLacksSigner.
 func (a *Agent) SetTrust(t *Trust) error {
 	if t == nil {
 		return fmt.Errorf("%w: nil trust configuration", ErrConfig)
 	}
-	if err := t.bindsSigner(a.cfg.ID, a.cfg.Signer, a.cfg.TrustLacksSigner); err != nil {
+	a.rekey.Lock()
+	defer a.rekey.Unlock()
+	if err := t.bindsSigner(a.cfg.ID, a.signer.Load(), a.cfg.TrustLacksSigner); err != nil {
 		return err
 	}
 	swapTrust(&a.trust, t, a.cfg.VerifiedCache)
+	return nil
+}
+
+// SetSigner replaces the key the agent signs its offers and statuses with,
+// so that a running agent rotates its own key. Like NewAgent, it refuses a
+// signer whose key the trust configuration in effect does not bind to the
+// agent's ID (unless Config.TrustLacksSigner): peers could not verify what
+// it signs. A rotation without a gap, with peers that fetch the agent's
+// keys (package keyset):
+//
+//  1. publish the new key beside the old one, and SetTrust with both;
+//  2. once peers have fetched it, SetSigner with the new key;
+//  3. once every hop signed with the old key has ended (its exp plus the
+//     skew), publish and SetTrust without the old key.
+//
+// Whatever was signed before SetSigner keeps its octets and verifies as
+// long as the peers' trust still binds the old key (HC-52: a retransmission
+// sends the same octets, never a new signature). Signing already under way
+// finishes with the signer it started with.
+func (a *Agent) SetSigner(s *Signer) error {
+	if s == nil {
+		return fmt.Errorf("%w: nil signer", ErrConfig)
+	}
+	a.rekey.Lock()
+	defer a.rekey.Unlock()
+	if err := a.trust.Load().trust.bindsSigner(a.cfg.ID, s, a.cfg.TrustLacksSigner); err != nil {
+		return err
+	}
+	a.signer.Store(s)
 	return nil
 }
 

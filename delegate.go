@@ -169,7 +169,7 @@ func (a *Agent) reply(ctx context.Context, r answered, want state.State, opt Rep
 		if signed.Octets == nil {
 			status := &Status{Hop: r.hop, Offer: r.target, Iss: a.cfg.ID, Aud: r.iss, Iat: TimeOf(a.now()),
 				State: want, Reason: opt.Reason, Detail: opt.Detail, Refs: opt.Refs}
-			if signed, err = a.cfg.Signer.SignStatus(status); err != nil {
+			if signed, err = a.signer.Load().SignStatus(status); err != nil {
 				return Signed{}, err
 			}
 		}

@@ -147,7 +147,7 @@ func (a *Agent) Offer(ctx context.Context, p OfferParams) (*Outgoing, error) {
 			return nil, rule("HC-42", "hop %s for the same work is unresolved; no new offer replaces it unless the work is safe to do twice", open[0].Hop)
 		}
 	}
-	signed, err := a.cfg.Signer.SignOffer(o)
+	signed, err := a.signer.Load().SignOffer(o)
 	if err != nil {
 		return nil, err
 	}
@@ -352,7 +352,7 @@ func (a *Agent) Cancel(ctx context.Context, hop HopID) (Notice, error) {
 	err := a.updateOffered(ctx, hop, func(rec *replay.OfferRecord) (bool, error) {
 		st := &Status{Hop: hop, Offer: digest.Digest{Alg: digest.SHA256Alg, Val: rec.Digest}, Iss: a.cfg.ID, Aud: AgentID(rec.To),
 			Iat: TimeOf(a.now()), State: state.Canceled}
-		signed, err := a.cfg.Signer.SignStatus(st)
+		signed, err := a.signer.Load().SignStatus(st)
 		if err != nil {
 			return false, err
 		}

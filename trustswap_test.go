@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -222,4 +223,88 @@ func TestAgent_SetTrustDropsOnlyElementsOfRemovedKeys(t *testing.T) {
 		assert.NotNil(t, ts.cache.get(firsts[0].Digest()), "verified by the key that stays")
 		assert.Nil(t, ts.cache.get(firsts[1].Digest()), "verified by the key retired")
 	})
+}
+
+// An agent rotates its own key while it runs (SetTrust with both keys,
+// SetSigner with the new one, SetTrust without the old): what it signed
+// before keeps verifying while the receiver trusts the old key, what it
+// signs after carries the new one, and neither call accepts a signer that
+// the trust in effect does not bind to the agent (ErrConfig).
+func TestAgent_SetSignerRotatesItsOwnKey(t *testing.T) {
+	eachFormat(t, func(t *testing.T, f Format) {
+		ctx := context.Background()
+		w := newWorld(t, f, rxPlanner, rxCoder)
+		p, c := w.agent(rxPlanner), w.agent(rxCoder)
+		oldKey, next := w.signers[rxPlanner], testSigner(t, f)
+
+		before, err := p.Offer(ctx, OfferParams{To: rxCoder, Dialog: "d"})
+		require.NoError(t, err)
+
+		// Not yet trusted: refused, and the old key still signs.
+		require.ErrorIs(t, p.SetSigner(next), ErrConfig)
+		require.ErrorIs(t, p.SetSigner(nil), ErrConfig)
+
+		both := w.trust.withKeys(t, rxPlanner, oldKey.Key(), next.Key())
+		require.NoError(t, p.SetTrust(both))
+		require.NoError(t, c.SetTrust(both))
+		require.NoError(t, p.SetSigner(next))
+		after, err := p.Offer(ctx, OfferParams{To: rxCoder, Dialog: "d"})
+		require.NoError(t, err)
+		for _, out := range []*Outgoing{before, after} {
+			in := receive(t, c, encodeHandoff(t, out.Handoff, JSON), Host{Dialog: "d"})
+			require.True(t, in.Accepted(), in.Detail())
+		}
+		// The new key signed the second offer: a receiver that trusts only
+		// the old key refuses it.
+		oldOnly := w.trust.withKeys(t, rxPlanner, oldKey.Key())
+		c2 := w.agent(rxCoder, func(cfg *Config) { cfg.Trust = oldOnly })
+		in := receive(t, c2, encodeHandoff(t, after.Handoff, JSON), Host{Dialog: "d"})
+		require.False(t, in.Accepted())
+		require.Equal(t, reason.UntrustedKey, in.Reason(), "its kid names a key the receiver does not trust")
+
+		// The old key retired: the planner's trust must keep the key it
+		// signs with, so dropping the new one is refused.
+		require.ErrorIs(t, p.SetTrust(oldOnly), ErrConfig)
+		newOnly := w.trust.withKeys(t, rxPlanner, next.Key())
+		require.NoError(t, p.SetTrust(newOnly))
+		require.ErrorIs(t, p.SetSigner(oldKey), ErrConfig, "a retired key is not taken back")
+	})
+}
+
+// SetSigner while offers are signed: each offer verifies under the key
+// that signed it, with no data race (run with -race).
+func TestAgent_SetSignerWhileSigning(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, JWS, rxPlanner, rxCoder)
+	keys := []*Signer{w.signers[rxPlanner], testSigner(t, JWS), testSigner(t, JWS)}
+	all := w.trust.withKeys(t, rxPlanner, keys[0].Key(), keys[1].Key(), keys[2].Key())
+	p := w.agent(rxPlanner, func(cfg *Config) { cfg.Trust = all })
+	c := w.agent(rxCoder, func(cfg *Config) { cfg.Trust = all })
+	var wg sync.WaitGroup
+	outs := make(chan *Outgoing, 64)
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 16; i++ {
+				out, err := p.Offer(ctx, OfferParams{To: rxCoder, Dialog: "d"})
+				if !assert.NoError(t, err) {
+					return
+				}
+				outs <- out
+			}
+		}()
+	}
+	for i := 0; i < 30; i++ {
+		require.NoError(t, p.SetSigner(keys[i%3]))
+	}
+	wg.Wait()
+	close(outs)
+	n := 0
+	for out := range outs {
+		in := receive(t, c, encodeHandoff(t, out.Handoff, JSON), Host{Dialog: "d"})
+		require.True(t, in.Accepted(), in.Detail())
+		n++
+	}
+	require.Equal(t, 64, n)
 }

@@ -17,7 +17,12 @@ import (
 	"github.com/agentproto/handoff/state"
 )
 
-// ExtensionURI is the A2A extension URI and metadata key of the draft.
+// ExtensionURI is the A2A extension URI and metadata key of the draft,
+// exactly as draft-handoff-01 section 6.1 ("Carrying the Element", A2A)
+// spells it: the draft's authors chose it on their own domain, and the URI
+// is an identifier only, never fetched. Every implementation of the draft
+// uses this string; the draft says it would move to one the working group
+// chooses if the work is taken up there.
 const ExtensionURI = "https://quantumlearningmachines.com/a2a/ext/agent-handoff/v1"
 
 // ErrAbsent is returned when a message carries no handoff element.

@@ -389,6 +389,15 @@ func (s *Source) refresh(ctx context.Context, ep *endpoint) error {
 	}
 	s.mu.Unlock()
 	res, err := s.fetch(ctx, ep, etag)
+	if err != nil && ctx.Err() != nil {
+		// The caller stopped (Run's context canceled at shutdown): the key
+		// server did not fail, so nothing is recorded or logged, and the
+		// endpoint stays due as it was.
+		s.mu.Lock()
+		ep.busy = false
+		s.mu.Unlock()
+		return ctx.Err()
+	}
 	err = s.record(ep, res, err)
 	s.flush()
 	return err

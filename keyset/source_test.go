@@ -1,10 +1,12 @@
 package keyset
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -705,4 +707,53 @@ func TestDocumentUnknownIssStorm(t *testing.T) {
 	assert.Equal(t, int64(2), hits.Load(), "one refresh of the document for the whole storm")
 	in := receive(t, a, p.offer(t, me, c.Now(), nil))
 	assert.True(t, in.Accepted(), in.Detail())
+}
+
+// Run's context canceled while a fetch is under way (a normal shutdown) is
+// not a failed refresh: nothing is logged at WARN, the last good set stays,
+// and Run returns the context's error.
+func TestRunCanceledIsNoFailedRefresh(t *testing.T) {
+	c := newClock()
+	p := newPeer(t, alice, handoff.JWS)
+	ks := newKeyServer(t, time.Minute, p.key())
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	src, err := New(Config{Agents: map[handoff.AgentID]Endpoint{alice: {URL: ks.URL}}, Now: c.Now,
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	require.NoError(t, err)
+	defer src.Close()
+	require.NoError(t, src.Update(t.Context()))
+
+	held := make(chan struct{})
+	var once sync.Once
+	ks.answer(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { close(held) })
+		<-r.Context().Done() // the fetch hangs until the client gives up
+	})
+	c.Add(time.Minute) // the set is due again
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx) }()
+	<-held
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	mu.Lock()
+	out := logs.String()
+	mu.Unlock()
+	assert.NotContains(t, out, "refresh failed")
+	assert.NotContains(t, out, "level=WARN")
+	st, err := src.State()
+	require.NoError(t, err)
+	assert.NotContains(t, string(st), "context canceled", "a shutdown is recorded as no endpoint's error")
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

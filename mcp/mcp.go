@@ -14,7 +14,11 @@ import (
 	"github.com/agentproto/handoff/carriage"
 )
 
-// MetaKey is the _meta key of the draft. Its prefix is not one MCP reserves.
+// MetaKey is the _meta key of the draft, exactly as draft-handoff-01
+// section 6.2 ("Carrying the Element", MCP) spells it: a prefix on the
+// draft's authors' domain, which follows MCP's rules for _meta key prefixes
+// and is not one that MCP reserves. Every implementation of the draft uses
+// this string.
 const MetaKey = "quantumlearningmachines.com/agent-handoff"
 
 // ErrAbsent is returned when a message carries no handoff element.
