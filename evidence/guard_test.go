@@ -218,7 +218,8 @@ func (w *world) signerKey(t *testing.T, _ handoff.AgentID) *ecdsa.PrivateKey {
 
 // Finding: "the guard's memory dies with the object". A guard rebuilt on
 // the same ledger (after a restart, for a retransmission) refuses what an
-// earlier one allowed, and so does a guard of another hop.
+// earlier one allowed. A guard of a hop of another chain does not: the
+// name is another effect there (issue 33, finding 1).
 func TestGuard_MemoryIsTheLedgers(t *testing.T) {
 	w := newWorld(t, handoff.JWS, nil)
 	ledger := authority.NewMemory()
@@ -228,6 +229,7 @@ func TestGuard_MemoryIsTheLedgers(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, again.Authorize(context.Background(), g.call("ledger.read", "op-9", "")), ErrRepeated)
 	other := newHopGuard(t, w, refundPackage(), ledger)
+	require.NoError(t, other.authorize("ledger.read", "op-9", ""))
 	require.ErrorIs(t, other.authorize("ledger.read", "op-9", ""), ErrRepeated)
 	// The package's completed actions are recorded as performed.
 	err = g.authorize("ledger.read", "", "notify-INV-1042-1")

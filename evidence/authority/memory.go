@@ -6,42 +6,57 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 )
 
 // Memory is the in-memory Ledger: the default, for one process. Its
 // records live as long as the value; use a durable backend to keep them
 // across a restart and to share them between replicas. It is safe for
 // concurrent use, and Perform of an effect that needs no approval does not
-// allocate beyond the growth of its map.
+// allocate beyond the growth of its maps.
 type Memory struct {
 	mu        sync.Mutex
-	effects   map[string]memRecord
+	effects   map[scoped]Record
+	chains    map[string][]string   // hop -> its chain, as first recorded
 	approvals map[string][]Approval // hop -> approvals, ordered by ID
 	ids       map[string]string     // approval ID -> hop
 	hops      map[string]HopRecord
 }
 
-// memRecord is a Record as the memory ledger keeps it, under its name.
-type memRecord struct {
-	hop, action, approval string
-	at                    int64 // UnixNano, UTC
-}
-
-func (r memRecord) record(name string) Record {
-	return Record{Name: name, Hop: r.hop, Action: r.action, At: time.Unix(0, r.at).UTC(), Approval: r.approval}
-}
+// scoped is a name in the scope of a hop.
+type scoped struct{ hop, name string }
 
 // NewMemory returns an empty in-memory ledger.
 func NewMemory() *Memory {
-	return &Memory{effects: map[string]memRecord{}, approvals: map[string][]Approval{}, ids: map[string]string{}, hops: map[string]HopRecord{}}
+	return &Memory{effects: map[scoped]Record{}, chains: map[string][]string{},
+		approvals: map[string][]Approval{}, ids: map[string]string{}, hops: map[string]HopRecord{}}
 }
 
 var _ Ledger = (*Memory)(nil)
 
+// held returns the first record of one of e's names in one of its scopes,
+// its own hop first.
+func (m *Memory) held(e Effect) (scoped, Record, bool) {
+	for _, n := range [2]string{e.OperationID, e.IdempotencyKey} {
+		if n == "" {
+			continue
+		}
+		if r, ok := m.effects[scoped{e.Hop, n}]; ok {
+			return scoped{e.Hop, n}, r, true
+		}
+	}
+	for _, h := range e.Chain {
+		for _, n := range [2]string{e.OperationID, e.IdempotencyKey} {
+			if r, ok := m.effects[scoped{h, n}]; ok && n != "" {
+				return scoped{h, n}, r, true
+			}
+		}
+	}
+	return scoped{}, Record{}, false
+}
+
 // Perform implements Ledger.
 func (m *Memory) Perform(ctx context.Context, e Effect) error {
-	if err := e.validate(); err != nil {
+	if err := e.Validate(); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -52,43 +67,94 @@ func (m *Memory) Perform(ctx context.Context, e Effect) error {
 	if h, ok := m.hops[e.Hop]; ok && h.Final != nil {
 		return fmt.Errorf("%w: %s (%s)", ErrFinished, e.Hop, h.Final.State)
 	}
-	for _, n := range [2]string{e.OperationID, e.IdempotencyKey} {
-		if r, ok := m.effects[n]; ok && n != "" {
-			return &Refusal{Held: r.record(n)}
+	if k, r, ok := m.held(e); ok {
+		if e.SameCall(r) {
+			r.Replays++
+			m.effects[k] = r
 		}
+		return e.Refuse(m.out(r))
 	}
 	var approval string
 	if e.NeedsApproval {
 		as := m.approvals[e.Hop]
-		i := Choose(as, e)
-		if i < 0 {
-			return fmt.Errorf("%w: %q on hop %s", ErrNoApproval, e.Action, e.Hop)
+		i, err := Choose(as, e)
+		if err != nil {
+			return NoApproval(e, err)
 		}
 		as[i].Remaining--
 		approval = as[i].ID
 	}
-	r := memRecord{hop: e.Hop, action: e.Action, approval: approval, at: e.At.UnixNano()}
-	if e.OperationID != "" {
-		m.effects[e.OperationID] = r
+	chain, ok := m.chains[e.Hop]
+	if !ok && len(e.Chain) > 0 {
+		chain = slices.Clone(e.Chain)
+		m.chains[e.Hop] = chain
 	}
-	if e.IdempotencyKey != "" && e.IdempotencyKey != e.OperationID {
-		m.effects[e.IdempotencyKey] = r
+	for _, n := range e.Names() {
+		r := e.Record(n, approval)
+		r.Chain = chain
+		m.effects[scoped{e.Hop, n}] = r
 	}
 	return nil
 }
 
-// Lookup implements Ledger.
-func (m *Memory) Lookup(ctx context.Context, name string) (Record, bool, error) {
+// out returns a copy of r the caller may keep.
+func (m *Memory) out(r Record) Record {
+	r.Chain = slices.Clone(r.Chain)
+	if r.Outcome != nil {
+		o := *r.Outcome
+		o.Result = slices.Clone(o.Result)
+		r.Outcome = &o
+	}
+	return r
+}
+
+// Settle implements Ledger.
+func (m *Memory) Settle(ctx context.Context, e Effect, o Outcome) error {
+	if err := e.Validate(); err != nil {
+		return err
+	}
+	if e.Key == "" {
+		return fmt.Errorf("%w: settling needs the call's key", ErrInvalid)
+	}
 	if err := ctx.Err(); err != nil {
-		return Record{}, false, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	o = NormalizedOutcome(o)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	names := e.Names()
+	settled := make([]Record, len(names))
+	for i, n := range names {
+		r, ok := m.effects[scoped{e.Hop, n}]
+		if !ok {
+			return fmt.Errorf("%w: %q holds no claim of this call on hop %s", ErrConflict, n, e.Hop)
+		}
+		var err error
+		if settled[i], _, err = SettleTo(e, r, o); err != nil {
+			return err
+		}
+	}
+	for i, n := range names {
+		m.effects[scoped{e.Hop, n}] = settled[i]
+	}
+	return nil
+}
+
+// Lookup implements Ledger. It reads every record: an operator's query.
+func (m *Memory) Lookup(ctx context.Context, name string) ([]Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.effects[name]
-	if !ok {
-		return Record{}, false, nil
+	var out []Record
+	for k, r := range m.effects {
+		if k.name == name {
+			out = append(out, m.out(r))
+		}
 	}
-	return r.record(name), true, nil
+	slices.SortFunc(out, func(a, b Record) int { return strings.Compare(a.Hop, b.Hop) })
+	return out, nil
 }
 
 // Grant implements Ledger.
@@ -100,7 +166,7 @@ func (m *Memory) Grant(ctx context.Context, a Approval) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	a.Evidence = slices.Clone(a.Evidence)
+	a.Evidence, a.Chain = slices.Clone(a.Evidence), slices.Clone(a.Chain)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if hop, ok := m.ids[a.ID]; ok {
@@ -127,7 +193,7 @@ func (m *Memory) Approvals(ctx context.Context, hop string) ([]Approval, error) 
 	defer m.mu.Unlock()
 	out := slices.Clone(m.approvals[hop])
 	for i := range out {
-		out[i].Evidence = slices.Clone(out[i].Evidence)
+		out[i].Evidence, out[i].Chain = slices.Clone(out[i].Evidence), slices.Clone(out[i].Chain)
 	}
 	return out, nil
 }
