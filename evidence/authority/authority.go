@@ -200,6 +200,15 @@ func (e Effect) Validate() error {
 	return nil
 }
 
+// ValidateSettle reports whether the claim e made can be settled: e is
+// valid and names its call's key.
+func (e Effect) ValidateSettle() error {
+	if e.Key == "" {
+		return fmt.Errorf("%w: settling needs the call's key", ErrInvalid)
+	}
+	return e.Validate()
+}
+
 // Record returns the record Perform keeps of e under name, having consumed
 // approval (or none).
 func (e Effect) Record(name, approval string) Record {
@@ -231,9 +240,19 @@ func (e Effect) Refuse(held Record) *Refusal {
 	return &Refusal{Held: held, Err: ErrRepeated}
 }
 
-// Scoped reports whether hop is one of e's scopes: its hop or an earlier
-// hop of its chain.
-func (e Effect) Scoped(hop string) bool { return hop == e.Hop || slices.Contains(e.Chain, hop) }
+// scopes calls yield with e's scopes, its own hop first, then its chain's.
+func (e Effect) scopes() func(yield func(int, string) bool) {
+	return func(yield func(int, string) bool) {
+		if !yield(0, e.Hop) {
+			return
+		}
+		for i, h := range e.Chain {
+			if !yield(i+1, h) {
+				return
+			}
+		}
+	}
+}
 
 // EffectKey is the key under which a ledger keeps the record of name in
 // the scope of hop: the length of name (a uvarint), name, then hop. Every

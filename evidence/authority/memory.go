@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Memory is the in-memory Ledger: the default, for one process. Its
@@ -15,19 +16,64 @@ import (
 // allocate beyond the growth of its maps.
 type Memory struct {
 	mu        sync.Mutex
-	effects   map[scoped]Record
-	chains    map[string][]string   // hop -> its chain, as first recorded
-	approvals map[string][]Approval // hop -> approvals, ordered by ID
-	ids       map[string]string     // approval ID -> hop
+	effects   map[string]map[string]memRecord // hop -> name -> record
+	chains    map[string][]string             // hop -> its chain, as first recorded
+	approvals map[string][]Approval           // hop -> approvals, ordered by ID
+	ids       map[string]string               // approval ID -> hop
 	hops      map[string]HopRecord
 }
 
 // scoped is a name in the scope of a hop.
 type scoped struct{ hop, name string }
 
+// memRecord is a Record as the memory ledger keeps it, under its hop and
+// name (its chain is its hop's): small, so that the map holds it in place
+// and grows cheaply; what only a call's record has is kept aside.
+type memRecord struct {
+	action, approval string
+	at               int64 // UnixNano, UTC
+	call             *memCall
+}
+
+// memCall is what a record made for a call keeps besides.
+type memCall struct {
+	tool, key, args string
+	outcome         *Outcome
+	replays         int
+	inFlight        bool
+}
+
+func (m *Memory) record(k scoped, r memRecord) Record {
+	out := Record{Name: k.name, Hop: k.hop, Chain: slices.Clone(m.chains[k.hop]), Action: r.action, At: time.Unix(0, r.at).UTC(),
+		Approval: r.approval}
+	if c := r.call; c != nil {
+		out.Tool, out.Key, out.Args, out.InFlight, out.Replays = c.tool, c.key, c.args, c.inFlight, c.replays
+		if c.outcome != nil {
+			o := *c.outcome
+			o.Result = slices.Clone(o.Result)
+			out.Outcome = &o
+		}
+	}
+	return out
+}
+
+func (m *Memory) get(k scoped) (memRecord, bool) {
+	r, ok := m.effects[k.hop][k.name]
+	return r, ok
+}
+
+func (m *Memory) put(k scoped, r memRecord) {
+	names, ok := m.effects[k.hop]
+	if !ok {
+		names = map[string]memRecord{}
+		m.effects[k.hop] = names
+	}
+	names[k.name] = r
+}
+
 // NewMemory returns an empty in-memory ledger.
 func NewMemory() *Memory {
-	return &Memory{effects: map[scoped]Record{}, chains: map[string][]string{},
+	return &Memory{effects: map[string]map[string]memRecord{}, chains: map[string][]string{},
 		approvals: map[string][]Approval{}, ids: map[string]string{}, hops: map[string]HopRecord{}}
 }
 
@@ -35,23 +81,16 @@ var _ Ledger = (*Memory)(nil)
 
 // held returns the first record of one of e's names in one of its scopes,
 // its own hop first.
-func (m *Memory) held(e Effect) (scoped, Record, bool) {
-	for _, n := range [2]string{e.OperationID, e.IdempotencyKey} {
-		if n == "" {
-			continue
-		}
-		if r, ok := m.effects[scoped{e.Hop, n}]; ok {
-			return scoped{e.Hop, n}, r, true
-		}
-	}
-	for _, h := range e.Chain {
+func (m *Memory) held(e Effect) (scoped, memRecord, bool) {
+	for _, h := range e.scopes() {
+		names := m.effects[h]
 		for _, n := range [2]string{e.OperationID, e.IdempotencyKey} {
-			if r, ok := m.effects[scoped{h, n}]; ok && n != "" {
+			if r, ok := names[n]; ok && n != "" {
 				return scoped{h, n}, r, true
 			}
 		}
 	}
-	return scoped{}, Record{}, false
+	return scoped{}, memRecord{}, false
 }
 
 // Perform implements Ledger.
@@ -68,11 +107,12 @@ func (m *Memory) Perform(ctx context.Context, e Effect) error {
 		return fmt.Errorf("%w: %s (%s)", ErrFinished, e.Hop, h.Final.State)
 	}
 	if k, r, ok := m.held(e); ok {
-		if e.SameCall(r) {
-			r.Replays++
-			m.effects[k] = r
+		held := m.record(k, r)
+		if e.SameCall(held) {
+			r.call.replays++ // a call's record: its key is set
+			held.Replays++
 		}
-		return e.Refuse(m.out(r))
+		return e.Refuse(held)
 	}
 	var approval string
 	if e.NeedsApproval {
@@ -84,37 +124,27 @@ func (m *Memory) Perform(ctx context.Context, e Effect) error {
 		as[i].Remaining--
 		approval = as[i].ID
 	}
-	chain, ok := m.chains[e.Hop]
-	if !ok && len(e.Chain) > 0 {
-		chain = slices.Clone(e.Chain)
-		m.chains[e.Hop] = chain
+	if _, ok := m.chains[e.Hop]; !ok && len(e.Chain) > 0 {
+		m.chains[e.Hop] = slices.Clone(e.Chain)
 	}
-	for _, n := range e.Names() {
-		r := e.Record(n, approval)
-		r.Chain = chain
-		m.effects[scoped{e.Hop, n}] = r
+	r := memRecord{action: e.Action, approval: approval, at: e.At.UnixNano()}
+	for i, n := range [2]string{e.OperationID, e.IdempotencyKey} {
+		if n == "" || (i == 1 && n == e.OperationID) {
+			continue
+		}
+		if e.Key != "" || e.Tool != "" || e.Args != "" || e.Claim {
+			// Each name's record is settled and counted on its own.
+			r.call = &memCall{tool: e.Tool, key: e.Key, args: e.Args, inFlight: e.Claim}
+		}
+		m.put(scoped{e.Hop, n}, r)
 	}
 	return nil
 }
 
-// out returns a copy of r the caller may keep.
-func (m *Memory) out(r Record) Record {
-	r.Chain = slices.Clone(r.Chain)
-	if r.Outcome != nil {
-		o := *r.Outcome
-		o.Result = slices.Clone(o.Result)
-		r.Outcome = &o
-	}
-	return r
-}
-
 // Settle implements Ledger.
 func (m *Memory) Settle(ctx context.Context, e Effect, o Outcome) error {
-	if err := e.Validate(); err != nil {
+	if err := e.ValidateSettle(); err != nil {
 		return err
-	}
-	if e.Key == "" {
-		return fmt.Errorf("%w: settling needs the call's key", ErrInvalid)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -123,19 +153,22 @@ func (m *Memory) Settle(ctx context.Context, e Effect, o Outcome) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	names := e.Names()
-	settled := make([]Record, len(names))
+	calls := make([]*memCall, len(names))
 	for i, n := range names {
-		r, ok := m.effects[scoped{e.Hop, n}]
+		k := scoped{e.Hop, n}
+		r, ok := m.get(k)
 		if !ok {
 			return fmt.Errorf("%w: %q holds no claim of this call on hop %s", ErrConflict, n, e.Hop)
 		}
-		var err error
-		if settled[i], _, err = SettleTo(e, r, o); err != nil {
+		if _, _, err := SettleTo(e, m.record(k, r), o); err != nil {
 			return err
 		}
+		calls[i] = r.call // set: SettleTo found the call's key
 	}
-	for i, n := range names {
-		m.effects[scoped{e.Hop, n}] = settled[i]
+	for _, c := range calls {
+		if c.inFlight {
+			c.inFlight, c.outcome = false, &o
+		}
 	}
 	return nil
 }
@@ -148,9 +181,9 @@ func (m *Memory) Lookup(ctx context.Context, name string) ([]Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []Record
-	for k, r := range m.effects {
-		if k.name == name {
-			out = append(out, m.out(r))
+	for hop, names := range m.effects {
+		if r, ok := names[name]; ok {
+			out = append(out, m.record(scoped{hop, name}, r))
 		}
 	}
 	slices.SortFunc(out, func(a, b Record) int { return strings.Compare(a.Hop, b.Hop) })

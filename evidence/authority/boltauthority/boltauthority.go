@@ -239,11 +239,8 @@ func put(b *bolt.Bucket, k []byte, v any) error {
 
 // Settle implements authority.Ledger.
 func (l *Ledger) Settle(ctx context.Context, e authority.Effect, o authority.Outcome) error {
-	if err := e.Validate(); err != nil {
+	if err := e.ValidateSettle(); err != nil {
 		return err
-	}
-	if e.Key == "" {
-		return fmt.Errorf("%w: settling needs the call's key", authority.ErrInvalid)
 	}
 	o = authority.NormalizedOutcome(o)
 	return l.tx(ctx, true, func(tx *bolt.Tx) error {

@@ -242,11 +242,8 @@ func (l *Ledger) Perform(ctx context.Context, e authority.Effect) error {
 // Settle implements authority.Ledger in one transaction: the records of
 // e's names in its hop are read and locked, checked, and settled.
 func (l *Ledger) Settle(ctx context.Context, e authority.Effect, o authority.Outcome) error {
-	if err := e.Validate(); err != nil {
+	if err := e.ValidateSettle(); err != nil {
 		return err
-	}
-	if e.Key == "" {
-		return fmt.Errorf("%w: settling needs the call's key", authority.ErrInvalid)
 	}
 	o = authority.NormalizedOutcome(o)
 	names := e.Names()

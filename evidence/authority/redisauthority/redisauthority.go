@@ -279,11 +279,8 @@ return {'ok'}
 
 // Settle implements authority.Ledger.
 func (l *Ledger) Settle(ctx context.Context, e authority.Effect, o authority.Outcome) error {
-	if err := e.Validate(); err != nil {
+	if err := e.ValidateSettle(); err != nil {
 		return err
-	}
-	if e.Key == "" {
-		return fmt.Errorf("%w: settling needs the call's key", authority.ErrInvalid)
 	}
 	enc, err := json.Marshal(authority.NormalizedOutcome(o))
 	if err != nil {
