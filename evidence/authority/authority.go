@@ -585,13 +585,20 @@ func NormalizedOutcome(o Outcome) Outcome {
 // performed it and the chain that hop came through, its call and how it
 // ended) and the approval it consumed, with who gave it.
 type Trail struct {
-	Record   Record
-	Approval *Approval
+	Record   Record    `json:"record"`
+	Approval *Approval `json:"approval,omitempty"`
+}
+
+// Reader is what Audit reads of a ledger: every Ledger is one, and so is a
+// read-only view of a ledger's storage.
+type Reader interface {
+	Lookup(ctx context.Context, name string) ([]Record, error)
+	Approvals(ctx context.Context, hop string) ([]Approval, error)
 }
 
 // Audit answers "which delegation authorized this effect, and who approved
 // it" for the effects named name, in every scope, ordered by hop.
-func Audit(ctx context.Context, l Ledger, name string) ([]Trail, error) {
+func Audit(ctx context.Context, l Reader, name string) ([]Trail, error) {
 	recs, err := l.Lookup(ctx, name)
 	if err != nil {
 		return nil, err

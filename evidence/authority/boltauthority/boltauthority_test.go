@@ -3,6 +3,7 @@ package boltauthority_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/agentproto/handoff/evidence/authority"
 	"github.com/agentproto/handoff/evidence/authority/authoritytest"
@@ -205,4 +207,44 @@ func race(t *testing.T, mode, path, op string) []string {
 		require.NoError(t, cmds[i].Wait())
 	}
 	return got
+}
+
+// The file is in the layout the package documentation gives ("File
+// format"), which readers of the file alone ("handoff evidence audit")
+// rely on: each record as JSON under authority.EffectKey(name, hop) in
+// "effects", each approval as JSON under its hop, a zero octet and its ID
+// in "approvals".
+func TestFileFormat(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "authority.db")
+	l := open(t, path, boltauthority.Options{})
+	a := authority.Approval{ID: "ap-1", Hop: "sha-256:hop3", Chain: []string{"sha-256:hop1", "sha-256:hop2"}, Action: "refund.issue",
+		OperationID: "op-1", Tool: "refund", Args: "sha-256:args", Approver: "finance-lead", Issued: time.Unix(1793000000, 0),
+		Expires: time.Unix(1793003600, 0), Source: authority.SourceOperator, Evidence: []byte("console:finance-lead")}
+	require.NoError(t, l.Grant(ctx, a))
+	e := authority.Effect{Hop: a.Hop, Chain: a.Chain, Action: a.Action, Tool: a.Tool, OperationID: "op-1", Key: "sha-256:key",
+		Args: a.Args, NeedsApproval: true, Claim: true, At: time.Unix(1793000001, 0)}
+	require.NoError(t, l.Perform(ctx, e))
+	require.NoError(t, l.Settle(ctx, e, authority.Outcome{Result: []byte("re_77"), At: time.Unix(1793000002, 0)}))
+	recs, err := l.Lookup(ctx, "op-1")
+	require.NoError(t, err)
+	as, err := l.Approvals(ctx, a.Hop)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer db.Close()
+	require.NoError(t, db.View(func(tx *bolt.Tx) error {
+		var r authority.Record
+		require.NoError(t, json.Unmarshal(tx.Bucket([]byte("effects")).Get(authority.EffectKey("op-1", a.Hop)), &r))
+		require.Equal(t, recs, []authority.Record{r})
+		require.Equal(t, a.Chain, r.Chain)
+		var got authority.Approval
+		require.NoError(t, json.Unmarshal(tx.Bucket([]byte("approvals")).Get(append([]byte(a.Hop+"\x00"), a.ID...)), &got))
+		require.Equal(t, as, []authority.Approval{got})
+		require.Equal(t, a.Hop, string(tx.Bucket([]byte("ids")).Get([]byte(a.ID))))
+		require.NotNil(t, tx.Bucket([]byte("hops")))
+		return nil
+	}))
 }
