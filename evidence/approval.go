@@ -37,7 +37,7 @@ type ApprovalStatement struct {
 	OperationID string `json:"operation_id,omitempty"`
 	Tool        string `json:"tool,omitempty"`
 	Args        string `json:"args,omitempty"` // Digest.String of ArgsDigest of the call's arguments
-	Uses        int    `json:"uses,omitempty"`
+	Uses        int    `json:"uses,omitzero"`
 	Approver    string `json:"approver"` // the approver's AgentId
 	Iat         int64  `json:"iat"`
 	Exp         int64  `json:"exp"`
