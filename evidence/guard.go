@@ -62,8 +62,9 @@ var (
 	// the result Do returns with it is the effect's. The claim stays in
 	// flight (ErrInFlight) until it is settled.
 	ErrUnsettled = errors.New("evidence: the effect ran; its outcome is not recorded")
-	// ErrUnnamed: a "must ask" call carries neither an operation id nor an
-	// idempotency key, so its approval could not be bound to one effect.
+	// ErrUnnamed: a "must ask" call given to Authorize carries neither an
+	// operation id nor an idempotency key, so its approval could not be
+	// bound to one effect. (Do names such a call by its key.)
 	ErrUnnamed = errors.New("evidence: a must-ask call needs an operation id or idempotency key")
 	// ErrOtherHop: the call is for another hop than the guard's.
 	ErrOtherHop = errors.New("evidence: the guard answers for another hop")
