@@ -587,36 +587,38 @@ func Run(t *testing.T, open OpenFunc, opt Options) {
 	}
 }
 
+// race runs do 16 times at once, the i-th on ls[i%len(ls)], and returns
+// what each returned.
+func race(ls []authority.Ledger, do func(i int, l authority.Ledger) error) []error {
+	errs := make([]error, 16)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range errs {
+		wg.Go(func() {
+			<-start
+			errs[i] = do(i, ls[i%len(ls)])
+		})
+	}
+	close(start)
+	wg.Wait()
+	return errs
+}
+
 // raceOne presents 16 effects at once, spread over the ledgers, and
 // requires that exactly one succeeds and every other is refused with
 // refused.
 func raceOne(t *testing.T, ls []authority.Ledger, e func(int) authority.Effect, refused error) {
 	t.Helper()
-	const n = 16
-	var ok atomic.Int32
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	start := make(chan struct{})
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			if err := ls[i%len(ls)].Perform(context.Background(), e(i)); err != nil {
-				errs[i] = err
-				return
-			}
-			ok.Add(1)
-		}()
-	}
-	close(start)
-	wg.Wait()
-	require.Equal(t, int32(1), ok.Load())
+	errs := race(ls, func(i int, l authority.Ledger) error { return l.Perform(context.Background(), e(i)) })
+	ok := 0
 	for _, err := range errs {
-		if err != nil {
-			require.ErrorIs(t, err, refused)
+		if err == nil {
+			ok++
+			continue
 		}
+		require.ErrorIs(t, err, refused)
 	}
+	require.Equal(t, 1, ok)
 }
 
 // raceCall presents one call 16 times at once, spread over the ledgers, as
@@ -626,26 +628,15 @@ func raceOne(t *testing.T, ls []authority.Ledger, e func(int) authority.Effect, 
 // record counts every suppressed retry.
 func raceCall(t *testing.T, ls []authority.Ledger) {
 	t.Helper()
-	const n = 16
 	c := call(hopA, nil, "op-1", "sha-256:k", "sha-256:args")
 	var won atomic.Int32
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	start := make(chan struct{})
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			l := ls[i%len(ls)]
-			if errs[i] = l.Perform(context.Background(), c); errs[i] == nil {
-				won.Add(1)
-				errs[i] = l.Settle(context.Background(), c, authority.Outcome{Result: []byte(fmt.Sprint("effect ", i)), At: t0})
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+	errs := race(ls, func(i int, l authority.Ledger) error {
+		if err := l.Perform(context.Background(), c); err != nil {
+			return err
+		}
+		won.Add(1)
+		return l.Settle(context.Background(), c, authority.Outcome{Result: []byte(fmt.Sprint("effect ", i)), At: t0})
+	})
 	require.Equal(t, int32(1), won.Load())
 	winner := -1
 	for i, err := range errs {
@@ -666,5 +657,5 @@ func raceCall(t *testing.T, ls []authority.Ledger) {
 	}
 	rs := lookup(t, ls[0], "op-1")
 	require.Len(t, rs, 1)
-	require.Equal(t, n-1+len(ls), rs[0].Replays)
+	require.Equal(t, len(errs)-1+len(ls), rs[0].Replays)
 }

@@ -270,16 +270,20 @@ func (l *Ledger) Settle(ctx context.Context, e authority.Effect, o authority.Out
 }
 
 // Lookup implements authority.Ledger.
-func (l *Ledger) Lookup(ctx context.Context, name string) (out []authority.Record, err error) {
+func (l *Ledger) Lookup(ctx context.Context, name string) ([]authority.Record, error) {
+	return scan[authority.Record](ctx, l, bucketEffects, authority.EffectKey(name, ""))
+}
+
+// scan decodes each value under prefix in bucket, in the order of the keys.
+func scan[T any](ctx context.Context, l *Ledger, bucket, prefix []byte) (out []T, err error) {
 	err = l.tx(ctx, false, func(tx *bolt.Tx) error {
-		prefix := authority.EffectKey(name, "")
-		c := tx.Bucket(bucketEffects).Cursor()
+		c := tx.Bucket(bucket).Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			var r authority.Record
-			if err := json.Unmarshal(v, &r); err != nil {
+			var x T
+			if err := json.Unmarshal(v, &x); err != nil {
 				return err
 			}
-			out = append(out, r)
+			out = append(out, x)
 		}
 		return nil
 	})
@@ -313,20 +317,7 @@ func (l *Ledger) Grant(ctx context.Context, a authority.Approval) error {
 
 // Approvals implements authority.Ledger.
 func (l *Ledger) Approvals(ctx context.Context, hop string) ([]authority.Approval, error) {
-	var out []authority.Approval
-	err := l.tx(ctx, false, func(tx *bolt.Tx) error {
-		prefix := approvalKey(hop, "")
-		c := tx.Bucket(bucketApprovals).Cursor()
-		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			var a authority.Approval
-			if err := json.Unmarshal(v, &a); err != nil {
-				return err
-			}
-			out = append(out, a)
-		}
-		return nil
-	})
-	return out, err
+	return scan[authority.Approval](ctx, l, bucketApprovals, approvalKey(hop, ""))
 }
 
 // hopUpdate reads hop's record, lets set change it, and writes it.

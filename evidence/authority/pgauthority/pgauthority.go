@@ -327,28 +327,34 @@ func (l *Ledger) settle(ctx context.Context, e authority.Effect, o authority.Out
 
 // Lookup implements authority.Ledger in one query.
 func (l *Ledger) Lookup(ctx context.Context, name string) ([]authority.Record, error) {
+	return query(ctx, l, "lookup", l.q.lookup, []byte(name), (*effectRow).dest, (*effectRow).record)
+}
+
+// query runs q with arg and returns each row it answers, scanned into a
+// new row R (dest) and made a T (conv).
+func query[T, R any](ctx context.Context, l *Ledger, op, q string, arg any, dest func(*R) []any, conv func(*R) (T, error)) ([]T, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fail(ctx, "lookup", err)
+		return nil, fail(ctx, op, err)
 	}
-	rows, err := l.db.QueryContext(ctx, l.q.lookup, []byte(name))
+	rows, err := l.db.QueryContext(ctx, q, arg)
 	if err != nil {
-		return nil, fail(ctx, "lookup", err)
+		return nil, fail(ctx, op, err)
 	}
 	defer rows.Close()
-	var out []authority.Record
+	var out []T
 	for rows.Next() {
-		var r effectRow
-		if err := rows.Scan(r.dest()...); err != nil {
-			return nil, fail(ctx, "lookup", err)
+		var r R
+		if err := rows.Scan(dest(&r)...); err != nil {
+			return nil, fail(ctx, op, err)
 		}
-		rec, err := r.record()
+		x, err := conv(&r)
 		if err != nil {
-			return nil, fail(ctx, "lookup", err)
+			return nil, fail(ctx, op, err)
 		}
-		out = append(out, rec)
+		out = append(out, x)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fail(ctx, "lookup", err)
+		return nil, fail(ctx, op, err)
 	}
 	return out, nil
 }
@@ -428,30 +434,7 @@ func (l *Ledger) Grant(ctx context.Context, a authority.Approval) error {
 
 // Approvals implements authority.Ledger in one query.
 func (l *Ledger) Approvals(ctx context.Context, hop string) ([]authority.Approval, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fail(ctx, "approvals", err)
-	}
-	rows, err := l.db.QueryContext(ctx, l.q.approvals, []byte(hop))
-	if err != nil {
-		return nil, fail(ctx, "approvals", err)
-	}
-	defer rows.Close()
-	var out []authority.Approval
-	for rows.Next() {
-		var r approvalRow
-		if err := rows.Scan(r.dest()...); err != nil {
-			return nil, fail(ctx, "approvals", err)
-		}
-		a, err := r.approval()
-		if err != nil {
-			return nil, fail(ctx, "approvals", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fail(ctx, "approvals", err)
-	}
-	return out, nil
+	return query(ctx, l, "approvals", l.q.approvals, []byte(hop), (*approvalRow).dest, (*approvalRow).approval)
 }
 
 // Acknowledge implements authority.Ledger in one statement, two when the
