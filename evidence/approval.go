@@ -3,12 +3,14 @@ package evidence
 import (
 	"context"
 	"crypto"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/go-json-experiment/json"
+
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence/authority"
 	"github.com/agentproto/handoff/jws"
 )
@@ -16,18 +18,46 @@ import (
 // ApprovalStatement is a portable approval: the approver's statement,
 // signed with its key as a JWS (jws.Sign: ES256, ES384 or EdDSA), that it
 // approves Action on the hop whose offer has the handoff digest Hop, for
-// one operation or a number of uses, from Iat until Exp (seconds since the
-// epoch). Anyone whose trust configuration binds the approver's AgentId to
-// its key can verify it again from the ledger's record.
+// one operation or a number of uses, possibly only for a call of Tool with
+// arguments of digest Args, from Iat until Exp (seconds since the epoch).
+// Anyone whose trust configuration binds the approver's AgentId to its key
+// can verify it again from the ledger's record. ApprovalRequest.Statement
+// returns the statement that approves exactly the call that waits.
+//
+// An approval is identified by what it says, not by the octets that carry
+// it: its ID is the SHA-256 of the RFC 8785 (JCS) form of the statement
+// as decoded, members this version does not define left out and Uses 0
+// counted as 1. Another signature of the same statement (a second ECDSA
+// signature, its (r, n-s) twin) and another encoding of it (member order,
+// white space, escapes) are the same grant, whose uses are spent once.
 type ApprovalStatement struct {
 	Type        string `json:"type"` // always "approval"
 	Hop         string `json:"hop"`  // Digest.String of the offer's handoff digest
 	Action      string `json:"action"`
 	OperationID string `json:"operation_id,omitempty"`
-	Uses        int    `json:"uses,omitempty"`
+	Tool        string `json:"tool,omitempty"`
+	Args        string `json:"args,omitempty"` // Digest.String of ArgsDigest of the call's arguments
+	Uses        int    `json:"uses,omitzero"`
 	Approver    string `json:"approver"` // the approver's AgentId
 	Iat         int64  `json:"iat"`
 	Exp         int64  `json:"exp"`
+}
+
+// id is the statement's identity: the SHA-256 of the JCS form of what it
+// says.
+func (st ApprovalStatement) id() (string, error) {
+	if st.Uses == 0 {
+		st.Uses = 1
+	}
+	enc, err := json.Marshal(st, json.Deterministic(true))
+	if err != nil {
+		return "", err
+	}
+	_, c, err := canonicalize(enc)
+	if err != nil {
+		return "", err
+	}
+	return digest.SHA256(c).String(), nil
 }
 
 // ApprovalType is the type member of an ApprovalStatement.
@@ -58,8 +88,10 @@ func SignApproval(st ApprovalStatement, key crypto.Signer, alg string) ([]byte, 
 // signature must verify with a key the guard's Trust binds to the
 // approver, the approver must be the owner the package names for the
 // action, the hop must be the guard's and the time now inside [iat, exp).
-// The ledger keeps the signed statement as the approval's evidence; one
-// statement is one grant however often it is presented.
+// The statement is decoded strictly (no duplicate member names, names
+// compared exactly). The ledger keeps the signed statement first presented
+// as the approval's evidence; one statement is one grant however often,
+// and however signed or encoded, it is presented.
 func (g *Guard) ApproveSigned(ctx context.Context, signed []byte) (authority.Approval, error) {
 	if g.trust == nil {
 		return authority.Approval{}, fmt.Errorf("%w: the guard has no trust configuration", ErrApproval)
@@ -85,6 +117,7 @@ func (g *Guard) ApproveSigned(ctx context.Context, signed []byte) (authority.App
 	}
 	now := g.now()
 	iat, exp := time.Unix(st.Iat, 0).UTC(), time.Unix(st.Exp, 0).UTC()
+	var args digest.Digest
 	switch {
 	case st.Type != ApprovalType:
 		return authority.Approval{}, fmt.Errorf("%w: type %q", ErrApproval, st.Type)
@@ -92,7 +125,15 @@ func (g *Guard) ApproveSigned(ctx context.Context, signed []byte) (authority.App
 		return authority.Approval{}, fmt.Errorf("%w: it approves another hop", ErrApproval)
 	case now.Before(iat) || !now.Before(exp):
 		return authority.Approval{}, fmt.Errorf("%w: outside its time window", ErrApproval)
+	case st.Args != "":
+		if args, err = digest.Parse(st.Args); err != nil {
+			return authority.Approval{}, fmt.Errorf("%w: args: %v", ErrApproval, err)
+		}
 	}
-	return g.grant(ctx, Grant{Action: st.Action, OperationID: st.OperationID, Uses: st.Uses, Approver: st.Approver, Expires: exp},
-		authority.SourceSigned, signed, iat)
+	id, err := st.id()
+	if err != nil {
+		return authority.Approval{}, fmt.Errorf("%w: %v", ErrApproval, err)
+	}
+	return g.grant(ctx, Grant{Action: st.Action, OperationID: st.OperationID, Tool: st.Tool, Args: args, Uses: st.Uses,
+		Approver: st.Approver, Expires: exp}, authority.SourceSigned, signed, id, iat)
 }

@@ -132,6 +132,9 @@ type Report struct {
 	// ancestors are the packages of earlier hops the attenuation check
 	// compared this one with, oldest first.
 	ancestors []Authority
+	// chain is the verified chain's handoff digests, outermost first
+	// (CheckReceived only): the scopes of the hop's effects (scope.go).
+	chain []digest.Digest
 }
 
 // Unbound reports whether the package was checked without an offer
@@ -287,7 +290,8 @@ func CheckReceived(ctx context.Context, in *handoff.Received, d Delivered, cfg C
 	if err != nil {
 		return nil, err
 	}
-	ck.r.offerDig = in.Digest()
+	ck.r.offerDig, ck.r.chain = in.Digest(), verifiedChain(in)
+	ck.scopes(ck.r.chain)
 	if ck.bound {
 		ck.attenuation(in)
 	}
@@ -305,6 +309,7 @@ func Check(ctx context.Context, offer *handoff.Offer, d Delivered, cfg CheckConf
 	if err != nil {
 		return nil, err
 	}
+	ck.scopes(nil)
 	ck.finish()
 	return ck.r, nil
 }

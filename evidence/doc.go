@@ -156,13 +156,75 @@
 //
 // The Guard makes the package's authority the receiving agent's runtime
 // policy, for its own hop only (Call.Hop, the offer's handoff digest). An
-// effect's operation id and idempotency key compare exactly and share one
-// namespace; one already recorded in the ledger is refused, whichever
-// guard, process or replica recorded it. A must-ask action needs one
-// unused approval per effect, bound to the hop, the action and an
-// operation or a count, given by the owner the package names, signed by
-// the approver's key (ApproveSigned) or recorded for an authenticated local
-// operator (ApproveLocal). It does not protect tools the agent calls
-// without consulting it, nor effects named differently, and it remembers
-// only what its ledger keeps.
+// effect's operation id and idempotency key compare exactly and, within a
+// scope, share one namespace; one already recorded in the ledger in one
+// of the call's scopes is refused, whichever guard, process or replica
+// recorded it. A must-ask action needs one unused approval per effect,
+// bound to the hop, the action and an operation or a count (and, when
+// given from a pause, to the call's tool and arguments), given by the
+// owner the package names, signed by the approver's key (ApproveSigned) or
+// recorded for an authenticated local operator (ApproveLocal). It does not
+// protect tools the agent calls without consulting it, nor effects named
+// differently, and it remembers only what its ledger keeps.
+//
+// # The scope of an effect
+//
+// An operation id or idempotency key names an effect only within the
+// scope that could have performed it: its hop, and for the hops below it
+// in one chain, that hop too. The guard of a hop refuses a name recorded
+// on its hop or on an earlier hop of its verified chain (Report.Chain),
+// and nothing recorded elsewhere; a refusal names the call's own name and
+// never shows another hop's record. A package may mark as done
+// (CompletedAction) only what its own hop, or an earlier hop of its
+// verified chain, could have done (CompletedAction.Hop); a claim outside
+// that scope is reported "effect-out-of-scope" and NewGuard does not
+// record it. The reason: a name recorded in any scope would let one
+// trusted delegator have another delegator's real effect refused as
+// "already performed", and read that hop's record in the refusal.
+//
+// # The idempotency key contract
+//
+// A call is keyed by its hop, its action and tool, its operation id and
+// idempotency key, and the SHA-256 of its arguments' RFC 8785 (JCS) form
+// (Call.Key, ArgsDigest): the key is the same across retransmission, retry
+// and resumption, and changes with the arguments or the authority. Guard.Do
+// claims the call under its key, runs the effect once, and records its
+// outcome; the same call presented again gets the recorded outcome and the
+// effect never runs again (HC-38). The three answers, each a *Refusal,
+// take the names of the agentic-commerce protocol's idempotency proposal:
+//
+//   - ErrReplayed: the same key with the same arguments; Refusal.Outcome is
+//     the first call's outcome (Idempotent-Replayed: true).
+//   - ErrIdempotencyConflict: the operation used by another call (other
+//     arguments, action or tool): idempotency_conflict, HTTP 422.
+//   - ErrInFlight: the same call still running, or whose process died
+//     before its outcome was recorded: idempotency_in_flight, HTTP 409
+//     with Retry-After. A claim is durable and is never released: after a
+//     crash the call stays in flight, never runs again, until an operator
+//     settles it from the system of record (authority.Ledger.Settle).
+//
+// All three wrap ErrRepeated. The ledger counts the retries it suppressed
+// (authority.Record.Replays), so that an audit tells a suppressed retry
+// from a second action.
+//
+// # Approvals bound to what they allow
+//
+// A refused must-ask call carries the approval it needs
+// (Refusal.Pending): the hop, the action, the operation, the tool, the
+// digest of the call's canonical arguments and the arguments themselves,
+// for the owner to see. ApprovalRequest.Grant (for ApproveLocal) and
+// ApprovalRequest.Statement (for SignApproval) approve exactly that call:
+// a resumption with other arguments or another tool is refused
+// (ErrApprovalMismatch). An approval is identified by what it says, never
+// by the octets that carried it: two encodings or signatures of one signed
+// statement, its ECDSA (r, n-s) twin among them, are one grant. Its uses
+// are spent atomically, once, across every replica sharing the ledger.
+//
+// # Who authorized this
+//
+// The ledger records, with each effect and each approval, the hop and the
+// chain it came through (the handoff digests of the verified chain,
+// outermost first). authority.Audit answers, for an operation, which
+// delegation authorized the effect, through which chain, how it ended and
+// who approved it; "handoff evidence audit" prints it from a bbolt ledger.
 package evidence

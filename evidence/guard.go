@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,12 +28,43 @@ var (
 	// ErrUnlisted: the action is in no list; anything unlisted is refused.
 	ErrUnlisted = errors.New("evidence: action not in the package's authority")
 	// ErrRepeated: the operation id or idempotency key names an effect
-	// already recorded in the ledger: a completed action of the package,
-	// or a call authorized before, by this guard, an earlier one for the
-	// same hop, or a replica sharing the ledger.
+	// already recorded in the ledger, on this hop or an earlier hop of its
+	// verified chain: a completed action of the package, or a call
+	// authorized before, by this guard, an earlier one for the same hop,
+	// or a replica sharing the ledger. The three errors below wrap it and
+	// say more when the ledger knows the call that recorded it.
 	ErrRepeated = errors.New("evidence: operation already performed")
-	// ErrUnnamed: a "must ask" call carries neither an operation id nor an
-	// idempotency key, so its approval could not be bound to one effect.
+	// ErrInFlight: the same call (its key: Call.Key) was claimed on this
+	// hop and its outcome is not recorded yet. Answer "in flight, retry
+	// later": agentic commerce's idempotency_in_flight, HTTP 409 with
+	// Retry-After. A claim whose process died before recording the outcome
+	// stays in flight until an operator, having consulted the system of
+	// record, settles it (authority.Ledger.Settle): the effect is never run
+	// a second time (HC-38). Wraps ErrRepeated.
+	ErrInFlight = fmt.Errorf("%w: the same call is in flight", ErrRepeated)
+	// ErrReplayed: the same call was performed on this hop; the effect does
+	// not run again. Refusal.Outcome is the outcome recorded for it (nil
+	// for a call recorded by Authorize, whose outcome the ledger never
+	// saw): answer with it, marked as a replay (agentic commerce's
+	// Idempotent-Replayed: true). Wraps ErrRepeated.
+	ErrReplayed = fmt.Errorf("%w: the same call, replayed", ErrRepeated)
+	// ErrIdempotencyConflict: the operation id or idempotency key was used
+	// on this hop by another call: other arguments, another action or
+	// another tool (agentic commerce's idempotency_conflict, HTTP 422).
+	// Wraps ErrRepeated.
+	ErrIdempotencyConflict = fmt.Errorf("%w: by another call", ErrRepeated)
+	// ErrApprovalMismatch: the call's operation has an approval, given for
+	// another call (another tool or other arguments): a resumption that is
+	// not the call that paused. The call is refused; Refusal.Pending is
+	// the approval this call would need.
+	ErrApprovalMismatch = errors.New("evidence: the approval is for another call")
+	// ErrUnsettled: Do ran the effect but could not record its outcome;
+	// the result Do returns with it is the effect's. The claim stays in
+	// flight (ErrInFlight) until it is settled.
+	ErrUnsettled = errors.New("evidence: the effect ran; its outcome is not recorded")
+	// ErrUnnamed: a "must ask" call given to Authorize carries neither an
+	// operation id nor an idempotency key, so its approval could not be
+	// bound to one effect. (Do names such a call by its key.)
 	ErrUnnamed = errors.New("evidence: a must-ask call needs an operation id or idempotency key")
 	// ErrOtherHop: the call is for another hop than the guard's.
 	ErrOtherHop = errors.New("evidence: the guard answers for another hop")
@@ -52,12 +84,16 @@ var (
 // Refusal is a refused call.
 type Refusal struct {
 	Action string
-	// Key is the operation id or idempotency key refused as repeated.
+	// Key is the name refused as repeated: the operation id or
+	// idempotency key, or for a call Do named by its key, that key.
 	Key string
-	// Pending, for ErrApprovalRequired, is the approval the host must
-	// obtain: show it to its owner (A2A input-required, an MCP input
-	// request, a tool confirmation).
+	// Pending, for ErrApprovalRequired and ErrApprovalMismatch, is the
+	// approval the call needs: show it to its owner (A2A input-required,
+	// an MCP input request, a tool confirmation).
 	Pending *ApprovalRequest
+	// Outcome, for ErrReplayed, is the outcome recorded for the call the
+	// first time, when the ledger holds one.
+	Outcome *authority.Outcome
 	Err     error
 }
 
@@ -72,7 +108,8 @@ func (r *Refusal) Unwrap() error { return r.Err }
 
 // ApprovalRequest is a "must ask" approval not yet given, as a value a host
 // can show and act on: the action, the owner who must approve it, the hop
-// (the offer's handoff digest) and the operation it would unlock.
+// (the offer's handoff digest) and the call it would unlock. Grant and
+// Statement return the approval of exactly that call.
 type ApprovalRequest struct {
 	Action string
 	Owner  string
@@ -81,8 +118,51 @@ type ApprovalRequest struct {
 	// are empty in the list Guard.Pending returns.
 	OperationID    string
 	IdempotencyKey string
+	// Tool is the call's tool, Args the digest of its canonical arguments
+	// (ArgsDigest), Arguments the arguments as the call carried them
+	// (nil when it carried none), and Key the call's key (Call.Key): what
+	// the owner is shown and what the approval binds. Args and Key are
+	// zero in the list Guard.Pending returns.
+	Tool      string
+	Args      digest.Digest
+	Arguments []byte
+	Key       digest.Digest
 	// Item is the package's description of the pending approval.
 	Item string
+}
+
+// operation is the name the approval of r binds: the operation id, else
+// the idempotency key, else the call's key (the name Do gives a call that
+// has neither).
+func (r ApprovalRequest) operation() string {
+	switch {
+	case r.OperationID != "":
+		return r.OperationID
+	case r.IdempotencyKey != "":
+		return r.IdempotencyKey
+	case !r.Key.IsZero():
+		return r.Key.String()
+	}
+	return ""
+}
+
+// Grant returns the approval of exactly the call r waits for: its action,
+// its operation, its tool and its arguments' digest, by the owner r names,
+// for one use. Record it with Guard.ApproveLocal; a resumed call that
+// differs is refused (ErrApprovalMismatch).
+func (r ApprovalRequest) Grant() Grant {
+	return Grant{Action: r.Action, OperationID: r.operation(), Tool: r.Tool, Args: r.Args.Clone(), Approver: r.Owner}
+}
+
+// Statement returns the statement the owner signs (SignApproval) to approve
+// exactly the call r waits for, from iat until exp.
+func (r ApprovalRequest) Statement(iat, exp time.Time) ApprovalStatement {
+	st := ApprovalStatement{Type: ApprovalType, Hop: r.Hop.String(), Action: r.Action, OperationID: r.operation(),
+		Tool: r.Tool, Approver: r.Owner, Iat: iat.Unix(), Exp: exp.Unix()}
+	if !r.Args.IsZero() {
+		st.Args = r.Args.String()
+	}
+	return st
 }
 
 // Call is one tool call or mutation the receiving agent is about to make.
@@ -91,9 +171,18 @@ type Call struct {
 	// (Received.Digest): the guard answers only for its own hop.
 	Hop    digest.Digest
 	Action string
+	// Tool is the name of the tool the host runs for Action, when it has
+	// one; it is part of the call's key and of its approval.
+	Tool string
+	// Args are the call's arguments as the host received them: one JSON
+	// value (RFC 8259, I-JSON), or nil for none. The guard canonicalizes
+	// them (RFC 8785) and binds their digest (ArgsDigest) to the call's
+	// key and to its approval.
+	Args []byte
 	// OperationID and IdempotencyKey, when set, name the effect: a value
-	// already recorded in the ledger, as either kind, is refused (see
-	// authority for the matching rule: exact, one namespace).
+	// already recorded in the ledger, on this hop or an earlier hop of its
+	// verified chain, as either kind, is refused (see authority for the
+	// matching rule: exact, one namespace per hop).
 	OperationID    string
 	IdempotencyKey string
 }
@@ -132,6 +221,7 @@ const (
 type Guard struct {
 	hop     digest.Digest
 	hopKey  string
+	chain   []string  // the earlier hops of the verified chain, outermost first
 	exp     time.Time // the offer's exp: no authority outlives it
 	actions map[string]class
 	pending map[string]Pending // must-ask action -> its pending approval
@@ -147,9 +237,13 @@ type Guard struct {
 
 // NewGuard builds the guard of a package that passed the check against its
 // offer (rep from CheckReceived, Acceptable), for that offer's hop. The
-// package's completed actions are recorded in the ledger as performed, so
-// that their operation ids and idempotency keys are refused. A hop whose
-// final disposition the ledger holds gets a stopped guard.
+// package's completed actions are recorded in the ledger as performed, each
+// in the scope of the hop that performed it (CompletedAction.Hop: this hop,
+// or an earlier hop of its verified chain), so that their operation ids
+// and idempotency keys are refused; a completed action that names a hop
+// outside that chain is not recorded (the check reports it,
+// "effect-out-of-scope"). A hop whose final disposition the ledger holds
+// gets a stopped guard.
 func NewGuard(ctx context.Context, rep *Report, cfg GuardConfig) (*Guard, error) {
 	if rep == nil || !rep.Acceptable() {
 		return nil, ErrNotPassed
@@ -162,7 +256,7 @@ func NewGuard(ctx context.Context, rep *Report, cfg GuardConfig) (*Guard, error)
 	}
 	p := rep.unverified
 	g := &Guard{
-		hop: rep.OfferDigest(), hopKey: rep.offerDig.String(), exp: rep.offerTime.Std(),
+		hop: rep.OfferDigest(), hopKey: rep.offerDig.String(), chain: rep.chainKeys(), exp: rep.offerTime.Std(),
 		actions: make(map[string]class, len(p.Authority.Allowed)+len(p.Authority.MustAsk)+len(p.Authority.Denied)),
 		pending: map[string]Pending{}, ledger: cfg.Ledger, now: cfg.Now, trust: cfg.Trust,
 		stopped: make(chan struct{}),
@@ -202,15 +296,34 @@ func NewGuard(ctx context.Context, rep *Report, cfg GuardConfig) (*Guard, error)
 		return g, nil
 	}
 	for _, a := range p.Completed {
-		e := authority.Effect{Hop: g.hopKey, Action: a.Action, OperationID: a.OperationID, IdempotencyKey: a.IdempotencyKey, At: p.Handoff.Time}
+		hop, chain, ok := g.scope(a.Hop)
+		if !ok {
+			continue // outside the verified chain: never recorded
+		}
+		e := authority.Effect{Hop: hop, Chain: chain, Action: a.Action, OperationID: a.OperationID, IdempotencyKey: a.IdempotencyKey, At: p.Handoff.Time}
 		if e.Validate() != nil {
 			continue
 		}
-		if err := cfg.Ledger.Perform(ctx, e); err != nil && !errors.Is(err, authority.ErrRepeated) {
+		if err := cfg.Ledger.Perform(ctx, e); err != nil && !errors.Is(err, authority.ErrRepeated) && !errors.Is(err, authority.ErrFinished) {
 			return nil, fmt.Errorf("%w: %w", ErrLedger, err)
 		}
 	}
 	return g, nil
+}
+
+// scope returns the scope a completed action naming hop was performed in,
+// with the chain before it: the guard's hop when hop is empty (or is
+// it), an earlier hop of the verified chain, or false.
+func (g *Guard) scope(hop string) (string, []string, bool) {
+	if hop == "" || hop == g.hopKey {
+		return g.hopKey, g.chain, true
+	}
+	for i, h := range g.chain {
+		if h == hop {
+			return h, g.chain[:i:i], true
+		}
+	}
+	return "", nil, false
 }
 
 // Hop returns the handoff digest of the guard's offer.
@@ -221,49 +334,141 @@ func (g *Guard) Hop() digest.Digest { return cloneDigest(g.hop) }
 // ask" passes only by consuming one use of a matching approval in the
 // ledger, and anything unlisted is refused. A call that names an effect
 // (operation id or idempotency key) passes only if the ledger records it
-// now, atomically, for the first time; a must-ask call must name one.
-// Nothing passes once the guard is stopped or the offer has expired.
+// now, atomically, for the first time; a must-ask call must name one. A
+// call that carries its arguments or its tool is recorded with its key
+// (Call.Key): presented again it is ErrReplayed (with no Outcome: the
+// effect is recorded as performed when Authorize returns, and the ledger
+// never learns how it ended), and its operation under another call is
+// ErrIdempotencyConflict; a call that carries neither is recorded without
+// a key, and presented again is ErrRepeated. Use Do to run the effect
+// under the idempotency key contract. Nothing passes once the guard is
+// stopped or the offer has expired.
 func (g *Guard) Authorize(ctx context.Context, c Call) error {
+	cl, now, err := g.decide(c)
+	if err != nil {
+		return err
+	}
+	if c.OperationID == "" && c.IdempotencyKey == "" {
+		if cl == mustAsk {
+			return &Refusal{Action: c.Action, Err: ErrUnnamed}
+		}
+		return nil
+	}
+	var b binding
+	if c.Args != nil || c.Tool != "" {
+		if b, err = c.bind(g.hopKey); err != nil {
+			return &Refusal{Action: c.Action, Err: err}
+		}
+	}
+	return g.perform(ctx, c, g.effect(c, cl, b, now), b)
+}
+
+// Do runs f, the effect of call c, under the idempotency key contract: it
+// decides c as Authorize does, claims it in the ledger under its key
+// (Call.Key) atomically, runs f once, outside any lock, and records what f
+// returned as the call's outcome. A call that names no operation id or
+// idempotency key is named by its key: the same tool with the same
+// arguments on the same hop is one effect (use Authorize, or an operation
+// id of its own, for a call that must run again with the same arguments,
+// such as a read that must see fresh state).
+//
+// The same call presented again, in this process or another sharing the
+// ledger, after a retransmission, a retry or a resumption, never runs f:
+// it is refused with ErrInFlight while the first is running (or if its
+// process died before recording the outcome), and with ErrReplayed, whose
+// Refusal carries the recorded outcome, once it is recorded. The same
+// operation under another call is ErrIdempotencyConflict. f's result and
+// error are returned as they are; the outcome is recorded with a context
+// that outlives ctx's cancellation, and if it cannot be recorded Do
+// returns f's result with an error wrapping ErrUnsettled. If f panics, the
+// claim stays in flight.
+func (g *Guard) Do(ctx context.Context, c Call, f func(context.Context) ([]byte, error)) ([]byte, error) {
+	cl, now, err := g.decide(c)
+	if err != nil {
+		return nil, err
+	}
+	b, err := c.bind(g.hopKey)
+	if err != nil {
+		return nil, &Refusal{Action: c.Action, Err: err}
+	}
+	e := g.effect(c, cl, b, now)
+	e.Claim = true
+	if e.OperationID == "" && e.IdempotencyKey == "" {
+		e.IdempotencyKey = b.keyS
+	}
+	if err := g.perform(ctx, c, e, b); err != nil {
+		return nil, err
+	}
+	res, ferr := f(ctx)
+	o := authority.Outcome{Result: res, At: g.now()}
+	if ferr != nil {
+		o.Error = ferr.Error()
+	}
+	if err := g.ledger.Settle(context.WithoutCancel(ctx), e, o); err != nil {
+		return res, errors.Join(ferr, fmt.Errorf("%w: %w", ErrUnsettled, err))
+	}
+	return res, ferr
+}
+
+// decide applies the guard's policy to c: its hop, the guard's state, the
+// offer's expiry and the action's class. It returns the class and the
+// time of the decision.
+func (g *Guard) decide(c Call) (class, time.Time, error) {
 	if !c.Hop.Equal(g.hop) {
-		return &Refusal{Action: c.Action, Err: ErrOtherHop}
+		return unlisted, time.Time{}, &Refusal{Action: c.Action, Err: ErrOtherHop}
 	}
 	select {
 	case <-g.stopped:
-		return &Refusal{Action: c.Action, Err: g.reason}
+		return unlisted, time.Time{}, &Refusal{Action: c.Action, Err: g.reason}
 	default:
 	}
 	now := g.now()
 	if !now.Before(g.exp) {
-		return &Refusal{Action: c.Action, Err: fmt.Errorf("%w: the offer expired at %s", ErrStopped, g.exp.Format(time.RFC3339))}
+		return unlisted, now, &Refusal{Action: c.Action, Err: fmt.Errorf("%w: the offer expired at %s", ErrStopped, g.exp.Format(time.RFC3339))}
 	}
 	cl := g.actions[c.Action]
 	switch cl {
 	case denied:
-		return &Refusal{Action: c.Action, Err: ErrDenied}
+		return cl, now, &Refusal{Action: c.Action, Err: ErrDenied}
 	case unlisted:
-		return &Refusal{Action: c.Action, Err: ErrUnlisted}
-	case mustAsk:
-		if c.OperationID == "" && c.IdempotencyKey == "" {
-			return &Refusal{Action: c.Action, Err: ErrUnnamed}
-		}
+		return cl, now, &Refusal{Action: c.Action, Err: ErrUnlisted}
 	}
-	if c.OperationID == "" && c.IdempotencyKey == "" {
-		return nil
-	}
-	err := g.ledger.Perform(ctx, authority.Effect{Hop: g.hopKey, Action: c.Action, OperationID: c.OperationID,
-		IdempotencyKey: c.IdempotencyKey, NeedsApproval: cl == mustAsk, At: now})
+	return cl, now, nil
+}
+
+// effect is the ledger's effect of c, bound by b.
+func (g *Guard) effect(c Call, cl class, b binding, now time.Time) authority.Effect {
+	return authority.Effect{Hop: g.hopKey, Chain: g.chain, Action: c.Action, Tool: c.Tool, OperationID: c.OperationID,
+		IdempotencyKey: c.IdempotencyKey, Key: b.keyS, Args: b.argsS, NeedsApproval: cl == mustAsk, At: now}
+}
+
+// perform records e in the ledger and answers c with the ledger's
+// refusal, if any, as a Refusal.
+func (g *Guard) perform(ctx context.Context, c Call, e authority.Effect, b binding) error {
+	err := g.ledger.Perform(ctx, e)
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, authority.ErrRepeated):
-		key := c.OperationID
-		var r *authority.Refusal
-		if errors.As(err, &r) {
-			key = r.Held.Name
+		r := &Refusal{Action: c.Action, Key: c.OperationID, Err: ErrRepeated}
+		var held *authority.Refusal
+		if errors.As(err, &held) {
+			r.Key = held.Held.Name
 		}
-		return &Refusal{Action: c.Action, Key: key, Err: ErrRepeated}
+		switch {
+		case errors.Is(err, authority.ErrInFlight):
+			r.Err = ErrInFlight
+		case errors.Is(err, authority.ErrReplayed) && held != nil:
+			r.Err, r.Outcome = ErrReplayed, held.Held.Outcome
+		case errors.Is(err, authority.ErrKeyConflict):
+			r.Err = ErrIdempotencyConflict
+		}
+		return r
+	case errors.Is(err, authority.ErrApprovalMismatch):
+		p := g.pendingFor(c, b)
+		return &Refusal{Action: c.Action, Pending: &p, Err: ErrApprovalMismatch}
 	case errors.Is(err, authority.ErrNoApproval):
-		p := g.pendingFor(c)
+		p := g.pendingFor(c, b)
 		return &Refusal{Action: c.Action, Pending: &p, Err: ErrApprovalRequired}
 	case errors.Is(err, authority.ErrFinished):
 		g.stop(fmt.Errorf("%w: %v", ErrStopped, err))
@@ -273,10 +478,11 @@ func (g *Guard) Authorize(ctx context.Context, c Call) error {
 	}
 }
 
-func (g *Guard) pendingFor(c Call) ApprovalRequest {
+// pendingFor is the approval c, bound by b, waits for.
+func (g *Guard) pendingFor(c Call, b binding) ApprovalRequest {
 	q := g.pending[c.Action]
 	return ApprovalRequest{Action: c.Action, Owner: q.Owner, Hop: g.Hop(), OperationID: c.OperationID,
-		IdempotencyKey: c.IdempotencyKey, Item: q.Item}
+		IdempotencyKey: c.IdempotencyKey, Tool: c.Tool, Args: b.args, Arguments: slices.Clone(c.Args), Key: b.key, Item: q.Item}
 }
 
 // Pending returns the package's must-ask actions with the approvals they
@@ -295,19 +501,26 @@ func (g *Guard) Pending(ctx context.Context) ([]ApprovalRequest, error) {
 			live = live || (ap.Action == a && ap.OperationID == "" && ap.Remaining > 0 && !now.Before(ap.Issued) && now.Before(ap.Expires))
 		}
 		if !live {
-			out = append(out, g.pendingFor(Call{Action: a}))
+			q := g.pending[a]
+			out = append(out, ApprovalRequest{Action: a, Owner: q.Owner, Hop: g.Hop(), Item: q.Item})
 		}
 	}
 	return out, nil
 }
 
 // Grant is an approval of a "must ask" action on the guard's hop.
+// ApprovalRequest.Grant returns the one that approves exactly the call
+// that waits.
 type Grant struct {
 	Action string
 	// OperationID, when set, approves that one effect only; else Uses
 	// effects (1 when zero).
 	OperationID string
 	Uses        int
+	// Tool and Args, when set, approve only a call of that tool whose
+	// arguments have that digest (ArgsDigest).
+	Tool string
+	Args digest.Digest
 	// Approver is who approves: it must be the owner the package's
 	// pending approval for Action names.
 	Approver string
@@ -323,10 +536,10 @@ func (g *Guard) ApproveLocal(ctx context.Context, gr Grant, operator string) (au
 	if operator == "" {
 		return authority.Approval{}, fmt.Errorf("%w: a local approval names the authenticated operator", ErrNotApprover)
 	}
-	return g.grant(ctx, gr, authority.SourceOperator, []byte(operator), g.now())
+	return g.grant(ctx, gr, authority.SourceOperator, []byte(operator), "", g.now())
 }
 
-func (g *Guard) grant(ctx context.Context, gr Grant, src authority.Source, evidence []byte, issued time.Time) (authority.Approval, error) {
+func (g *Guard) grant(ctx context.Context, gr Grant, src authority.Source, evidence []byte, stmtID string, issued time.Time) (authority.Approval, error) {
 	q, ok := g.pending[gr.Action]
 	if g.actions[gr.Action] != mustAsk || !ok || q.Owner == "" {
 		return authority.Approval{}, fmt.Errorf("%w: %q has no pending approval", ErrNotApprover, gr.Action)
@@ -342,12 +555,16 @@ func (g *Guard) grant(ctx context.Context, gr Grant, src authority.Source, evide
 	if _, err := rand.Read(id[:]); err != nil {
 		return authority.Approval{}, err
 	}
-	a := authority.Approval{ID: base64.RawURLEncoding.EncodeToString(id[:]), Hop: g.hopKey, Action: gr.Action,
-		OperationID: gr.OperationID, Uses: gr.Uses, Approver: gr.Approver, Issued: issued, Expires: exp,
+	a := authority.Approval{ID: base64.RawURLEncoding.EncodeToString(id[:]), Hop: g.hopKey, Chain: g.chain, Action: gr.Action,
+		OperationID: gr.OperationID, Tool: gr.Tool, Uses: gr.Uses, Approver: gr.Approver, Issued: issued, Expires: exp,
 		Source: src, Evidence: evidence}
-	if src == authority.SourceSigned {
-		// One statement is one grant, however often it is presented.
-		a.ID = digest.SHA256(evidence).B64()
+	if !gr.Args.IsZero() {
+		a.Args = gr.Args.String()
+	}
+	if stmtID != "" {
+		// One statement is one grant, however often, and however
+		// encoded or signed, it is presented.
+		a.ID = stmtID
 	}
 	a, err := a.Normalized()
 	if err != nil {
@@ -382,15 +599,6 @@ func (g *Guard) Finish(ctx context.Context, state state.State, detail string) er
 	}
 	g.Stop("hop finished " + string(state))
 	return nil
-}
-
-// Do authorizes c and, if it passes, runs f outside any lock: wrap tool
-// dispatch with it.
-func (g *Guard) Do(ctx context.Context, c Call, f func(context.Context) error) error {
-	if err := g.Authorize(ctx, c); err != nil {
-		return err
-	}
-	return f(ctx)
 }
 
 type guardKey struct{}

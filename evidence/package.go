@@ -138,11 +138,19 @@ type StateClaim struct {
 // an effect outside the sender (a payment, an email): such an action needs
 // an operation id or an idempotency key, so that the receiver does not
 // repeat it after an ambiguous response.
+//
+// Hop names the hop under which it was performed, as the handoff digest
+// of its offer (Digest.String): an earlier hop of the offer's verified
+// chain, or, when absent, the hop this package rides with. Its operation
+// id and idempotency key name an effect of that hop only (see Guard); a
+// hop outside the chain is reported "effect-out-of-scope" and the action
+// is not recorded.
 type CompletedAction struct {
 	Action         string   `json:"action"`
 	External       bool     `json:"external"`
 	OperationID    string   `json:"operation_id,omitzero"`
 	IdempotencyKey string   `json:"idempotency_key,omitzero"`
+	Hop            string   `json:"hop,omitzero"`
 	Postcondition  string   `json:"postcondition"`
 	Evidence       []string `json:"evidence"`
 	Extra          Extra    `json:",embed"`

@@ -93,7 +93,7 @@ var (
 		"outcome":          {obj: scalars("result", "done_when")},
 		"authority":        {obj: authoritySchema},
 		"state":            {list: withEvidence(scalars("system", "state", "as_of")), size: unsafe.Sizeof(StateClaim{}), outer: true},
-		"completed":        {list: withEvidence(scalars("action", "external", "operation_id", "idempotency_key", "postcondition")), size: unsafe.Sizeof(CompletedAction{}), outer: true},
+		"completed":        {list: withEvidence(scalars("action", "external", "operation_id", "idempotency_key", "hop", "postcondition")), size: unsafe.Sizeof(CompletedAction{}), outer: true},
 		"artifacts":        {list: artifact, size: unsafe.Sizeof(Artifact{}), outer: true},
 		"context_passed":   {list: scalars("name", "value"), size: unsafe.Sizeof(ContextItem{}), outer: true},
 		"context_withheld": {list: scalars("item", "reason"), size: unsafe.Sizeof(Withheld{}), outer: true},

@@ -28,6 +28,7 @@ const template = `{
     {"action": "<required: ACTION taken>", "external": true,
      "operation_id": "<OPERATION ID: this or the idempotency key is required when external>",
      "idempotency_key": "<IDEMPOTENCY KEY: this or the operation id is required when external>",
+     "hop": "<handoff digest of the earlier hop of the chain it was performed under; absent: this hop>",
      "postcondition": "<required: POSTCONDITION that holds>", "evidence": ["<artifact id>"]}
   ],
   "artifacts": [

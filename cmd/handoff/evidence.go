@@ -21,6 +21,7 @@ func evidenceCommands() []command {
 		{"template", "print an annotated empty handoff package", runEvidenceTemplate},
 		{"check", "check a handoff package against its offer (JSON findings)", runEvidenceCheck},
 		{"digest", "print the package digest: SHA-256 over its JCS form", runEvidenceDigest},
+		{"audit", "which delegation authorized an effect, and who approved it", runEvidenceAudit},
 	}
 }
 
@@ -47,6 +48,7 @@ Examples:
   handoff evidence template > package.json
   handoff evidence digest package.json
   handoff evidence check --offer handoff.json --trust trust.json package.json
+  handoff evidence audit --ledger authority.db refund-INV-1042
 `)
 	return b.String()
 }

@@ -41,7 +41,7 @@ func commands() []command {
 		{"inspect", "show a Handoff or signed element, UNVERIFIED, as a chain tree", runInspect},
 		{"digest", "print the handoff digest of each signed element", runDigest},
 		{"demo", "run a three-agent demonstration on built-in keys", runDemo},
-		{"evidence", "handoff packages: template, check, digest", runEvidence},
+		{"evidence", "handoff packages: template, check, digest, audit", runEvidence},
 		{"conformance", "run the conformance vectors against another verify command", runConformance},
 	}
 }

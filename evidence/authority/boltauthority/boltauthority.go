@@ -8,6 +8,18 @@
 // file for each call and closes it after, so that the calls of every
 // process are serialized by the lock; each call then costs an open and a
 // sync. Across hosts, use evidence/authority/redisauthority.
+//
+// # File format
+//
+// Four buckets, every value JSON. "effects" holds each authority.Record
+// under authority.EffectKey(name, hop), so that the records of one name,
+// in every hop's scope, are the keys that start with EffectKey(name, "").
+// "approvals" holds each authority.Approval under its hop, a zero octet
+// and its ID; "ids" maps each approval ID to its hop; "hops" holds each
+// hop's authority.HopRecord under the hop. A claim (authority.Effect.Claim)
+// is written, and synced, before Perform returns: a process killed between
+// the claim and its outcome leaves the claim in flight, and the names it
+// holds refused, when the file is opened again.
 package boltauthority
 
 import (
@@ -24,7 +36,7 @@ import (
 )
 
 var (
-	bucketEffects   = []byte("effects")   // name -> Record
+	bucketEffects   = []byte("effects")   // authority.EffectKey(name, hop) -> Record
 	bucketApprovals = []byte("approvals") // hop 0x00 id -> Approval
 	bucketIDs       = []byte("ids")       // approval id -> hop
 	bucketHops      = []byte("hops")      // hop -> HopRecord
@@ -146,7 +158,8 @@ func (l *Ledger) Perform(ctx context.Context, e authority.Effect) error {
 	if err := e.Validate(); err != nil {
 		return err
 	}
-	return l.tx(ctx, true, func(tx *bolt.Tx) error {
+	var refused error
+	err := l.tx(ctx, true, func(tx *bolt.Tx) error {
 		var h authority.HopRecord
 		if v := tx.Bucket(bucketHops).Get([]byte(e.Hop)); v != nil {
 			if err := json.Unmarshal(v, &h); err != nil {
@@ -158,13 +171,25 @@ func (l *Ledger) Perform(ctx context.Context, e authority.Effect) error {
 		}
 		effects := tx.Bucket(bucketEffects)
 		names := e.Names()
-		for _, n := range names {
-			if v := effects.Get([]byte(n)); v != nil {
+		for _, hop := range append([]string{e.Hop}, e.Chain...) {
+			for _, n := range names {
+				k := authority.EffectKey(n, hop)
+				v := effects.Get(k)
+				if v == nil {
+					continue
+				}
 				var r authority.Record
 				if err := json.Unmarshal(v, &r); err != nil {
 					return err
 				}
-				return refusal{&authority.Refusal{Held: r}}
+				refused = e.Refuse(r)
+				if !e.SameCall(r) {
+					return refusal{refused}
+				}
+				// A retry suppressed: counted, and committed.
+				r.Replays++
+				refused = e.Refuse(r)
+				return put(effects, k, r)
 			}
 		}
 		var approval string
@@ -180,27 +205,64 @@ func (l *Ledger) Perform(ctx context.Context, e authority.Effect) error {
 				}
 				as = append(as, a)
 			}
-			i := authority.Choose(as, e)
-			if i < 0 {
-				return refusal{fmt.Errorf("%w: %q on hop %s", authority.ErrNoApproval, e.Action, e.Hop)}
+			i, err := authority.Choose(as, e)
+			if err != nil {
+				return refusal{authority.NoApproval(e, err)}
 			}
 			as[i].Remaining--
-			v, err := json.Marshal(as[i])
-			if err != nil {
-				return err
-			}
-			if err := b.Put(approvalKey(e.Hop, as[i].ID), v); err != nil {
+			if err := put(b, approvalKey(e.Hop, as[i].ID), as[i]); err != nil {
 				return err
 			}
 			approval = as[i].ID
 		}
 		for _, n := range names {
-			v, err := json.Marshal(authority.Record{Name: n, Hop: e.Hop, Action: e.Action, At: e.At.UTC().Round(0), Approval: approval})
-			if err != nil {
+			if err := put(effects, authority.EffectKey(n, e.Hop), e.Record(n, approval)); err != nil {
 				return err
 			}
-			if err := effects.Put([]byte(n), v); err != nil {
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return refused
+}
+
+// put stores v, as JSON, under k.
+func put(b *bolt.Bucket, k []byte, v any) error {
+	enc, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return b.Put(k, enc)
+}
+
+// Settle implements authority.Ledger.
+func (l *Ledger) Settle(ctx context.Context, e authority.Effect, o authority.Outcome) error {
+	if err := e.ValidateSettle(); err != nil {
+		return err
+	}
+	o = authority.NormalizedOutcome(o)
+	return l.tx(ctx, true, func(tx *bolt.Tx) error {
+		effects := tx.Bucket(bucketEffects)
+		for _, n := range e.Names() {
+			k := authority.EffectKey(n, e.Hop)
+			v := effects.Get(k)
+			if v == nil {
+				return refusal{fmt.Errorf("%w: %q holds no claim of this call on hop %s", authority.ErrConflict, n, e.Hop)}
+			}
+			var r authority.Record
+			if err := json.Unmarshal(v, &r); err != nil {
 				return err
+			}
+			r, write, err := authority.SettleTo(e, r, o)
+			if err != nil {
+				return refusal{err} // rolls back the names settled before
+			}
+			if write {
+				if err := put(effects, k, r); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -208,16 +270,24 @@ func (l *Ledger) Perform(ctx context.Context, e authority.Effect) error {
 }
 
 // Lookup implements authority.Ledger.
-func (l *Ledger) Lookup(ctx context.Context, name string) (r authority.Record, ok bool, err error) {
+func (l *Ledger) Lookup(ctx context.Context, name string) ([]authority.Record, error) {
+	return scan[authority.Record](ctx, l, bucketEffects, authority.EffectKey(name, ""))
+}
+
+// scan decodes each value under prefix in bucket, in the order of the keys.
+func scan[T any](ctx context.Context, l *Ledger, bucket, prefix []byte) (out []T, err error) {
 	err = l.tx(ctx, false, func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketEffects).Get([]byte(name))
-		if v == nil {
-			return nil
+		c := tx.Bucket(bucket).Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			var x T
+			if err := json.Unmarshal(v, &x); err != nil {
+				return err
+			}
+			out = append(out, x)
 		}
-		ok = true
-		return json.Unmarshal(v, &r)
+		return nil
 	})
-	return r, ok, err
+	return out, err
 }
 
 // Grant implements authority.Ledger.
@@ -238,11 +308,7 @@ func (l *Ledger) Grant(ctx context.Context, a authority.Approval) error {
 			}
 			return refusal{fmt.Errorf("%w: approval %q is recorded with other terms", authority.ErrConflict, a.ID)}
 		}
-		v, err := json.Marshal(a)
-		if err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketApprovals).Put(approvalKey(a.Hop, a.ID), v); err != nil {
+		if err := put(tx.Bucket(bucketApprovals), approvalKey(a.Hop, a.ID), a); err != nil {
 			return err
 		}
 		return ids.Put([]byte(a.ID), []byte(a.Hop))
@@ -251,20 +317,7 @@ func (l *Ledger) Grant(ctx context.Context, a authority.Approval) error {
 
 // Approvals implements authority.Ledger.
 func (l *Ledger) Approvals(ctx context.Context, hop string) ([]authority.Approval, error) {
-	var out []authority.Approval
-	err := l.tx(ctx, false, func(tx *bolt.Tx) error {
-		prefix := approvalKey(hop, "")
-		c := tx.Bucket(bucketApprovals).Cursor()
-		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			var a authority.Approval
-			if err := json.Unmarshal(v, &a); err != nil {
-				return err
-			}
-			out = append(out, a)
-		}
-		return nil
-	})
-	return out, err
+	return scan[authority.Approval](ctx, l, bucketApprovals, approvalKey(hop, ""))
 }
 
 // hopUpdate reads hop's record, lets set change it, and writes it.

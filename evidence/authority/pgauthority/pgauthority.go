@@ -17,8 +17,9 @@
 //
 // Perform, the check-and-record of every effect, is one call of a PL/pgSQL
 // function that Open creates, and therefore one statement, atomic as a
-// statement is: it refuses, changing nothing, or records every name of the
-// effect and consumes one use of its approval. It holds a share lock on
+// statement is: it refuses, changing nothing but the count of a suppressed
+// retry, or records every name of the effect, in the scope of its hop,
+// and consumes one use of its approval. It holds a share lock on
 // the hop's row while it runs, so that a concurrent Finish waits for it and
 // every later effect sees the disposition; it locks the approval it
 // consumes (FOR UPDATE), so that of two concurrent consumers of its last
@@ -28,7 +29,11 @@
 // that shares the database. Lookup, Approvals and Hop are one query each;
 // Grant, Acknowledge and Finish are one statement, and read the record held
 // once more only when one is already there, to tell a repetition (no-op)
-// from a conflict.
+// from a conflict. Settle, which records a claim's outcome, is one
+// transaction that locks the claim's records, checks them and updates
+// them. A claim is committed before Perform returns: a process that dies
+// between the claim and its outcome leaves it in flight, its names
+// refused.
 //
 // # Failing closed
 //
@@ -48,7 +53,9 @@
 // Records are kept until the tables are dropped: effects are how a
 // receiver knows, after any delay, that an action was taken (there is no
 // expiry and no sweeper). A hop gets its row with its first effect, its
-// acknowledgement or its final disposition.
+// acknowledgement or its final disposition. Tables an earlier version of
+// this package created, which kept effects by name alone, are refused
+// (ErrSchema) rather than read.
 //
 // # Exactness
 //
@@ -59,6 +66,7 @@ package pgauthority
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/binary"
 	"errors"
@@ -83,6 +91,12 @@ var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
 
 // ErrName: Options.Name is not an identifier of at most 48 characters.
 var ErrName = errors.New("pgauthority: the ledger's name must be a letter or underscore followed by at most 47 letters, digits or underscores")
+
+// ErrSchema: the ledger's tables were created by an earlier version of
+// this package, which kept effects by name alone. Its records are not
+// read: open the ledger under another name (Options.Name), or drop the
+// tables once their records are no longer needed.
+var ErrSchema = errors.New("pgauthority: the ledger's tables are of an earlier version")
 
 // Options configure a ledger. The zero value is usable.
 type Options struct {
@@ -140,6 +154,15 @@ func (l *Ledger) createSchema(ctx context.Context) error {
 	if _, err := tx.ExecContext(ctx, lockSchema, "handoff pgauthority "+l.name); err != nil {
 		return fail(ctx, op, err)
 	}
+	// A table an earlier version created keys effects otherwise: reading
+	// it would forget what it records, so it is refused.
+	var have int
+	if err := tx.QueryRowContext(ctx, l.q.columns, l.q.effects, effectColumnNames).Scan(&have); err != nil {
+		return fail(ctx, op, err)
+	}
+	if have != 0 && have != len(effectColumnNames) {
+		return fmt.Errorf("%w: %s", ErrSchema, l.q.effects)
+	}
 	for _, s := range l.q.schema {
 		if _, err := tx.ExecContext(ctx, s); err != nil {
 			return fail(ctx, op, err)
@@ -149,6 +172,16 @@ func (l *Ledger) createSchema(ctx context.Context) error {
 		return fail(ctx, op, err)
 	}
 	return nil
+}
+
+// keys returns the keys of e's names in the scope of hop.
+func keys(names []string, hop string) [][]byte {
+	out := make([][]byte, len(names))
+	for i, n := range names {
+		k := sha256.Sum256(authority.EffectKey(n, hop))
+		out[i] = k[:]
+	}
+	return out
 }
 
 // Perform implements authority.Ledger in one round trip.
@@ -161,18 +194,22 @@ func (l *Ledger) Perform(ctx context.Context, e authority.Effect) error {
 	for i, n := range names {
 		bound[i] = []byte(n)
 	}
+	own := keys(names, e.Hop)
+	others := [][]byte{}
+	for _, h := range e.Chain {
+		others = append(others, keys(names, h)...)
+	}
 	s, ns := split(e.At)
 	for range retries {
 		if err := ctx.Err(); err != nil {
 			return fail(ctx, "perform", err)
 		}
 		var outcome string
-		var name, hop, action, approval []byte
-		var atS sql.NullInt64
-		var atNS sql.NullInt32
-		err := l.db.QueryRowContext(ctx, l.q.perform, []byte(e.Hop), []byte(e.Action), bound,
-			[]byte(e.OperationID), []byte(e.IdempotencyKey), e.NeedsApproval, s, ns,
-		).Scan(&outcome, &name, &hop, &action, &atS, &atNS, &approval)
+		var r effectRow
+		err := l.db.QueryRowContext(ctx, l.q.perform, []byte(e.Hop), []byte(e.Action), bound, own, others,
+			[]byte(e.OperationID), []byte(e.IdempotencyKey), e.NeedsApproval, s, ns, []byte(e.Tool), []byte(e.Key),
+			[]byte(e.Args), e.Claim, encodeStrings(e.Chain),
+		).Scan(append([]any{&outcome}, r.dest()...)...)
 		switch {
 		case err != nil && transient(err):
 			continue
@@ -183,15 +220,17 @@ func (l *Ledger) Perform(ctx context.Context, e authority.Effect) error {
 		case "ok":
 			return nil
 		case "finished":
-			return fmt.Errorf("%w: %s (%s)", authority.ErrFinished, e.Hop, name)
+			return fmt.Errorf("%w: %s (%s)", authority.ErrFinished, e.Hop, r.name)
 		case "noapproval":
-			return fmt.Errorf("%w: %q on hop %s", authority.ErrNoApproval, e.Action, e.Hop)
+			return authority.NoApproval(e, authority.ErrNoApproval)
+		case "mismatch":
+			return authority.NoApproval(e, authority.ErrApprovalMismatch)
 		case "repeated":
-			at, err := fromColumns(atS, atNS)
+			held, err := r.record()
 			if err != nil {
 				return fail(ctx, "perform", err)
 			}
-			return &authority.Refusal{Held: authority.Record{Name: string(name), Hop: string(hop), Action: string(action), At: at, Approval: string(approval)}}
+			return e.Refuse(held)
 		case "retry":
 			continue // the winner of a race on a name is not visible yet
 		}
@@ -200,26 +239,160 @@ func (l *Ledger) Perform(ctx context.Context, e authority.Effect) error {
 	return fail(ctx, "perform", fmt.Errorf("lost %d races in a row", retries))
 }
 
-// Lookup implements authority.Ledger in one query.
-func (l *Ledger) Lookup(ctx context.Context, name string) (authority.Record, bool, error) {
+// Settle implements authority.Ledger in one transaction: the records of
+// e's names in its hop are read and locked, checked, and settled.
+func (l *Ledger) Settle(ctx context.Context, e authority.Effect, o authority.Outcome) error {
+	if err := e.ValidateSettle(); err != nil {
+		return err
+	}
+	o = authority.NormalizedOutcome(o)
+	names := e.Names()
+	ks := keys(names, e.Hop)
+	for range retries {
+		err := l.settle(ctx, e, o, names, ks)
+		if err != nil && transient(err) {
+			continue
+		}
+		var refused refusal
+		switch {
+		case errors.As(err, &refused):
+			return refused.err
+		case err != nil:
+			return fail(ctx, "settle", err)
+		}
+		return nil
+	}
+	return fail(ctx, "settle", fmt.Errorf("rolled back %d times in a row", retries))
+}
+
+// refusal is a refusal of Settle, out of its transaction.
+type refusal struct{ err error }
+
+func (r refusal) Error() string { return r.err.Error() }
+
+func (l *Ledger) settle(ctx context.Context, e authority.Effect, o authority.Outcome, names []string, ks [][]byte) error {
 	if err := ctx.Err(); err != nil {
-		return authority.Record{}, false, fail(ctx, "lookup", err)
+		return err
 	}
-	var n, hop, action, approval []byte
-	var atS sql.NullInt64
-	var atNS sql.NullInt32
-	err := l.db.QueryRowContext(ctx, l.q.lookup, []byte(name)).Scan(&n, &hop, &action, &atS, &atNS, &approval)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return authority.Record{}, false, nil
-	case err != nil:
-		return authority.Record{}, false, fail(ctx, "lookup", err)
-	}
-	at, err := fromColumns(atS, atNS)
+	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
-		return authority.Record{}, false, fail(ctx, "lookup", err)
+		return err
 	}
-	return authority.Record{Name: string(n), Hop: string(hop), Action: string(action), At: at, Approval: string(approval)}, true, nil
+	defer func() { _ = tx.Rollback() }()
+	rows, err := tx.QueryContext(ctx, l.q.claims, ks)
+	if err != nil {
+		return err
+	}
+	held := map[string]authority.Record{}
+	hk := map[string][]byte{}
+	for rows.Next() {
+		var k []byte
+		var r effectRow
+		if err := rows.Scan(append([]any{&k}, r.dest()...)...); err != nil {
+			rows.Close()
+			return err
+		}
+		rec, err := r.record()
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		held[rec.Name], hk[rec.Name] = rec, k
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var write [][]byte
+	for _, n := range names {
+		r, ok := held[n]
+		if !ok {
+			return refusal{fmt.Errorf("%w: %q holds no claim of this call on hop %s", authority.ErrConflict, n, e.Hop)}
+		}
+		_, w, err := authority.SettleTo(e, r, o)
+		if err != nil {
+			return refusal{err}
+		}
+		if w {
+			write = append(write, hk[n])
+		}
+	}
+	s, ns := split(o.At)
+	for _, k := range write {
+		if _, err := tx.ExecContext(ctx, l.q.settle, k, nullBytes(o.Result), []byte(o.Error), s, ns); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// Lookup implements authority.Ledger in one query.
+func (l *Ledger) Lookup(ctx context.Context, name string) ([]authority.Record, error) {
+	return query(ctx, l, "lookup", l.q.lookup, []byte(name), (*effectRow).dest, (*effectRow).record)
+}
+
+// query runs q with arg and returns each row it answers, scanned into a
+// new row R (dest) and made a T (conv).
+func query[T, R any](ctx context.Context, l *Ledger, op, q string, arg any, dest func(*R) []any, conv func(*R) (T, error)) ([]T, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fail(ctx, op, err)
+	}
+	rows, err := l.db.QueryContext(ctx, q, arg)
+	if err != nil {
+		return nil, fail(ctx, op, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		var r R
+		if err := rows.Scan(dest(&r)...); err != nil {
+			return nil, fail(ctx, op, err)
+		}
+		x, err := conv(&r)
+		if err != nil {
+			return nil, fail(ctx, op, err)
+		}
+		out = append(out, x)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail(ctx, op, err)
+	}
+	return out, nil
+}
+
+// effectRow is an effect's record as its columns hold it (effectColumns).
+type effectRow struct {
+	name, hop, chain, action, tool, key, args, approval []byte
+	atS, outS                                           sql.NullInt64
+	atNS, outNS, replays                                sql.NullInt32
+	inFlight                                            sql.NullBool
+	outResult, outError                                 []byte
+}
+
+func (r *effectRow) dest() []any {
+	return []any{&r.name, &r.hop, &r.chain, &r.action, &r.tool, &r.key, &r.args, &r.atS, &r.atNS, &r.approval,
+		&r.inFlight, &r.outResult, &r.outError, &r.outS, &r.outNS, &r.replays}
+}
+
+func (r *effectRow) record() (authority.Record, error) {
+	at, err := fromColumns(r.atS, r.atNS)
+	if err != nil {
+		return authority.Record{}, err
+	}
+	chain, err := decodeStrings(r.chain)
+	if err != nil {
+		return authority.Record{}, err
+	}
+	rec := authority.Record{Name: string(r.name), Hop: string(r.hop), Chain: chain, Action: string(r.action),
+		Tool: string(r.tool), Key: string(r.key), Args: string(r.args), At: at, Approval: string(r.approval),
+		InFlight: r.inFlight.Bool, Replays: int(r.replays.Int32)}
+	if r.outS.Valid {
+		oat, err := fromColumns(r.outS, r.outNS)
+		if err != nil {
+			return authority.Record{}, err
+		}
+		rec.Outcome = &authority.Outcome{Result: r.outResult, Error: string(r.outError), At: oat}
+	}
+	return rec, nil
 }
 
 // Grant implements authority.Ledger in one statement, two when the ID is
@@ -235,8 +408,9 @@ func (l *Ledger) Grant(ctx context.Context, a authority.Approval) error {
 	is, ins := split(a.Issued)
 	es, ens := split(a.Expires)
 	var wrote bool
-	err = l.db.QueryRowContext(ctx, l.q.grant, []byte(a.ID), []byte(a.Hop), []byte(a.Action), []byte(a.OperationID),
-		a.Uses, a.Remaining, []byte(a.Approver), is, ins, es, ens, []byte(a.Source), nullBytes(a.Evidence)).Scan(&wrote)
+	err = l.db.QueryRowContext(ctx, l.q.grant, []byte(a.ID), []byte(a.Hop), encodeStrings(a.Chain), []byte(a.Action),
+		[]byte(a.OperationID), []byte(a.Tool), []byte(a.Args), a.Uses, a.Remaining, []byte(a.Approver), is, ins, es, ens,
+		[]byte(a.Source), nullBytes(a.Evidence)).Scan(&wrote)
 	switch {
 	case err == nil:
 		return nil
@@ -260,30 +434,7 @@ func (l *Ledger) Grant(ctx context.Context, a authority.Approval) error {
 
 // Approvals implements authority.Ledger in one query.
 func (l *Ledger) Approvals(ctx context.Context, hop string) ([]authority.Approval, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fail(ctx, "approvals", err)
-	}
-	rows, err := l.db.QueryContext(ctx, l.q.approvals, []byte(hop))
-	if err != nil {
-		return nil, fail(ctx, "approvals", err)
-	}
-	defer rows.Close()
-	var out []authority.Approval
-	for rows.Next() {
-		var r approvalRow
-		if err := rows.Scan(r.dest()...); err != nil {
-			return nil, fail(ctx, "approvals", err)
-		}
-		a, err := r.approval()
-		if err != nil {
-			return nil, fail(ctx, "approvals", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fail(ctx, "approvals", err)
-	}
-	return out, nil
+	return query(ctx, l, "approvals", l.q.approvals, []byte(hop), (*approvalRow).dest, (*approvalRow).approval)
 }
 
 // Acknowledge implements authority.Ledger in one statement, two when the
@@ -299,7 +450,7 @@ func (l *Ledger) Acknowledge(ctx context.Context, hop string, ack authority.Ack)
 	s, ns := split(ack.At)
 	var wrote bool
 	err := l.db.QueryRowContext(ctx, l.q.acknowledge, []byte(hop), []byte(ack.Decision), []byte(ack.Reason),
-		encodeFindings(ack.Findings), []byte(ack.Package), s, ns).Scan(&wrote)
+		encodeStrings(ack.Findings), []byte(ack.Package), s, ns).Scan(&wrote)
 	switch {
 	case err == nil:
 		return nil
@@ -371,7 +522,7 @@ func (l *Ledger) Hop(ctx context.Context, hop string) (authority.HopRecord, erro
 		if err != nil {
 			return authority.HopRecord{}, fail(ctx, "hop", err)
 		}
-		findings, err := decodeFindings(ackFindings)
+		findings, err := decodeStrings(ackFindings)
 		if err != nil {
 			return authority.HopRecord{}, fail(ctx, "hop", err)
 		}
@@ -390,15 +541,15 @@ func (l *Ledger) Hop(ctx context.Context, hop string) (authority.HopRecord, erro
 
 // approvalRow is an approval as its columns hold it.
 type approvalRow struct {
-	id, hop, action, operation, approver, source, evidence []byte
-	uses, remaining                                        int64
-	issuedS, expiresS                                      sql.NullInt64
-	issuedNS, expiresNS                                    sql.NullInt32
+	id, hop, chain, action, operation, tool, args, approver, source, evidence []byte
+	uses, remaining                                                           int64
+	issuedS, expiresS                                                         sql.NullInt64
+	issuedNS, expiresNS                                                       sql.NullInt32
 }
 
 // dest returns the scan destinations, in the order of approvalColumns.
 func (r *approvalRow) dest() []any {
-	return []any{&r.id, &r.hop, &r.action, &r.operation, &r.uses, &r.remaining, &r.approver,
+	return []any{&r.id, &r.hop, &r.chain, &r.action, &r.operation, &r.tool, &r.args, &r.uses, &r.remaining, &r.approver,
 		&r.issuedS, &r.issuedNS, &r.expiresS, &r.expiresNS, &r.source, &r.evidence}
 }
 
@@ -414,8 +565,13 @@ func (r *approvalRow) approval() (authority.Approval, error) {
 	if r.remaining < 0 || r.remaining > r.uses {
 		return authority.Approval{}, errors.New("a row holds a malformed count of uses")
 	}
-	return authority.Approval{ID: string(r.id), Hop: string(r.hop), Action: string(r.action), OperationID: string(r.operation),
-		Uses: int(r.uses), Remaining: int(r.remaining), Approver: string(r.approver), Issued: issued, Expires: expires,
+	chain, err := decodeStrings(r.chain)
+	if err != nil {
+		return authority.Approval{}, err
+	}
+	return authority.Approval{ID: string(r.id), Hop: string(r.hop), Chain: chain, Action: string(r.action),
+		OperationID: string(r.operation), Tool: string(r.tool), Args: string(r.args), Uses: int(r.uses),
+		Remaining: int(r.remaining), Approver: string(r.approver), Issued: issued, Expires: expires,
 		Source: authority.Source(r.source), Evidence: r.evidence}, nil
 }
 
@@ -440,10 +596,10 @@ func nullBytes(b []byte) any {
 	return b
 }
 
-// encodeFindings packs finding codes into one value, each prefixed with
-// its length (a uvarint), so that every string is kept exactly; none is
-// NULL.
-func encodeFindings(fs []string) any {
+// encodeStrings packs strings (finding codes, a chain's hops) into one
+// value, each prefixed with its length (a uvarint), so that every string
+// is kept exactly; none is NULL.
+func encodeStrings(fs []string) any {
 	if len(fs) == 0 {
 		return nil
 	}
@@ -455,13 +611,13 @@ func encodeFindings(fs []string) any {
 	return b
 }
 
-// decodeFindings is the inverse of encodeFindings.
-func decodeFindings(b []byte) ([]string, error) {
+// decodeStrings is the inverse of encodeStrings.
+func decodeStrings(b []byte) ([]string, error) {
 	var out []string
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)
 		if k <= 0 || n > uint64(len(b)-k) {
-			return nil, errors.New("a row holds malformed finding codes")
+			return nil, errors.New("a row holds a malformed list")
 		}
 		out = append(out, string(b[k:k+int(n)]))
 		b = b[k+int(n):]

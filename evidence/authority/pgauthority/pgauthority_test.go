@@ -3,6 +3,7 @@ package pgauthority_test
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"database/sql"
 	"database/sql/driver"
 	"encoding/hex"
@@ -138,7 +139,41 @@ func TestLedger(t *testing.T) {
 		Reopen: func(t *testing.T, l authority.Ledger) authority.Ledger {
 			return mustOpen(t, testDB(t, nil), l.(*pgauthority.Ledger).Name())
 		},
+		// A client process killed between a claim and its outcome.
+		Where: func(l authority.Ledger) string { return l.(*pgauthority.Ledger).Name() },
 	})
+}
+
+func TestMain(m *testing.M) {
+	authoritytest.ChildMain(func(name string) (authority.Ledger, error) {
+		db, err := sql.Open("pgx", dsn())
+		if err != nil {
+			return nil, err
+		}
+		return pgauthority.Open(context.Background(), db, pgauthority.Options{Name: name})
+	})
+	os.Exit(m.Run())
+}
+
+// lookupOne returns the one record of name, requiring there is one.
+func lookupOne(t *testing.T, l authority.Ledger, name string) authority.Record {
+	t.Helper()
+	rs, err := l.Lookup(context.Background(), name)
+	require.NoError(t, err)
+	require.Len(t, rs, 1, name)
+	return rs[0]
+}
+
+// The tables of an earlier version, which kept effects by name alone, are
+// refused: reading them would forget the effects they record.
+func TestEarlierSchemaRefused(t *testing.T) {
+	db := testDB(t, nil)
+	name := testName(t, db)
+	_, err := db.ExecContext(context.Background(), `CREATE TABLE "`+name+`_effects" (k BYTEA PRIMARY KEY, name BYTEA NOT NULL,
+	hop BYTEA NOT NULL, action BYTEA NOT NULL, at_s BIGINT NOT NULL, at_ns INTEGER NOT NULL, approval BYTEA)`)
+	require.NoError(t, err)
+	_, err = pgauthority.Open(context.Background(), db, pgauthority.Options{Name: name})
+	require.ErrorIs(t, err, pgauthority.ErrSchema)
 }
 
 var t0 = time.Unix(1793000000, 123456789).UTC()
@@ -207,12 +242,8 @@ func TestCrossedNamesNoDeadlock(t *testing.T) {
 			loser = eb
 		}
 		require.ErrorIs(t, loser, authority.ErrRepeated)
-		ra, _, err := a.Lookup(context.Background(), x)
-		require.NoError(t, err)
-		rb, _, err := a.Lookup(context.Background(), y)
-		require.NoError(t, err)
-		require.Equal(t, ra, authority.Record{Name: x, Hop: hop, Action: "refund.issue", At: t0})
-		require.Equal(t, rb, authority.Record{Name: y, Hop: hop, Action: "refund.issue", At: t0})
+		require.Equal(t, lookupOne(t, a, x), authority.Record{Name: x, Hop: hop, Action: "refund.issue", At: t0})
+		require.Equal(t, lookupOne(t, a, y), authority.Record{Name: y, Hop: hop, Action: "refund.issue", At: t0})
 	}
 }
 
@@ -241,8 +272,9 @@ func TestFinishWaitsForEffectsInFlight(t *testing.T) {
 	close(start)
 	wg.Wait()
 	for i, err := range errs {
-		_, recorded, lerr := b.Lookup(ctx, fmt.Sprintf("op-%d", i))
+		rs, lerr := b.Lookup(ctx, fmt.Sprintf("op-%d", i))
 		require.NoError(t, lerr)
+		recorded := len(rs) == 1
 		if err == nil {
 			require.True(t, recorded)
 			continue
@@ -269,8 +301,9 @@ func TestFinishWaitsForPerform(t *testing.T) {
 	blocker, err := db.BeginTx(ctx, nil)
 	require.NoError(t, err)
 	defer func() { _ = blocker.Rollback() }()
-	_, err = blocker.ExecContext(ctx, `INSERT INTO "`+name+`_effects" (k, name, hop, action, at_s, at_ns)
-VALUES (sha256('op-x'::bytea), 'op-x'::bytea, 'h'::bytea, 'a'::bytea, 0, 0)`)
+	k := sha256.Sum256(authority.EffectKey("op-x", hop))
+	_, err = blocker.ExecContext(ctx, `INSERT INTO "`+name+`_effects" (k, nk, name, hop, action, tool, key, args, at_s, at_ns, in_flight)
+VALUES ($1, sha256('op-x'::bytea), 'op-x'::bytea, 'h'::bytea, 'a'::bytea, '', '', '', 0, 0, false)`, k[:])
 	require.NoError(t, err)
 
 	performed := make(chan error, 1)
@@ -283,9 +316,7 @@ VALUES (sha256('op-x'::bytea), 'op-x'::bytea, 'h'::bytea, 'a'::bytea, 0, 0)`)
 	require.NoError(t, blocker.Rollback())
 	require.NoError(t, <-performed, "the effect in flight is recorded")
 	require.NoError(t, <-finished)
-	_, ok, err := l.Lookup(ctx, "op-x")
-	require.NoError(t, err)
-	require.True(t, ok)
+	lookupOne(t, l, "op-x")
 	require.ErrorIs(t, l.Perform(ctx, effect("op-y", "")), authority.ErrFinished)
 }
 
@@ -333,11 +364,7 @@ func TestRoundTrips(t *testing.T) {
 		Issued: t0.Add(-time.Minute), Expires: t0.Add(time.Hour), Source: authority.SourceOperator}
 	require.Equal(t, int64(1), count(func() { require.NoError(t, l.Grant(ctx, ap)) }))
 	require.Equal(t, int64(1), count(func() { require.NoError(t, l.Perform(ctx, need)) }))
-	require.Equal(t, int64(1), count(func() {
-		_, ok, err := l.Lookup(ctx, "key-1")
-		require.NoError(t, err)
-		require.True(t, ok)
-	}))
+	require.Equal(t, int64(1), count(func() { lookupOne(t, l, "key-1") }))
 	require.Equal(t, int64(1), count(func() {
 		_, err := l.Approvals(ctx, hop)
 		require.NoError(t, err)
@@ -364,15 +391,12 @@ func TestOctetsExact(t *testing.T) {
 		e.Hop = "hop\x00" + n
 		e.Action = "act\xff"
 		require.NoError(t, l.Perform(ctx, e))
-		r, ok, err := l.Lookup(ctx, n)
-		require.NoError(t, err)
-		require.True(t, ok)
-		require.Equal(t, authority.Record{Name: n, Hop: e.Hop, Action: e.Action, At: t0}, r)
+		require.Equal(t, authority.Record{Name: n, Hop: e.Hop, Action: e.Action, At: t0}, lookupOne(t, l, n))
 		require.ErrorIs(t, l.Perform(ctx, e), authority.ErrRepeated)
 	}
-	_, ok, err := l.Lookup(ctx, "op")
+	rs, err := l.Lookup(ctx, "op")
 	require.NoError(t, err)
-	require.False(t, ok)
+	require.Empty(t, rs)
 	ack := authority.Ack{Decision: authority.Rejected, Reason: "r\x00\xff", Findings: []string{"a", "", "b\x00"}, Package: "p", At: t0}
 	require.NoError(t, l.Acknowledge(ctx, "hop\xff", ack))
 	require.NoError(t, l.Acknowledge(ctx, "hop\xff", ack), "the same acknowledgement again")
@@ -409,10 +433,7 @@ func TestRestartSeesRecords(t *testing.T) {
 	require.NoError(t, db1.Close())
 
 	r := mustOpen(t, testDB(t, nil), name)
-	rec, ok, err := r.Lookup(ctx, "key-1")
-	require.NoError(t, err)
-	require.True(t, ok)
-	require.Equal(t, authority.Record{Name: "key-1", Hop: hop, Action: "refund.issue", At: t0, Approval: "ap-1"}, rec)
+	require.Equal(t, authority.Record{Name: "key-1", Hop: hop, Action: "refund.issue", At: t0, Approval: "ap-1"}, lookupOne(t, r, "key-1"))
 	as, err := r.Approvals(ctx, hop)
 	require.NoError(t, err)
 	require.Len(t, as, 1)
@@ -483,7 +504,7 @@ func TestMissingTablesFailClosed(t *testing.T) {
 	drop(t, db, name)
 	ap := authority.Approval{ID: "ap-1", Hop: hop, Action: "refund.issue", Approver: "finance-lead",
 		Issued: t0.Add(-time.Minute), Expires: t0.Add(time.Hour), Source: authority.SourceOperator}
-	_, _, lerr := l.Lookup(ctx, "op-1")
+	_, lerr := l.Lookup(ctx, "op-1")
 	_, aerr := l.Approvals(ctx, hop)
 	_, herr := l.Hop(ctx, hop)
 	for what, err := range map[string]error{
@@ -509,7 +530,7 @@ func TestCanceledContextFailsClosed(t *testing.T) {
 	err := l.Perform(cctx, effect("op-1", ""))
 	require.ErrorIs(t, err, authority.ErrUnavailable)
 	require.True(t, errors.Is(err, context.Canceled))
-	_, ok, err := l.Lookup(context.Background(), "op-1")
+	rs, err := l.Lookup(context.Background(), "op-1")
 	require.NoError(t, err)
-	require.False(t, ok)
+	require.Empty(t, rs)
 }

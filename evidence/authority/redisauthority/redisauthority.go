@@ -61,18 +61,23 @@ func New(client redis.UniversalClient, opts Options) (*Ledger, error) {
 	return &Ledger{client: client, prefix: "{" + opts.Prefix + "}:"}, nil
 }
 
-func (l *Ledger) effectKey(name string) string { return l.prefix + "e:" + name }
-func (l *Ledger) hopKey(hop string) string     { return l.prefix + "h:" + hop }
+func (l *Ledger) effectKey(name, hop string) string {
+	return l.prefix + "e:" + string(authority.EffectKey(name, hop))
+}
+func (l *Ledger) nameKey(name string) string { return l.prefix + "n:" + name }
+func (l *Ledger) hopKey(hop string) string   { return l.prefix + "h:" + hop }
 func (l *Ledger) approvalsKey(hop string) string {
 	return l.prefix + "a:" + hop
 }
 func (l *Ledger) remainingKey(hop string) string { return l.prefix + "r:" + hop }
+func (l *Ledger) evidenceKey(hop string) string  { return l.prefix + "v:" + hop }
 func (l *Ledger) idsKey() string                 { return l.prefix + "ids" }
 
 func unavailable(err error) error { return fmt.Errorf("%w: %v", authority.ErrUnavailable, err) }
 
-// stored is an approval as kept: its terms (Remaining apart, which is its
-// own counter) and its window in milliseconds for the script.
+// stored is an approval as kept: its terms (Remaining and Evidence apart,
+// which are kept beside it) and its window in milliseconds for the
+// script. Two presentations of one grant have the same terms.
 type stored struct {
 	authority.Approval
 	IssuedMs  int64 `json:"issued_ms"`
@@ -80,47 +85,78 @@ type stored struct {
 }
 
 func encodeApproval(a authority.Approval) (string, error) {
-	a.Remaining = 0
+	a.Remaining, a.Evidence = 0, nil
 	b, err := json.Marshal(stored{Approval: a, IssuedMs: a.Issued.UnixMilli(), ExpiresMs: a.Expires.UnixMilli()})
 	return string(b), err
 }
 
-// perform: KEYS hop, approvals, remaining, effect keys...; ARGV
-// needsApproval, at (ms), action, operation id, idempotency key, hop,
-// at (RFC 3339), names... It refuses, changing nothing, or records all.
+// An effect's record is a hash: name, hop, chain (a JSON array), action,
+// tool, key, args, at (RFC 3339), approval, in_flight ("1" while a claim
+// is not settled), outcome (JSON) and replays, each present only when
+// set.
+
+// perform: KEYS hop, approvals, remaining, then the effect's keys in its
+// own hop (one per name), in each hop of its chain (one per name, hop
+// after hop), and the names' index keys; ARGV needsApproval, at (ms),
+// action, operation id, idempotency key, hop, at (RFC 3339), call key,
+// args, tool, claim, chain (JSON or ""), the count of names, the count of
+// chain hops, then the names. It refuses, changing nothing but the count
+// of a suppressed retry, or records all.
 var perform = redis.NewScript(`
 if redis.call('HEXISTS', KEYS[1], 'final') == 1 then
 	return {'finished', redis.call('HGET', KEYS[1], 'final')}
 end
-for i = 4, #KEYS do
-	local v = redis.call('GET', KEYS[i])
-	if v then return {'repeated', v} end
+local n, c = tonumber(ARGV[13]), tonumber(ARGV[14])
+for i = 4, 3 + n * (c + 1) do
+	if redis.call('EXISTS', KEYS[i]) == 1 then
+		if i < 4 + n and ARGV[8] ~= '' and redis.call('HGET', KEYS[i], 'key') == ARGV[8] then
+			redis.call('HINCRBY', KEYS[i], 'replays', 1)
+		end
+		local held = redis.call('HGETALL', KEYS[i])
+		table.insert(held, 1, 'repeated')
+		return held
+	end
 end
 local approval = ''
 if ARGV[1] == '1' then
 	local at = tonumber(ARGV[2])
-	local action, op, key = ARGV[3], ARGV[4], ARGV[5]
+	local action, op, key, args, tool = ARGV[3], ARGV[4], ARGV[5], ARGV[9], ARGV[10]
 	local best, bestOp, bestExp
+	local mismatch = false
 	local all = redis.call('HGETALL', KEYS[2])
 	for i = 1, #all, 2 do
 		local id, a = all[i], cjson.decode(all[i + 1])
 		local left = tonumber(redis.call('HGET', KEYS[3], id) or '0')
-		local bound = a.operation_id ~= nil and a.operation_id ~= ''
-		if left > 0 and a.action == action and a.issued_ms <= at and at < a.expires_ms and
-			(not bound or a.operation_id == op or a.operation_id == key) then
+		local bound = type(a.operation_id) == 'string' and a.operation_id ~= ''
+		local named = bound and (a.operation_id == op or a.operation_id == key)
+		local live = left > 0 and a.action == action and a.issued_ms <= at and at < a.expires_ms
+		local call = (type(a.tool) ~= 'string' or a.tool == '' or a.tool == tool) and
+			(type(a.args) ~= 'string' or a.args == '' or a.args == args)
+		if live and (not bound or named) and call then
 			local take = best == nil
 			if not take and bound ~= bestOp then take = bound
 			elseif not take and a.expires_ms ~= bestExp then take = a.expires_ms < bestExp
 			elseif not take then take = id < best end
 			if take then best, bestOp, bestExp = id, bound, a.expires_ms end
+		elseif live and named then
+			mismatch = true
 		end
 	end
-	if best == nil then return {'noapproval'} end
+	if best == nil then
+		if mismatch then return {'mismatch'} end
+		return {'noapproval'}
+	end
 	redis.call('HINCRBY', KEYS[3], best, -1)
 	approval = best
 end
-for i = 4, #KEYS do
-	redis.call('SET', KEYS[i], cjson.encode({Name = ARGV[4 + i], Hop = ARGV[6], Action = ARGV[3], At = ARGV[7], Approval = approval}))
+for i = 1, n do
+	local k = KEYS[3 + i]
+	redis.call('HSET', k, 'name', ARGV[14 + i], 'hop', ARGV[6], 'action', ARGV[3], 'at', ARGV[7])
+	for f, v in pairs({chain = ARGV[12], tool = ARGV[10], key = ARGV[8], args = ARGV[9], approval = approval}) do
+		if v ~= '' then redis.call('HSET', k, f, v) end
+	end
+	if ARGV[11] == '1' then redis.call('HSET', k, 'in_flight', '1') end
+	redis.call('SADD', KEYS[3 + n * (c + 1) + i], ARGV[6])
 end
 return {'ok', approval}
 `)
@@ -132,14 +168,33 @@ func (l *Ledger) Perform(ctx context.Context, e authority.Effect) error {
 	}
 	names := e.Names()
 	keys := []string{l.hopKey(e.Hop), l.approvalsKey(e.Hop), l.remainingKey(e.Hop)}
-	need := "0"
+	for _, hop := range append([]string{e.Hop}, e.Chain...) {
+		for _, n := range names {
+			keys = append(keys, l.effectKey(n, hop))
+		}
+	}
+	for _, n := range names {
+		keys = append(keys, l.nameKey(n))
+	}
+	need, claim := "0", "0"
 	if e.NeedsApproval {
 		need = "1"
 	}
+	if e.Claim {
+		claim = "1"
+	}
+	chain := ""
+	if len(e.Chain) > 0 {
+		b, err := json.Marshal(e.Chain)
+		if err != nil {
+			return err
+		}
+		chain = string(b)
+	}
 	at := e.At.UTC().Round(0)
-	args := []any{need, at.UnixMilli(), e.Action, e.OperationID, e.IdempotencyKey, e.Hop, at.Format(time.RFC3339Nano)}
+	args := []any{need, at.UnixMilli(), e.Action, e.OperationID, e.IdempotencyKey, e.Hop, at.Format(time.RFC3339Nano),
+		e.Key, e.Args, e.Tool, claim, chain, len(names), len(e.Chain)}
 	for _, n := range names {
-		keys = append(keys, l.effectKey(n))
 		args = append(args, n)
 	}
 	res, err := perform.Run(ctx, l.client, keys, args...).StringSlice()
@@ -154,34 +209,136 @@ func (l *Ledger) Perform(ctx context.Context, e authority.Effect) error {
 		_ = json.Unmarshal([]byte(res[1]), &f)
 		return fmt.Errorf("%w: %s (%s)", authority.ErrFinished, e.Hop, f.State)
 	case "noapproval":
-		return fmt.Errorf("%w: %q on hop %s", authority.ErrNoApproval, e.Action, e.Hop)
+		return authority.NoApproval(e, authority.ErrNoApproval)
+	case "mismatch":
+		return authority.NoApproval(e, authority.ErrApprovalMismatch)
 	case "repeated":
-		var r authority.Record
-		if err := json.Unmarshal([]byte(res[1]), &r); err != nil {
+		r, err := decodeRecord(pairs(res[1:]))
+		if err != nil {
 			return unavailable(err)
 		}
-		return &authority.Refusal{Held: r}
+		return e.Refuse(r)
+	}
+	return unavailable(fmt.Errorf("unexpected answer %q", res[0]))
+}
+
+// pairs makes a flat field, value list into a map.
+func pairs(fv []string) map[string]string {
+	m := make(map[string]string, len(fv)/2)
+	for i := 0; i+1 < len(fv); i += 2 {
+		m[fv[i]] = fv[i+1]
+	}
+	return m
+}
+
+// decodeRecord reads a record's hash.
+func decodeRecord(m map[string]string) (authority.Record, error) {
+	r := authority.Record{Name: m["name"], Hop: m["hop"], Action: m["action"], Tool: m["tool"], Key: m["key"],
+		Args: m["args"], Approval: m["approval"], InFlight: m["in_flight"] == "1"}
+	var err error
+	if r.At, err = time.Parse(time.RFC3339Nano, m["at"]); err != nil {
+		return r, err
+	}
+	if v, ok := m["chain"]; ok {
+		if err := json.Unmarshal([]byte(v), &r.Chain); err != nil {
+			return r, err
+		}
+	}
+	if v, ok := m["outcome"]; ok {
+		r.Outcome = &authority.Outcome{}
+		if err := json.Unmarshal([]byte(v), r.Outcome); err != nil {
+			return r, err
+		}
+	}
+	if v, ok := m["replays"]; ok {
+		if r.Replays, err = strconv.Atoi(v); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// settle: KEYS the effect's keys in its own hop, one per name; ARGV the
+// call key, the outcome (JSON). Every record must be a claim of the call,
+// in flight or settled with the same outcome; then the claims in flight
+// are settled, all at once.
+var settle = redis.NewScript(`
+for i = 1, #KEYS do
+	local h = redis.call('HMGET', KEYS[i], 'key', 'in_flight', 'outcome')
+	if h[1] ~= ARGV[1] then return {'noclaim', tostring(i)} end
+	if h[2] ~= '1' and h[3] ~= ARGV[2] then return {'settled', tostring(i)} end
+end
+for i = 1, #KEYS do
+	if redis.call('HGET', KEYS[i], 'in_flight') == '1' then
+		redis.call('HSET', KEYS[i], 'outcome', ARGV[2])
+		redis.call('HDEL', KEYS[i], 'in_flight')
+	end
+end
+return {'ok'}
+`)
+
+// Settle implements authority.Ledger.
+func (l *Ledger) Settle(ctx context.Context, e authority.Effect, o authority.Outcome) error {
+	if err := e.ValidateSettle(); err != nil {
+		return err
+	}
+	enc, err := json.Marshal(authority.NormalizedOutcome(o))
+	if err != nil {
+		return err
+	}
+	names := e.Names()
+	keys := make([]string, len(names))
+	for i, n := range names {
+		keys[i] = l.effectKey(n, e.Hop)
+	}
+	res, err := settle.Run(ctx, l.client, keys, e.Key, string(enc)).StringSlice()
+	if err != nil {
+		return unavailable(err)
+	}
+	switch res[0] {
+	case "ok":
+		return nil
+	case "noclaim", "settled":
+		i, _ := strconv.Atoi(res[1])
+		what := "holds no claim of this call"
+		if res[0] == "settled" {
+			what = "is settled already with another outcome"
+		}
+		return fmt.Errorf("%w: %q %s on hop %s", authority.ErrConflict, names[max(i-1, 0)], what, e.Hop)
 	}
 	return unavailable(fmt.Errorf("unexpected answer %q", res[0]))
 }
 
 // Lookup implements authority.Ledger.
-func (l *Ledger) Lookup(ctx context.Context, name string) (authority.Record, bool, error) {
-	v, err := l.client.Get(ctx, l.effectKey(name)).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return authority.Record{}, false, nil
-	}
+func (l *Ledger) Lookup(ctx context.Context, name string) ([]authority.Record, error) {
+	hops, err := l.client.SMembers(ctx, l.nameKey(name)).Result()
 	if err != nil {
-		return authority.Record{}, false, unavailable(err)
+		return nil, unavailable(err)
 	}
-	var r authority.Record
-	if err := json.Unmarshal(v, &r); err != nil {
-		return authority.Record{}, false, unavailable(err)
+	sort.Strings(hops)
+	pipe := l.client.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(hops))
+	for i, h := range hops {
+		cmds[i] = pipe.HGetAll(ctx, l.effectKey(name, h))
 	}
-	return r, true, nil
+	if len(hops) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, unavailable(err)
+		}
+	}
+	out := make([]authority.Record, 0, len(hops))
+	for _, c := range cmds {
+		r, err := decodeRecord(c.Val())
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
-// grant: KEYS ids, approvals, remaining; ARGV id, hop, terms, uses.
+// grant: KEYS ids, approvals, remaining, evidence; ARGV id, hop, terms,
+// uses, evidence.
 var grant = redis.NewScript(`
 local held = redis.call('HGET', KEYS[1], ARGV[1])
 if held then
@@ -191,11 +348,12 @@ end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
+if ARGV[5] ~= '' then redis.call('HSET', KEYS[4], ARGV[1], ARGV[5]) end
 return 'granted'
 `)
 
 // Grant implements authority.Ledger. An approval under a used ID is the
-// same grant when its stored terms are identical.
+// same grant when its stored terms are identical (its evidence aside).
 func (l *Ledger) Grant(ctx context.Context, a authority.Approval) error {
 	a, err := a.Normalized()
 	if err != nil {
@@ -214,7 +372,8 @@ func (l *Ledger) Grant(ctx context.Context, a authority.Approval) error {
 	case err != nil:
 		return unavailable(err)
 	}
-	res, err := grant.Run(ctx, l.client, []string{l.idsKey(), l.approvalsKey(hop), l.remainingKey(hop)}, a.ID, a.Hop, terms, a.Uses).Text()
+	res, err := grant.Run(ctx, l.client, []string{l.idsKey(), l.approvalsKey(hop), l.remainingKey(hop), l.evidenceKey(hop)},
+		a.ID, a.Hop, terms, a.Uses, string(a.Evidence)).Text()
 	if err != nil {
 		return unavailable(err)
 	}
@@ -229,6 +388,7 @@ func (l *Ledger) Approvals(ctx context.Context, hop string) ([]authority.Approva
 	pipe := l.client.Pipeline()
 	terms := pipe.HGetAll(ctx, l.approvalsKey(hop))
 	left := pipe.HGetAll(ctx, l.remainingKey(hop))
+	evidence := pipe.HGetAll(ctx, l.evidenceKey(hop))
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, unavailable(err)
 	}
@@ -240,6 +400,9 @@ func (l *Ledger) Approvals(ctx context.Context, hop string) ([]authority.Approva
 		}
 		n, _ := strconv.Atoi(left.Val()[id])
 		s.Approval.Remaining = n
+		if v, ok := evidence.Val()[id]; ok {
+			s.Approval.Evidence = []byte(v)
+		}
 		s.Approval.Issued, s.Approval.Expires = s.Approval.Issued.UTC(), s.Approval.Expires.UTC()
 		out = append(out, s.Approval)
 	}

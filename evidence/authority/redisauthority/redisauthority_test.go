@@ -86,7 +86,16 @@ func TestLedger(t *testing.T) {
 			require.NoError(t, err)
 			return named{r, l.(named).prefix}
 		},
+		// A client process killed between a claim and its outcome.
+		Where: func(l authority.Ledger) string { return l.(named).prefix },
 	})
+}
+
+func TestMain(m *testing.M) {
+	authoritytest.ChildMain(func(prefix string) (authority.Ledger, error) {
+		return redisauthority.New(redis.NewClient(&redis.Options{Addr: addr()}), redisauthority.Options{Prefix: prefix})
+	})
+	os.Exit(m.Run())
 }
 
 func TestPrefix(t *testing.T) {
