@@ -1,18 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/agentproto/handoff/evidence/authority"
+	"github.com/agentproto/handoff/evidence/authority/boltauthority"
 )
 
 // auditWait bounds the wait for a process that holds the ledger's file
@@ -54,7 +50,7 @@ I/O error.`, `  handoff evidence audit --ledger authority.db refund-INV-1042
 	case len(pos) != 1 || pos[0] == "":
 		return e.usagef(cmd, "one OPERATION expected")
 	}
-	l, err := openBoltLedger(*ledgerPath)
+	l, err := boltauthority.Open(*ledgerPath, boltauthority.Options{ReadOnly: true, LockTimeout: auditWait})
 	if err != nil {
 		return e.failf(cmd, "--ledger: %v", err)
 	}
@@ -146,65 +142,4 @@ func truncate(b []byte, n int) string {
 		return string(b)
 	}
 	return string(b[:n]) + "..."
-}
-
-// boltLedger reads, read-only, an authority ledger that
-// evidence/authority/boltauthority keeps in a bbolt file, in the layout
-// its package documentation gives ("File format"): an authority.Reader.
-type boltLedger struct{ db *bolt.DB }
-
-var (
-	boltEffects   = []byte("effects")
-	boltApprovals = []byte("approvals")
-)
-
-// errNotLedger: the file is a bbolt file without an authority ledger's
-// buckets.
-var errNotLedger = errors.New("not an authority ledger (no effects and approvals buckets)")
-
-func openBoltLedger(path string) (*boltLedger, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: auditWait})
-	if err != nil {
-		return nil, err
-	}
-	err = db.View(func(tx *bolt.Tx) error {
-		if tx.Bucket(boltEffects) == nil || tx.Bucket(boltApprovals) == nil {
-			return errNotLedger
-		}
-		return nil
-	})
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	return &boltLedger{db: db}, nil
-}
-
-func (l *boltLedger) Close() error { return l.db.Close() }
-
-// scan decodes, as JSON, into a new T each value under prefix in bucket.
-func scan[T any](l *boltLedger, bucket, prefix []byte) ([]T, error) {
-	var out []T
-	err := l.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucket).Cursor()
-		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			var x T
-			if err := json.Unmarshal(v, &x); err != nil {
-				return fmt.Errorf("a record under %q does not decode: %w", k, err)
-			}
-			out = append(out, x)
-		}
-		return nil
-	})
-	return out, err
-}
-
-// Lookup returns the records of name in every hop's scope, ordered by hop.
-func (l *boltLedger) Lookup(_ context.Context, name string) ([]authority.Record, error) {
-	return scan[authority.Record](l, boltEffects, authority.EffectKey(name, ""))
-}
-
-// Approvals returns the approvals of hop, ordered by ID.
-func (l *boltLedger) Approvals(_ context.Context, hop string) ([]authority.Approval, error) {
-	return scan[authority.Approval](l, boltApprovals, append([]byte(hop), 0))
 }

@@ -129,7 +129,7 @@ func TestEvidenceAuditRefusals(t *testing.T) {
 		{[]string{"--ledger", notLedger}, "one OPERATION expected"},
 		{[]string{"--ledger", notLedger, "a", "b"}, "one OPERATION expected"},
 		{[]string{"--ledger", filepath.Join(dir, "missing.db"), "re-1042"}, "--ledger:"},
-		{[]string{"--ledger", notLedger, "re-1042"}, "--ledger: not an authority ledger"},
+		{[]string{"--ledger", notLedger, "re-1042"}, "--ledger: authority: ledger unavailable: " + notLedger + " holds no authority ledger"},
 		{[]string{"--ledger", writeFile(t, filepath.Join(dir, "text"), []byte("not bbolt")), "re-1042"}, "--ledger:"},
 	} {
 		r := cli(t, nil, append([]string{"evidence", "audit"}, c.args...)...)

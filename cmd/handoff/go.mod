@@ -13,11 +13,12 @@ require (
 )
 
 require (
+	github.com/agentproto/handoff/evidence/authority/boltauthority v0.1.0
 	github.com/go-json-experiment/json v1.27.2 // indirect
 	github.com/gowebpki/jcs v1.0.2 // indirect
 	github.com/transparency-dev/merkle v0.0.2 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
-	go.etcd.io/bbolt v1.5.0 // indirect
+	go.etcd.io/bbolt v1.5.0
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect

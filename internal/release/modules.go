@@ -250,6 +250,9 @@ func (r *repo) checkRequirements() error {
 				errs = append(errs, fmt.Sprintf("%s/go.mod requires %s %s, not %s", m.Dir, req.Mod.Path, req.Mod.Version, r.V.Version))
 			}
 		}
+		if m.Dir == "." {
+			errs = append(errs, r.rootReplaces(m)...)
+		}
 		if installable(m) && len(m.File.Replace) > 0 {
 			errs = append(errs, fmt.Sprintf("%s/go.mod has replace directives: go install refuses them", m.Dir))
 		}
@@ -310,4 +313,26 @@ func (r *repo) replaces(dir, checkout string) (string, error) {
 		}
 	}
 	return line, nil
+}
+
+// rootReplaces checks that the root's go.mod replaces every other module of
+// the set by its directory ("./<dir>"). Importers ignore the directives; in
+// a workspace that uses the root they make a requirement on any sibling at
+// a version not yet published resolve to the checkout, where the go
+// command would otherwise fetch that version's go.mod to build the graph.
+func (r *repo) rootReplaces(root *module) []string {
+	have := map[string]string{}
+	for _, rep := range root.File.Replace {
+		have[rep.Old.Path] = rep.New.Path
+	}
+	var errs []string
+	for _, m := range r.Modules {
+		if m.Dir == "." {
+			continue
+		}
+		if want := "./" + m.Dir; have[m.Path] != want {
+			errs = append(errs, fmt.Sprintf("go.mod (the root) must replace %s => %s (a workspace resolves the module to the checkout only then)", m.Path, want))
+		}
+	}
+	return errs
 }

@@ -53,6 +53,11 @@ type Options struct {
 	// LockTimeout bounds the wait for the file lock, within the call's
 	// deadline; zero means DefaultLockTimeout.
 	LockTimeout time.Duration
+	// ReadOnly opens the file for reading only, as an audit does
+	// (authority.Audit, "handoff evidence audit"): it creates nothing,
+	// every write is refused with authority.ErrUnavailable, and a process
+	// that holds the file open for writing is waited for (LockTimeout).
+	ReadOnly bool
 }
 
 // Ledger is an authority.Ledger on a bbolt file.
@@ -73,6 +78,24 @@ func Open(path string, opts Options) (*Ledger, error) {
 	db, err := l.open(context.Background())
 	if err != nil {
 		return nil, err
+	}
+	if opts.ReadOnly {
+		if err := db.View(func(tx *bolt.Tx) error {
+			for _, b := range [][]byte{bucketEffects, bucketApprovals, bucketIDs, bucketHops} {
+				if tx.Bucket(b) == nil {
+					return fmt.Errorf("%s holds no authority ledger (no %q bucket)", path, b)
+				}
+			}
+			return nil
+		}); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("%w: %v", authority.ErrUnavailable, err)
+		}
+		if opts.Shared {
+			return l, db.Close()
+		}
+		l.db = db
+		return l, nil
 	}
 	if err := db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketEffects, bucketApprovals, bucketIDs, bucketHops} {
@@ -100,7 +123,7 @@ func (l *Ledger) open(ctx context.Context) (*bolt.DB, error) {
 	if timeout <= 0 {
 		return nil, fmt.Errorf("%w: %w", authority.ErrUnavailable, context.DeadlineExceeded)
 	}
-	db, err := bolt.Open(l.path, 0o600, &bolt.Options{Timeout: timeout})
+	db, err := bolt.Open(l.path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: l.opts.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", authority.ErrUnavailable, err)
 	}

@@ -248,3 +248,35 @@ func TestFileFormat(t *testing.T) {
 		return nil
 	}))
 }
+
+// A ledger opened read-only (an audit) reads what a writer recorded,
+// refuses every write with ErrUnavailable, and refuses a bbolt file that
+// holds no ledger.
+func TestReadOnly(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "authority.db")
+	w := open(t, path, boltauthority.Options{})
+	e := authority.Effect{Hop: "sha-256:hop1", Action: "refund", OperationID: "op-1", At: time.Unix(1793000000, 0)}
+	require.NoError(t, w.Perform(ctx, e))
+	require.NoError(t, w.Close())
+
+	r, err := boltauthority.Open(path, boltauthority.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer r.Close()
+	recs, err := r.Lookup(ctx, "op-1")
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.ErrorIs(t, r.Perform(ctx, authority.Effect{Hop: "sha-256:hop1", Action: "refund", OperationID: "op-2", At: time.Unix(1793000000, 0)}), authority.ErrUnavailable)
+	recs, err = r.Lookup(ctx, "op-2")
+	require.NoError(t, err)
+	require.Empty(t, recs, "nothing was written")
+
+	empty := filepath.Join(t.TempDir(), "empty.db")
+	db, err := bolt.Open(empty, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	_, err = boltauthority.Open(empty, boltauthority.Options{ReadOnly: true})
+	require.ErrorIs(t, err, authority.ErrUnavailable)
+	_, err = boltauthority.Open(filepath.Join(t.TempDir(), "missing.db"), boltauthority.Options{ReadOnly: true})
+	require.ErrorIs(t, err, authority.ErrUnavailable)
+}
