@@ -222,6 +222,17 @@ func (a *Agent) flag(c Conflict) {
 
 func (a *Agent) now() time.Time { return a.cfg.Now() }
 
+// retained is the expiry of a record kept for the retention period from
+// now (HC-34, HC-65): now plus the period, or the zero time, kept until
+// updated, when that is past 2^62 seconds (keepUntil).
+func (a *Agent) retained() time.Time {
+	now := a.now()
+	if TimeOf(now).plus(seconds(a.retention)+1) > maxUnix {
+		return time.Time{}
+	}
+	return now.Add(a.retention)
+}
+
 // decided logs a decision at level with the attributes attrs gives, which
 // are built only when the logger wants the record. Callers hold no lock.
 func (a *Agent) decided(ctx context.Context, level slog.Level, msg string, attrs func() []slog.Attr) {
