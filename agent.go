@@ -143,7 +143,7 @@ func NewAgent(cfg Config) (*Agent, error) {
 		cfg.Store = replay.NewMemory(replay.MemoryOptions{Now: cfg.Now})
 	}
 	if cfg.Offers == nil {
-		cfg.Offers = replay.NewMemoryOffers(cfg.Now)
+		cfg.Offers = replay.NewMemoryOffers(replay.MemoryOffersOptions{Now: cfg.Now})
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Reader

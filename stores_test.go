@@ -166,6 +166,40 @@ func TestMemoryLostPast2Pow62(t *testing.T) {
 	assert.Equal(t, reason.Replay, before.Reason(), before.Detail())
 }
 
+// TestOffersCap (issue 35, finding 6): the delegator's record of the hops
+// it offered is bounded. At the cap a new offer is refused with the store's
+// *replay.OffersFullError (wrapping replay.ErrFull and ErrStore), before
+// anything is sent, and no unresolved hop is forgotten to make room; a hop
+// resolved and past its retention, or abandoned, makes room again.
+func TestOffersCap(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, JWS, stPlanner, stWorker)
+	offers := replay.NewMemoryOffers(replay.MemoryOffersOptions{MaxRecords: 3, Now: w.clock.Now})
+	a := w.agent(stPlanner, func(c *Config) { c.Offers = offers })
+	var made []*Outgoing
+	for range 3 {
+		out, err := a.Offer(ctx, OfferParams{To: stWorker, Dialog: "d"})
+		require.NoError(t, err)
+		made = append(made, out)
+	}
+	w.clock.Add(48 * time.Hour) // never answered
+	_, err := a.Offer(ctx, OfferParams{To: stWorker, Dialog: "d"})
+	var full *replay.OffersFullError
+	require.ErrorAs(t, err, &full)
+	assert.Equal(t, 3, full.Cap)
+	assert.ErrorIs(t, err, replay.ErrFull)
+	assert.ErrorIs(t, err, ErrStore)
+	open, err := a.Unresolved(ctx)
+	require.NoError(t, err)
+	assert.Len(t, open, 3, "no unresolved hop forgotten")
+
+	require.NoError(t, a.Abandon(ctx, made[0].Offer.Hop))
+	_, err = a.Offer(ctx, OfferParams{To: stWorker, Dialog: "d"})
+	require.NoError(t, err, "an abandoned hop makes room")
+	_, err = a.Offer(ctx, OfferParams{To: stWorker, Dialog: "d"})
+	require.ErrorAs(t, err, &full)
+}
+
 // hangingStore is a Memory store whose Get and Update of one hop hang,
 // whatever their context says, until released.
 type hangingStore struct {
