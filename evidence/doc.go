@@ -136,7 +136,12 @@
 // must be allowed by the ancestor, every must-ask action allowed or
 // must-ask for it, every action it denied denied ("authority-widened"
 // otherwise), and the guard refuses once the earliest exp of the offer and
-// its ancestors has passed. An ancestor that cannot be obtained is
+// its ancestors has passed. A chain that names packages checked without
+// CheckConfig.Ancestors fails with "ancestors-not-supplied": without the
+// packages no widening can be shown absent, and the contract asks that
+// "the next action cannot silently exceed scope"; a finding rather than an
+// error keeps the rest of the report for the caller, who supplies
+// Ancestors and checks again. An ancestor the resolver cannot obtain is
 // "ancestor-unverifiable", advisory unless CheckConfig.RequireAncestors.
 // The builder refuses to widen the authority its delegator received
 // (BuildOptions.Within). See Widen.
