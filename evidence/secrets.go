@@ -96,8 +96,9 @@ func (f *Field) builtinShapes() shapeSet {
 // The scan calls Detect once for every member name and every value, in
 // one pass, so a detector's cost must be linear in the length of Text.
 // Detect must not retain f or its strings, and must be safe for
-// concurrent use. The built-in detectors share one pass over each string
-// through f, which a Field made by hand and given to them keeps too.
+// concurrent use. The built-in detectors share one pass over each string:
+// the first of them to look at a Field remembers on it what the pass
+// found, so a Field, even one made by hand, stands for one text only.
 type Detector interface {
 	// Pattern names what the detector finds, in hits and findings.
 	Pattern() Pattern
