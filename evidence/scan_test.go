@@ -111,6 +111,7 @@ func TestScan_OneValueShapesCaught(t *testing.T) {
 		{"aws key id followed by a year", q("rotated AKIAIOSFODNN7EXAMPLE2024"), PatternAWSAccessKey},
 		{"SecretAccessKey in YAML", q("SecretAccessKey: wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"), PatternAWSSecret},
 		{"AWSSecretAccessKey", q("AWSSecretAccessKey=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"), PatternAWSSecret},
+		{"aws secret after a password", q("password=x; aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"), PatternAWSSecret},
 		{"PGPASSWORD", q("PGPASSWORD=hunter2 psql -h db"), PatternPasswordField},
 		{"api-key", q("api-key: abc123def456"), PatternPasswordField},
 		{"password in JSON text", q(`{"password": "hunter2"}`), PatternPasswordField},

@@ -71,13 +71,30 @@ type shapeScan struct {
 }
 
 // The slots of shapeScan.runs: the two JWT segments, then one for each
-// family of token prefixes.
+// family of token prefixes (tokenFamilies), each measuring runs of its own
+// class.
 const (
 	slotJWTHeader = iota
 	slotJWTPayload
 	slotTokens
-	slots = slotTokens + 8
+	slots = slotTokens + len(tokenFamilies)
 )
+
+// tokenFamilies are the token prefixes, case as written, after a
+// boundary: the prefix, then at least n characters of a class.
+var tokenFamilies = [...]struct {
+	prefixes []string
+	n        int
+	class    *charClass
+	p        Pattern
+}{
+	{[]string{"AIza"}, 35, &cB64URL, PatternGCPAPIKey},
+	{[]string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, 36, &cAlnum, PatternGitHubToken},
+	{[]string{"glpat-", "glrt-", "gldt-", "gloas-"}, 20, &cB64URL, PatternGitLabToken},
+	{[]string{"npm_"}, 36, &cAlnum, PatternNPMToken},
+	{[]string{"xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-", "xoxe-", "xoxe.xoxb-", "xoxe.xoxp-", "xapp-"}, 10, &cAlnumDash, PatternSlackToken},
+	{[]string{"sk_live_", "sk_test_", "rk_live_", "rk_test_", "whsec_"}, 16, &cAlnum, PatternStripeKey},
+}
 
 // runEnd returns the end of the base64url run that contains s[i], in
 // slot k, reading it only when i is past the run remembered there.
@@ -126,23 +143,9 @@ func buildAnchors() []anchor {
 		add(anchor{text: text, boundary: boundary, verify: verify, p: p})
 	}
 
-	// Token prefixes, case as written, after a boundary: the prefix, then
-	// at least n characters of a class (and for AWS, no letter after).
-	for _, t := range []struct {
-		prefixes []string
-		n        int
-		class    *charClass
-		p        Pattern
-	}{
-		{[]string{"AIza"}, 35, &cB64URL, PatternGCPAPIKey},
-		{[]string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, 36, &cAlnum, PatternGitHubToken},
-		{[]string{"glpat-", "glrt-", "gldt-", "gloas-"}, 20, &cB64URL, PatternGitLabToken},
-		{[]string{"npm_"}, 36, &cAlnum, PatternNPMToken},
-		{[]string{"xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-", "xoxe-", "xoxe.xoxb-", "xoxe.xoxp-", "xapp-"}, 10, &cAlnumDash, PatternSlackToken},
-		{[]string{"sk_live_", "sk_test_", "rk_live_", "rk_test_", "whsec_"}, 16, &cAlnum, PatternStripeKey},
-	} {
-		n, class, bit := t.n, t.class, shapeOf(t.p)
-		slot := slotTokens + int(len(as))%8
+	// Token prefixes (and for AWS, no letter after).
+	for f, t := range tokenFamilies {
+		n, class, bit, slot := t.n, t.class, shapeOf(t.p), slotTokens+f
 		for _, pre := range t.prefixes {
 			cs(pre, true, func(m *shapeScan, s string, _, end int) shapeSet {
 				if m.atLeast(slot, s, end, class, n) {
@@ -208,7 +211,8 @@ func buildAnchors() []anchor {
 	ci("pwd", true, verifyAssigned, PatternPasswordField)
 	ci("api", true, verifyAPIKey, PatternPasswordField)
 	ci("access", true, verifyAccessToken, PatternPasswordField)
-	ci("secret", false, verifySecret, PatternPasswordField)
+	add(anchor{text: "secret", verify: verifySecret, p: PatternPasswordField,
+		may: shapeOf(PatternPasswordField) | shapeOf(PatternAWSSecret)})
 	return as
 }
 
@@ -440,14 +444,18 @@ func exactAt(s string, i int, w string) bool {
 	return true
 }
 
-// hasFold reports whether s[i:] starts with the lower-case word w, in any
-// case.
+// hasFold reports whether s[i:] starts with w, written in lower case, in
+// any ASCII case.
 func hasFold(s string, i int, w string) bool {
 	if i < 0 || len(s)-i < len(w) {
 		return false
 	}
 	for j := 0; j < len(w); j++ {
-		if s[i+j]|0x20 != w[j] {
+		c := s[i+j]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != w[j] {
 			return false
 		}
 	}
