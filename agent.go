@@ -148,7 +148,7 @@ func NewAgent(cfg Config) (*Agent, error) {
 		cfg.Store = replay.NewMemory(replay.MemoryOptions{Now: cfg.Now})
 	}
 	if cfg.Offers == nil {
-		cfg.Offers = replay.NewMemoryOffers(cfg.Now)
+		cfg.Offers = replay.NewMemoryOffers(replay.MemoryOffersOptions{Now: cfg.Now})
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Reader
@@ -260,6 +260,17 @@ func (a *Agent) flag(c Conflict) {
 }
 
 func (a *Agent) now() time.Time { return a.cfg.Now() }
+
+// retained is the expiry of a record kept for the retention period from
+// now (HC-34, HC-65): now plus the period, or the zero time, kept until
+// updated, when that is past 2^62 seconds (keepUntil).
+func (a *Agent) retained() time.Time {
+	now := a.now()
+	if TimeOf(now).plus(seconds(a.retention)+1) > maxUnix {
+		return time.Time{}
+	}
+	return now.Add(a.retention)
+}
 
 // decided logs a decision at level with the attributes attrs gives, which
 // are built only when the logger wants the record. Callers hold no lock.

@@ -190,7 +190,7 @@ func (a *Agent) reply(ctx context.Context, r answered, want state.State, opt Rep
 			// delegator that floods such offers hold the store's room
 			// for the whole period.
 		default:
-			w.Expires = a.now().Add(a.retention)
+			w.Expires = a.retained()
 		}
 		held, swapped, err := a.swap(ctx, key, rec, r.token, w, attempt)
 		switch {

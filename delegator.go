@@ -325,7 +325,7 @@ func (a *Agent) updateOffered(ctx context.Context, hop HopID, change func(*repla
 		h := hopOf(next)
 		if next.Open && h.resolved() {
 			next.Open = false
-			next.Expires = a.now().Add(a.retention)
+			next.Expires = a.retained()
 		}
 		if _, err := a.cfg.Offers.Swap(ctx, rec, next); err != nil {
 			if errors.Is(err, replay.ErrConflict) {
@@ -520,7 +520,7 @@ func (a *Agent) cancelHop(ctx context.Context, st *Status, res *StatusResult) (b
 		if attempt >= maxSwaps {
 			return true, storeErr(fmt.Errorf("the record of hop %s of %q changed %d times while being written", key.Hop, key.Iss, attempt))
 		}
-		next := replay.Record{State: string(state.Canceled), Status: rec.Status, Expires: a.now().Add(a.retention)}
+		next := replay.Record{State: string(state.Canceled), Status: rec.Status, Expires: a.retained()}
 		held, swapped, err := a.cfg.Store.Swap(ctx, key, rec, next)
 		switch {
 		case errors.Is(err, replay.ErrNotFound) || errors.Is(err, replay.ErrConflict):

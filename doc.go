@@ -126,10 +126,14 @@
 //
 // # Exactness and the strict profile
 //
-// By default the package accepts exactly what the draft accepts: unknown
-// members are ignored and kept, any valid CBOR is read, a COSE unprotected
-// header is used at most as a key hint, JWS header parameters other than
-// crit are ignored. Limits.Strict selects a hardening profile that refuses
+// By default the package accepts exactly what the draft accepts, within
+// the size bounds of Limits (the element size and chain length the draft
+// asks a receiver to bound, and the size of a whole Handoff), which refuse
+// valid input beyond them: unknown members are ignored and kept, any valid
+// CBOR is read, a COSE unprotected header is used at most as a key hint, a
+// JWS header parameter the draft does not name is ignored, except b64,
+// which is refused (RFC 7797 requires it to be listed in crit, which the
+// draft forbids). Limits.Strict selects a hardening profile that refuses
 // some of that; CONFORMANCE.md lists each rule with the text that allows
 // it.
 //

@@ -43,8 +43,9 @@ type Limits struct {
 	// 4.2.1), a COSE unprotected header that is not empty, a typ or content
 	// type that is not written exactly as the draft writes it, and member
 	// names that differ from the draft's only in case. Off by default: the
-	// default accepts exactly what the draft accepts. See CONFORMANCE.md,
-	// "Profiles".
+	// default accepts exactly what the draft accepts, within the size
+	// bounds above, which refuse valid input beyond them. See
+	// CONFORMANCE.md, "Profiles".
 	Strict bool
 }
 

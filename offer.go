@@ -67,6 +67,31 @@ func TimeOf(t time.Time) Time {
 // Std returns t as a time.Time in UTC, clamped to 2^62 seconds.
 func (t Time) Std() time.Time { return time.Unix(int64(min(t, maxUnix)), 0).UTC() }
 
+// keepUntil returns the expiry of a record that must be kept at least
+// until t, as the stores take it: t, or the zero time ("kept until
+// updated") when t is past 2^62 seconds, where Std clamps and time.Time
+// arithmetic ends. A record is so kept longer than asked, never shorter:
+// none is ever stored already expired, whatever the clock reads.
+func keepUntil(t Time) time.Time {
+	if t > maxUnix {
+		return time.Time{}
+	}
+	return t.Std()
+}
+
+// before reports whether t is earlier than u, exactly, whatever u's date
+// (Std clamps t past 2^62 seconds).
+func (t Time) before(u time.Time) bool {
+	s := u.Unix()
+	switch {
+	case s < 0:
+		return false
+	case uint64(t) != uint64(s):
+		return uint64(t) < uint64(s)
+	}
+	return u.Nanosecond() > 0
+}
+
 // plus returns t + d seconds, saturating at the largest Time.
 func (t Time) plus(d Time) Time {
 	if t > math.MaxUint64-d {

@@ -460,7 +460,7 @@ func (a *Agent) beforeMemory(o *Offer, now time.Time) (Check, *Rejection) {
 	}
 	// HC-59: a receiver that lost its memory refuses offers issued before
 	// the loss until they can no longer be fresh.
-	if lost := a.cfg.MemoryLostAt; !lost.IsZero() && o.Iat.Std().Before(lost) &&
+	if lost := a.cfg.MemoryLostAt; !lost.IsZero() && o.Iat.before(lost) &&
 		now.Before(lost.Add(a.maxLifetime+a.skew)) {
 		return CheckMemory, reject(reason.Replay, ErrRejected, "issued before this receiver lost its memory at %s", lost.UTC().Format(time.RFC3339))
 	}
@@ -487,9 +487,9 @@ func (a *Agent) fresh(o *Offer, now time.Time) *Rejection {
 // storeExpiry is exp + skew, the time until which the hop's record must be
 // kept at least (HC-33), as the stores take it. It is never shortened: a
 // store keeps it as it is, or refuses it with replay.ErrExpiry when it
-// cannot represent it (the offer is then refused). Only from 2^62 seconds
-// on, where Time.Std clamps and no clock reading can tell the difference,
-// is it the clamped time.
+// cannot represent it (the offer is then refused). Past 2^62 seconds, where
+// Time.Std clamps, it is the zero time (keepUntil): the record is kept
+// until updated, longer than the draft asks, never shorter.
 func (a *Agent) storeExpiry(o *Offer) time.Time {
-	return o.Exp.plus(seconds(a.skew)).Std()
+	return keepUntil(o.Exp.plus(seconds(a.skew)))
 }

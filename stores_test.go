@@ -3,6 +3,7 @@ package handoff
 import (
 	"context"
 	"hash/fnv"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -99,6 +100,104 @@ func TestMemoryPast2200(t *testing.T) {
 	assert.False(t, again.Accepted(), "accepted a second time")
 	assert.True(t, again.Retransmission())
 	assert.True(t, again.OwesAccepted())
+}
+
+// TestMemoryPast2Pow62 (issue 35, finding 7): with the clock past 2^62
+// seconds, where Time.Std clamps, exp plus the skew was stored clamped, so
+// the record was expired when written and the same offer, or its twin,
+// was accepted a second time. A record is now kept at least until exp plus
+// the skew whatever the clock (HC-33): an expiry past 2^62 s is stored as
+// none, kept longer than asked, never shorter. The clocks: just past 2^62,
+// an hour before time.Time's own arithmetic wraps (there the retention
+// period of a taken hop crosses it), and the clock of vector #146, past
+// that point, 808 s before 2^63.
+func TestMemoryPast2Pow62(t *testing.T) {
+	ctx := context.Background()
+	for name, sec := range map[string]int64{
+		"just past 2^62":          1<<62 + 1000,
+		"an hour before the wrap": math.MaxInt64 - 62135596800 - 3600,
+		"vector 146":              9223372036854775000,
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, JWS, stPlanner, stWorker)
+			setClock(w.clock, time.Unix(sec, 0))
+			store := replay.NewMemory(replay.MemoryOptions{Now: w.clock.Now})
+			a := w.agent(stWorker, func(c *Config) { c.Store = store })
+			s := w.offer(stPlanner, stWorker, nil)
+			data := encodeHandoff(t, handoffOf(s), JSON)
+			in := receive(t, a, data, Host{})
+			require.True(t, in.Accepted(), "%s: %s", in.Reason(), in.Detail())
+			rec, ok, err := store.Get(ctx, replay.Key{Iss: string(stPlanner), Hop: string(in.Offer().Hop)})
+			require.NoError(t, err)
+			require.True(t, ok, "remembered when written")
+			assert.True(t, rec.Live(w.clock.Now()))
+
+			again := receive(t, a, data, Host{Peer: stPlanner})
+			assert.False(t, again.Accepted(), "the same offer accepted a second time")
+			assert.True(t, again.Retransmission())
+			twin := receive(t, a, encodeHandoff(t, handoffOf(atkTwin(t, s)), JSON), Host{})
+			assert.False(t, twin.Accepted(), "its twin accepted")
+			assert.Equal(t, reason.Equivocation, twin.Reason())
+
+			// Taken, then answered "completed": kept for the retention
+			// period at least, and still a retransmission a minute later.
+			require.NoError(t, a.Take(ctx, in))
+			_, err = a.Reply(ctx, in, state.Completed, ReplyOptions{Effect: state.EffectFull})
+			require.NoError(t, err)
+			w.clock.Add(time.Minute)
+			again = receive(t, a, data, Host{Peer: stPlanner})
+			assert.False(t, again.Accepted(), "accepted again after its answer")
+			assert.True(t, again.Retransmission())
+		})
+	}
+}
+
+// TestMemoryLostPast2Pow62: the rule of HC-59 compares iat with the time
+// the memory was lost exactly, past 2^62 seconds too: an offer issued after
+// the loss is not refused as issued before it, and one issued before it is.
+func TestMemoryLostPast2Pow62(t *testing.T) {
+	w := newWorld(t, JWS, stPlanner, stWorker)
+	lost := time.Unix(1<<62+1000, 0)
+	setClock(w.clock, lost.Add(10*time.Second))
+	a := w.agent(stWorker, func(c *Config) { c.MemoryLostAt = lost })
+	after := receive(t, a, encodeHandoff(t, handoffOf(w.offer(stPlanner, stWorker, nil)), JSON), Host{})
+	assert.True(t, after.Accepted(), "%s: %s", after.Reason(), after.Detail())
+	before := receive(t, a, encodeHandoff(t, handoffOf(w.offer(stPlanner, stWorker, func(o *Offer) { o.Iat -= 20 })), JSON), Host{})
+	assert.Equal(t, reason.Replay, before.Reason(), before.Detail())
+}
+
+// TestOffersCap (issue 35, finding 6): the delegator's record of the hops
+// it offered is bounded. At the cap a new offer is refused with the store's
+// *replay.OffersFullError (wrapping replay.ErrFull and ErrStore), before
+// anything is sent, and no unresolved hop is forgotten to make room; a hop
+// resolved and past its retention, or abandoned, makes room again.
+func TestOffersCap(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, JWS, stPlanner, stWorker)
+	offers := replay.NewMemoryOffers(replay.MemoryOffersOptions{MaxRecords: 3, Now: w.clock.Now})
+	a := w.agent(stPlanner, func(c *Config) { c.Offers = offers })
+	var made []*Outgoing
+	for range 3 {
+		out, err := a.Offer(ctx, OfferParams{To: stWorker, Dialog: "d"})
+		require.NoError(t, err)
+		made = append(made, out)
+	}
+	w.clock.Add(48 * time.Hour) // never answered
+	_, err := a.Offer(ctx, OfferParams{To: stWorker, Dialog: "d"})
+	var full *replay.OffersFullError
+	require.ErrorAs(t, err, &full)
+	assert.Equal(t, 3, full.Cap)
+	assert.ErrorIs(t, err, replay.ErrFull)
+	assert.ErrorIs(t, err, ErrStore)
+	open, err := a.Unresolved(ctx)
+	require.NoError(t, err)
+	assert.Len(t, open, 3, "no unresolved hop forgotten")
+
+	require.NoError(t, a.Abandon(ctx, made[0].Offer.Hop))
+	_, err = a.Offer(ctx, OfferParams{To: stWorker, Dialog: "d"})
+	require.NoError(t, err, "an abandoned hop makes room")
+	_, err = a.Offer(ctx, OfferParams{To: stWorker, Dialog: "d"})
+	require.ErrorAs(t, err, &full)
 }
 
 // hangingStore is a Memory store whose Get and Update of one hop hang,

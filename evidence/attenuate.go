@@ -16,7 +16,9 @@ import (
 // Attenuation along the chain (evidence contract: "Guardrails at one agent
 // boundary do not automatically protect every downstream tool or handoff";
 // "the next action cannot silently exceed scope"). A delegate's package
-// stays within the authority of every earlier hop's package:
+// stays within the authority of every earlier hop's package, which the
+// check compares when CheckConfig.Ancestors obtains it; a chain that names
+// packages checked without Ancestors fails ("ancestors-not-supplied"):
 //
 //   - each allowed action is allowed by the ancestor;
 //   - each must-ask action is allowed or must-ask for the ancestor, so a
@@ -109,11 +111,14 @@ func (c *checker) attenuation(in *handoff.Received) {
 			continue
 		}
 		c.r.offerTime = min(c.r.offerTime, lo.Exp)
-		for _, r := range Refs(lo.Refs) {
-			if c.cfg.Ancestors == nil {
-				c.ancestor("", "chain element %d names a package and there is no ancestor resolver", k)
-				continue
-			}
+		refs := Refs(lo.Refs)
+		if len(refs) > 0 && c.cfg.Ancestors == nil {
+			// Never silent: without the packages the chain names, a
+			// widening cannot be shown absent, so the check fails.
+			c.add(CodeAncestorsNotSupplied, at(""), "chain element %d names a package and CheckConfig.Ancestors is nil: its authority was not compared", k)
+			continue
+		}
+		for _, r := range refs {
 			obj, err := c.cfg.Ancestors(c.ctx, r)
 			if err != nil {
 				c.ancestor("", "the package of chain element %d could not be obtained: %v", k, err)

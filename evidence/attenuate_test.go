@@ -64,6 +64,21 @@ func (c *chain) ancestors(_ context.Context, r ref.Ref) (ref.Object, error) {
 	return ref.Object{Octets: b}, nil
 }
 
+// pkgOf returns the package delivered with the offer of in: the one its
+// refs name.
+func (c *chain) pkgOf(t *testing.T, in *handoff.Received) []byte {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range in.Offer().Refs {
+		if b, ok := c.pkgs[r.Dig.B64()]; ok {
+			return b
+		}
+	}
+	t.Fatal("no package for the offer")
+	return nil
+}
+
 // hand makes agent i offer to agent i+1, passing on from (nil for the
 // first hop), with p built for the hop (raw: without the builder's
 // refusal of a widening), and returns what i+1 received and its report.
@@ -192,6 +207,78 @@ func TestAttenuation_NarrowingPasses(t *testing.T) {
 				"the first offer expired, though the last has not")
 		})
 	}
+}
+
+// Issue 35, finding 4: a widening deep in the chain passed silently when
+// CheckConfig.Ancestors was nil, every ancestor being only "unobtainable",
+// an advisory. Now a chain that names packages, checked without Ancestors,
+// fails with ancestors-not-supplied, whether the package widens or not;
+// with Ancestors each widening is authority-widened; a chain that names no
+// package needs none.
+func TestAttenuation_WideningNeverSilent(t *testing.T) {
+	widenings := map[string]func(*Package){
+		"allows what depth 1 denied": func(p *Package) {
+			p.Authority.Allowed = append(p.Authority.Allowed, "customer.delete")
+			p.Authority.Denied = []string{"card.charge"}
+		},
+		"allows *": func(p *Package) { p.Authority.Allowed = append(p.Authority.Allowed, "*") },
+		"must-ask moved to allowed": func(p *Package) {
+			p.Authority.Allowed = append(p.Authority.Allowed, p.Authority.MustAsk...)
+			p.Authority.MustAsk = nil
+		},
+		"none": nil,
+	}
+	for name, widen := range widenings {
+		t.Run(name, func(t *testing.T) {
+			ch := newChain(t, handoff.JWS, 5)
+			noAncestors := CheckConfig{Now: ch.clock.Now, Artifacts: artifactSource()}
+			var in *handoff.Received
+			var rep *Report
+			for i := 0; i <= 3; i++ {
+				p := refundPackage()
+				if i == 3 && widen != nil {
+					widen(&p)
+				}
+				cfg := CheckConfig{} // the chain's own resolver
+				if i == 3 {
+					cfg = noAncestors
+				}
+				in, rep = ch.hand(i, in, p, cfg)
+			}
+			require.False(t, rep.Acceptable(), "findings: %+v", rep.Findings())
+			require.Contains(t, rep.Codes(), CodeAncestorsNotSupplied)
+			n := 0
+			for _, f := range rep.Findings() {
+				if f.Code == CodeAncestorsNotSupplied {
+					n++
+				}
+			}
+			require.Equal(t, 3, n, "one finding per chain element that names a package")
+			require.NotContains(t, rep.Codes(), CodeWidened, "nothing was compared")
+
+			// The same package with the ancestors supplied.
+			rep, err := CheckReceived(context.Background(), in, Delivered{Package: ch.pkgOf(t, in)},
+				CheckConfig{Now: ch.clock.Now, Artifacts: artifactSource(), Ancestors: ch.ancestors})
+			require.NoError(t, err)
+			require.NotContains(t, rep.Codes(), CodeAncestorsNotSupplied)
+			if widen == nil {
+				require.True(t, rep.Acceptable(), "findings: %+v", rep.Findings())
+			} else {
+				require.Contains(t, rep.Codes(), CodeWidened)
+				require.False(t, rep.Acceptable())
+			}
+		})
+	}
+	// A chain whose offers name no package has nothing to compare.
+	ch := newChain(t, handoff.JWS, 3)
+	out, err := ch.agents[0].Offer(context.Background(), handoff.OfferParams{To: ch.ids[1], Dialog: "case-77"})
+	require.NoError(t, err)
+	data, err := out.Handoff.Encode(handoff.JSON)
+	require.NoError(t, err)
+	first, err := ch.agents[1].Receive(context.Background(), data, handoff.Host{Dialog: "case-77"})
+	require.NoError(t, err)
+	_, rep := ch.hand(1, first, refundPackage(), CheckConfig{Now: ch.clock.Now, Artifacts: artifactSource()})
+	require.True(t, rep.Acceptable(), "findings: %+v", rep.Findings())
 }
 
 // An ancestor whose package cannot be obtained is its own finding:

@@ -77,6 +77,12 @@ const (
 	// obtained or checked, so attenuation could not be shown. Advisory
 	// unless CheckConfig.RequireAncestors.
 	CodeAncestorUnverifiable Code = "ancestor-unverifiable"
+	// CodeAncestorsNotSupplied: the chain names earlier hops' packages and
+	// CheckConfig.Ancestors is nil, so the package was not compared with
+	// them: a widening would pass unseen. It fails the check; supply
+	// Ancestors to compare them (evidence contract: "the next action
+	// cannot silently exceed scope").
+	CodeAncestorsNotSupplied Code = "ancestors-not-supplied"
 	// CodeAmbiguous: two authority entries differ as octets but collide
 	// once trimmed, case-folded and in NFC ("Card.Charge" and
 	// "card.charge"): the guard would treat them apart.
@@ -254,8 +260,12 @@ type CheckConfig struct {
 	Detectors []Detector
 	// Ancestors provides the packages that earlier hops' offers in the
 	// chain reference (CheckReceived compares the package with each, see
-	// Widen). It never fetches on this package's behalf (HC-61). Nil makes
-	// every such package unobtainable.
+	// Widen). It never fetches on this package's behalf (HC-61). When it is
+	// nil and the chain names packages, the check fails with
+	// "ancestors-not-supplied": a widening must never pass unseen, and a
+	// missing resolver is a setting left out, not a package that could
+	// not be found. A resolver that cannot find a package makes it
+	// "ancestor-unverifiable" (see RequireAncestors).
 	Ancestors ref.Source
 	// RequireAncestors makes an ancestor package that cannot be obtained
 	// or checked fail the check; by default it is an advisory finding.

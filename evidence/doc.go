@@ -64,14 +64,23 @@
 //   - putty-private-key: "PuTTY-User-Key-File-N:"
 //   - jwk-private-key: an object with "kty" and a private member (d, p, q,
 //     dp, dq, qi, or k of a symmetric key)
-//   - jwt: eyJ<base64url>.eyJ<base64url>.<base64url>
-//   - bearer-token: "Bearer <16+ token chars>", "Basic <16+ base64 chars>"
-//   - aws-access-key-id: AKIA, ASIA, ABIA or ACCA followed by 16 of [0-9A-Z]
-//   - aws-secret-key: aws_secret_access_key (any case, _ optional) = <20+ chars>
+//   - jwt: eyJ<base64url>.eyJ<base64url>.<base64url>, each part possibly the
+//     base64url of a JSON object with white space ("eyA", "ewo"...), the
+//     periods possibly percent-encoded ("%2E")
+//   - bearer-token: "Bearer <16+ token chars>" (a space, "%20" or "+"
+//     between), "Basic <16+ base64 chars>", an Authorization header with
+//     any scheme ("Token") and a credential that looks generated (letters
+//     and digits, or 20 mixed-case characters)
+//   - aws-access-key-id: AKIA, ASIA, ABIA or ACCA followed by 16 of [0-9A-Z],
+//     and no letter after (a digit may follow)
+//   - aws-secret-key: aws_secret_access_key, aws_secret_key or
+//     SecretAccessKey (any case, _ optional) = or : <20+ chars>
 //   - gcp-api-key: AIza followed by 35 of [0-9A-Za-z_-]
 //   - azure-key: AccountKey=<80+ base64>, SharedAccessSignature=, sig=<30+> in a query
 //   - github-token: ghp_, gho_, ghu_, ghs_, ghr_ + 36 alphanumerics;
-//     github_pat_...; a 40-hex token after a name starting "github"
+//     github_pat_...; a 40-hex token assigned to a name starting "github"
+//     or "gh_" that says token, pat, key, secret, pass, auth or cred
+//     (GITHUB_TOKEN="...", "github token: ..."; not GITHUB_SHA=<commit>)
 //   - gitlab-token: glpat-, glrt-, gldt-, gloas- + 20
 //   - openai-key: sk-proj-, sk-svcacct-, sk-admin- + 20; sk- + 32 alphanumerics
 //   - anthropic-key: sk-ant-api03-..., sk-ant-admin01-...
@@ -81,14 +90,19 @@
 //   - stripe-key: sk_live_, sk_test_, rk_live_, rk_test_, whsec_ + 16
 //   - password-field: a member named like a credential with a value that is
 //     a non-empty string, a number, or a non-empty object or array; a passed
-//     context item so named with a value; "password=..." / "api_key: ..." in
-//     text. A name is a credential's when its ASCII letters and digits,
-//     lower-cased, contain password, passwd or passphrase, or end with pwd,
+//     context item so named with a value; in text, a value assigned to
+//     password (also inside a name: PGPASSWORD=...), passwd, passphrase,
+//     pwd, client_secret, api_key or api-key, secret_key, access_token, and
+//     "the password is <a word with a digit or a symbol>". A name is a
+//     credential's when its ASCII letters and digits, lower-cased, are
+//     "pass", contain password, passwd or passphrase, or end with pwd,
 //     secret, apikey, apisecret, accesstoken, refreshtoken, idtoken,
 //     authtoken, token, privatekey, secretkey, sessiontoken, credential(s),
 //     authorization, accesskey or signingkey: "db_password", "userPassword",
-//     "x-api-key" and "Password " all are.
+//     "x-api-key", "PASS" and "Password " all are.
 //   - url-credentials: scheme://user:password@host, the user possibly empty
+//   - session-cookie: "Cookie:", "Set-Cookie:" or "cookie" then
+//     name=<value that looks generated>
 //
 // A token is found after any character that is not a letter or a digit, so
 // "AWS_KEY_AKIA..." and "token_ghp_..." are caught. Build also refuses the
@@ -99,12 +113,24 @@
 //
 // The patterns are written here rather than taken from a detector library:
 // the Go detectors available either pull a large dependency tree into
-// every importer or have no tagged release. The scan is a safety net, not
-// a proof. It cannot catch a secret of no known shape, a secret disguised
-// (zero-width characters inside it, homoglyphs, another encoding than
-// base64, compression, encryption), nor one split across fields or
-// strings: every detector sees one string at a time. A member name it does
-// not know, holding a plain password, passes it.
+// every importer or have no tagged release. The built-in detectors read
+// each string once between them: one automaton finds the fixed part of
+// every shape in one pass, and each shape reads a bounded window around
+// it, so that a string costs a few nanoseconds per octet whatever it holds
+// (BenchmarkScanString; issue 35 measured a string of "eyJ" fragments at
+// 8 µs per octet in the regular expression this replaced).
+//
+// The scan is a safety net, not a proof. It catches what one value shows
+// on its own. It cannot catch a secret of no known shape (a bare
+// 40-character AWS secret key is 40 characters of base64, as many hashes
+// are), a secret disguised (a zero-width character inside it, a Cyrillic
+// letter for a Latin one, another encoding than base64 of a key, base64 of
+// "user:password" without "Basic", compression, encryption), nor one split
+// across fields or strings (a JWT or an AWS key in two or three members):
+// every detector sees one string at a time, and undoing every disguise or
+// joining neighbouring values would flag ordinary data
+// (TestScan_WhatOneValueCannotShow). A member name it does not know,
+// holding a plain password, passes it.
 //
 // # Cost
 //
@@ -136,7 +162,12 @@
 // must be allowed by the ancestor, every must-ask action allowed or
 // must-ask for it, every action it denied denied ("authority-widened"
 // otherwise), and the guard refuses once the earliest exp of the offer and
-// its ancestors has passed. An ancestor that cannot be obtained is
+// its ancestors has passed. A chain that names packages checked without
+// CheckConfig.Ancestors fails with "ancestors-not-supplied": without the
+// packages no widening can be shown absent, and the contract asks that
+// "the next action cannot silently exceed scope"; a finding rather than an
+// error keeps the rest of the report for the caller, who supplies
+// Ancestors and checks again. An ancestor the resolver cannot obtain is
 // "ancestor-unverifiable", advisory unless CheckConfig.RequireAncestors.
 // The builder refuses to widen the authority its delegator received
 // (BuildOptions.Within). See Widen.

@@ -2,8 +2,6 @@ package evidence
 
 import (
 	"bytes"
-	"encoding/base64"
-	"regexp"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -14,30 +12,44 @@ import (
 // Pattern names one shape of credential-like data the scan catches.
 type Pattern string
 
-// The built-in patterns (HC-62). Each string pattern is a regular
-// expression over one JSON string of the package (a member value or a
-// member name), unescaped; see builtin below for the exact expressions.
-// A token's shape is found after any character that is not a letter or a
-// digit, so an underscore or a dash before it does not hide it.
+// The built-in patterns (HC-62). Each string pattern is a shape of one
+// JSON string of the package (a member value or a member name), unescaped,
+// in any place of it; shapes.go gives each one exactly. A token's shape is
+// found after any character that is not a letter or a digit, so an
+// underscore or a dash before it does not hide it.
+//
+// What one value shows is caught. What it cannot show is not, by design:
+// a JWT or an AWS key split across two or three members (each part alone
+// is ordinary text, and joining the values of a package would make
+// shapes out of ordinary neighbours); a token disguised with a zero-width
+// character or a look-alike letter (Cyrillic "А" for "A"), or encoded
+// (base64 of "user:password" without "Basic", percent-encoding of the
+// whole token): any string could be such a disguise, and undoing every
+// encoding would flag ordinary data; a bare 40-character AWS secret key,
+// or any other secret with no fixed shape, that no name beside it calls
+// a secret: it is 40 characters of base64, as many hashes and identifiers
+// are. A member named like a credential (PatternPasswordField) catches
+// such a value when its name says what it is.
 const (
 	PatternPEMPrivateKey  Pattern = "pem-private-key"      // -----BEGIN ... PRIVATE KEY----- in any case (RSA, EC, DSA, OPENSSH, ENCRYPTED, PKCS#8, PGP ... BLOCK)
 	PatternEncodedKey     Pattern = "encoded-private-key"  // base64 of a PEM private key, or PKCS#8 / PKCS#1 / SEC 1 DER in base64
 	PatternPuTTYKey       Pattern = "putty-private-key"    // PuTTY-User-Key-File-N:
-	PatternJWT            Pattern = "jwt"                  // three base64url parts, the first two starting "eyJ"
-	PatternBearer         Pattern = "bearer-token"         // "Bearer <token>" / "Basic <credentials>" as in an Authorization header
-	PatternAWSAccessKey   Pattern = "aws-access-key-id"    // AKIA/ASIA/ABIA/ACCA + 16
-	PatternAWSSecret      Pattern = "aws-secret-key"       // aws_secret_access_key = <40 chars>
+	PatternJWT            Pattern = "jwt"                  // three base64url parts separated by "." or "%2E", the first two the base64url of a JSON object ("eyJ", or "eyA" and "ew" for one with white space)
+	PatternBearer         Pattern = "bearer-token"         // "Bearer <token>" (a space, "%20" or "+" between) / "Basic <credentials>", or an Authorization header with any scheme and a credential that looks generated
+	PatternAWSAccessKey   Pattern = "aws-access-key-id"    // AKIA/ASIA/ABIA/ACCA + 16, not followed by a letter
+	PatternAWSSecret      Pattern = "aws-secret-key"       // aws_secret_access_key = <20 or more>, SecretAccessKey: <...>, with or without aws, in any case
 	PatternGCPAPIKey      Pattern = "gcp-api-key"          // AIza + 35
 	PatternAzureKey       Pattern = "azure-key"            // AccountKey=<base64 86>== or SharedAccessSignature/sig=<...>
-	PatternGitHubToken    Pattern = "github-token"         // ghp_/gho_/ghu_/ghs_/ghr_ + 36, github_pat_..., a 40-hex token named github
+	PatternGitHubToken    Pattern = "github-token"         // ghp_/gho_/ghu_/ghs_/ghr_ + 36, github_pat_..., a 40-hex token assigned to a name that starts github or gh_ and says token, key, secret...
 	PatternGitLabToken    Pattern = "gitlab-token"         // glpat-, glrt-, gldt-, gloas- + 20
 	PatternOpenAIKey      Pattern = "openai-key"           // sk-proj-/sk-svcacct-/sk-admin- + 20, sk- + 32 alphanumerics
 	PatternAnthropicKey   Pattern = "anthropic-key"        // sk-ant-api03-..., sk-ant-admin01-...
 	PatternNPMToken       Pattern = "npm-token"            // npm_ + 36
 	PatternSlackToken     Pattern = "slack-token"          // xoxa-/xoxb-/xoxp-/xoxr-/xoxs-/xoxe-/xapp-, xoxe.xoxp-, hooks.slack.com/services/...
 	PatternStripeKey      Pattern = "stripe-key"           // sk_live_/sk_test_/rk_live_/rk_test_/whsec_
-	PatternPasswordField  Pattern = "password-field"       // a member named like a credential with a value, or "password=..." in text
+	PatternPasswordField  Pattern = "password-field"       // a member named like a credential with a value; in text, a value assigned to password (PGPASSWORD=...), passwd, pwd, passphrase, client_secret, api_key (api-key), secret_key, access_token, or "the password is <something with a digit or a symbol>"
 	PatternURLCredentials Pattern = "url-credentials"      // scheme://user:password@host, the user possibly empty
+	PatternSessionCookie  Pattern = "session-cookie"       // Cookie: / Set-Cookie: / cookie name=<value that looks generated>
 	PatternJWKPrivate     Pattern = "jwk-private-key"      // an object with "kty" and a private member (d, p, q, dp, dq, qi, k)
 	PatternWithheldValue  Pattern = "withheld-value"       // the value of an item the sender declared withheld (builder only)
 	PatternTooManyHits    Pattern = "more-restricted-data" // more hits than are reported one by one
@@ -61,13 +73,32 @@ type Field struct {
 	IsName bool
 	// Empty is true for an empty object or array, and for "" and null.
 	Empty bool
+
+	// shapes are the built-in shapes of Text, once found; m is the
+	// memory of the pass that found them.
+	shapes  shapeSet
+	scanned bool
+	m       shapeScan
+}
+
+// builtinShapes returns the built-in shapes of f.Text, found in one pass
+// the first time a built-in detector asks (findShapes), so that the
+// built-in detectors read each string once between them.
+func (f *Field) builtinShapes() shapeSet {
+	if !f.scanned {
+		f.m = shapeScan{}
+		f.shapes, f.scanned = findShapes(f.Text, &f.m), true
+	}
+	return f.shapes
 }
 
 // A Detector recognises credential-like data at one place of a package.
 // The scan calls Detect once for every member name and every value, in
 // one pass, so a detector's cost must be linear in the length of Text.
 // Detect must not retain f or its strings, and must be safe for
-// concurrent use.
+// concurrent use. The built-in detectors share one pass over each string:
+// the first of them to look at a Field remembers on it what the pass
+// found, so a Field, even one made by hand, stands for one text only.
 type Detector interface {
 	// Pattern names what the detector finds, in hits and findings.
 	Pattern() Pattern
@@ -78,15 +109,15 @@ type Detector interface {
 // builder and the checker. A deployment adds its own by appending to it.
 func DefaultDetectors() []Detector { return append([]Detector(nil), builtin...) }
 
-// regexDetector finds a regular expression in string fields.
-type regexDetector struct {
-	p  Pattern
-	re *regexp.Regexp
+// builtinDetector finds one built-in shape in string fields.
+type builtinDetector struct {
+	p   Pattern
+	bit shapeSet
 }
 
-func (d regexDetector) Pattern() Pattern { return d.p }
-func (d regexDetector) Detect(f *Field) bool {
-	return f.Kind == '"' && f.Text != "" && d.re.MatchString(f.Text)
+func (d builtinDetector) Pattern() Pattern { return d.p }
+func (d builtinDetector) Detect(f *Field) bool {
+	return f.Kind == '"' && f.Text != "" && f.builtinShapes()&d.bit != 0
 }
 
 // credentialMember is PatternPasswordField on structure: a member named
@@ -102,54 +133,13 @@ func (credentialMember) Detect(f *Field) bool {
 	return credentialName(f.Member)
 }
 
-// Token boundary: start of string or a character that is not a letter or a
-// digit. RE2 has no look-behind, so the boundary is matched, which is all
-// a yes/no match needs.
-const lb = `(?:^|[^A-Za-z0-9])`
-
-// encodedPhrases are the base64 forms of "PRIVATE KEY" (either case) at
-// the three alignments a longer base64 text can put it in: the characters
-// that depend on the phrase alone.
-func encodedPhrases() string {
-	var alts []string
-	for _, s := range []string{"PRIVATE KEY", "private key", "-----BEGIN", "-----begin"} {
-		for off := range 3 {
-			e := base64.StdEncoding.EncodeToString(append(bytes.Repeat([]byte{'x'}, off), s...))
-			start := 0
-			if off > 0 {
-				start = (off*8 + 5) / 6
-			}
-			end := (off + len(s)) * 8 / 6
-			alts = append(alts, regexp.QuoteMeta(e[start:end]))
-		}
+var builtin = func() []Detector {
+	var ds []Detector
+	for _, p := range shapePatterns {
+		ds = append(ds, builtinDetector{p, shapeOf(p)})
 	}
-	return strings.Join(alts, "|")
-}
-
-var builtin = []Detector{
-	regexDetector{PatternPEMPrivateKey, regexp.MustCompile(`(?i)-----BEGIN[ A-Z0-9]*PRIVATE KEY( BLOCK)?-----`)},
-	regexDetector{PatternEncodedKey, regexp.MustCompile(encodedPhrases() +
-		// DER: SEQUENCE, then INTEGER 0 (PKCS#8, PKCS#1) or 1 (SEC 1), in
-		// base64, followed by enough base64 for a key.
-		`|` + lb + `(?:MI[I-L][A-Za-z0-9+/]{2}[AQgw]IBA[AD]|MI[E-H][A-Za-z0-9+/]AgE[AB]|M[A-Za-z0-9+/]{2}CAQ(?:Aw|EE))[A-Za-z0-9+/]{40,}`)},
-	regexDetector{PatternPuTTYKey, regexp.MustCompile(`PuTTY-User-Key-File-[0-9]+:`)},
-	regexDetector{PatternJWT, regexp.MustCompile(lb + `eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*`)},
-	regexDetector{PatternBearer, regexp.MustCompile(`(?i)` + lb + `(bearer\s+[A-Za-z0-9\-._~+/]{16,}=*|basic\s+[A-Za-z0-9+/]{16,}={0,2})`)},
-	regexDetector{PatternAWSAccessKey, regexp.MustCompile(lb + `(AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}(?:[^A-Za-z0-9]|$)`)},
-	regexDetector{PatternAWSSecret, regexp.MustCompile(`(?i)aws_?secret_?(access_?)?key\W{0,3}\s*[:=]\s*\S{20,}`)},
-	regexDetector{PatternGCPAPIKey, regexp.MustCompile(lb + `AIza[0-9A-Za-z_-]{35}`)},
-	regexDetector{PatternAzureKey, regexp.MustCompile(`(?i)AccountKey=[A-Za-z0-9+/]{80,}={0,2}|SharedAccessSignature=|[?&]sig=[A-Za-z0-9%+/]{30,}`)},
-	regexDetector{PatternGitHubToken, regexp.MustCompile(lb + `(gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})|(?i)github[a-z_-]{0,20}\W{0,3}\s*[:=]\s*[0-9a-f]{40}`)},
-	regexDetector{PatternGitLabToken, regexp.MustCompile(lb + `gl(pat|rt|dt|oas)-[0-9A-Za-z_-]{20,}`)},
-	regexDetector{PatternOpenAIKey, regexp.MustCompile(lb + `sk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{32,})`)},
-	regexDetector{PatternAnthropicKey, regexp.MustCompile(lb + `sk-ant-[a-z]+[0-9]{2}-[A-Za-z0-9_-]{20,}`)},
-	regexDetector{PatternNPMToken, regexp.MustCompile(lb + `npm_[A-Za-z0-9]{36}`)},
-	regexDetector{PatternSlackToken, regexp.MustCompile(lb + `(xox[abposre]-[A-Za-z0-9-]{10,}|xoxe\.xox[bp]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,})|hooks\.slack\.com/services/T[A-Za-z0-9]+/B[A-Za-z0-9]+/[A-Za-z0-9]+`)},
-	regexDetector{PatternStripeKey, regexp.MustCompile(lb + `((sk|rk)_(live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{16,})`)},
-	regexDetector{PatternPasswordField, regexp.MustCompile(`(?i)(?:^|[^a-z0-9])(password|passwd|pwd|passphrase|client_secret|api_key|apikey|secret_key|access_token)\s*[:=]\s*\S+`)},
-	regexDetector{PatternURLCredentials, regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@`)},
-	credentialMember{},
-}
+	return append(ds, credentialMember{})
+}()
 
 // credentialWords are the names of credential members, after
 // normalisation (see credentialName): a name that contains one of the
@@ -164,9 +154,10 @@ var (
 // credentialName reports whether a member name names a credential: the
 // name's ASCII letters and digits, lower-cased, with everything else
 // dropped (so "db_password", "userPassword", "x-api-key" and "Password "
-// all count), contain "password", "passwd" or "passphrase", or end with
-// one of credentialSuffixes. Only the last 64 letters and digits are
-// looked at.
+// all count), contain "password", "passwd" or "passphrase", end with one
+// of credentialSuffixes, or are "pass" (in any case: "Pass", "PASS"; a
+// longer name ending in "pass" is not one: "bypass", "boarding_pass").
+// Only the last 64 letters and digits are looked at.
 func credentialName(name string) bool {
 	var buf [64]byte
 	n := len(buf)
@@ -183,6 +174,9 @@ func credentialName(name string) bool {
 		buf[n] = c
 	}
 	s := buf[n:]
+	if string(s) == "pass" {
+		return true
+	}
 	for _, w := range credentialInfixes {
 		if bytes.Contains(s, []byte(w)) {
 			return true

@@ -209,7 +209,7 @@ func TestFaultStore_Cues(t *testing.T) {
 // error; once healed it offers.
 func TestFaultOfferStore_DelegatorFailsClosed(t *testing.T) {
 	w := handofftest.NewWorld(t, planner, coder)
-	offers := handofftest.NewFaultOfferStore(replay.NewMemoryOffers(w.Now), handofftest.FaultOptions{})
+	offers := handofftest.NewFaultOfferStore(replay.NewMemoryOffers(replay.MemoryOffersOptions{Now: w.Now}), handofftest.FaultOptions{})
 	rec := handofftest.NewRecordingOfferStore(offers)
 	a := w.Agent(planner, func(c *handoff.Config) { c.Offers = rec })
 	offers.Inject(handofftest.Cue{Fault: handofftest.Fail, Methods: []string{handofftest.MethodCreate}, Times: 1})

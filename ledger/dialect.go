@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 )
 
 // Dialect names the SQL dialect of the database a ledger is kept in. Each
@@ -20,7 +22,8 @@ const (
 	Detect Dialect = iota
 	// SQLite 3.24 or later: "?" placeholders, TEXT and BLOB columns,
 	// INSERT ... ON CONFLICT (iss, hop) DO NOTHING. Writers are serialized
-	// by the database, so the transaction of Do is SQLite's default.
+	// by the database, so the transaction of Do is SQLite's default. A
+	// table name beginning "sqlite_" is refused (ErrTable).
 	SQLite
 	// PostgreSQL 9.5 or later: "$1" placeholders, TEXT and BYTEA columns,
 	// INSERT ... ON CONFLICT (iss, hop) DO NOTHING. Do runs at READ
@@ -30,8 +33,9 @@ const (
 	// ErrRecorded. In a caller's transaction at REPEATABLE READ or
 	// SERIALIZABLE the server may refuse the second with a serialization
 	// failure, which Record returns; nothing is recorded twice at any
-	// level. iss and hop are TEXT: valid UTF-8 without NUL octets, or the
-	// server refuses them.
+	// level. iss and hop are TEXT: valid UTF-8 without U+0000; any other
+	// is refused with ErrKey before anything is written. A table name
+	// beginning "pg_" is refused (ErrTable).
 	PostgreSQL
 	// MySQL 5.7 or later, or MariaDB 10.3 or later, with InnoDB: "?"
 	// placeholders, VARBINARY and BLOB columns (compared octet by octet,
@@ -173,16 +177,30 @@ func (d Dialect) statements(table string) (statements, error) {
 	return statements{}, fmt.Errorf("ledger: unknown dialect %v", d)
 }
 
-// checkKey returns an error for an iss or hop the dialect's table cannot
-// hold exactly.
+// checkKey returns an error wrapping ErrKey for an iss or hop the
+// dialect's table cannot hold exactly.
 func (d Dialect) checkKey(iss, hop string) error {
-	if d != MySQL {
-		return nil
-	}
 	for _, f := range [...]struct{ name, v string }{{"iss", iss}, {"hop", hop}} {
-		if len(f.v) > maxKey {
-			return fmt.Errorf("ledger: %s of %d octets; the MySQL ledger holds at most %d", f.name, len(f.v), maxKey)
+		switch {
+		case d == MySQL && len(f.v) > maxKey:
+			return fmt.Errorf("%w: %s of %d octets; the MySQL ledger holds at most %d", ErrKey, f.name, len(f.v), maxKey)
+		case d == PostgreSQL && strings.IndexByte(f.v, 0) >= 0:
+			return fmt.Errorf("%w: %s holds U+0000, which a PostgreSQL TEXT column cannot hold", ErrKey, f.name)
+		case d == PostgreSQL && !utf8.ValidString(f.v):
+			return fmt.Errorf("%w: %s is not valid UTF-8, which a PostgreSQL TEXT column requires", ErrKey, f.name)
 		}
+	}
+	return nil
+}
+
+// checkTable returns an error wrapping ErrTable for a table name the
+// dialect reserves.
+func (d Dialect) checkTable(table string) error {
+	switch {
+	case d == PostgreSQL && strings.HasPrefix(table, "pg_"):
+		return fmt.Errorf("%w: %q begins with pg_, the prefix PostgreSQL reserves for its system catalogs", ErrTable, table)
+	case d == SQLite && strings.HasPrefix(strings.ToLower(table), "sqlite_"):
+		return fmt.Errorf("%w: %q begins with sqlite_, the prefix SQLite reserves for its own tables", ErrTable, table)
 	}
 	return nil
 }

@@ -149,9 +149,12 @@ func TestValuesAreBound(t *testing.T) {
 	})
 }
 
-// A pair the table cannot hold exactly is refused with an error, and
-// nothing is recorded: on MySQL, iss or hop over 1024 octets; on
-// PostgreSQL, a NUL octet in the TEXT columns.
+// A pair the table cannot hold exactly is refused with ErrKey before any
+// work runs, and nothing is recorded: on MySQL, iss or hop over 1024
+// octets; on PostgreSQL, U+0000 or octets that are not UTF-8 in the TEXT
+// columns (issue 35, finding 8: the effect ran and the server then refused
+// the record, so the hop could never be recorded and its outcome stayed
+// unknown).
 func TestUnholdablePairRefused(t *testing.T) {
 	for _, c := range []struct {
 		b        backend
@@ -160,20 +163,37 @@ func TestUnholdablePairRefused(t *testing.T) {
 		{backends[2], strings.Repeat("i", 1025), "h"},
 		{backends[2], "i", strings.Repeat("h", 1025)},
 		{backends[1], "i\x00", "h"},
+		{backends[1], "i", "Vb3kQx9ZtR2mN8pL4wYc1A\x00"},
+		{backends[1], "i\xff", "h"},
+		{backends[1], "i", "h\xc3"},
 	} {
 		t.Run(c.b.name, func(t *testing.T) {
 			ctx := context.Background()
 			f := newLedger(t, c.b)
-			err := f.l.Do(ctx, c.iss, c.hop, digestOf("x"), f.insertEffect(ctx, "e", "x"))
-			require.Error(t, err)
+			require.ErrorIs(t, f.l.CheckKey(c.iss, c.hop), ledger.ErrKey)
+			ran := false
+			err := f.l.Do(ctx, c.iss, c.hop, digestOf("x"), func(tx *sql.Tx) error {
+				ran = true
+				return f.insertEffect(ctx, "e", "x")(tx)
+			})
+			require.ErrorIs(t, err, ledger.ErrKey)
+			assert.False(t, ran, "the work ran for a pair that cannot be recorded")
 			assert.NotErrorIs(t, err, ledger.ErrRecorded)
 			assert.NotErrorIs(t, err, ledger.ErrUncertain)
 			assert.False(t, f.hasEffect(t, "e"))
+			tx, err := f.db.BeginTx(ctx, nil)
+			require.NoError(t, err)
+			assert.ErrorIs(t, f.l.Record(ctx, tx, c.iss, c.hop, digestOf("x")), ledger.ErrKey)
+			require.NoError(t, tx.Rollback())
 			o, err := f.l.Outcome(ctx, c.iss, c.hop, digestOf("x"), true)
-			assert.Error(t, err)
+			assert.ErrorIs(t, err, ledger.ErrKey)
 			assert.Equal(t, ledger.Unknown, o)
 		})
 	}
+	// SQLite holds every one of them.
+	lite := newLedger(t, backends[0])
+	assert.NoError(t, lite.l.CheckKey("i\x00\xff", strings.Repeat("h", 1025)))
+	assert.NoError(t, lite.l.Do(context.Background(), "i\x00\xff", "h\x00", digestOf("x"), nil))
 	// At the limit, MySQL holds the pair.
 	f := newLedger(t, backends[2])
 	ctx := context.Background()

@@ -39,7 +39,10 @@
 // know. Each dialect has its own placeholders, column types, insert-if-absent
 // form and transaction isolation, described on Dialect. Every value is a
 // bound parameter; the table name, the only text put into a statement, must
-// be an identifier.
+// be an identifier, and not one the dialect reserves (ErrTable). An iss or
+// hop the table cannot hold exactly, such as U+0000 in PostgreSQL's TEXT,
+// is refused with ErrKey before any work runs; CheckKey tells a delegate
+// so before it takes the work.
 //
 // # Partial effects (HC-44)
 //

@@ -108,9 +108,19 @@ func TestNewSQLValidatesTable(t *testing.T) {
 		assert.NoError(t, err, name)
 	}
 	for _, name := range []string{"", "2ledger", "led-ger", `x"; DROP TABLE effects; --`, "a.b", "a b",
-		"a234567890123456789012345678901234567890123456789012345678901234"} {
+		"a234567890123456789012345678901234567890123456789012345678901234", "sqlite_master", "SQLite_x"} {
 		_, err := ledger.NewSQL(db, name)
-		assert.Error(t, err, name)
+		assert.ErrorIs(t, err, ledger.ErrTable, name)
+	}
+	// PostgreSQL reserves pg_ for its system catalogs (issue 35, finding 8:
+	// "pg_class" passed the name check, and every write then failed).
+	for _, name := range []string{"pg_class", "pg_ledger"} {
+		_, err := ledger.NewSQLDialect(db, name, ledger.PostgreSQL)
+		assert.ErrorIs(t, err, ledger.ErrTable, name)
+	}
+	for _, name := range []string{"PG_ledger", "xpg_class", "sqlite_x"} {
+		_, err := ledger.NewSQLDialect(db, name, ledger.PostgreSQL)
+		assert.NoError(t, err, name)
 	}
 	_, err = ledger.NewSQL(nil, "ledger")
 	assert.Error(t, err)

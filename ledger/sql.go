@@ -27,6 +27,26 @@ var (
 	// until then keeps the hop "accepted" (HC-45). Any other error from Do
 	// means the transaction was never committed and nothing took effect.
 	ErrUncertain = errors.New("ledger: commit failed, outcome unknown")
+
+	// ErrKey is returned by CheckKey, and by Record, Do and Outcome before
+	// they touch the database or run any work, for an iss or hop the
+	// ledger's table cannot hold exactly: in PostgreSQL, whose iss and hop
+	// columns are TEXT, one holding U+0000 or octets that are not UTF-8;
+	// in MySQL, one over 1024 octets. Such a pair can never be recorded,
+	// so Do never runs its effect, and Outcome reports Unknown with this
+	// error for it. A delegate calls CheckKey on a received offer before it
+	// takes the work, and refuses the offer when it fails. The draft's
+	// HopId ([A-Za-z0-9_-]{22,64}) already excludes both from a hop that
+	// passed the receive checks; an AgentId is any text, U+0000 included.
+	ErrKey = errors.New("ledger: the table cannot hold this iss or hop")
+
+	// ErrTable is returned by NewSQL and NewSQLDialect for a table name
+	// that is not an identifier, or that the dialect reserves: in
+	// PostgreSQL a name beginning "pg_", the prefix of the system catalogs
+	// (an unqualified "pg_class" names pg_catalog.pg_class, which CREATE
+	// TABLE IF NOT EXISTS takes as existing and every write then fails
+	// on); in SQLite one beginning "sqlite_", in any case.
+	ErrTable = errors.New("ledger: table name refused")
 )
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
@@ -49,7 +69,8 @@ type SQL struct {
 // NewSQL returns a ledger kept in table of db, in the dialect of db's
 // driver (see DetectDialect). The table name must be an identifier: a
 // letter or underscore followed by up to 62 letters, digits or
-// underscores. Call Init to create the table.
+// underscores, and not one the dialect reserves (ErrTable). Call Init to
+// create the table.
 func NewSQL(db *sql.DB, table string) (*SQL, error) {
 	return NewSQLDialect(db, table, Detect)
 }
@@ -61,13 +82,16 @@ func NewSQLDialect(db *sql.DB, table string, d Dialect) (*SQL, error) {
 		return nil, errors.New("ledger: nil *sql.DB")
 	}
 	if !identRE.MatchString(table) {
-		return nil, fmt.Errorf("ledger: table name %q is not an identifier", table)
+		return nil, fmt.Errorf("%w: %q is not an identifier", ErrTable, table)
 	}
 	if d == Detect {
 		var err error
 		if d, err = DetectDialect(db); err != nil {
 			return nil, err
 		}
+	}
+	if err := d.checkTable(table); err != nil {
+		return nil, err
 	}
 	stmt, err := d.statements(table)
 	if err != nil {
@@ -104,10 +128,7 @@ func (l *SQL) Record(ctx context.Context, tx *sql.Tx, iss, hop string, digest []
 	if tx == nil {
 		return errors.New("ledger: Record needs the caller's transaction")
 	}
-	if err := checkArgs(iss, hop, digest); err != nil {
-		return err
-	}
-	if err := l.dialect.checkKey(iss, hop); err != nil {
+	if err := l.checkArgs(iss, hop, digest); err != nil {
 		return err
 	}
 	iv, hv := l.dialect.bind(iss), l.dialect.bind(hop)
@@ -163,14 +184,11 @@ func (l *SQL) Record(ctx context.Context, tx *sql.Tx, iss, hop string, digest []
 // keeps looking, and if the outcome cannot be learned it flags the hop to
 // its operator.
 func (l *SQL) Outcome(ctx context.Context, iss, hop string, digest []byte, settled bool) (Outcome, error) {
-	if err := checkArgs(iss, hop, digest); err != nil {
+	if err := l.checkArgs(iss, hop, digest); err != nil {
 		return Unknown, err
 	}
 	if err := ctx.Err(); err != nil {
 		return Unknown, fmt.Errorf("ledger: lookup: %w", err)
-	}
-	if err := l.dialect.checkKey(iss, hop); err != nil {
-		return Unknown, err
 	}
 	var have []byte
 	err := l.db.QueryRowContext(ctx, l.stmt.lookup, l.dialect.bind(iss), l.dialect.bind(hop)).Scan(&have)
@@ -212,8 +230,8 @@ func (l *SQL) Outcome(ctx context.Context, iss, hop string, digest []byte, settl
 // already recorded, in which case its work has already been done and must
 // not be done again (HC-38).
 func (l *SQL) Do(ctx context.Context, iss, hop string, digest []byte, effect func(tx *sql.Tx) error) error {
-	if err := checkArgs(iss, hop, digest); err != nil {
-		return err
+	if err := l.checkArgs(iss, hop, digest); err != nil {
+		return err // before the effect: a pair that cannot be recorded is never worked on
 	}
 	tx, err := l.db.BeginTx(ctx, &sql.TxOptions{Isolation: l.stmt.isolation})
 	if err != nil {
@@ -236,7 +254,15 @@ func (l *SQL) Do(ctx context.Context, iss, hop string, digest []byte, effect fun
 	return nil
 }
 
-func checkArgs(iss, hop string, digest []byte) error {
+// CheckKey returns an error wrapping ErrKey when the ledger's table cannot
+// hold the pair (iss, hop) exactly, and nil otherwise. Call it before
+// taking the work of a hop whose outcome the ledger will record: a pair it
+// refuses can never be recorded.
+func (l *SQL) CheckKey(iss, hop string) error {
+	return l.dialect.checkKey(iss, hop)
+}
+
+func (l *SQL) checkArgs(iss, hop string, digest []byte) error {
 	switch {
 	case iss == "":
 		return errors.New("ledger: empty iss")
@@ -245,5 +271,5 @@ func checkArgs(iss, hop string, digest []byte) error {
 	case len(digest) == 0:
 		return errors.New("ledger: empty digest")
 	}
-	return nil
+	return l.dialect.checkKey(iss, hop)
 }

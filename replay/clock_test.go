@@ -74,7 +74,7 @@ func TestMemoryOffersClockCallsBack(t *testing.T) {
 		}
 		return now
 	}
-	s = replay.NewMemoryOffers(clock)
+	s = replay.NewMemoryOffers(replay.MemoryOffersOptions{Now: clock})
 	d := sha256.Sum256([]byte("offer"))
 	var rec replay.OfferRecord
 	within(t, "Create", func() {

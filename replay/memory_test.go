@@ -147,8 +147,8 @@ func TestMemoryConcurrentFull(t *testing.T) {
 
 func TestMemoryOffers(t *testing.T) {
 	storetest.RunOffers(t, func(t *testing.T, now func() time.Time) replay.OfferStore {
-		return replay.NewMemoryOffers(now)
-	}, storetest.OfferOptions{})
+		return replay.NewMemoryOffers(replay.MemoryOffersOptions{MaxRecords: 8, Now: now})
+	}, storetest.OfferOptions{MaxRecords: 8})
 }
 
 // BenchmarkMemoryRemember measures the in-memory store's Remember in a

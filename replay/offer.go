@@ -107,6 +107,10 @@ func (q OfferQuery) Match(r OfferRecord) bool {
 //   - A record with a non-zero Expires is absent at and after Expires. An
 //     Open record with a non-zero Expires is refused with ErrInvalid: an
 //     unresolved hop is kept until resolved.
+//   - A store may bound the records it holds. At its bound, Create of a
+//     new hop returns an *OffersFullError (wrapping ErrFull), after
+//     reclaiming expired records; it never drops a live record to make
+//     room. A Create that finds its own record held still returns it.
 //   - List returns the live records that match the query, ordered by
 //     Created, then Hop.
 //   - Byte slices are copied in and out; records are kept byte for byte
@@ -157,6 +161,24 @@ func (e *BusyError) Error() string {
 
 // Unwrap returns ErrBusy.
 func (e *BusyError) Unwrap() error { return ErrBusy }
+
+// OffersFullError is returned by OfferStore.Create when the store holds as
+// many records as its cap allows. It wraps ErrFull. No record is dropped
+// to make room: an Open record is a hop whose outcome is unknown (HC-41),
+// and forgetting it would let a new offer repeat its work (HC-42). Room is
+// made by resolving, canceling or abandoning hops, and by resolved records
+// reaching their Expires.
+type OffersFullError struct {
+	// Cap is the number of records the store holds at most.
+	Cap int
+}
+
+func (e *OffersFullError) Error() string {
+	return fmt.Sprintf("replay: the offer store holds its cap of %d records; no new offer until a hop is resolved, canceled or abandoned (HC-41, HC-42)", e.Cap)
+}
+
+// Unwrap returns ErrFull.
+func (e *OffersFullError) Unwrap() error { return ErrFull }
 
 // CheckOffer returns an error wrapping ErrInvalid when rec is not a record
 // an OfferStore may hold.

@@ -6,29 +6,87 @@ import (
 	"time"
 )
 
+// DefaultMaxOffers is the number of records an OfferStore of this package
+// or of replay/boltstore holds when its options leave the bound zero.
+const DefaultMaxOffers = 1 << 16
+
+// MemoryOffersOptions configures a MemoryOffers. The zero value is usable.
+type MemoryOffersOptions struct {
+	// MaxRecords bounds the records held, open or resolved and not yet
+	// expired. Zero or less means DefaultMaxOffers.
+	MaxRecords int
+	// Now returns the current time; nil means time.Now. The store calls it
+	// holding none of its locks, so the clock may call back into it.
+	Now func() time.Time
+}
+
 // MemoryOffers is an OfferStore kept in the memory of one process. It is
 // safe for concurrent use. Its records are lost when the process ends: a
 // delegator that must retransmit, cancel or keep HC-42 across a restart
 // needs a durable store (replay/boltstore, replay/redisstore).
+//
+// # Cap
+//
+// It holds at most MemoryOffersOptions.MaxRecords records
+// (DefaultMaxOffers, 65,536, by default). An Open record is kept until its
+// hop is resolved, canceled and answered, or abandoned (HC-41, HC-42),
+// however long that takes, and a resolved one until its Expires; so an
+// offer that is never answered holds its record for good. At the cap,
+// Create first deletes the records that have expired, then refuses a new
+// record with an *OffersFullError, which wraps ErrFull: the delegator makes no new offer
+// until one of its hops is resolved or abandoned (Agent.Unresolved lists
+// them). It never drops a record to make room, which would forget a hop
+// whose outcome is unknown. A record costs its Handoff's octets (the offer
+// as sent, and its chain) and a few hundred bytes besides
+// (BenchmarkMemoryOffersBytesPerRecord).
 type MemoryOffers struct {
 	now func() time.Time
+	max int
 
 	mu      sync.Mutex
 	recs    map[string]OfferRecord
 	work    map[string]string // Work -> Hop of the Open record holding it
 	version uint64
+	// nextExpiry is a lower bound on the Expires of every held record
+	// that has one, or the zero time when none is known to: before it, a
+	// sweep at the cap cannot free anything and is skipped.
+	nextExpiry time.Time
 }
 
 var _ OfferStore = (*MemoryOffers)(nil)
 
-// NewMemoryOffers returns an empty MemoryOffers that reads the time from
-// now, or from time.Now when now is nil. The store calls now holding none
-// of its locks, so the clock may call back into it.
-func NewMemoryOffers(now func() time.Time) *MemoryOffers {
-	if now == nil {
-		now = time.Now
+// NewMemoryOffers returns an empty MemoryOffers.
+func NewMemoryOffers(opts MemoryOffersOptions) *MemoryOffers {
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
-	return &MemoryOffers{now: now, recs: map[string]OfferRecord{}, work: map[string]string{}}
+	if opts.MaxRecords <= 0 {
+		opts.MaxRecords = DefaultMaxOffers
+	}
+	return &MemoryOffers{now: opts.Now, max: opts.MaxRecords, recs: map[string]OfferRecord{}, work: map[string]string{}}
+}
+
+// noteExpiry lowers nextExpiry to e, a held record's Expires. s.mu is held.
+func (s *MemoryOffers) noteExpiry(e time.Time) {
+	if !e.IsZero() && (s.nextExpiry.IsZero() || e.Before(s.nextExpiry)) {
+		s.nextExpiry = e
+	}
+}
+
+// sweep drops every expired record, when one may have expired by now.
+// s.mu is held.
+func (s *MemoryOffers) sweep(now time.Time) {
+	if s.nextExpiry.IsZero() || now.Before(s.nextExpiry) {
+		return
+	}
+	s.nextExpiry = time.Time{}
+	for _, r := range s.recs {
+		if !r.Live(now) {
+			s.drop(r)
+		} else {
+			s.noteExpiry(r.Expires)
+		}
+	}
 }
 
 // live returns the live record held for hop at time now, dropping an
@@ -76,11 +134,20 @@ func (s *MemoryOffers) Create(ctx context.Context, rec OfferRecord) (OfferRecord
 		if h, ok := s.work[rec.Work]; ok {
 			return OfferRecord{}, &BusyError{Work: rec.Work, Hop: h}
 		}
+	}
+	if len(s.recs) >= s.max {
+		s.sweep(now)
+		if len(s.recs) >= s.max {
+			return OfferRecord{}, &OffersFullError{Cap: s.max}
+		}
+	}
+	if rec.Open && rec.Work != "" {
 		s.work[rec.Work] = rec.Hop
 	}
 	s.version++
 	rec.Version = s.version
 	s.recs[rec.Hop] = rec
+	s.noteExpiry(rec.Expires)
 	return rec.Clone(), nil
 }
 
@@ -127,6 +194,7 @@ func (s *MemoryOffers) Swap(ctx context.Context, old, new OfferRecord) (OfferRec
 	s.version++
 	new.Version = s.version
 	s.recs[new.Hop] = new
+	s.noteExpiry(new.Expires)
 	return new.Clone(), nil
 }
 

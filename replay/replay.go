@@ -243,7 +243,8 @@ type Store interface {
 
 var (
 	// ErrFull is returned by Remember when the store holds as many live
-	// records as it may and cannot take another without evicting one.
+	// records as it may and cannot take another without evicting one, and
+	// wrapped by the *OffersFullError of OfferStore.Create at its cap.
 	ErrFull = errors.New("replay: store full")
 	// ErrIssuerFull is returned by Remember when the records held for the
 	// key's issuer use its share of the store, so that one delegator

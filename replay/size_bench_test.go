@@ -63,3 +63,35 @@ func BenchmarkMemoryBytesPerRecord(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMemoryOffersBytesPerRecord reports the heap a MemoryOffers holds
+// per record of an unanswered offer, beyond its Handoff's octets (here
+// 700, an offer without a chain in CBOR): the metric B/record.
+//
+//	go test -run '^$' -bench MemoryOffersBytesPerRecord -benchtime 1x ./replay
+func BenchmarkMemoryOffersBytesPerRecord(b *testing.B) {
+	const n, handoffSize = 1 << 16, 700
+	ctx := context.Background()
+	now := time.Unix(1793000000, 123456789)
+	var perRecord float64
+	for b.Loop() {
+		recs := make([]replay.OfferRecord, n) // the caller's, not counted
+		for i := range recs {
+			d := sha256.Sum256(binary.BigEndian.AppendUint64(nil, uint64(i)))
+			recs[i] = replay.OfferRecord{Hop: hopID(uint64(i)), To: "spiffe://delegates.example/agent/coder", Digest: d[:],
+				Open: true, Handoff: make([]byte, handoffSize), State: "offered", Created: now}
+		}
+		before := heapInUse()
+		s := replay.NewMemoryOffers(replay.MemoryOffersOptions{MaxRecords: n, Now: func() time.Time { return now }})
+		for _, r := range recs {
+			if _, err := s.Create(ctx, r); err != nil {
+				b.Fatal(err)
+			}
+		}
+		after := heapInUse()
+		perRecord = float64(after-before)/float64(n) - handoffSize
+		runtime.KeepAlive(s)
+		runtime.KeepAlive(recs)
+	}
+	b.ReportMetric(perRecord, "B/record")
+}

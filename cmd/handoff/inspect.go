@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,7 +35,9 @@ The chain is drawn as a tree, oldest offer first, each passed on to the
 next: hop, iss -> aud, iat and exp in UTC and relative to now, signed form,
 handoff digest, and whether each link holds: prev names the digest of the
 element before ("intact" or "BROKEN"), iss is the aud of the element before,
-and iat falls within its lifetime.
+and iat falls within its lifetime. A chain of more than 16 elements is
+drawn in part: its first 8 and last 8 elements, and one line that counts
+the elements between and what their checks found.
 
 Exit status: 0 decoded, 1 the input or one of its elements does not decode,
 2 usage or I/O error.`, `  handoff inspect handoff.json
@@ -52,13 +56,15 @@ Exit status: 0 decoded, 1 the input or one of its elements does not decode,
 	if err != nil {
 		return e.failf(cmd, "%v", err)
 	}
-	var b strings.Builder
+	// The output is written as it is made, never held whole: its size is
+	// linear in the input's, whatever the chain (see inspectChain).
+	b := bufio.NewWriter(e.stdout)
+	defer b.Flush()
 	b.WriteString("UNVERIFIED: decoded without checking any signature or trusting any key.\n")
 	b.WriteString("Nothing below shows who signed it; run \"handoff verify\" to decide.\n\n")
 	in, err := parseInput(data)
 	if err != nil {
-		fmt.Fprintf(&b, "%s: %v\n", displayName(pos[0]), err)
-		fmt.Fprint(e.stdout, b.String())
+		fmt.Fprintf(b, "%s: %v\n", displayName(pos[0]), err)
 		return exitNo
 	}
 	t := now.clock()()
@@ -68,25 +74,24 @@ Exit status: 0 decoded, 1 the input or one of its elements does not decode,
 	}
 	var clean bool
 	if in.handoff == nil {
-		fmt.Fprintf(&b, "Signed element; times relative to %s (%s)\n\n", utc(t), nowNote)
-		clean = inspectSingle(&b, in.single, t)
+		fmt.Fprintf(b, "Signed element; times relative to %s (%s)\n\n", utc(t), nowNote)
+		clean = inspectSingle(b, in.single, t)
 	} else {
 		n := len(in.handoff.Chain)
 		switch n {
 		case 0:
-			fmt.Fprintf(&b, "Handoff object (%s): an offer, no chain\n", in.enc)
+			fmt.Fprintf(b, "Handoff object (%s): an offer, no chain\n", in.enc)
 		case 1:
-			fmt.Fprintf(&b, "Handoff object (%s): an offer and a chain of 1 element\n", in.enc)
+			fmt.Fprintf(b, "Handoff object (%s): an offer and a chain of 1 element\n", in.enc)
 		default:
-			fmt.Fprintf(&b, "Handoff object (%s): an offer and a chain of %d elements, oldest first\n", in.enc, n)
+			fmt.Fprintf(b, "Handoff object (%s): an offer and a chain of %d elements, oldest first\n", in.enc, n)
 		}
 		if len(in.handoff.Extra) > 0 {
-			fmt.Fprintf(&b, "Unsigned extra members: %s\n", safe(strings.Join(sortedKeys(in.handoff.Extra), ", ")))
+			fmt.Fprintf(b, "Unsigned extra members: %s\n", safe(strings.Join(sortedKeys(in.handoff.Extra), ", ")))
 		}
-		fmt.Fprintf(&b, "Times relative to %s (%s)\n\n", utc(t), nowNote)
-		clean = inspectChain(&b, in.handoff, t)
+		fmt.Fprintf(b, "Times relative to %s (%s)\n\n", utc(t), nowNote)
+		clean = inspectChain(b, in.handoff, t)
 	}
-	fmt.Fprint(e.stdout, b.String())
 	if !clean {
 		return exitNo
 	}
@@ -94,7 +99,7 @@ Exit status: 0 decoded, 1 the input or one of its elements does not decode,
 }
 
 // inspectSingle writes one element; it reports whether it decoded.
-func inspectSingle(b *strings.Builder, s handoff.Signed, now time.Time) bool {
+func inspectSingle(b io.Writer, s handoff.Signed, now time.Time) bool {
 	o, st, err := handoff.InspectUnverified(s, handoff.Limits{})
 	switch {
 	case err != nil:
@@ -133,28 +138,62 @@ func inspectSingle(b *strings.Builder, s handoff.Signed, now time.Time) bool {
 	}
 }
 
+// What inspect draws of a long chain. A chain of at most inspectHead +
+// inspectTail elements (16, the draft's recommended bound) is drawn whole;
+// of a longer one, the first inspectHead and the last inspectTail, and one
+// line for the elements between, whose links are still checked and
+// counted. The tree is indented at most inspectIndent levels: deeper
+// elements are drawn at that level. So the output stays a bounded size per
+// element drawn, and the time and memory of inspect are linear in the
+// input, whatever the chain.
+const (
+	inspectHead   = 8
+	inspectTail   = 8
+	inspectIndent = 8
+)
+
 // inspectChain writes the chain and the offer as a tree, each element
 // under the one it passes on. It reports whether every element decoded.
-func inspectChain(b *strings.Builder, h *handoff.Handoff, now time.Time) bool {
-	elems := append(append([]handoff.Signed(nil), h.Chain...), h.Offer)
-	n := len(elems) - 1
-	offers := make([]*handoff.Offer, len(elems))
-	clean := true
-	broken := 0
+func inspectChain(b io.Writer, h *handoff.Handoff, now time.Time) bool {
+	n := len(h.Chain)
+	elem := func(i int) handoff.Signed {
+		if i == n {
+			return h.Offer
+		}
+		return h.Chain[i]
+	}
+	drawn := func(i int) bool { return n <= inspectHead+inspectTail || i < inspectHead || i >= n-inspectTail }
+	var (
+		prev        *handoff.Offer // the element before, when it decoded
+		clean       = true
+		broken      = 0
+		hidden      = 0 // elements not drawn
+		hiddenBad   = 0 // of which undecodable
+		hiddenLinks = 0 // BROKEN link checks among them
+	)
 	skew := handoff.Time(defaultSkew / time.Second)
-	for i, s := range elems {
+	for i := 0; i <= n; i++ {
+		s := elem(i)
 		label := "chain[" + strconv.Itoa(i) + "]"
 		if i == n {
 			label = "offer"
 		}
-		head, body := "", strings.Repeat("    ", i)
-		if i > 0 {
-			head = strings.Repeat("    ", i-1) + "└── "
+		depth := min(i, inspectIndent)
+		head, body := "", strings.Repeat("    ", depth)
+		if depth > 0 {
+			head = strings.Repeat("    ", depth-1) + "└── "
 		}
 		if i < n {
 			body += "│   "
 		} else {
 			body += "    "
+		}
+		if drawn(i) && hidden > 0 {
+			gap := strings.Repeat("    ", min(inspectHead-1, inspectIndent))
+			fmt.Fprintf(b, "%s┆   chain[%d] to chain[%d]: %d elements not drawn (inspect draws %d of a chain); %d do not decode, %d BROKEN link check(s) among them\n",
+				gap, inspectHead, i-1, hidden, inspectHead+inspectTail, hiddenBad, hiddenLinks)
+			fmt.Fprintf(b, "%s┆\n", gap)
+			hidden = 0
 		}
 		o, st, err := handoff.InspectUnverified(s, handoff.Limits{})
 		if err == nil && o == nil {
@@ -162,53 +201,68 @@ func inspectChain(b *strings.Builder, h *handoff.Handoff, now time.Time) bool {
 		}
 		if err != nil {
 			clean = false
-			fmt.Fprintf(b, "%s%s  UNDECODABLE: %v\n", head, label, err)
-			fmt.Fprintf(b, "%s%-7s %s\n", body, "digest", s.Digest().B64())
-			if i < n {
-				fmt.Fprintf(b, "%s\n", strings.TrimRight(body, " "))
+			if drawn(i) {
+				fmt.Fprintf(b, "%s%s  UNDECODABLE: %v\n", head, label, err)
+				fmt.Fprintf(b, "%s%-7s %s\n", body, "digest", s.Digest().B64())
+				if i < n {
+					fmt.Fprintf(b, "%s\n", strings.TrimRight(body, " "))
+				}
+			} else {
+				hidden++
+				hiddenBad++
 			}
+			prev = nil
 			continue
 		}
-		offers[i] = o
-		writeOffer(b, o, s, label, head, body, now)
-		w := func(k, format string, args ...any) {
-			fmt.Fprintf(b, "%s%-7s %s\n", body, k, fmt.Sprintf(format, args...))
-		}
+		var lines []linkLine
 		prevLabel := "chain[" + strconv.Itoa(i-1) + "]"
 		switch {
 		case i == 0 && o.Prev == nil:
-			w("prev", "none: the start of the chain")
+			lines = append(lines, linkLine{"prev", "none: the start of the chain", false})
 		case i == 0 && n == 0:
-			w("prev", "%s: no chain carried (absent)", digestOut(*o.Prev))
+			lines = append(lines, linkLine{"prev", digestOut(*o.Prev) + ": no chain carried (absent)", false})
 		case i == 0:
-			w("prev", "%s: names an offer not carried (the chain is partial)", digestOut(*o.Prev))
-		case offers[i-1] == nil:
-			w("prev", "unknown: %s does not decode", prevLabel)
+			lines = append(lines, linkLine{"prev", digestOut(*o.Prev) + ": names an offer not carried (the chain is partial)", false})
+		case prev == nil:
+			lines = append(lines, linkLine{"prev", "unknown: " + prevLabel + " does not decode", false})
 		default:
-			p := offers[i-1]
-			want := elems[i-1].Digest()
+			p := prev
+			want := elem(i - 1).Digest()
 			switch {
 			case o.Prev == nil:
-				broken++
-				w("prev", "BROKEN: missing, but %s comes before", prevLabel)
+				lines = append(lines, linkLine{"prev", "BROKEN: missing, but " + prevLabel + " comes before", true})
 			case o.Prev.Equal(want):
-				w("prev", "%s = digest of %s: intact", digestOut(*o.Prev), prevLabel)
+				lines = append(lines, linkLine{"prev", digestOut(*o.Prev) + " = digest of " + prevLabel + ": intact", false})
 			default:
-				broken++
-				w("prev", "BROKEN: %s is not the digest of %s (%s)", digestOut(*o.Prev), prevLabel, want.B64())
+				lines = append(lines, linkLine{"prev", fmt.Sprintf("BROKEN: %s is not the digest of %s (%s)", digestOut(*o.Prev), prevLabel, want.B64()), true})
 			}
 			if o.Iss == p.Aud {
-				w("link", "iss is the aud of %s: intact", prevLabel)
+				lines = append(lines, linkLine{"link", "iss is the aud of " + prevLabel + ": intact", false})
 			} else {
-				broken++
-				w("link", "BROKEN: iss %s is not the aud %s of %s", safe(string(o.Iss)), safe(string(p.Aud)), prevLabel)
+				lines = append(lines, linkLine{"link", fmt.Sprintf("BROKEN: iss %s is not the aud %s of %s", safe(string(o.Iss)), safe(string(p.Aud)), prevLabel), true})
 			}
 			if p.Iat <= o.Iat && o.Iat <= p.Exp+skew {
-				w("timing", "issued within the lifetime of %s: intact", prevLabel)
+				lines = append(lines, linkLine{"timing", "issued within the lifetime of " + prevLabel + ": intact", false})
 			} else {
-				broken++
-				w("timing", "BROKEN: iat %d outside [%d, %d + %ds skew] of %s", o.Iat, p.Iat, p.Exp, skew, prevLabel)
+				lines = append(lines, linkLine{"timing", fmt.Sprintf("BROKEN: iat %d outside [%d, %d + %ds skew] of %s", o.Iat, p.Iat, p.Exp, skew, prevLabel), true})
 			}
+		}
+		prev = o
+		for _, l := range lines {
+			if l.broken {
+				broken++
+				if !drawn(i) {
+					hiddenLinks++
+				}
+			}
+		}
+		if !drawn(i) {
+			hidden++
+			continue
+		}
+		writeOffer(b, o, s, label, head, body, now)
+		for _, l := range lines {
+			fmt.Fprintf(b, "%s%-7s %s\n", body, l.key, l.text)
 		}
 		if i < n {
 			fmt.Fprintf(b, "%s\n", strings.TrimRight(body, " "))
@@ -225,11 +279,20 @@ func inspectChain(b *strings.Builder, h *handoff.Handoff, now time.Time) bool {
 	default:
 		fmt.Fprintf(b, "Summary: every link intact (%d). Signatures NOT checked.\n", n)
 	}
+	if n > defaultMaxChain {
+		fmt.Fprintf(b, "The chain has %d elements: a receiver with the draft's recommended bound (%d) refuses it (too-deep).\n", n, defaultMaxChain)
+	}
 	return clean
 }
 
+// linkLine is one link check of an element against the one before it.
+type linkLine struct {
+	key, text string
+	broken    bool
+}
+
 // writeOffer writes the title line and the fields of one offer.
-func writeOffer(b *strings.Builder, o *handoff.Offer, s handoff.Signed, label, head, body string, now time.Time) {
+func writeOffer(b io.Writer, o *handoff.Offer, s handoff.Signed, label, head, body string, now time.Time) {
 	fmt.Fprintf(b, "%s%s  %s -> %s\n", head, label, safe(string(o.Iss)), safe(string(o.Aud)))
 	w := func(k, format string, args ...any) {
 		fmt.Fprintf(b, "%s%-7s %s\n", body, k, fmt.Sprintf(format, args...))

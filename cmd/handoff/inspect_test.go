@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/digest"
 )
 
@@ -192,5 +196,115 @@ func TestDigestErrors(t *testing.T) {
 		r := cli(t, nil, args...)
 		mustCode(t, r, 2)
 		assert.Empty(t, r.stdout)
+	}
+}
+
+// longChainCBOR is a Handoff in CBOR: the draft's offer and a chain of n
+// one-octet byte strings, none of them a signed element (2 octets each).
+func longChainCBOR(t testing.TB, n int) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(draftHO)
+	require.NoError(t, err)
+	var h struct{ Offer string }
+	require.NoError(t, json.Unmarshal(raw, &h))
+	b := []byte{0xa2, 0x65, 'o', 'f', 'f', 'e', 'r', 0x79, byte(len(h.Offer) >> 8), byte(len(h.Offer))}
+	b = append(b, h.Offer...)
+	b = append(b, 0x65, 'c', 'h', 'a', 'i', 'n', 0x9a, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	for range n {
+		b = append(b, 0x41, 0x00)
+	}
+	return b
+}
+
+// inspectInProcess runs inspect on data, read from stdin, in this process,
+// and returns its exit status, its output and the bytes it allocated.
+func inspectInProcess(data []byte) (code int, stdout string, alloc uint64) {
+	var out, errb bytes.Buffer
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	code = run([]string{"inspect", "--now", draftNow, "-"}, bytes.NewReader(data), &out, &errb)
+	runtime.ReadMemStats(&after)
+	return code, out.String(), after.TotalAlloc - before.TotalAlloc
+}
+
+// Issue 35, finding 3: inspect drew each element one level deeper and built
+// its output in memory, so a 4 KB file printed 24 MB and a 130 KB one ran
+// out of memory. Now a 130 KB file of 65,000 elements allocates well under
+// 64 MiB in all, and prints a bounded summary of what it does not draw.
+func TestInspect_LongChainBounded(t *testing.T) {
+	data := longChainCBOR(t, 65000)
+	require.Less(t, len(data), 131500)
+	code, out, alloc := inspectInProcess(data)
+	require.Equal(t, 1, code, out) // the elements do not decode
+	t.Logf("%d octets in, %d octets out, %d bytes allocated (%.1fx the input)", len(data), len(out), alloc, float64(alloc)/float64(len(data)))
+	assert.Less(t, alloc, uint64(64<<20), "allocated in all")
+	assert.Less(t, len(out), 16<<10, "the output is bounded by what is drawn")
+	// The chain as the library reads it (all of it today; a reader that
+	// keeps less of a chain past its bound changes only the counts).
+	h, _, err := handoff.ParseHandoff(data, handoff.Limits{})
+	require.NoError(t, err)
+	n := len(h.Chain)
+	require.Greater(t, n, inspectHead+inspectTail)
+	assert.Contains(t, out, fmt.Sprintf("chain[8] to chain[%d]: %d elements not drawn (inspect draws 16 of a chain); %d do not decode, 0 BROKEN link check(s) among them",
+		n-inspectTail-1, n-inspectHead-inspectTail, n-inspectHead-inspectTail))
+	assert.Contains(t, out, fmt.Sprintf("chain[%d]  UNDECODABLE", n-1))
+	assert.Contains(t, out, "offer  spiffe://a.example/agent/planner -> spiffe://b.example/agent/coder")
+	assert.Contains(t, out, "refuses it (too-deep)")
+	// The indentation is bounded: no line starts with more than
+	// inspectIndent levels of it.
+	for _, line := range strings.Split(out, "\n") {
+		assert.False(t, strings.HasPrefix(line, strings.Repeat(" ", 4*(inspectIndent+1)+1)), "line indented too deep: %q", line)
+	}
+}
+
+// The elements inspect does not draw are still checked: their broken
+// links are counted, in the line that stands for them and in the summary.
+func TestInspect_LongChainCountsWhatItDoesNotDraw(t *testing.T) {
+	raw, err := os.ReadFile(draftHO)
+	require.NoError(t, err)
+	var h struct {
+		Offer string
+		Chain []string
+	}
+	require.NoError(t, json.Unmarshal(raw, &h))
+	// chain[0] of the draft 40 times: each copy after the first has no prev
+	// and is not issued by the aud of the one before (2 BROKEN checks); the
+	// offer follows the last copy, which is chain[0] itself.
+	chain := make([]string, 40)
+	for i := range chain {
+		chain[i] = h.Chain[0]
+	}
+	doc, err := json.Marshal(map[string]any{"offer": h.Offer, "chain": chain})
+	require.NoError(t, err)
+	code, out, _ := inspectInProcess(doc)
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "chain[8] to chain[31]: 24 elements not drawn (inspect draws 16 of a chain); 0 do not decode, 48 BROKEN link check(s) among them")
+	assert.Contains(t, out, "Summary: 78 BROKEN link check(s); a receiver rejects this chain (broken-chain).")
+	assert.Contains(t, out, "prev    "+draftChain+" = digest of chain[39]: intact")
+	for i := range 40 {
+		drawn := i < 8 || i >= 32
+		assert.Equal(t, drawn, strings.Contains(out, fmt.Sprintf("chain[%d]  spiffe://", i)), "chain[%d]", i)
+	}
+	// A chain of 16 elements, the draft's bound, is drawn whole.
+	doc, err = json.Marshal(map[string]any{"offer": h.Offer, "chain": chain[:16]})
+	require.NoError(t, err)
+	_, out, _ = inspectInProcess(doc)
+	assert.NotContains(t, out, "not drawn")
+	assert.NotContains(t, out, "too-deep")
+	assert.Contains(t, out, "chain[15]  spiffe://")
+}
+
+// BenchmarkInspectLongChain reports what inspect costs on the 130 KB file
+// of 65,000 elements, per input octet.
+func BenchmarkInspectLongChain(b *testing.B) {
+	data := longChainCBOR(b, 65000)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		var out bytes.Buffer
+		if code := run([]string{"inspect", "--now", draftNow, "-"}, bytes.NewReader(data), &out, io.Discard); code != 1 {
+			b.Fatalf("exit %d", code)
+		}
 	}
 }

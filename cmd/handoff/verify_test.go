@@ -3,8 +3,10 @@ package main
 import (
 	"encoding/base64"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -490,6 +492,22 @@ func decodedPayloads(t *testing.T, path string) string {
 		b.Write(p)
 	}
 	return b.String()
+}
+
+// Issue 35, finding 7: with --now past 2^62 seconds the replay database
+// stored exp plus the skew clamped to 2^62, so the record was expired when
+// written and the same offer was accepted on every run. It is kept now,
+// and the second run is a retransmission, up to the largest --now.
+func TestVerifyReplayPast2Pow62(t *testing.T) {
+	w := newWorld(t)
+	for _, now := range []uint64{1<<62 + 1000, math.MaxInt64 - 200} {
+		iat := strconv.FormatUint(now, 10)
+		h := offerFile(t, w.path(iat+".json"), "--key", w.a.key, "--iss", w.a.id, "--aud", w.b.id, "--dialog", "d", "--now", iat)
+		args := []string{"--self", w.b.id, "--trust", w.trust, "--replay-db", w.path(iat + ".db"), "--now", strconv.FormatUint(now+5, 10), h}
+		verifyOut(t, 0, nil, args...)
+		second := verifyOut(t, 1, nil, args...)
+		assert.Equal(t, true, second["retransmission"], "--now %d", now)
+	}
 }
 
 func TestVerifyReplayDBLocked(t *testing.T) {

@@ -117,6 +117,9 @@ type Options struct {
 	// share its transaction and its sync. Zero means DefaultMaxBatchDelay;
 	// a negative value writes each alone.
 	MaxBatchDelay time.Duration
+	// MaxOffers bounds the offer records of Store.Offers in the file (see
+	// OfferStore). Zero or less means replay.DefaultMaxOffers.
+	MaxOffers int
 	// ReclaimEvery is the interval at which expired records are deleted in
 	// the background. Zero means DefaultReclaimEvery; a negative value
 	// turns the background reclaimer off (expired records are then only
@@ -132,6 +135,9 @@ type Store struct {
 	max       uint64
 	maxIssuer uint64
 	now       func() time.Time
+	// maxOffers and offerGuard are those of the OfferStores of Offers.
+	maxOffers  int
+	offerGuard *sweepGuard
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -173,11 +179,13 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
 	s := &Store{
-		db:   db,
-		path: path,
-		now:  opts.Now,
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
+		db:         db,
+		path:       path,
+		now:        opts.Now,
+		maxOffers:  opts.MaxOffers,
+		offerGuard: &sweepGuard{},
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
 	}
 	switch {
 	case opts.MaxBatchDelay < 0:

@@ -381,11 +381,11 @@ func TestCrash(t *testing.T) {
 
 func TestOfferStore(t *testing.T) {
 	storetest.RunOffers(t, func(t *testing.T, now func() time.Time) replay.OfferStore {
-		s, err := OpenOffers(filepath.Join(t.TempDir(), "offers.db"), OfferOptions{Now: now})
+		s, err := OpenOffers(filepath.Join(t.TempDir(), "offers.db"), OfferOptions{Now: now, MaxRecords: 8})
 		require.NoError(t, err)
 		return s
-	}, storetest.OfferOptions{Reopen: func(t *testing.T, closed replay.OfferStore, now func() time.Time) replay.OfferStore {
-		s, err := OpenOffers(closed.(*OfferStore).Path(), OfferOptions{Now: now})
+	}, storetest.OfferOptions{MaxRecords: 8, Reopen: func(t *testing.T, closed replay.OfferStore, now func() time.Time) replay.OfferStore {
+		s, err := OpenOffers(closed.(*OfferStore).Path(), OfferOptions{Now: now, MaxRecords: 8})
 		require.NoError(t, err)
 		return s
 	}})
@@ -394,12 +394,12 @@ func TestOfferStore(t *testing.T) {
 // The offers kept beside a Store's records, in one file.
 func TestOfferStoreInStoreFile(t *testing.T) {
 	storetest.RunOffers(t, func(t *testing.T, now func() time.Time) replay.OfferStore {
-		st := openTemp(t, Options{Now: now})
+		st := openTemp(t, Options{Now: now, MaxOffers: 8})
 		t.Cleanup(func() { st.Close() })
 		o, err := st.Offers()
 		require.NoError(t, err)
 		return o
-	}, storetest.OfferOptions{})
+	}, storetest.OfferOptions{MaxRecords: 8})
 	// Both kinds of record live together and survive a reopen.
 	ctx := context.Background()
 	st := openTemp(t, Options{})
@@ -496,4 +496,44 @@ func TestIssuerCountsOfAnEarlierFile(t *testing.T) {
 	_, ok, err := s.Remember(ctx, replay.Key{Iss: "y", Hop: "3"}, replay.Record{Digest: digest("3")})
 	require.NoError(t, err)
 	assert.True(t, ok)
+}
+
+// TestOfferCountOfAnEarlierFile: a file of offer records written before
+// the cap existed has its count built when opened, so that its records
+// count against the cap, and the count follows creates, expiries and
+// deletes across a reopen.
+func TestOfferCountOfAnEarlierFile(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "offers.db")
+	s, err := OpenOffers(path, OfferOptions{})
+	require.NoError(t, err)
+	for i := range 3 {
+		_, err := s.Create(ctx, replay.OfferRecord{Hop: fmt.Sprint(i), To: "t", Digest: digest(fmt.Sprint(i)), Open: true})
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketOfferMeta) }))
+	require.NoError(t, db.Close())
+
+	s, err = OpenOffers(path, OfferOptions{MaxRecords: 3})
+	require.NoError(t, err)
+	_, err = s.Create(ctx, replay.OfferRecord{Hop: "3", To: "t", Digest: digest("3"), Open: true})
+	var full *replay.OffersFullError
+	require.ErrorAs(t, err, &full)
+	assert.Equal(t, 3, full.Cap)
+	held, ok, err := s.Get(ctx, "0")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, s.Delete(ctx, "0", held.Version))
+	require.NoError(t, s.Close())
+
+	s, err = OpenOffers(path, OfferOptions{MaxRecords: 3})
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.Create(ctx, replay.OfferRecord{Hop: "3", To: "t", Digest: digest("3"), Open: true})
+	require.NoError(t, err, "the delete made room, across a reopen")
+	_, err = s.Create(ctx, replay.OfferRecord{Hop: "4", To: "t", Digest: digest("4"), Open: true})
+	require.ErrorAs(t, err, &full)
 }

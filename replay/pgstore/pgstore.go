@@ -89,6 +89,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -114,12 +115,20 @@ const retries = 8
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
 
+// ErrTable is returned by Open and OpenOffers for a table name that is not
+// an identifier of at most 48 characters, or that begins with "pg_", the
+// prefix PostgreSQL reserves for its system catalogs: an unqualified
+// "pg_class" names pg_catalog.pg_class, which CREATE TABLE IF NOT EXISTS
+// takes as existing, and every write then fails.
+var ErrTable = errors.New("pgstore: table name refused")
+
 // Options configures a Store or an OfferStore. The zero value is usable.
 type Options struct {
 	// Table is the table of the records: a letter or underscore followed
 	// by up to 47 letters, digits or underscores (the indexes' names add
-	// a suffix). Empty means DefaultTable (DefaultOfferTable for
-	// OpenOffers). Stores of different tables are independent.
+	// a suffix), not beginning with "pg_" (ErrTable). Empty means
+	// DefaultTable (DefaultOfferTable for OpenOffers). Stores of different
+	// tables are independent.
 	Table string
 	// Now returns the current time, by which records expire and Untaken
 	// reports ages; nil means time.Now.
@@ -154,8 +163,11 @@ func newBase(ctx context.Context, db *sql.DB, opts Options, def string, schema f
 	if opts.Table == "" {
 		opts.Table = def
 	}
-	if !identRE.MatchString(opts.Table) {
-		return nil, fmt.Errorf("pgstore: table name %q is not an identifier of at most 48 characters", opts.Table)
+	switch {
+	case !identRE.MatchString(opts.Table):
+		return nil, fmt.Errorf("%w: %q is not an identifier of at most 48 characters", ErrTable, opts.Table)
+	case strings.HasPrefix(opts.Table, "pg_"):
+		return nil, fmt.Errorf("%w: %q begins with pg_, the prefix PostgreSQL reserves for its system catalogs", ErrTable, opts.Table)
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

@@ -328,11 +328,12 @@ func TestOpenChecks(t *testing.T) {
 	assert.Error(t, err)
 	db := stdlib.OpenDB(pgx.ConnConfig{})
 	defer db.Close()
-	for _, name := range []string{`x"; DROP TABLE y; --`, "1abc", "a-b", "a234567890123456789012345678901234567890123456789"} {
+	for _, name := range []string{`x"; DROP TABLE y; --`, "1abc", "a-b", "a234567890123456789012345678901234567890123456789",
+		"pg_class", "pg_hops"} { // pg_: issue 35, finding 8
 		_, err := Open(ctx, db, Options{Table: name})
-		assert.Error(t, err, name)
+		assert.ErrorIs(t, err, ErrTable, name)
 		_, err = OpenOffers(ctx, db, Options{Table: name})
-		assert.Error(t, err, name)
+		assert.ErrorIs(t, err, ErrTable, name)
 	}
 }
 

@@ -146,7 +146,7 @@ func benchRecord(i uint64) (replay.Key, replay.Record) {
 // backend result carries the metric x-memory.
 func BenchOffers(b *testing.B, name string, open func(b *testing.B) replay.OfferStore) {
 	stores := []namedOpen{
-		{"memory", func(*testing.B) closer { return replay.NewMemoryOffers(nil) }},
+		{"memory", func(*testing.B) closer { return replay.NewMemoryOffers(replay.MemoryOffersOptions{}) }},
 		{name, func(b *testing.B) closer { return open(b) }},
 	}
 	bl := &baseline{ns: map[string]float64{}}

@@ -28,6 +28,10 @@ type OfferOptions struct {
 	Margin   time.Duration
 	// Reopen is as in Options, for OfferStores.
 	Reopen func(t *testing.T, closed replay.OfferStore, now func() time.Time) replay.OfferStore
+	// MaxRecords is the number of records the stores returned by open hold
+	// at most, or zero when they are unbounded or the bound is too large
+	// to fill in a test. When set, the Bounded subtest fills the store.
+	MaxRecords int
 }
 
 // RunOffers runs the conformance suite of the OfferStore contract, written
@@ -58,6 +62,7 @@ func RunOffers(t *testing.T, open OfferOpenFunc, opts OfferOptions) {
 		{"NoAliasing", s.testNoAliasing},
 		{"Context", s.testContext},
 		{"Restart", s.testRestart},
+		{"Bounded", s.testBounded},
 	} {
 		t.Run(tt.name, tt.fn)
 	}
@@ -677,4 +682,50 @@ func (s *offerSuite) testRestart(t *testing.T) {
 	reopen()
 	mustNotHold(t, st, "short")
 	mustGetOffer(t, st, b2)
+}
+
+// testBounded fills a bounded store: at its cap a new hop is refused with
+// an *OffersFullError, no record is dropped, a Create retried still finds
+// its own record, and a Delete or a resolved record's expiry makes room.
+func (s *offerSuite) testBounded(t *testing.T) {
+	n := s.opts.MaxRecords
+	if n == 0 {
+		t.Skip("store declares no bound (OfferOptions.MaxRecords is zero)")
+	}
+	st, c := s.start(t)
+	ctx := context.Background()
+	var in, held []replay.OfferRecord
+	for i := range n - 1 {
+		r := offerRec(fmt.Sprintf("h%d", i), fmt.Sprintf("w%d", i), c.Now())
+		in = append(in, r)
+		held = append(held, mustCreate(t, st, r))
+	}
+	exp := c.Now().Add(c.ttl())
+	resolved := offerRec("resolved", "", c.Now())
+	resolved.Open, resolved.Expires = false, exp
+	mustCreate(t, st, resolved)
+
+	over := func(hop string) {
+		t.Helper()
+		_, err := st.Create(ctx, offerRec(hop, "", c.Now()))
+		var full *replay.OffersFullError
+		require.ErrorAs(t, err, &full, "Create of %s beyond the cap", hop)
+		assert.ErrorIs(t, err, replay.ErrFull)
+		assert.Equal(t, n, full.Cap)
+		mustNotHold(t, st, hop)
+	}
+	over("over")
+	for _, h := range held {
+		mustGetOffer(t, st, h)
+	}
+	got, err := st.Create(ctx, in[0])
+	require.NoError(t, err, "the same Create again, at the cap")
+	equalOffer(t, held[0], got, "Create again")
+
+	require.NoError(t, st.Delete(ctx, held[0].Hop, held[0].Version))
+	mustCreate(t, st, offerRec("over", "", c.Now()))
+	over("over2")
+	c.at(exp)
+	mustCreate(t, st, offerRec("over2", "", c.Now()))
+	over("over3")
 }

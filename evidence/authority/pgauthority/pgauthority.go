@@ -72,6 +72,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -89,8 +90,10 @@ const retries = 8
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
 
-// ErrName: Options.Name is not an identifier of at most 48 characters.
-var ErrName = errors.New("pgauthority: the ledger's name must be a letter or underscore followed by at most 47 letters, digits or underscores")
+// ErrName: Options.Name is not an identifier of at most 48 characters, or
+// begins with "pg_", the prefix PostgreSQL reserves for its system
+// catalogs (an unqualified name that is one of them names the catalog).
+var ErrName = errors.New("pgauthority: the ledger's name must be a letter or underscore followed by at most 47 letters, digits or underscores, not beginning with pg_")
 
 // ErrSchema: the ledger's tables were created by an earlier version of
 // this package, which kept effects by name alone. Its records are not
@@ -102,8 +105,8 @@ var ErrSchema = errors.New("pgauthority: the ledger's tables are of an earlier v
 type Options struct {
 	// Name names the ledger: its tables are Name_effects, Name_approvals
 	// and Name_hops, and its function Name_perform. It is a letter or
-	// underscore followed by up to 47 letters, digits or underscores;
-	// empty means DefaultName. Ledgers of different names in one database
+	// underscore followed by up to 47 letters, digits or underscores, not
+	// beginning with "pg_"; empty means DefaultName. Ledgers of different names in one database
 	// are independent.
 	Name string
 }
@@ -128,7 +131,7 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Ledger, error) {
 	if opts.Name == "" {
 		opts.Name = DefaultName
 	}
-	if !identRE.MatchString(opts.Name) {
+	if !identRE.MatchString(opts.Name) || strings.HasPrefix(opts.Name, "pg_") {
 		return nil, fmt.Errorf("%w: %q", ErrName, opts.Name)
 	}
 	l := &Ledger{db: db, name: opts.Name, q: newStatements(opts.Name)}

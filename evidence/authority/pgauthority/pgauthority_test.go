@@ -473,7 +473,9 @@ func TestName(t *testing.T) {
 	require.NoError(t, err)
 	db := sql.OpenDB(stdlib.GetConnector(*cfg))
 	defer db.Close()
-	for _, name := range []string{"1abc", "a-b", `a"b`, "a b", strings.Repeat("a", 49), "ledger; DROP TABLE x"} {
+	for _, name := range []string{"1abc", "a-b", `a"b`, "a b", strings.Repeat("a", 49), "ledger; DROP TABLE x",
+		"pg_class", "pg_authority"} { // pg_: issue 35, finding 8
+
 		_, err := pgauthority.Open(context.Background(), db, pgauthority.Options{Name: name})
 		require.ErrorIs(t, err, pgauthority.ErrName, name)
 	}
