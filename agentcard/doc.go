@@ -116,6 +116,16 @@
 // gateway's upstream) verifies under both readings. The vectors in
 // testdata/agentcard hold cards of each kind.
 //
+// # Cost
+//
+// Every signature of a card is checked, so a stranger's card costs one
+// signature verification per element of "signatures" and key of the
+// agent pinned to its alg (two with AllowDroppedEmpty): within
+// DefaultMaxSize, about 1,100 elements. BenchmarkVerifyHostile measures
+// such a card against BenchmarkVerify's one signature. A verifier that
+// fetches cards from parties it does not know lowers VerifyOptions.MaxSize,
+// or keeps its verdict for the card's octets.
+//
 // # go-jose
 //
 // go-jose builds the JWS in [Sign] and parses and checks the JWS in
