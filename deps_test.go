@@ -62,6 +62,7 @@ func TestFreshModuleNamesNoHeavyModule(t *testing.T) {
 import (
 	_ "github.com/agentproto/handoff"
 	_ "github.com/agentproto/handoff/a2a"
+	_ "github.com/agentproto/handoff/agentcard"
 	_ "github.com/agentproto/handoff/cose"
 	_ "github.com/agentproto/handoff/jws"
 	_ "github.com/agentproto/handoff/mcp"

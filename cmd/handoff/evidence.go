@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/agentproto/handoff"
@@ -26,19 +25,12 @@ func evidenceCommands() []command {
 }
 
 func evidenceUsage() string {
-	var b strings.Builder
-	b.WriteString(`Usage: handoff evidence SUBCOMMAND [flags] [arguments]
+	return groupUsage(`Usage: handoff evidence SUBCOMMAND [flags] [arguments]
 
 Handoff packages of the Agent Handoff Evidence Contract: what was handed
 over (state, completed actions, authority, next action), bound by digest to
 the signed offer it rides with.
-
-Subcommands:
-`)
-	for _, c := range evidenceCommands() {
-		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
-	}
-	b.WriteString(`
+`, evidenceCommands(), `
 Run "handoff evidence SUBCOMMAND -h" for its flags and examples.
 
 Exit status: 0 success (the package passed), 1 a negative answer (findings,
@@ -50,30 +42,10 @@ Examples:
   handoff evidence check --offer handoff.json --trust trust.json package.json
   handoff evidence audit --ledger authority.db refund-INV-1042
 `)
-	return b.String()
 }
 
 func runEvidence(e *env, args []string) int {
-	if len(args) == 0 {
-		fmt.Fprint(e.stderr, evidenceUsage())
-		return exitUsage
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(e.stdout, evidenceUsage())
-		return exitOK
-	}
-	for _, c := range evidenceCommands() {
-		if c.name == args[0] {
-			return c.run(e, args[1:])
-		}
-	}
-	if strings.HasPrefix(args[0], "-") {
-		return e.usagef("evidence", "flag provided but not defined: %s", args[0])
-	}
-	fmt.Fprintf(e.stderr, "handoff evidence: unknown subcommand %q\n\n", args[0])
-	fmt.Fprint(e.stderr, evidenceUsage())
-	return exitUsage
+	return e.runGroup("evidence", evidenceCommands(), evidenceUsage, args)
 }
 
 func runEvidenceTemplate(e *env, args []string) int {

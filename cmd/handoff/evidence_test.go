@@ -255,15 +255,3 @@ func TestEvidenceTemplate(t *testing.T) {
 	r = cli(t, nil, "evidence", "check", "--unbound", out)
 	mustCode(t, r, 1)
 }
-
-func TestEvidenceHelp(t *testing.T) {
-	for _, sub := range evidenceCommands() {
-		r := cli(t, nil, "evidence", sub.name, "-h")
-		mustCode(t, r, 0)
-		assert.True(t, strings.HasPrefix(r.stdout, "Usage: handoff evidence "+sub.name), r.stdout)
-		assert.Contains(t, r.stdout, "Examples:\n  handoff evidence "+sub.name)
-		r = cli(t, nil, "evidence", sub.name, "--no-such-flag")
-		mustCode(t, r, 2)
-		assert.Contains(t, r.stderr, "handoff evidence "+sub.name+": flag provided but not defined")
-	}
-}

@@ -35,6 +35,23 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// The subcommands of the commands that have them: help, examples and flag
+// errors name the whole command.
+func TestSubcommandHelp(t *testing.T) {
+	for group, subs := range map[string][]command{"evidence": evidenceCommands(), "card": cardCommands()} {
+		for _, sub := range subs {
+			name := group + " " + sub.name
+			r := cli(t, nil, group, sub.name, "-h")
+			mustCode(t, r, 0)
+			assert.True(t, strings.HasPrefix(r.stdout, "Usage: handoff "+name), r.stdout)
+			assert.Contains(t, r.stdout, "Examples:\n  handoff "+name)
+			r = cli(t, nil, group, sub.name, "--no-such-flag")
+			mustCode(t, r, 2)
+			assert.Contains(t, r.stderr, "handoff "+name+": flag provided but not defined")
+		}
+	}
+}
+
 func TestUnknownCommandAndNoArguments(t *testing.T) {
 	r := cli(t, nil, "frobnicate")
 	mustCode(t, r, 2)

@@ -12,6 +12,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/jws"
 )
 
 // generateKey returns a new private key for alg.
@@ -66,6 +67,20 @@ func privateJWK(key crypto.Signer) ([]byte, handoff.TrustedKey, error) {
 // when the JWK's kid is not its thumbprint: the signer always names the key
 // by its thumbprint (HC-16), so a trust file must hold that kid.
 func loadSigner(path string, format handoff.Format) (s *handoff.Signer, warning string, err error) {
+	key, warning, err := loadKey(path)
+	if err != nil {
+		return nil, "", err
+	}
+	s, err = handoff.NewSigner(key, format, nil)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %v", path, err)
+	}
+	return s, warning, nil
+}
+
+// loadKey reads a private JWK (as keygen writes it): a P-256, P-384 or
+// Ed25519 key, whose "alg", if any, fits it. The warning is loadSigner's.
+func loadKey(path string) (key crypto.Signer, warning string, err error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, "", err
@@ -88,12 +103,12 @@ func loadSigner(path string, format handoff.Format) (s *handoff.Signer, warning 
 	if j.Algorithm != "" && j.Algorithm != alg {
 		return nil, "", fmt.Errorf("%s: alg %q does not fit its %s key", path, j.Algorithm, alg)
 	}
-	s, err = handoff.NewSigner(key, format, nil)
+	thumb, err := jws.Thumbprint(key.Public())
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %v", path, err)
 	}
-	if j.KeyID != "" && j.KeyID != s.Key().KID {
-		warning = fmt.Sprintf("%s: kid %q is not the key's thumbprint; messages name the key %q", path, j.KeyID, s.Key().KID)
+	if j.KeyID != "" && j.KeyID != thumb {
+		warning = fmt.Sprintf("%s: kid %q is not the key's thumbprint; messages name the key %q", path, j.KeyID, thumb)
 	}
-	return s, warning, nil
+	return key, warning, nil
 }

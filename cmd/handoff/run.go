@@ -42,6 +42,7 @@ func commands() []command {
 		{"digest", "print the handoff digest of each signed element", runDigest},
 		{"demo", "run a three-agent demonstration on built-in keys", runDemo},
 		{"evidence", "handoff packages: template, check, digest, audit", runEvidence},
+		{"card", "sign an A2A AgentCard, or verify its signatures for an agent", runCard},
 		{"conformance", "run the conformance vectors against another verify command", runConformance},
 	}
 }
@@ -94,6 +95,43 @@ Example:
   handoff demo
 `)
 	return b.String()
+}
+
+// groupUsage is the help of a command with subcommands: head, the
+// subcommands with their summaries, then tail.
+func groupUsage(head string, subs []command, tail string) string {
+	var b strings.Builder
+	b.WriteString(head)
+	b.WriteString("\nSubcommands:\n")
+	for _, c := range subs {
+		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
+	}
+	b.WriteString(tail)
+	return b.String()
+}
+
+// runGroup runs the subcommand args[0] of the command name.
+func (e *env) runGroup(name string, subs []command, usage func() string, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(e.stderr, usage())
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(e.stdout, usage())
+		return exitOK
+	}
+	for _, c := range subs {
+		if c.name == args[0] {
+			return c.run(e, args[1:])
+		}
+	}
+	if strings.HasPrefix(args[0], "-") {
+		return e.usagef(name, "flag provided but not defined: %s", args[0])
+	}
+	fmt.Fprintf(e.stderr, "handoff %s: unknown subcommand %q\n\n", name, args[0])
+	fmt.Fprint(e.stderr, usage())
+	return exitUsage
 }
 
 // newFlagSet returns a FlagSet that reports nothing itself: parse prints

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -13,6 +14,64 @@ import (
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/keyset"
 )
+
+// trustFlags are the flags that say which keys to trust, as verify and card
+// verify take them: a trust file, the URLs where agents publish their JWK
+// Sets or a trust document, and a cache of what was fetched.
+type trustFlags struct {
+	path, docURL, cache *string
+	urls                listFlag
+}
+
+func addTrustFlags(fs *flag.FlagSet) *trustFlags {
+	t := &trustFlags{}
+	t.path = fs.String("trust", "", "trust file: each AgentId -> JWK Set of public keys (`TRUST.json`; required unless a trust URL is given)")
+	fs.Var(&t.urls, "trust-url", "trust the JWK Set AGENT publishes at URL, fetched and cached by its HTTP headers (`AGENT=URL`, repeatable; "+
+		"https, or http to loopback)")
+	t.docURL = fs.String("trust-doc-url", "", "trust the trust document (each AgentId -> JWK Set) published at `URL`")
+	t.cache = fs.String("trust-cache", "", "`FILE` keeping the fetched sets between runs, so that a set still fresh is not fetched again")
+	return t
+}
+
+// problem says what is wrong with the trust flags given, or "".
+func (t *trustFlags) problem() string {
+	switch {
+	case *t.path == "" && len(t.urls) == 0 && *t.docURL == "":
+		return "--trust, --trust-url or --trust-doc-url is required"
+	case *t.cache != "" && len(t.urls) == 0 && *t.docURL == "":
+		return "--trust-cache needs --trust-url or --trust-doc-url"
+	}
+	return ""
+}
+
+// load reads the trust file and the sets the URLs publish. On failure it
+// has reported the error and returns the exit status; else call done once
+// the trust has been used (it saves the cache).
+func (t *trustFlags) load(e *env, cmd string) (trust *handoff.Trust, done func(), code int, ok bool) {
+	done = func() {}
+	if *t.path != "" {
+		doc, err := os.ReadFile(*t.path)
+		if err != nil {
+			return nil, nil, e.failf(cmd, "--trust: %v", err), false
+		}
+		if trust, err = keyset.ParseTrust(doc); err != nil {
+			return nil, nil, e.failf(cmd, "--trust %s: %v", *t.path, err), false
+		}
+	}
+	if len(t.urls) > 0 || *t.docURL != "" {
+		remote, save, err := remoteTrust(context.Background(), trust, t.urls, *t.docURL, *t.cache, e.stderr)
+		if err != nil {
+			return nil, nil, e.usagef(cmd, "%v", err), false
+		}
+		done = func() {
+			if err := save(); err != nil {
+				fmt.Fprintf(e.stderr, "handoff %s: %v\n", cmd, err)
+			}
+		}
+		trust = remote
+	}
+	return trust, done, 0, true
+}
 
 // remoteTrust is what --trust-url, --trust-doc-url and --trust-cache ask
 // for: a keyset.Source over the URLs (with base, from --trust, for the

@@ -17,7 +17,6 @@ import (
 	"github.com/veraison/go-cose"
 
 	"github.com/agentproto/handoff"
-	"github.com/agentproto/handoff/keyset"
 	"github.com/agentproto/handoff/learnlog"
 	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/replay"
@@ -74,12 +73,7 @@ var checkNames = [...]string{"signature", "audience", "freshness", "memory", "di
 func runVerify(e *env, args []string) int {
 	fset := newFlagSet("verify")
 	self := fset.String("self", "", "this receiver's `AGENTID`: offers must name it as aud (required)")
-	trustPath := fset.String("trust", "", "trust file: each AgentId -> JWK Set of public keys (`TRUST.json`; required unless a trust URL is given)")
-	var trustURLs listFlag
-	fset.Var(&trustURLs, "trust-url", "trust the JWK Set AGENT publishes at URL, fetched and cached by its HTTP headers (`AGENT=URL`, repeatable; "+
-		"https, or http to loopback)")
-	trustDocURL := fset.String("trust-doc-url", "", "trust the trust document (each AgentId -> JWK Set) published at `URL`")
-	trustCache := fset.String("trust-cache", "", "`FILE` keeping the fetched sets between runs, so that a set still fresh is not fetched again")
+	trustFlags := addTrustFlags(fset)
 	now := &unixFlag{}
 	fset.Var(now, "now", "evaluation time in `UNIX` seconds (default: the clock)")
 	dialog := fset.String("dialog", "", "the host dialog `ID`; when absent the dialog check is skipped")
@@ -178,10 +172,8 @@ not that it is true; a verified head does not show the record is complete.`, `  
 		return e.usagef(cmd, "one HANDOFF_FILE expected, got %d arguments", len(pos))
 	case *self == "":
 		return e.usagef(cmd, "--self is required")
-	case *trustPath == "" && len(trustURLs) == 0 && *trustDocURL == "":
-		return e.usagef(cmd, "--trust, --trust-url or --trust-doc-url is required")
-	case *trustCache != "" && len(trustURLs) == 0 && *trustDocURL == "":
-		return e.usagef(cmd, "--trust-cache needs --trust-url or --trust-doc-url")
+	case trustFlags.problem() != "":
+		return e.usagef(cmd, "%s", trustFlags.problem())
 	case *maxChain < 0:
 		return e.usagef(cmd, "--max-chain must not be negative")
 	}
@@ -208,28 +200,11 @@ not that it is true; a verified head does not show the record is complete.`, `  
 		return e.usagef(cmd, "%v", err)
 	}
 
-	var trust *handoff.Trust
-	if *trustPath != "" {
-		trustDoc, err := os.ReadFile(*trustPath)
-		if err != nil {
-			return e.failf(cmd, "--trust: %v", err)
-		}
-		if trust, err = keyset.ParseTrust(trustDoc); err != nil {
-			return e.failf(cmd, "--trust %s: %v", *trustPath, err)
-		}
+	trust, done, code, ok := trustFlags.load(e, cmd)
+	if !ok {
+		return code
 	}
-	if len(trustURLs) > 0 || *trustDocURL != "" {
-		remote, done, err := remoteTrust(context.Background(), trust, trustURLs, *trustDocURL, *trustCache, e.stderr)
-		if err != nil {
-			return e.usagef(cmd, "%v", err)
-		}
-		defer func() {
-			if err := done(); err != nil {
-				fmt.Fprintf(e.stderr, "handoff %s: %v\n", cmd, err)
-			}
-		}()
-		trust = remote
-	}
+	defer done()
 	data, err := e.readInput(pos[0])
 	if err != nil {
 		return e.failf(cmd, "%v", err)
