@@ -256,6 +256,13 @@ func Verify(card []byte, trust *handoff.Trust, agent handoff.AgentID, opts Verif
 	sigs := make([]Signature, len(c.sigs))
 	ok := false
 	for i, raw := range c.sigs {
+		if len(v.tried) == 2*len(v.keys) && len(v.keys) > 0 {
+			// Every key was tried both ways (see check): no signature left
+			// can be checked, so none is even parsed.
+			sigs[i] = Signature{Index: i, Err: fail(handoff.ErrSignature,
+				"not checked: every key the trust configuration binds to %q was tried on an earlier signature of the card", agent)}
+			continue
+		}
 		sigs[i] = v.check(i, raw)
 		ok = ok || sigs[i].Err == nil
 	}
@@ -275,6 +282,9 @@ type verifier struct {
 	allowDropped bool
 	dropped      []byte // the payload with empty members dropped, once made
 	droppedErr   error
+	// tried holds the thumbprints of the keys a signature of the card was
+	// checked with: each key is tried once per card (see check).
+	tried map[string]bool
 }
 
 // boundKey is a key the Trust binds to the agent, with its thumbprint, by
@@ -307,6 +317,42 @@ func (v *verifier) check(i int, raw jsontext.Value) Signature {
 	}
 	keys, named, err := v.candidates(s.alg, s.kid)
 	if err != nil {
+		r.Err = err
+		return r
+	}
+	// Each trusted key is tried at most twice per card: once for a
+	// signature whose kid names it, once for a signature whose kid names
+	// no key of the agent. A card's cost is so bounded by the agent's keys,
+	// not by how many signatures a stranger appends; a key signs a card
+	// once, and the signer's kid names its key (Sign names it by its
+	// thumbprint). A signature that could be checked only with keys tried
+	// already in its way is not checked. Whoever can append signatures to
+	// a card can also remove them: this lets nothing unverified through.
+	way := func(k boundKey) string {
+		if s.kid != "" && (s.kid == k.KID || s.kid == k.thumb) {
+			return "named:" + k.thumb
+		}
+		return "other:" + k.thumb
+	}
+	keys = slices.DeleteFunc(keys, func(k boundKey) bool { return v.tried[way(k)] })
+	if len(keys) == 0 {
+		const why = "each trusted key is tried once for a kid that names it and once for a kid that does not"
+		if s.kid != "" && !named {
+			r.Err = fail(handoff.ErrUntrustedKey, "kid %q names no key the trust configuration binds to %q, whose key(s) pinned to %s "+
+				"were tried on an earlier signature of the card (%s)", s.kid, v.agent, s.alg, why)
+			return r
+		}
+		r.Err = fail(handoff.ErrSignature, "every key of %q that this signature may name (kid %q, %s) was tried in its way on an earlier signature of the card (%s)",
+			v.agent, s.kid, s.alg, why)
+		return r
+	}
+	if v.tried == nil {
+		v.tried = map[string]bool{}
+	}
+	for _, k := range keys {
+		v.tried[way(k)] = true
+	}
+	if err := s.open(); err != nil {
 		r.Err = err
 		return r
 	}

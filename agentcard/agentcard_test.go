@@ -336,3 +336,49 @@ func ExampleVerify_unverified() {
 	// Output:
 	// signature 0 (kid other-1): untrusted key: true
 }
+
+// Each trusted key is tried at most once for a kid that names it and once
+// for a kid that names no key of the agent: a signature under another
+// party's key before the agent's leaves the agent's to verify, a second
+// signature naming a key already tried is reported unchecked, and past
+// the point where every key was tried both ways nothing is checked.
+func TestEachKeyTriedOncePerWay(t *testing.T) {
+	key, other := newKey(t), newKey(t)
+	trust := trustFor(t, key)
+
+	// A third party's signature first (its kid names no key of the agent):
+	// the agent's own still verifies.
+	card := mustSign(t, string(mustSign(t, testCard, other, agentcard.SignOptions{})), key, agentcard.SignOptions{})
+	v, err := agentcard.Verify(card, trust, coder, agentcard.VerifyOptions{})
+	require.NoError(t, err)
+	require.Len(t, v.Signatures(), 2)
+	assert.ErrorIs(t, v.Signatures()[0].Err, handoff.ErrUntrustedKey)
+	assert.NoError(t, v.Signatures()[1].Err)
+
+	// The agent's key signs twice: the second is not checked again.
+	twice := mustSign(t, string(mustSign(t, testCard, key, agentcard.SignOptions{})), key, agentcard.SignOptions{})
+	v, err = agentcard.Verify(twice, trust, coder, agentcard.VerifyOptions{})
+	require.NoError(t, err)
+	assert.NoError(t, v.Signatures()[0].Err)
+	assert.ErrorIs(t, v.Signatures()[1].Err, handoff.ErrSignature)
+	assert.Contains(t, v.Signatures()[1].Err.Error(), "was tried")
+
+	// Many foreign signatures: after the agent's key was tried both ways,
+	// the rest are reported unchecked.
+	many := testCard
+	for range 5 {
+		many = string(mustSign(t, many, other, agentcard.SignOptions{}))
+	}
+	many = string(mustSign(t, many, key, agentcard.SignOptions{}))
+	for range 5 {
+		many = string(mustSign(t, many, other, agentcard.SignOptions{}))
+	}
+	v, err = agentcard.Verify([]byte(many), trust, coder, agentcard.VerifyOptions{})
+	require.NoError(t, err, "the agent's signature, named by its kid, is checked after five foreign ones")
+	sigs := v.Signatures()
+	require.Len(t, sigs, 11)
+	assert.NoError(t, sigs[5].Err)
+	for _, s := range sigs[6:] {
+		assert.Contains(t, s.Err.Error(), "not checked", "signature %d", s.Index)
+	}
+}

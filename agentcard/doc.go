@@ -118,13 +118,19 @@
 //
 // # Cost
 //
-// Every signature of a card is checked, so a stranger's card costs one
-// signature verification per element of "signatures" and key of the
-// agent pinned to its alg (two with AllowDroppedEmpty): within
-// DefaultMaxSize, about 1,100 elements. BenchmarkVerifyHostile measures
-// such a card against BenchmarkVerify's one signature. A verifier that
-// fetches cards from parties it does not know lowers VerifyOptions.MaxSize,
-// or keeps its verdict for the card's octets.
+// A card's cost is bounded by the agent's keys, not by its signatures:
+// each key the trust configuration binds to the agent is tried at most
+// once for a signature whose kid names it and once for one whose kid names
+// no key of the agent (twice each with AllowDroppedEmpty, over the two
+// readings). A later signature that could be checked only with keys tried
+// already in its way is reported unchecked, and once every key was tried
+// both ways the rest are not even parsed; go-jose parses a signature only
+// when a key is to be tried with it. A signer signs a card once per key,
+// and whoever can append signatures to a card could as well remove them,
+// so this refuses nothing an honest card holds. A stranger's card of
+// DefaultMaxSize holding 1,162 signatures under the agent's kid costs
+// reading it plus one signature verification (BenchmarkVerifyHostile
+// against BenchmarkVerify).
 //
 // # go-jose
 //

@@ -34,8 +34,25 @@ type sigObject struct {
 // far as needed before a key is looked up.
 type jwsSig struct {
 	alg, kid string
+	// element is the signature as go-jose takes it (with an empty payload
+	// member), parsed by open only when a key is to be tried with it.
+	element []byte
 	// obj is the element as go-jose parsed it, ready for DetachedVerify.
 	obj *jose.JSONWebSignature
+}
+
+// open parses the element with go-jose, once: only a signature that some
+// key is tried with pays for it (see verifier.check).
+func (s *jwsSig) open() error {
+	if s.obj != nil {
+		return nil
+	}
+	obj, err := jose.ParseSignedJSON(string(s.element), []jose.SignatureAlgorithm{jose.SignatureAlgorithm(s.alg)})
+	if err != nil {
+		return malformed("%v", err)
+	}
+	s.obj = obj
+	return nil
 }
 
 // parseSig checks one element of "signatures" and its headers:
@@ -119,11 +136,7 @@ func parseSig(raw jsontext.Value) (s jwsSig, err error) {
 		Payload   string         `json:"payload"`
 		Signature string         `json:"signature"`
 	}{*o.Protected, o.Header, "", *o.Signature}
-	b, err := json.Marshal(el)
-	if err != nil {
-		return s, malformed("%v", err)
-	}
-	if s.obj, err = jose.ParseSignedJSON(string(b), []jose.SignatureAlgorithm{jose.SignatureAlgorithm(s.alg)}); err != nil {
+	if s.element, err = json.Marshal(el); err != nil {
 		return s, malformed("%v", err)
 	}
 	return s, nil
