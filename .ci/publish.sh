@@ -25,6 +25,7 @@ gomin=${GO_MIN:-local}
 ./release.sh proxy "$tmp/proxy"
 export GOPROXY="file://$tmp/proxy,$(go env GOPROXY)" GONOSUMDB=github.com/agentproto/handoff GOWORK=off
 export GOFLAGS="-modcacherw ${GOFLAGS:-}"
+export GODEBUG="${GODEBUG:+$GODEBUG,}goindex=0" # see .ci/run
 mapfile -t modules < <(./release.sh modules)
 
 mkdir "$tmp/consumer"

@@ -168,6 +168,19 @@ func proxyEnv(dir string) []string {
 		"GONOSUMDB="+rootPath,
 		"GOWORK=off",
 		"GOFLAGS=-modcacherw "+os.Getenv("GOFLAGS"),
+		"GODEBUG="+noIndex(os.Getenv("GODEBUG")),
 	)
 	return env
+}
+
+// noIndex adds goindex=0 to a GODEBUG value. The go command keeps an index
+// of each module in the module cache, keyed by its path and version (a
+// version's files never change once published); a proxy of the tree serves
+// other files under the same version at each change, so the index of an
+// earlier tree would hide new packages. The index is only a cache.
+func noIndex(godebug string) string {
+	if godebug == "" {
+		return "goindex=0"
+	}
+	return godebug + ",goindex=0"
 }
