@@ -46,7 +46,7 @@ func (r *repo) deps(fix bool) error {
 			lists["(workspace)"] = ws
 			high, split := disagreements(lists)
 			if len(split) == 0 {
-				return nil
+				return oneSet(ws)
 			}
 			if !fix || round == 5 {
 				return fmt.Errorf("these dependencies are selected at more than one version:\n%s\nrun ./release.sh deps -fix", strings.Join(split, "\n"))
@@ -113,6 +113,28 @@ func (r *repo) tidyAll() error {
 
 // errAgain says that deps -fix changed requirements and checks again.
 var errAgain = errors.New("again")
+
+// oneSet checks that OpenTelemetry-Go's stable modules (go.opentelemetry.io/otel
+// and the modules below it at a v1 version) are selected at one version:
+// the project released them together, and a graph that mixes two of their
+// releases builds what neither release tested.
+func oneSet(list map[string]string) error {
+	var first, firstPath string
+	for p, v := range list {
+		if p != "go.opentelemetry.io/otel" && !strings.HasPrefix(p, "go.opentelemetry.io/otel/") {
+			continue
+		}
+		if semver.Major(v) != "v1" {
+			continue // an experimental module set (v0), versioned apart
+		}
+		if first == "" {
+			first, firstPath = v, p
+		} else if v != first {
+			return fmt.Errorf("OpenTelemetry's stable modules are selected at more than one version: %s %s, %s %s", firstPath, first, p, v)
+		}
+	}
+	return nil
+}
 
 // disagreements returns the highest version of each dependency and a line
 // for each one selected at more than one version.

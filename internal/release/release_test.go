@@ -191,3 +191,13 @@ func TestREADMEReplaceLines(t *testing.T) {
 		t.Fatal("the README has no go mod edit line")
 	}
 }
+
+func TestOneOpenTelemetrySet(t *testing.T) {
+	if err := oneSet(map[string]string{"go.opentelemetry.io/otel": "v1.45.0", "go.opentelemetry.io/otel/sdk": "v1.45.0",
+		"go.opentelemetry.io/otel/log": "v0.20.0", "go.opentelemetry.io/auto/sdk": "v1.2.1"}); err != nil {
+		t.Error(err)
+	}
+	if err := oneSet(map[string]string{"go.opentelemetry.io/otel": "v1.45.0", "go.opentelemetry.io/otel/sdk": "v1.44.0"}); err == nil {
+		t.Error("two releases of the stable modules were let through")
+	}
+}
