@@ -131,10 +131,21 @@ type ServerConfig struct {
 	// it (a slog.LogValuer), with the transport. Nil is silent. Give the
 	// Agent a logger too (handoff.Config.Logger) for its own decisions.
 	Logger *slog.Logger
-	// Approvals, when set, gives every accepted hop's executor its
-	// evidence guard and pauses a must-ask action for its owner's approval
-	// with input-required (AskApproval); nil leaves both to the executor.
+	// Approvals, when set, pauses a must-ask action of the hop's evidence
+	// guard for its owner's approval with input-required (AskApproval);
+	// nil leaves it to the executor.
 	Approvals *Approvals
+	// Evidence, when set, checks the handoff package beside each offer
+	// (the root's package a2a names its key) once the offer passed the
+	// receive checks and before anything of the executor runs. A package
+	// that fails, or is missing, makes the task rejected, its status
+	// "rejected" with reason "policy" and the findings as detail; one that
+	// passes gives the executor the hop's guard
+	// (evidence.GuardFromContext). A follow-up that resumes a paused task
+	// brings the package again, checked again against the same offer.
+	// Without it no package is checked, and Approvals.Guard gives the
+	// guard, if set.
+	Evidence *evidence.HostConfig
 }
 
 // Approvals pauses a must-ask action of the evidence guard for its owner's
@@ -167,9 +178,13 @@ type Approvals struct {
 	// it across restarts for a pause to outlive one. Required.
 	Key []byte
 	// Guard returns the evidence guard of the hop a message runs, put in
-	// the wrapped executor's context (evidence.GuardFromContext). Build it
-	// over a durable or shared authority ledger, so that an approval
-	// recorded before a restart is honoured after it. Required.
+	// the wrapped executor's context (evidence.GuardFromContext), for a
+	// host that builds its guards itself: leave it nil with
+	// ServerConfig.Evidence, which builds each from the hop's package.
+	// Build it over a durable or shared authority ledger, so that an
+	// approval recorded before a restart is honoured after it. Its
+	// Received is the hop's, with its accepted offer, on the first message
+	// and on the one that resumes it (handoff.Agent.Resume).
 	Guard func(ctx context.Context, in *handoff.Received) (*evidence.Guard, error)
 	// Operator names the operator a local approval is recorded under. Nil
 	// means the caller (ServerConfig.Peer, Authenticate); a local approval
@@ -227,7 +242,7 @@ var _ a2asrv.AgentExecutor = (*Executor)(nil)
 func NewExecutor(cfg ServerConfig) (*Executor, error) {
 	core, err := a2acore.NewServer(a2acore.ServerConfig{Agent: cfg.Agent, Executor: cfg.Executor, Optional: cfg.Optional,
 		OnNotices: cfg.OnNotices, OnCancel: cfg.OnCancel, RequireSignedCancel: cfg.RequireSignedCancel,
-		OnReceive: cfg.OnReceive, Observe: cfg.Observe, Logger: cfg.Logger, Approvals: cfg.Approvals.core()})
+		OnReceive: cfg.OnReceive, Observe: cfg.Observe, Logger: cfg.Logger, Approvals: cfg.Approvals.core(), Evidence: cfg.Evidence})
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +331,8 @@ func taskOf(t *a2a.Task) *a2acore.Task {
 	if t == nil {
 		return nil
 	}
-	return &a2acore.Task{ContextID: t.ContextID, State: a2acore.From03(string(t.Status.State)), Meta: t.Metadata}
+	return &a2acore.Task{ContextID: t.ContextID, State: a2acore.From03(string(t.Status.State)), Meta: t.Metadata,
+		Asked: a2acore.Asked(view, t.Status.Message, t.History) != ""}
 }
 
 func (x *exchange) Activate(ctx context.Context) {

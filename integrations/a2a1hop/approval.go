@@ -42,10 +42,14 @@ type Approvals struct {
 	// Key seals the request states (HMAC-SHA256), at least 32 bytes. Keep
 	// it across restarts for a pause to outlive one. Required.
 	Key []byte
-	// Guard returns the evidence guard of the hop a message runs, over a
-	// durable or shared authority ledger so that an approval recorded
+	// Guard returns the evidence guard of the hop a message runs, for a
+	// host that builds its guards itself (nil with ServerConfig.Evidence,
+	// which builds each from the package that came with the offer), over
+	// a durable or shared authority ledger so that an approval recorded
 	// before a restart is honoured after it. It is put in the wrapped
-	// executor's context (evidence.GuardFromContext). Required.
+	// executor's context (evidence.GuardFromContext). Its Received is the
+	// hop's with the accepted offer, on the message that resumes the task
+	// too (handoff.Agent.Resume).
 	Guard func(ctx context.Context, in *handoff.Received) (*evidence.Guard, error)
 	// Operator names the operator a local approval is recorded under. Nil
 	// means the caller (ServerConfig.Peer, Authenticate); a local approval

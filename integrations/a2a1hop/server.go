@@ -92,6 +92,7 @@ import (
 
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/a2a"
+	"github.com/agentproto/handoff/evidence"
 	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/state"
@@ -163,11 +164,21 @@ type ServerConfig struct {
 	// with the transport. Nil is silent; the Agent has a logger of its
 	// own (handoff.Config.Logger).
 	Logger *slog.Logger
-	// Approvals, when set, gives every accepted hop's executor its
-	// evidence guard and pauses a must-ask action for its owner's approval
-	// with TASK_STATE_INPUT_REQUIRED (AskApproval); nil leaves both to the
-	// executor.
+	// Approvals, when set, pauses a must-ask action of the hop's evidence
+	// guard for its owner's approval with TASK_STATE_INPUT_REQUIRED
+	// (AskApproval); nil leaves it to the executor.
 	Approvals *Approvals
+	// Evidence, when set, checks the handoff package that comes beside
+	// each offer (under ExtensionURI + "/package", see the root's package
+	// a2a) right after the offer passed the receive checks, before the
+	// executor runs: a package that fails, or none, is answered
+	// TASK_STATE_REJECTED with "rejected", reason "policy" and the
+	// findings in the status detail; one that passes gives the hop's
+	// guard, in the executor's context (evidence.GuardFromContext). The
+	// message that resumes a paused task carries the package again, and is
+	// checked again against the same offer. Nil checks no package: the
+	// guard, if any, is Approvals.Guard's.
+	Evidence *evidence.HostConfig
 }
 
 // Executor is the wrapping a2asrv.AgentExecutor.
@@ -196,7 +207,7 @@ func NewExecutor(cfg ServerConfig) (*Executor, error) {
 	var err error
 	e.core, err = a2acore.NewServer(a2acore.ServerConfig{Agent: cfg.Agent, Executor: cfg.Executor, Optional: cfg.Optional,
 		OnNotices: cfg.OnNotices, OnCancel: cfg.OnCancel, RequireSignedCancel: cfg.RequireSignedCancel,
-		OnReceive: cfg.OnReceive, Observe: cfg.Observe, Logger: cfg.Logger, Approvals: cfg.Approvals.core()})
+		OnReceive: cfg.OnReceive, Observe: cfg.Observe, Logger: cfg.Logger, Approvals: cfg.Approvals.core(), Evidence: cfg.Evidence})
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +305,8 @@ func taskOf(t *a2a.Task) *a2acore.Task {
 	if t == nil {
 		return nil
 	}
-	return &a2acore.Task{ContextID: t.ContextID, State: string(t.Status.State), Meta: t.Metadata}
+	return &a2acore.Task{ContextID: t.ContextID, State: string(t.Status.State), Meta: t.Metadata,
+		Asked: a2acore.Asked(view, t.Status.Message, t.History) != ""}
 }
 
 func (x *exchange) Activate(ctx context.Context) {
@@ -378,9 +390,14 @@ func (x *exchange) Run(ctx context.Context, w *a2acore.Work) error {
 }
 
 // forward yields the events of the wrapped executor, each with the status
-// of the task state it sets when w is set.
+// of the task state it sets when w is set. The executor's own error is
+// returned, not yielded: the core may end the hop with it (a refusal of
+// the hop's guard), and serve yields it otherwise.
 func (x *exchange) forward(events iter.Seq2[a2a.Event, error], w *a2acore.Work) error {
 	for ev, err := range events {
+		if err != nil && ev == nil {
+			return err
+		}
 		if err == nil && w != nil {
 			err = sign(w, x.ec, ev)
 		}

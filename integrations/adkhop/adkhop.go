@@ -71,9 +71,23 @@ type RemoteConfig struct {
 }
 
 // BeforeRequest returns the before-request callback that makes a signed
-// offer for every request of a remote A2A agent and attaches its Handoff
-// to the request's message (HC-66). An offer that cannot be made stops the
-// request: the callback returns the error and nothing is sent.
+// offer for every request of a remote A2A agent that starts work, and
+// attaches its Handoff to the request's message (HC-66), with the object
+// OfferParams.Deliver made (a handoff package) beside it (a2a.PackageKey).
+// An offer that cannot be made stops the request: the callback returns the
+// error and nothing is sent.
+//
+// A request that continues a task of the remote agent (the message names
+// the task: ADK's remote agent sends so the user's answer to a function
+// call the remote task asked for, such as a tool confirmation in
+// TASK_STATE_INPUT_REQUIRED) makes no offer: it belongs to the hop the
+// task runs, and the A2A client's interceptor (ClientProvider's
+// a2a1hop.Client) attaches that hop's identical Handoff and package, so
+// that the answer travels on the hop it answers, the delegate resumes
+// that hop's work (handoff.Agent.Resume), records the approval under it,
+// and the hop ends with its task. A client without that interceptor, or
+// one that no longer knows the task, sends the answer bare, and the
+// delegate changes nothing of the task.
 func BeforeRequest(cfg RemoteConfig) (remoteagent.BeforeA2ARequestCallback, error) {
 	if cfg.Agent == nil || cfg.Params == nil {
 		return nil, fmt.Errorf("%w: RemoteConfig.Agent and RemoteConfig.Params are required", handoff.ErrConfig)
@@ -81,6 +95,9 @@ func BeforeRequest(cfg RemoteConfig) (remoteagent.BeforeA2ARequestCallback, erro
 	return func(ctx agent.Context, req *a2a.SendMessageRequest) (*session.Event, error) {
 		if req == nil || req.Message == nil {
 			return nil, fmt.Errorf("%w: a request without a message", handoff.ErrArgument)
+		}
+		if req.Message.TaskID != "" {
+			return nil, nil // the task's own hop; the interceptor attaches it
 		}
 		p, err := cfg.Params(ctx, req)
 		if err != nil {
@@ -110,6 +127,9 @@ func BeforeRequest(cfg RemoteConfig) (remoteagent.BeforeA2ARequestCallback, erro
 		exts, err := carry.AttachHandoff(req.Message.Metadata, req.Message.Extensions, out.Handoff)
 		if err != nil {
 			return nil, err
+		}
+		if out.Delivered != nil {
+			carry.AttachPackage(req.Message.Metadata, *out.Delivered)
 		}
 		req.Message.Extensions = exts
 		if cfg.OnOffer != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/evidence"
 	"github.com/agentproto/handoff/evidence/authority"
+	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/replay"
 	"github.com/agentproto/handoff/state"
 
@@ -204,8 +205,9 @@ func TestMCP_Pause_Approve(t *testing.T) {
 	require.EqualValues(t, 2, srv.calls.Load(), "a finished hop's retransmission never reaches the tool")
 }
 
-// A declined approval records nothing and never runs the refund; the
-// paused hop stays "accepted".
+// A declined approval records nothing and never runs the refund: the hop
+// ends with "failed", no refs, reason "policy", and the delegator holds
+// no unresolved hop (finding 3).
 func TestMCP_Pause_Deny(t *testing.T) {
 	for _, decision := range []string{"deny", ""} {
 		f := newPauseFixture(t)
@@ -217,11 +219,29 @@ func TestMCP_Pause_Deny(t *testing.T) {
 		require.EqualValues(t, 1, a.asked.Load())
 		require.Zero(t, srv.refunds.Load(), "a declined refund ran")
 		require.EqualValues(t, 1, srv.calls.Load(), "the tool is not run again for a declined answer")
-		require.Equal(t, state.Accepted, d.State)
+		requireClosed(t, f.ps[planner].Agent, d.Hop)
 		as, err := f.e.Ledger.Approvals(context.Background(), d.Offer.Handoff.Offer.Digest().String())
 		require.NoError(t, err)
 		require.Empty(t, as, "nothing recorded")
 	}
+}
+
+// requireClosed checks that the delegator holds hop "failed" with no refs
+// and reason "policy", resolved, and that nothing it offered is unresolved.
+func requireClosed(t *testing.T, a *handoff.Agent, hop handoff.HopID) {
+	t.Helper()
+	info, ok, err := a.Hop(context.Background(), hop)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, state.Failed, info.State)
+	require.Equal(t, reason.Policy, info.Reason)
+	require.True(t, info.Resolved)
+	_, st, err := handoff.InspectUnverified(info.Status, handoff.Limits{})
+	require.NoError(t, err)
+	require.Empty(t, st.Refs, "\"failed\" with no refs: the work took no effect (HC-44)")
+	open, err := a.Unresolved(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, open, "the delegator's unresolved hops")
 }
 
 // No answer until the hop's timeout: the request state and the guard's
@@ -237,6 +257,7 @@ func TestMCP_Pause_NoAnswerUntilTimeout(t *testing.T) {
 	require.True(t, res.IsError)
 	require.False(t, res.NeedsInput())
 	require.Zero(t, srv.refunds.Load(), "an unanswered refund ran")
+	requireClosed(t, f.ps[planner].Agent, d.Hop) // a pause that can no longer be answered
 	as, err := f.e.Ledger.Approvals(context.Background(), d.Offer.Handoff.Offer.Digest().String())
 	require.NoError(t, err)
 	require.Empty(t, as)
@@ -274,8 +295,8 @@ func TestMCP_Pause_RestartInBetween(t *testing.T) {
 	require.NoError(t, err)
 	after = newPausing(t, f2.ps[coder], f2.store, f2.e, f2.now)
 	cs = dial(t, f2.cl, after.server, nil)
-	res = f2.retry(t, cs, d.Hop, "refund-INV-7", paused.RequestState, "deny")
-	require.True(t, res.IsError, "a declined answer does not resume the work")
+	res = f2.retry(t, cs, d.Hop, "refund-INV-7", paused.RequestState+"x", "approve")
+	require.True(t, res.IsError, "an answer this server did not seal does not resume the work")
 	require.Zero(t, after.refunds.Load())
 	res = f2.retry(t, cs, d.Hop, "refund-INV-7", paused.RequestState, "approve")
 	require.False(t, res.IsError, "%v", res.Content)
@@ -350,13 +371,11 @@ func TestMCP_Pause_SignedApproval(t *testing.T) {
 	require.Zero(t, as[0].Remaining)
 }
 
-// A client of a protocol before 2026-07-28: the SDK's server-side fallback
-// elicits it inside the call and runs the tool again with that answer,
-// past the middleware, which records nothing of it: the guard asks again
-// and the refund does not run. Only an answer that comes back through the
-// middleware, with the request state, is recorded (this SDK's client
-// answers the input request it still finds in the result, and retries):
-// the refund runs once, on one approval.
+// A client of a protocol before 2026-07-28 is asked once per approval
+// (finding 6): AskApproval asks it inside the call, the answer is
+// recorded, and the tool runs again in the same call; the SDK's own
+// fallback, which would ask it again past the middleware, never sees an
+// input request. The refund runs once, on one approval.
 func TestMCP_Pause_OlderClient(t *testing.T) {
 	f := newPauseFixture(t)
 	srv := newPausing(t, f.ps[coder], f.store, f.e, f.now)
@@ -373,11 +392,21 @@ func TestMCP_Pause_OlderClient(t *testing.T) {
 	defer cs.Close()
 	d, err := f.cl.Call(ctx, cs, refund("refund-INV-1042"), f.offer())
 	require.NoError(t, err)
-	require.EqualValues(t, 2, a.asked.Load(), "the fallback's question, then the client's own")
+	require.EqualValues(t, 1, a.asked.Load(), "one question for one approval")
 	require.EqualValues(t, 1, srv.refunds.Load())
-	require.EqualValues(t, 3, srv.calls.Load(), "paused, paused again past the middleware, resumed")
-	require.Equal(t, 1, f.approvals(t, d), "only the answer through the middleware is recorded")
+	require.EqualValues(t, 2, srv.calls.Load(), "asked, then run again with the approval")
+	require.Equal(t, 1, f.approvals(t, d), "the answer is recorded")
 	require.Equal(t, state.Completed, d.State)
+
+	// Declined inside the call: nothing recorded, the hop closed.
+	a.decision = "deny"
+	d, err = f.cl.Call(ctx, cs, refund("refund-INV-7"), f.offer())
+	require.NoError(t, err)
+	require.True(t, d.Result.IsError)
+	require.EqualValues(t, 2, a.asked.Load())
+	require.EqualValues(t, 1, srv.refunds.Load())
+	require.Zero(t, f.approvals(t, d))
+	requireClosed(t, f.ps[planner].Agent, d.Hop)
 }
 
 func (f *pauseFixture) approvals(t *testing.T, d *hmcp.Delivery) int {

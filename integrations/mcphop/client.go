@@ -67,6 +67,7 @@ type Client struct {
 	ids      map[handoff.HopID]hopCall            // last request of each hop
 	hops     map[string]handoff.HopID             // scope and request id -> hop
 	pending  map[handoff.HopID]*pendingCancel     // "canceled" to put in notifications/cancelled
+	pkgs     hopwork.Packages                     // the package of each hop called, until it is resolved
 }
 
 type hopCall struct {
@@ -145,6 +146,9 @@ func (c *Client) Middleware() mcp.Middleware {
 			}
 			if err := carry.AttachHandoff(meta, cr.h); err != nil {
 				return nil, err
+			}
+			if pkg := c.pkgs.Of(cr.hop); pkg != nil && cr.hop != "" {
+				carry.AttachPackage(meta, *pkg) // beside the Handoff, for every call of the hop
 			}
 			observe.Inject(ctx, meta) // beside the Handoff, not in it: unsigned
 			p.Meta = meta
@@ -239,6 +243,8 @@ func (c *Client) Call(ctx context.Context, s *mcp.ClientSession, params *mcp.Cal
 		return nil, err
 	}
 	d := &Delivery{Hop: out.Offer.Hop, Offer: out}
+	c.pkgs.Keep(out.Offer.Hop, out.Delivered)
+	defer c.pkgs.Settle(context.WithoutCancel(ctx), c.cfg.Agent, out.Offer.Hop)
 	err = c.retry(ctx, out.Offer, func(actx context.Context) error {
 		h := out.Handoff
 		if d.Attempts > 0 {
@@ -277,6 +283,7 @@ func (c *Client) Retransmit(ctx context.Context, s *mcp.ClientSession, params *m
 	if !*actx.Value(keyHandoff).(*carried).attached {
 		err = notIntercepted(err)
 	}
+	c.pkgs.Settle(context.WithoutCancel(ctx), c.cfg.Agent, hop)
 	return res, Statuses(actx), err
 }
 

@@ -18,12 +18,15 @@ import (
 )
 
 // Approval names of the package Evidence builds: ledger_read allowed,
-// refund_issue must ask (approved by Owner), card_charge denied.
+// refund_issue must ask (approved by Owner), card_charge denied; and the
+// operation of ledger_read the package lists as completed already
+// (Performed), which the guard refuses as repeated.
 const (
-	Allowed = "ledger_read"
-	MustAsk = "refund_issue"
-	Denied  = "card_charge"
-	Owner   = "finance-lead"
+	Allowed   = "ledger_read"
+	MustAsk   = "refund_issue"
+	Denied    = "card_charge"
+	Owner     = "finance-lead"
+	Performed = "read-INV-1042-first"
 )
 
 var ledgerOctets = []byte(`{"invoice":"INV-1042","status":"paid"}`)
@@ -52,24 +55,10 @@ func NewEvidence(tb testing.TB) *Evidence {
 }
 
 // Prepare is OfferParams.Prepare: it binds a package to the offer o and
-// names it in the offer's refs.
+// names it in the offer's refs; the delegate's Guard finds it by hop (the
+// package travels beside nothing: the test hands it over).
 func (e *Evidence) Prepare(o *handoff.Offer) error {
-	now := o.Iat.Std()
-	ref := evidence.RefToWire(ref.Ref{Kind: ref.KindDigest, Dig: digest.SHA256(ledgerOctets), Loc: ledgerLoc})
-	pkg := evidence.Package{
-		Sender: evidence.Party{Role: "triage"}, Receiver: evidence.Party{Role: "payments"},
-		Control:      evidence.SpecialistReturnsResult,
-		Outcome:      evidence.Outcome{Result: "refund INV-1042", DoneWhen: "the refund is settled"},
-		Authority:    evidence.Authority{Allowed: []string{Allowed}, MustAsk: []string{MustAsk}, Denied: []string{Denied}},
-		State:        []evidence.StateClaim{{System: "ledger", State: "INV-1042 paid", AsOf: now.Add(-time.Second), Evidence: []string{"ledger"}}},
-		Artifacts:    []evidence.Artifact{{ID: "ledger", Ref: ref, Proves: "INV-1042 is paid"}},
-		Pending:      []evidence.Pending{{Kind: evidence.PendingApproval, Item: "refund", Action: MustAsk, Owner: Owner}},
-		Next:         evidence.NextAction{Action: Allowed, Description: "read INV-1042"},
-		Verification: evidence.Verification{Check: "ledger_read answers for INV-1042"},
-		Rollback:     evidence.Rollback{Method: "void the refund"},
-		Timeouts:     []evidence.Timeout{{Condition: "no approval before the offer expires", Owner: "triage", At: o.Exp.Std()}},
-	}
-	built, err := evidence.NewBuilder(pkg).Build(evidence.BindingOf(o), evidence.BuildOptions{})
+	built, err := evidence.NewBuilder(Package(o)).Build(evidence.BindingOf(o), evidence.BuildOptions{})
 	if err != nil {
 		return err
 	}
@@ -78,6 +67,44 @@ func (e *Evidence) Prepare(o *handoff.Offer) error {
 	e.pkgs[o.Hop] = built.Encoded
 	e.mu.Unlock()
 	return nil
+}
+
+// Deliver is OfferParams.Deliver: the same package, carried beside the
+// Handoff by the host's middleware and checked by the delegate's
+// (Host).
+func Deliver(o *handoff.Offer) (ref.Ref, ref.Object, error) {
+	return evidence.NewBuilder(Package(o)).Deliver(evidence.BuildOptions{})(o)
+}
+
+// Host is the delegate's evidence.HostConfig over the Evidence's ledger,
+// trust and clock, with the artifact the package cites.
+func (e *Evidence) Host() *evidence.HostConfig {
+	return &evidence.HostConfig{
+		Check: evidence.CheckConfig{Now: e.Now, Artifacts: ref.ByLoc(map[string]ref.Object{ledgerLoc: {Octets: ledgerOctets}})},
+		Guard: evidence.GuardConfig{Ledger: e.Ledger, Trust: e.Trust, Now: e.Now},
+	}
+}
+
+// Package is the package of the scenarios, for the offer o: a refund,
+// with the authority of Allowed, MustAsk and Denied, and Performed done.
+func Package(o *handoff.Offer) evidence.Package {
+	now := o.Iat.Std()
+	ref := evidence.RefToWire(ref.Ref{Kind: ref.KindDigest, Dig: digest.SHA256(ledgerOctets), Loc: ledgerLoc})
+	return evidence.Package{
+		Sender: evidence.Party{Role: "triage"}, Receiver: evidence.Party{Role: "payments"},
+		Control:   evidence.SpecialistReturnsResult,
+		Outcome:   evidence.Outcome{Result: "refund INV-1042", DoneWhen: "the refund is settled"},
+		Authority: evidence.Authority{Allowed: []string{Allowed}, MustAsk: []string{MustAsk}, Denied: []string{Denied}},
+		State:     []evidence.StateClaim{{System: "ledger", State: "INV-1042 paid", AsOf: now.Add(-time.Second), Evidence: []string{"ledger"}}},
+		Completed: []evidence.CompletedAction{{Action: Allowed, External: true, OperationID: Performed,
+			Postcondition: "INV-1042 read once", Evidence: []string{"ledger"}}},
+		Artifacts:    []evidence.Artifact{{ID: "ledger", Ref: ref, Proves: "INV-1042 is paid"}},
+		Pending:      []evidence.Pending{{Kind: evidence.PendingApproval, Item: "refund", Action: MustAsk, Owner: Owner}},
+		Next:         evidence.NextAction{Action: Allowed, Description: "read INV-1042"},
+		Verification: evidence.Verification{Check: "ledger_read answers for INV-1042"},
+		Rollback:     evidence.Rollback{Method: "void the refund"},
+		Timeouts:     []evidence.Timeout{{Condition: "no approval before the offer expires", Owner: "triage", At: o.Exp.Std()}},
+	}
 }
 
 // Guard checks the package delivered with in's offer and returns the
