@@ -2,23 +2,17 @@ package adkhop_test
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
-	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/adk/v2/agent"
 	"google.golang.org/adk/v2/agent/llmagent"
 	remoteagent "google.golang.org/adk/v2/agent/remoteagent/v2"
-	"google.golang.org/adk/v2/plugin"
 	"google.golang.org/adk/v2/runner"
-	adka2a "google.golang.org/adk/v2/server/adka2a/v2"
 	"google.golang.org/adk/v2/session"
 	"google.golang.org/adk/v2/tool"
 	"google.golang.org/genai"
@@ -52,40 +46,24 @@ func newConfirmer(t *testing.T, p *agenttest.Party, e *agenttest.Evidence, guard
 	require.NoError(t, err)
 	pl, err := adkhop.NewPlugin(adkhop.GuardConfig{Confirm: true, Guard: guardOf})
 	require.NoError(t, err)
-	inner := adka2a.NewExecutor(adka2a.ExecutorConfig{
-		RunnerConfig: runner.Config{AppName: "coder", Agent: ag, SessionService: session.InMemoryService(),
-			PluginConfig: runner.PluginConfig{Plugins: []*plugin.Plugin{pl}}},
-		BeforeExecuteCallback: func(ctx context.Context, _ *a2asrv.ExecutorContext) (context.Context, error) {
-			c.execs.Add(1)
-			return ctx, nil
-		},
-	})
-	cfg := a2a1hop.ServerConfig{Agent: p.Agent, Executor: inner}
+	cfg := a2a1hop.ServerConfig{Agent: p.Agent}
 	if guardOf == nil {
 		cfg.Evidence = e.Host()
 	}
-	exec, err := a2a1hop.NewExecutor(cfg)
-	require.NoError(t, err)
-	srv := httptest.NewServer(a2a1hop.Authenticate(a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(exec)),
-		func(r *http.Request) (handoff.AgentID, bool) {
-			id := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-			return handoff.AgentID(id), id != ""
-		}))
-	t.Cleanup(srv.Close)
-	c.url = srv.URL
+	c.url = serveADK(t, ag, pl, &c.execs, cfg)
 	return c
 }
 
 // planner is the delegator's ADK runner with the coder as a remote A2A
 // agent, on one session, so that the user's answer goes to the same task.
-type planner2 struct {
+type delegator struct {
 	r      *runner.Runner
 	offers offered
 }
 
-func newPlanner(t *testing.T, p *agenttest.Party, url string, params handoff.OfferParams) *planner2 {
+func newPlanner(t *testing.T, p *agenttest.Party, url string, params handoff.OfferParams) *delegator {
 	t.Helper()
-	pl := &planner2{}
+	pl := &delegator{}
 	before, err := adkhop.BeforeRequest(adkhop.RemoteConfig{Agent: p.Agent,
 		Params:  func(agent.Context, *a2a.SendMessageRequest) (handoff.OfferParams, error) { return params, nil },
 		OnOffer: func(_ agent.Context, out *handoff.Outgoing) { pl.offers.add(out) },
@@ -102,14 +80,9 @@ func newPlanner(t *testing.T, p *agenttest.Party, url string, params handoff.Off
 	return pl
 }
 
-func (pl *planner2) run(t *testing.T, msg *genai.Content) []*session.Event {
+func (pl *delegator) run(t *testing.T, msg *genai.Content) []*session.Event {
 	t.Helper()
-	var evs []*session.Event
-	for ev, err := range pl.r.Run(context.Background(), "user", "s1", msg, agent.RunConfig{}) {
-		require.NoError(t, err)
-		evs = append(evs, ev)
-	}
-	return evs
+	return (&life{r: pl.r}).run(t, msg)
 }
 
 // An ADK tool confirmation stays on its hop (finding 4): the coder's

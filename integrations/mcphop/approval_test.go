@@ -13,7 +13,6 @@ import (
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/evidence"
 	"github.com/agentproto/handoff/evidence/authority"
-	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/replay"
 	"github.com/agentproto/handoff/state"
 
@@ -219,29 +218,11 @@ func TestMCP_Pause_Deny(t *testing.T) {
 		require.EqualValues(t, 1, a.asked.Load())
 		require.Zero(t, srv.refunds.Load(), "a declined refund ran")
 		require.EqualValues(t, 1, srv.calls.Load(), "the tool is not run again for a declined answer")
-		requireClosed(t, f.ps[planner].Agent, d.Hop)
+		agenttest.RequireClosed(t, f.ps[planner].Agent, d.Hop)
 		as, err := f.e.Ledger.Approvals(context.Background(), d.Offer.Handoff.Offer.Digest().String())
 		require.NoError(t, err)
 		require.Empty(t, as, "nothing recorded")
 	}
-}
-
-// requireClosed checks that the delegator holds hop "failed" with no refs
-// and reason "policy", resolved, and that nothing it offered is unresolved.
-func requireClosed(t *testing.T, a *handoff.Agent, hop handoff.HopID) {
-	t.Helper()
-	info, ok, err := a.Hop(context.Background(), hop)
-	require.NoError(t, err)
-	require.True(t, ok)
-	require.Equal(t, state.Failed, info.State)
-	require.Equal(t, reason.Policy, info.Reason)
-	require.True(t, info.Resolved)
-	_, st, err := handoff.InspectUnverified(info.Status, handoff.Limits{})
-	require.NoError(t, err)
-	require.Empty(t, st.Refs, "\"failed\" with no refs: the work took no effect (HC-44)")
-	open, err := a.Unresolved(context.Background())
-	require.NoError(t, err)
-	require.Empty(t, open, "the delegator's unresolved hops")
 }
 
 // No answer until the hop's timeout: the request state and the guard's
@@ -257,7 +238,7 @@ func TestMCP_Pause_NoAnswerUntilTimeout(t *testing.T) {
 	require.True(t, res.IsError)
 	require.False(t, res.NeedsInput())
 	require.Zero(t, srv.refunds.Load(), "an unanswered refund ran")
-	requireClosed(t, f.ps[planner].Agent, d.Hop) // a pause that can no longer be answered
+	agenttest.RequireClosed(t, f.ps[planner].Agent, d.Hop) // a pause that can no longer be answered
 	as, err := f.e.Ledger.Approvals(context.Background(), d.Offer.Handoff.Offer.Digest().String())
 	require.NoError(t, err)
 	require.Empty(t, as)
@@ -406,7 +387,7 @@ func TestMCP_Pause_OlderClient(t *testing.T) {
 	require.EqualValues(t, 2, a.asked.Load())
 	require.EqualValues(t, 1, srv.refunds.Load())
 	require.Zero(t, f.approvals(t, d))
-	requireClosed(t, f.ps[planner].Agent, d.Hop)
+	agenttest.RequireClosed(t, f.ps[planner].Agent, d.Hop)
 }
 
 func (f *pauseFixture) approvals(t *testing.T, d *hmcp.Delivery) int {

@@ -168,7 +168,7 @@ func TestMCP_Refusals_CloseTheHop(t *testing.T) {
 		d, err := f.cl.Call(ctx, cs, call, p)
 		require.NoError(t, err, name)
 		require.True(t, d.Result.IsError, name)
-		requireClosed(t, f.ps[planner].Agent, d.Hop)
+		agenttest.RequireClosed(t, f.ps[planner].Agent, d.Hop)
 	}
 	require.Zero(t, srv.ran.Load(), "a refused action ran")
 	require.EqualValues(t, 3, srv.calls.Load(), "one call each; the declined one is not run again")

@@ -14,7 +14,9 @@ import (
 	"github.com/agentproto/handoff/evidence"
 	"github.com/agentproto/handoff/evidence/authority"
 	"github.com/agentproto/handoff/integrations/internal/hopwork"
+	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/ref"
+	"github.com/agentproto/handoff/state"
 )
 
 // Approval names of the package Evidence builds: ledger_read allowed,
@@ -174,4 +176,25 @@ func (c *Clock) Add(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
+}
+
+// RequireClosed fails tb unless the delegator a holds hop "failed" with
+// no refs and reason "policy", resolved (the work took no effect, HC-44),
+// and holds no unresolved hop at all.
+func RequireClosed(tb testing.TB, a *handoff.Agent, hop handoff.HopID) {
+	tb.Helper()
+	ctx := context.Background()
+	info, ok, err := a.Hop(ctx, hop)
+	if err != nil || !ok {
+		tb.Fatalf("hop %s: known %v, %v", hop, ok, err)
+	}
+	if info.State != state.Failed || info.Reason != reason.Policy || !info.Resolved {
+		tb.Fatalf("hop %s is %q (reason %q, resolved %v), not \"failed\" for \"policy\", resolved", hop, info.State, info.Reason, info.Resolved)
+	}
+	if _, st, err := handoff.InspectUnverified(info.Status, handoff.Limits{}); err != nil || len(st.Refs) > 0 {
+		tb.Fatalf("hop %s: \"failed\" with refs says part of the work took effect (HC-44): %v %v", hop, st, err)
+	}
+	if open, err := a.Unresolved(ctx); err != nil || len(open) > 0 {
+		tb.Fatalf("the delegator's unresolved hops: %v %v", open, err)
+	}
 }

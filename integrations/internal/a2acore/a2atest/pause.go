@@ -11,7 +11,6 @@ import (
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/evidence"
 	"github.com/agentproto/handoff/evidence/authority"
-	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/replay"
 	"github.com/agentproto/handoff/state"
 
@@ -205,23 +204,7 @@ func pauseDeny(t *testing.T, l Line) {
 	require.Zero(t, r.Refunds.Load(), "a declined refund ran")
 	require.EqualValues(t, 1, r.Work.Calls.Load(), "the executor is not run again for a declined answer")
 	require.Zero(t, f.Approvals(t, d))
-	requireClosed(t, f.Ps[Planner].Agent, d.Hop)
-}
-
-// requireClosed checks that the delegator holds hop "failed" with no refs
-// and reason "policy", resolved, and that nothing it offered is unresolved.
-func requireClosed(t *testing.T, a *handoff.Agent, hop handoff.HopID) {
-	t.Helper()
-	info := hopState(t, a, hop)
-	require.Equal(t, state.Failed, info.State)
-	require.Equal(t, reason.Policy, info.Reason)
-	require.True(t, info.Resolved)
-	_, st, err := handoff.InspectUnverified(info.Status, handoff.Limits{})
-	require.NoError(t, err)
-	require.Empty(t, st.Refs, "\"failed\" with no refs: the work took no effect (HC-44)")
-	open, err := a.Unresolved(context.Background())
-	require.NoError(t, err)
-	require.Empty(t, open, "the delegator's unresolved hops")
+	agenttest.RequireClosed(t, f.Ps[Planner].Agent, d.Hop)
 }
 
 // No answer until the hop's timeout: the state and the guard's authority
@@ -238,7 +221,7 @@ func pauseTimeout(t *testing.T, l Line) {
 	require.Zero(t, r.Refunds.Load(), "an unanswered refund ran")
 	require.EqualValues(t, 1, r.Work.Calls.Load())
 	require.Zero(t, f.Approvals(t, d))
-	requireClosed(t, f.Ps[Planner].Agent, d.Hop)
+	agenttest.RequireClosed(t, f.Ps[Planner].Agent, d.Hop)
 }
 
 // The delegate restarts between the pause and the answer, and an approval
