@@ -23,6 +23,32 @@
 // the outcome is known (Report), in the status message (HC-29); the other
 // states stay A2A's.
 //
+// # The package, the guard, and how a hop ends
+//
+// With ServerConfig.Evidence, the handoff package that travels beside the
+// offer (this project's carriage, see the root's package a2a) is checked
+// before anything of the executor runs; a package that fails, or is
+// missing, rejects the task with "rejected", reason "policy" and the
+// findings in its detail. One that passes gives the hop's guard, which the
+// executor finds with evidence.GuardFromContext, as it finds the guard
+// Approvals.Guard gives. The executor asks the guard before each effect;
+// ended by the guard's refusal (its error, a *evidence.Refusal), before
+// any effect, the task is failed with "failed", no refs, reason "policy"
+// (the work took no effect, HC-44), so that the delegator resolves the hop
+// and may offer the work again; an outcome the executor reported
+// (Report) wins. An executor that took effects before it was refused
+// reports them (EffectPartial, with refs).
+//
+// A hop's task may span several messages: a pause (input-required, the
+// wrapper's for an approval or the executor's own) and the follow-up
+// that answers it, which carries the hop's identical Handoff and
+// package. The follow-up resumes the hop's work: the executor runs again
+// with the hop's accepted offer in FromContext (handoff.Agent.Resume),
+// the package checked again against it. The hop ends with the task's
+// terminal state, whose status message carries the hop's terminal status,
+// on whichever message it comes: an approval declined, or answered once
+// the offer expired, ends it there with "failed" and no refs.
+//
 // A message on a task that exists changes that task only when it carries
 // the verified offer of the hop the task runs, from that hop's delegator
 // as the transport authenticated it; anything else is answered with a
@@ -48,10 +74,13 @@
 // # Delegator (client)
 //
 // A Client is an a2aclient.CallInterceptor: it attaches the Handoff that
-// WithHandoff put in the call's context to Message.metadata, lists
-// ExtensionURI in Message.extensions and in the A2A-Extensions service
-// parameter, and hands every status found in responses and task updates to
-// Agent.HandleStatus. Client.Send does all of it, with retransmissions per
+// WithHandoff put in the call's context to Message.metadata, with the
+// hop's package beside it (OfferParams.Deliver's, kept for every send of
+// the hop until it is resolved), lists ExtensionURI in Message.extensions
+// and in the A2A-Extensions service parameter, and hands every status
+// found in responses and task updates to Agent.HandleStatus. A message
+// with no Handoff that names the task of a hop this Client sent gets that
+// hop's identical Handoff and package: it continues the hop. Client.Send does all of it, with retransmissions per
 // asking.Backoff, and tells how the delivery ended (Delivery.State,
 // Refused, Reason); Client.Cancel sends the signed "canceled" in a Cancel
 // Task request. An A2A client without the Client among its interceptors
@@ -169,10 +198,13 @@ type ServerConfig struct {
 //
 // auth-required alone authorizes nothing (A2A 1.0, section 7.6.4), and
 // neither does input-required or the answer: the
-// guard decides, from what its ledger records. A refused or declined
-// answer records nothing, the wrapped executor does not run, and the task
-// stays input-required; a pause with no answer ends with the
-// offer, whose exp bounds the state and every authority of the guard.
+// guard decides, from what its ledger records. A declined answer, or one
+// sent after the offer expired, records nothing and runs nothing: the
+// task fails with "failed" (no refs, reason "policy"; no effect, HC-44).
+// An answer refused otherwise (a misbound or altered state, a signed
+// approval the guard will not record) leaves the task paused. Without an
+// answer the pause ends with the offer, whose exp bounds the state and
+// every authority of the guard.
 type Approvals struct {
 	// Key seals the request states (HMAC-SHA256), at least 32 bytes; keep
 	// it across restarts for a pause to outlive one. Required.
@@ -249,8 +281,10 @@ func NewExecutor(cfg ServerConfig) (*Executor, error) {
 	return &Executor{cfg: cfg, core: core}, nil
 }
 
-// FromContext returns the verified, accepted offer of the message the
-// wrapped executor serves.
+// FromContext returns the hop's Received in the wrapped executor: its
+// Offer is the verified offer the hop was accepted with, on the first
+// message and on a follow-up that resumes the work
+// (handoff.Agent.Resume); a handler the wrapper runs never sees it nil.
 func FromContext(ctx context.Context) (*handoff.Received, bool) { return a2acore.FromContext(ctx) }
 
 // Outcome is what the wrapped executor knows of its work's effect
@@ -265,9 +299,10 @@ type Outcome struct {
 }
 
 // Report tells the executor wrapper what the work achieved, before the
-// wrapped executor writes its final state. Without it TASK_STATE_COMPLETED
-// counts as EffectFull, and TASK_STATE_FAILED as EffectUnknown: no status.
-// It reports false outside a wrapped execution.
+// wrapped executor writes its final state. Without it completed counts as
+// EffectFull, failed as EffectUnknown (no status), and an Execute that
+// returns a refusal of the hop's guard as EffectNone ("failed" with no
+// refs). It reports false outside a wrapped execution.
 func Report(ctx context.Context, o Outcome) bool { return a2acore.Report(ctx, a2acore.Outcome(o)) }
 
 // Authenticate returns a handler that puts the caller's identity in the

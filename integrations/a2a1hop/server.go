@@ -49,6 +49,32 @@
 // approval (AskApproval), and the answer on the same task resumes it
 // (Answer); see Approvals.
 //
+// # The package, the guard, and how a hop ends
+//
+// ServerConfig.Evidence checks the handoff package that comes beside the
+// offer (this project's carriage, see the root's package a2a) once the
+// offer passed the receive checks, before the executor runs: a package
+// that fails, or none, makes the task TASK_STATE_REJECTED with "rejected",
+// reason "policy", the findings in its detail. A package that passes
+// gives the hop's guard; the executor finds it, or the one
+// Approvals.Guard gives, with evidence.GuardFromContext, and asks it
+// before each effect. An execution that ends with the guard's refusal as
+// its error (a *evidence.Refusal), before any effect, ends the task in
+// TASK_STATE_FAILED with "failed", no refs and reason "policy": the work
+// took no effect (HC-44), the delegator resolves the hop and may offer
+// the work again. An outcome reported with Report wins: an executor that
+// did something before it was refused says so (EffectPartial, refs).
+//
+// The task of a hop may span several messages: a pause in
+// TASK_STATE_INPUT_REQUIRED (AskApproval's, or the executor's own, as
+// ADK's tool confirmation is) and the follow-up that answers it, with the
+// hop's identical Handoff and package. The follow-up runs the executor
+// again as the hop's work resumed: FromContext gives the hop's accepted
+// offer (handoff.Agent.Resume) and the package is checked again. The hop
+// ends with the task's terminal state, whose status message carries its
+// terminal status, whichever message brings it: an approval declined, or
+// answered once the offer expired, ends it with "failed" and no refs.
+//
 // A Cancel Task request whose metadata carries the delegator's signed
 // "canceled" is handed to Agent.HandleStatus before the wrapped executor's
 // Cancel (HC-28, HC-66). It must name the hop the task runs, signed by that
@@ -62,9 +88,13 @@
 // # Delegator (client)
 //
 // A Client is an a2aclient.CallInterceptor: it attaches the Handoff that
-// WithHandoff put in the call's context, activates the extension in the
-// A2A-Extensions service parameter, and hands every status found in
-// responses and task updates to Agent.HandleStatus. Client.Send does all of
+// WithHandoff put in the call's context, and the hop's package beside it
+// (OfferParams.Deliver's, kept for every send of the hop until it is
+// resolved), activates the extension in the A2A-Extensions service
+// parameter, and hands every status found in responses and task updates
+// to Agent.HandleStatus. A message without a Handoff that names the task
+// of a hop it sent (ADK's remote agent's answer to an input request)
+// continues that hop: it gets the hop's identical Handoff and package. Client.Send does all of
 // it, with retransmissions per asking.Backoff, and tells how the delivery
 // ended (Delivery.State, Refused, Reason); Client.Cancel sends the signed
 // "canceled" in a Cancel Task request. An A2A client without the Client
@@ -214,8 +244,10 @@ func NewExecutor(cfg ServerConfig) (*Executor, error) {
 	return e, nil
 }
 
-// FromContext returns the verified, accepted offer of the message the
-// wrapped executor serves.
+// FromContext returns the Received of the hop the wrapped executor
+// serves, whose Offer is the verified, accepted offer: on the message that
+// carried it first and on the follow-up that resumes the hop's work
+// (handoff.Agent.Resume), never nil in an execution the wrapper runs.
 func FromContext(ctx context.Context) (*handoff.Received, bool) { return a2acore.FromContext(ctx) }
 
 // CancelFromContext returns, in the wrapped executor's Cancel, the verified
@@ -237,8 +269,10 @@ type Outcome struct {
 
 // Report tells the executor wrapper what the work achieved, before the
 // wrapped executor yields its final state. Without it TASK_STATE_COMPLETED
-// counts as EffectFull, and TASK_STATE_FAILED as EffectUnknown: no status.
-// It reports false outside a wrapped execution.
+// counts as EffectFull, TASK_STATE_FAILED as EffectUnknown: no status, and
+// an execution that ends with a refusal of the hop's guard as its error
+// as EffectNone: "failed" with no refs. It reports false outside a
+// wrapped execution.
 func Report(ctx context.Context, o Outcome) bool { return a2acore.Report(ctx, a2acore.Outcome(o)) }
 
 // Authenticate returns a handler that puts the caller's identity in the

@@ -15,7 +15,11 @@
 //     against the evidence guard of the hop it serves (evidence.Guard): a
 //     refused call never runs the tool, and the model is told why. The
 //     agent is served with a2a1hop.NewExecutor around ADK's A2A executor
-//     (server/adka2a/v2), which runs only for an accepted offer.
+//     (server/adka2a/v2), which runs only for an accepted offer; with
+//     a2a1hop.ServerConfig.Evidence it checks the handoff package that
+//     comes with the offer (RemoteConfig.Params' OfferParams.Deliver) and
+//     puts the hop's guard in the context, where the plugin finds it by
+//     default (evidence.GuardFromContext).
 //
 // With GuardConfig.Confirm, a must-ask call pauses in ADK's own terms,
 // with tool confirmation: the before-tool callback asks for it
@@ -31,6 +35,17 @@
 // guard decides. ADK binds the answer to the call it confirms (the
 // function call id, in the session); the guard binds the approval to its
 // hop and the call's operation.
+//
+// # How the answer travels
+//
+// Over A2A, ADK's A2A executor turns the confirmation into
+// TASK_STATE_INPUT_REQUIRED, and the delegator's remote agent sends the
+// user's answer as a message on the same task. That message makes no new
+// offer (BeforeRequest): the delegator's a2a1hop.Client attaches the
+// task's hop's identical Handoff and package, the delegate resumes that
+// hop's work (a2a1hop.FromContext gives its accepted offer,
+// handoff.Agent.Resume), the confirmation is recorded under that hop's
+// guard, and the hop ends with the task: no hop is left unresolved.
 package adkhop
 
 import (

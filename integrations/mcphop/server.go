@@ -19,13 +19,23 @@
 //   - an equivocating offer never reaches the handler: the second offer gets
 //     no status (HC-53); what HC-54 allows for the first is attached, and a
 //     call of the first that still runs is stopped (ErrEquivocated);
-//   - an accepted offer is taken (Agent.Take, which records the hop as
-//     taken) and the handler runs with the Received in its context
-//     (FromContext). Its result carries "completed", or the outcome the
-//     handler reported with Report, or "accepted" when the outcome is not
-//     known (HC-25, HC-45). An "accepted" is signed only for a reply that
-//     carries it: the call gets one reply, and "completed" or "failed"
-//     imply it.
+//   - an accepted offer whose package passed (ServerConfig.Evidence: the
+//     handoff package beside the Handoff, under PackageKey, is checked
+//     first; one that fails, or none, is answered "rejected", reason
+//     "policy", with the findings in the detail) is taken (Agent.Take,
+//     which records the hop as taken) and the handler runs with the
+//     Received in its context (FromContext) and the hop's guard
+//     (evidence.GuardFromContext). Its result carries "completed", or the
+//     outcome the handler reported with Report, or "accepted" when the
+//     outcome is not known (HC-25, HC-45). An "accepted" is signed only
+//     for a reply that carries it: the call gets one reply, and
+//     "completed" or "failed" imply it.
+//   - a result whose error (CallToolResult.GetError: a typed handler's
+//     returned error) is a refusal of the hop's guard, before any effect,
+//     ends the hop with "failed", no refs, reason "policy": the work took
+//     no effect (HC-44), and the delegator may offer it again. A handler
+//     that took an effect before it was refused says so with Report
+//     (EffectPartial, with refs), which wins.
 //
 // A notifications/cancelled whose _meta carries the delegator's signed
 // "canceled" is handed to Agent.HandleStatus (HC-28) when it names a hop
@@ -40,14 +50,19 @@
 //
 // With ServerConfig.Approvals, a must-ask action of the hop's evidence
 // guard pauses the call with an MCP input request for its owner's approval
-// (AskApproval), and the retried call with the answer resumes it; see
-// Approvals.
+// (AskApproval), and the retried call with the answer (and the hop's
+// identical Handoff and package) resumes it: the handler runs again with
+// the hop's accepted offer in FromContext (handoff.Agent.Resume), and an
+// answer that declines ends the hop with "failed"; see Approvals, which
+// shows the client's set-up and the answer's shape.
 //
 // # Delegator (client)
 //
 // A Client adds a sending middleware (Client.Middleware) that attaches the
-// Handoff that WithHandoff put in the call's context and hands the status of
-// every result to Agent.HandleStatus; Client.Call does all of it, with
+// Handoff that WithHandoff put in the call's context, with the hop's
+// package beside it (OfferParams.Deliver's, kept by Call for every call
+// of the hop, the retried one included, until the hop is resolved), and
+// hands the status of every result to Agent.HandleStatus; Client.Call does all of it, with
 // retransmissions per asking.Backoff, and tells how the call ended
 // (Delivery.State, Refused, Reason). A session without the middleware is an
 // error (ErrNotIntercepted), never a result. Client.Transport prepares the

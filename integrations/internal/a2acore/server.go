@@ -15,13 +15,20 @@
 //     malformed: Exchange.Refuse, or Exchange.Plain with Optional),
 //     the extension activated, the hop's span, Agent.Receive;
 //   - Server.answer: what the Received asks for: a retransmission
-//     (resumed, or answered with the last status), an equivocation, a
-//     refusal, an offer on a task that runs another hop, or an accepted
-//     offer, taken with "accepted";
-//   - Server.run: the hop's guard and an approval's answer (guarded), the
-//     working state with "accepted", the wrapped executor with the
-//     Received, the outcome box and the pauser in its context
-//     (Exchange.Run);
+//     (resumed as the hop's work with Agent.Resume, or answered with the
+//     last status), an equivocation, a refusal, an offer on a task that
+//     runs another hop, or an accepted offer, whose package is checked
+//     (Server.check, ServerConfig.Evidence: a failing one is "rejected",
+//     "policy") before it is taken with "accepted";
+//   - Server.resume: the package that came with the answer to a pause,
+//     checked again against the hop's offer, then Server.run;
+//   - Server.run: the hop's guard (the package's, or Approvals.Guard's)
+//     and an approval's answer (guarded), the working state with
+//     "accepted", the wrapped executor with the Received, the outcome box
+//     and the pauser in its context (Exchange.Run); a refusal before any
+//     effect (an answer declined or expired, the executor ended by the
+//     guard's refusal) ends the hop with "failed" and no refs
+//     (hopcheck.Closes);
 //   - Work.Status: the signed status of each task state the executor sets;
 //   - Server.Cancel: a Cancel Task request's "canceled", checked against
 //     the task's hop, verified and applied before the executor's Cancel.
