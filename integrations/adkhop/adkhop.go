@@ -78,7 +78,8 @@ type RemoteConfig struct {
 	// (the remote agent's AgentID) is required. A Dialog left empty is the
 	// message's contextId, and a new one when the message names none; a
 	// From left nil is the hop the calling agent runs, when it runs one
-	// (a2a1hop.FromContext). Required.
+	// (a2a1hop.FromContext). Its Deliver names the handoff package, which
+	// travels beside the Handoff. Required.
 	Params func(ctx agent.Context, req *a2a.SendMessageRequest) (handoff.OfferParams, error)
 	// OnOffer, when set, is called with every offer made, for logs and for
 	// the caller to follow the hop (Agent.Hop, Agent.Cancel).

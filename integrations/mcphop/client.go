@@ -224,8 +224,10 @@ func (c *Client) settle(ctx context.Context, d *Delivery) error {
 	return nil
 }
 
-// Call makes an offer with p, calls the tool with it in params._meta, and
-// hands the result's status to Agent.HandleStatus. A call that has not
+// Call makes an offer with p, calls the tool with it in params._meta (and
+// the object p.Deliver made, the handoff package, beside it under
+// PackageKey, on every call of the hop until it is resolved), and hands
+// the result's status to Agent.HandleStatus. A call that has not
 // answered by the next instant of asking.Backoff is abandoned and the
 // identical Handoff is sent again (HC-37, HC-52); after the last attempt
 // the hop stays unresolved and the context error is returned (HC-40: silence

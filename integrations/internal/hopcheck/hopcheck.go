@@ -113,7 +113,7 @@ func (ch Checked) Rejected() handoff.ReplyOptions {
 	return handoff.ReplyOptions{Reason: evidence.ReasonEvidence, Detail: ch.Detail, Refs: ch.Refs}
 }
 
-// Guard returns the guard of the hop of in: the one the package gave
+// GuardOf returns the guard of the hop of in: the one the package gave
 // (checked), else the application's (Config.Guard), else none.
 func (c Config) GuardOf(ctx context.Context, in *handoff.Received, checked *evidence.Guard) (*evidence.Guard, error) {
 	switch {
