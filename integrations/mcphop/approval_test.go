@@ -2,6 +2,7 @@ package mcphop_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -395,4 +396,45 @@ func (f *pauseFixture) approvals(t *testing.T, d *hmcp.Delivery) int {
 	as, err := f.e.Ledger.Approvals(context.Background(), d.Offer.Handoff.Offer.Digest().String())
 	require.NoError(t, err)
 	return len(as)
+}
+
+// A tool that asks an older client for one approval after another, each
+// for another operation, runs a bounded number of times in one call; the
+// call then ends with an error result and the hop stays "accepted": what
+// the work did is not known.
+func TestMCP_Pause_OlderClientAskedWithoutEnd(t *testing.T) {
+	f := newPauseFixture(t)
+	ag, err := handoff.NewAgent(handoff.Config{ID: coder, Signer: f.ps[coder].Signer, Trust: f.ps[coder].Trust, Store: f.store, Now: f.now.Now})
+	require.NoError(t, err)
+	mw, err := hmcp.Server(hmcp.ServerConfig{Agent: ag, Peer: func(*mcp.CallToolRequest) handoff.AgentID { return planner },
+		Approvals: &hmcp.Approvals{Key: stateKey, Guard: f.e.Guard, Now: f.now.Now}})
+	require.NoError(t, err)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "coder", Version: "v1"}, nil)
+	srv.AddReceivingMiddleware(mw)
+	var calls atomic.Int32
+	mcp.AddTool(srv, &mcp.Tool{Name: "refund"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ refundArgs) (*mcp.CallToolResult, any, error) {
+		n := calls.Add(1)
+		in, _ := hmcp.FromContext(ctx)
+		err := evidence.GuardFromContext(ctx).Authorize(ctx, evidence.Call{Hop: in.Digest(), Action: agenttest.MustAsk, OperationID: fmt.Sprintf("op-%d", n)})
+		res, _ := hmcp.AskApproval(ctx, err)
+		return res, nil, nil // always another operation to approve
+	})
+	a := &approver{decision: "approve"}
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	require.NoError(t, err)
+	defer ss.Close()
+	cl := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "v1"}, &mcp.ClientOptions{ElicitationHandler: a.handle})
+	cl.AddSendingMiddleware(f.cl.Middleware())
+	cs, err := cl.Connect(ctx, f.cl.Transport(ct), &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	require.NoError(t, err)
+	defer cs.Close()
+	d, err := f.cl.Call(ctx, cs, refund("x"), f.offer())
+	require.NoError(t, err)
+	require.True(t, d.Result.IsError)
+	require.Contains(t, d.Result.Content[0].(*mcp.TextContent).Text, "more than")
+	require.Equal(t, calls.Load(), a.asked.Load(), "one question per run")
+	require.Less(t, calls.Load(), int32(20), "bounded")
+	require.Equal(t, state.Accepted, d.State, "the outcome is not known")
 }

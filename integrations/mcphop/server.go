@@ -493,6 +493,15 @@ func (s *server) runTool(ctx context.Context, r *mcp.CallToolRequest, in *handof
 		// "accepted" and a retransmission is told so (HC-39).
 		return res, false, herr
 	}
+	if p != nil && p.answered() {
+		// Still asking after maxAsks answers: the work did not end, and
+		// what it did is unknown; the hop stays "accepted".
+		st, err := s.accepted(ctx, in, accepted)
+		if err != nil {
+			return nil, false, err
+		}
+		return errorResult(fmt.Sprintf("handoff: the tool asked for more than %d approvals in one call", maxAsks), st), false, nil
+	}
 	ctr, _ := res.(*mcp.CallToolResult)
 	if ctr != nil && ctr.InputRequests != nil {
 		// The work paused for input (AskApproval): the hop stays
