@@ -27,6 +27,9 @@ type HostConfig struct {
 	// with none, with no guard in the handler's context. By default a
 	// host configured to check packages refuses such an offer ("rejected",
 	// "policy"), as it refuses, in any case, an offer whose refs name a
-	// package that did not come with it.
+	// package that did not come with it: the zero value is the strict one,
+	// so that no offer goes unchecked by omission where packages are
+	// expected. A host that sets no HostConfig checks no package at all
+	// and serves offers as before.
 	AllowNoPackage bool
 }
