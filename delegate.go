@@ -278,6 +278,69 @@ func takeErr(err error) error {
 	return storeErr(err)
 }
 
+// Resume returns the Received of a hop's work resumed: in must be a
+// retransmission this agent's Receive returned (the exact octets of an
+// offer it remembers, HC-35) of a hop it took and still holds "accepted"
+// (Take, or Reply with "accepted", and no "completed" or "failed" since).
+// Its Offer is then the offer the hop was accepted with, the same octets
+// by digest as the delivery that was accepted, so that work paused in a
+// host protocol (an approval asked for, an input required) and continued
+// by the delegator's retransmission runs with the same accessors as the
+// first delivery; Refused is nil, Retransmission still true, and Accepted
+// false: the hop is not taken again (HC-23), nor its offer processed again
+// (HC-38), and Reply answers it as the retransmission it is. A host that
+// resumes nothing answers a retransmission as HC-39 says instead.
+//
+// The chain travels outside the offer's signature (section 2.1), so that
+// the copy a retransmission carries was not checked: Resume runs the
+// dialog check (step 5, against in's Host) and the chain check (step 6,
+// with this agent's trust and ChainPolicy now) on it, so that the resumed
+// work may pass the hop on (OfferParams.From) as the accepted delivery
+// could. A failure is a *Rejection, with the reason of that step. The
+// references (step 7) are "not checked" here: the first delivery checked
+// them. A hop that ended, was canceled or is not held "accepted" is an
+// error wrapping ErrState. Only the hop's delegator, as the host
+// authenticated it (Host.Peer equal to the offer's iss), resumes its work,
+// as only it is told the hop's state (HC-39); another sender, and anything
+// else given as in, is an error wrapping ErrArgument.
+func (a *Agent) Resume(ctx context.Context, in *Received) (*Received, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !a.received(in) || in.verdict != verdictRetransmit || in.resumed || !in.hasRec {
+		return nil, fmt.Errorf("%w: Resume takes a retransmission that this agent's Receive returned", ErrArgument)
+	}
+	o := in.offer
+	if in.host.Peer != o.Iss {
+		// As a hop's status goes only to its delegator (HC-39), only the
+		// delegator continues its work.
+		return nil, fmt.Errorf("%w: the host did not authenticate the sender as the offer's iss %q (Host.Peer is %q)", ErrArgument, o.Iss, in.host.Peer)
+	}
+	if s := state.State(in.rec.State); s != state.Accepted {
+		if s == "" {
+			s = "not taken"
+		}
+		return nil, rule("", "hop %s of %q is %s: only a hop taken and still \"accepted\" resumes", o.Hop, o.Iss, s)
+	}
+	if in.host.Dialog != "" && o.Dialog != in.host.Dialog {
+		return nil, reject(reason.Policy, ErrRejected, "dialog %q is not the host dialog %q", o.Dialog, in.host.Dialog)
+	}
+	h := in.handoff.clone() // checkChain completes the element forms in place
+	cs, links, cerr := checkChain(h, o, chainCheck{self: a.cfg.ID, ts: a.trust.Load(), pol: a.cfg.Chain, lim: a.lim, skew: a.skew})
+	if cerr == nil {
+		cerr = applyChainPolicy(cs, links, o, a.cfg.Chain)
+	}
+	if cerr != nil {
+		where, d := cerr.parts()
+		return nil, &Rejection{Reason: cerr.Reason, Detail: where + ": " + d, Err: cerr}
+	}
+	r := *in
+	r.handoff, r.chain, r.links, r.resumed = h, cs, links, true
+	r.refs = notChecked(o.Refs)
+	a.decided(ctx, slog.LevelInfo, "handoff: hop resumed", r.logAttrs)
+	return &r, nil
+}
+
 // UntakenHop is a hop this agent remembers but never took or answered: the
 // record of a delivery whose call may have failed after the store wrote it
 // (a lost reply, a timeout). Every later delivery of its offer is a

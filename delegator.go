@@ -1,10 +1,12 @@
 package handoff
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"time"
 
@@ -29,8 +31,9 @@ type OfferParams struct {
 	TTL time.Duration
 	// From is the received offer whose work this offer passes on: prev is
 	// its digest and the chain is its chain plus its offer (section 2.1).
-	// It must be an offer this agent received and accepted, not a
-	// retransmission of one (whose chain was not checked, HC-38). Nil
+	// It must be an offer this agent received and accepted, or the hop's
+	// work resumed (Agent.Resume, which checks the chain again), not a
+	// bare retransmission (whose chain was not checked, HC-38). Nil
 	// starts a chain.
 	From *Received
 	// OmitChain leaves the chain out, keeping prev (HC-63): the next hop
@@ -52,10 +55,23 @@ type OfferParams struct {
 	SafeToRepeat bool
 	// Prepare, when set, is called with the offer before it is signed,
 	// once its hop, iat, exp and prev are chosen, so that what must name
-	// them can be bound to the offer: for example a reference to a package
-	// whose id is the hop. It may add refs and extension members; the
-	// offer is checked against the CDDL after it returns.
+	// them can be bound to the offer. It may add refs and extension
+	// members; the offer is checked against the CDDL after it returns.
 	Prepare func(*Offer) error
+	// Deliver, when set, makes the object the delegate receives with the
+	// task, beside the Handoff: section 2.2 has a "digest" reference name
+	// "octets the delegate is expected to receive with the task", and a
+	// "salted-digest" their salt too, which never goes in the offer
+	// (HC-09). It is called after Prepare, with a copy of the offer (its
+	// hop, iat, exp and prev chosen, so that the object can be bound to
+	// them), and returns the object and the reference that names it,
+	// which is appended to the offer's refs: the offer names the object
+	// by digest and never embeds it (HC-64). A reference of kind "digest"
+	// or "salted-digest" is checked against the object first. Agent.Offer
+	// returns the object in Outgoing.Delivered, for the host's middleware
+	// to carry beside the Handoff with every send of the hop. An evidence
+	// package is made this way by evidence.Builder.Deliver.
+	Deliver func(*Offer) (ref.Ref, ref.Object, error)
 }
 
 // Outgoing is an offer this agent made.
@@ -63,6 +79,9 @@ type Outgoing struct {
 	Handoff *Handoff
 	Offer   *Offer
 	Digest  digest.Digest
+	// Delivered is the object OfferParams.Deliver made, which travels
+	// beside the Handoff, or nil.
+	Delivered *ref.Object
 }
 
 // Offer builds, signs and records a new offer to p.To with a fresh hop
@@ -97,12 +116,13 @@ func (a *Agent) Offer(ctx context.Context, p OfferParams) (*Outgoing, error) {
 		switch {
 		case !a.received(in):
 			return nil, fmt.Errorf("%w: OfferParams.From must be a Received that this agent's Receive returned", ErrArgument)
-		case in.Retransmission():
+		case in.Retransmission() && !in.resumed:
 			// A retransmission is not processed again (HC-38): checks 5
 			// to 7 did not run on it, so its chain was never checked and
-			// may not be passed on. Pass on the Received that was accepted.
-			return nil, fmt.Errorf("%w: OfferParams.From is a retransmission, whose chain was not checked (HC-38); pass on the Received of the delivery that was accepted", ErrArgument)
-		case !in.Accepted():
+			// may not be passed on. Pass on the Received that was accepted,
+			// or the hop's work resumed (Agent.Resume checks the chain).
+			return nil, fmt.Errorf("%w: OfferParams.From is a retransmission, whose chain was not checked (HC-38); pass on the Received of the delivery that was accepted, or of Agent.Resume", ErrArgument)
+		case !in.Accepted() && !in.resumed:
 			return nil, fmt.Errorf("%w: OfferParams.From must be an offer this agent accepted; this one was refused (%s)", ErrArgument, in.Reason())
 		}
 		o.Prev = &digest.Digest{Alg: digest.SHA256Alg, Val: in.digest.Val}
@@ -135,6 +155,20 @@ func (a *Agent) Offer(ctx context.Context, p OfferParams) (*Outgoing, error) {
 		if o.Iss != iss || o.Aud != aud || o.Hop != hop || o.Iat != iat || o.Exp != exp {
 			return nil, fmt.Errorf("%w: Prepare may not change iss, aud, hop, iat or exp", ErrArgument)
 		}
+	}
+	var delivered *ref.Object
+	if p.Deliver != nil {
+		r, obj, err := p.Deliver(o.clone())
+		if err != nil {
+			return nil, err
+		}
+		if r.Kind == ref.KindDigest || r.Kind == ref.KindSaltedDigest {
+			if res := ref.Check(r, obj); res.Outcome != ref.Verified {
+				return nil, fmt.Errorf("%w: OfferParams.Deliver: the reference does not name the object (%s)", ErrArgument, res.Detail)
+			}
+		}
+		o.Refs = append(slices.Clip(o.Refs), cloneRef(r)) // never into the caller's array
+		delivered = &ref.Object{Octets: bytes.Clone(obj.Octets), Salt: bytes.Clone(obj.Salt)}
 	}
 	if p.Work != "" && !p.SafeToRepeat {
 		// A cheap look first, so that a refused offer costs no signature;
@@ -174,7 +208,7 @@ func (a *Agent) Offer(ctx context.Context, p OfferParams) (*Outgoing, error) {
 		return []slog.Attr{slog.String("aud", string(o.Aud)), slog.String("hop", string(o.Hop)), slog.String("digest", d.String()),
 			slog.Int("chain", len(h.Chain))}
 	})
-	return &Outgoing{Handoff: h, Offer: o, Digest: d}, nil
+	return &Outgoing{Handoff: h, Offer: o, Digest: d, Delivered: delivered}, nil
 }
 
 // Retransmit returns the Handoff of an offered hop unchanged: the identical

@@ -11,7 +11,7 @@
 // so that a shared helper sits below its callers.
 //
 //	delegate.go        4, 5.2  the delegate's verbs: Reply, ReplyHop, Take,
-//	                           Untaken, Release
+//	                           Resume, Untaken, Release
 //	delegator.go       4, 5.4  the delegator's verbs: Offer, Retransmit,
 //	                           Cancel, HandleStatus, Hop, Unresolved
 //	receive.go         5.1     Agent.Receive: the seven checks in order;
@@ -119,8 +119,11 @@
 // and the result carries the draft's reason code and the Check that
 // decided. Rejections are values: Received.Reason, or errors.Is /
 // errors.As on Received.Err. Received.Offer is the offer only when it was
-// accepted; Refused is a verified offer that was not, and Unverified the
-// one way to see an offer whose signature did not verify.
+// accepted, or when the hop's work resumes on a retransmission
+// (Agent.Resume: a hop taken and still "accepted", paused in the host
+// protocol and continued by its delegator); Refused is a verified offer
+// that was not, and Unverified the one way to see an offer whose
+// signature did not verify.
 // The work starts only after Take, or Reply with "accepted", has recorded
 // that the hop was taken.
 //

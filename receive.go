@@ -85,6 +85,9 @@ type Received struct {
 	// state from which Reply and Take swap, without reading it again.
 	rec    replay.Record
 	hasRec bool
+	// resumed marks the Received of Agent.Resume: a retransmission of a
+	// hop taken and still "accepted", whose offer is handed out by Offer.
+	resumed bool
 }
 
 // Accepted reports whether every check passed: the delegate may take the
@@ -136,11 +139,13 @@ func (r *Received) Err() error {
 }
 
 // Offer returns the offer when it was accepted: every check of section
-// 5.1 passed, and the delegate may take the work. It is nil for every
-// other outcome, so that code which acts on Offer() != nil never acts on a
-// refused offer. The offer is a copy.
+// 5.1 passed, and the delegate may take the work; or, for the Received of
+// Agent.Resume, the offer its hop was accepted with, whose work resumes.
+// It is nil for every other outcome, so that code which acts on Offer() !=
+// nil never acts on a refused offer, nor on a retransmission that was not
+// resumed. The offer is a copy.
 func (r *Received) Offer() *Offer {
-	if r.verdict != verdictAccepted {
+	if r.verdict != verdictAccepted && !r.resumed {
 		return nil
 	}
 	return r.offer.clone()
@@ -151,10 +156,11 @@ func (r *Received) Offer() *Offer {
 // a later check refused it (Reason, Detail), it equivocates (HC-53), or it
 // is a retransmission, which is not processed again (HC-38). Its members
 // are what its iss signed; it is for answering and logging, never for
-// doing the work. It is nil when the offer was accepted, and when its
-// signature did not verify (see Unverified). The offer is a copy.
+// doing the work. It is nil when the offer was accepted, for the Received
+// of Agent.Resume (whose Offer is the hop's), and when its signature did
+// not verify (see Unverified). The offer is a copy.
 func (r *Received) Refused() *Offer {
-	if r.offer == nil || r.check == CheckSignature || r.verdict == verdictAccepted {
+	if r.offer == nil || r.check == CheckSignature || r.verdict == verdictAccepted || r.resumed {
 		return nil
 	}
 	return r.offer.clone()
@@ -218,7 +224,8 @@ func (r *Received) Refs() []ref.Result {
 }
 
 // Retransmission reports that the offer is the exact octets of one already
-// remembered (HC-35, HC-38): it is not processed again.
+// remembered (HC-35, HC-38): it is not processed again. It stays true for
+// the Received of Agent.Resume, which is that retransmission resumed.
 func (r *Received) Retransmission() bool { return r.verdict == verdictRetransmit }
 
 // Equivocation returns, for an offer with the (iss, hop) of a different
@@ -297,6 +304,9 @@ func (r *Received) decision() string {
 	case verdictAccepted:
 		return "accepted"
 	case verdictRetransmit:
+		if r.resumed {
+			return "resumed"
+		}
 		return "retransmission"
 	case verdictEquivocation:
 		return "equivocation"

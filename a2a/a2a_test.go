@@ -9,6 +9,7 @@ import (
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/a2a"
 	"github.com/agentproto/handoff/carriage/carriagetest"
+	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/state"
 )
 
@@ -52,4 +53,25 @@ func TestTaskState_HC29_A2AMapping(t *testing.T) {
 			t.Errorf("TaskState(%q) = %q, want %q", s, got, ts)
 		}
 	}
+}
+
+// The package travels beside the Handoff, under a key of its own: the
+// Handoff under the extension URI is untouched, and the package comes back
+// as the same octets and salt.
+func TestA2A_PackageBesideTheHandoff(t *testing.T) {
+	h := &handoff.Handoff{Offer: handoff.Signed{Format: handoff.JWS, Octets: []byte("a.b.c")}}
+	meta := map[string]any{}
+	_, err := a2a.AttachHandoff(meta, nil, h)
+	require.NoError(t, err)
+	obj := ref.Object{Octets: []byte(`{"k":1}`), Salt: []byte("0123456789abcdef")}
+	a2a.AttachPackage(meta, obj)
+	assert.NotEqual(t, a2a.ExtensionURI, a2a.PackageKey)
+	got, err := a2a.Package(meta)
+	require.NoError(t, err)
+	assert.Equal(t, obj, got)
+	octets, err := a2a.Handoff(meta)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"offer":"a.b.c"}`, string(octets))
+	_, err = a2a.Package(map[string]any{})
+	assert.ErrorIs(t, err, a2a.ErrAbsent)
 }

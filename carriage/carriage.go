@@ -1,6 +1,8 @@
 // Package carriage puts a Handoff or a signed status into a host protocol's
-// JSON metadata map and takes it out again. The a2a and mcp packages name
-// the keys; this package does the work they share.
+// JSON metadata map and takes it out again, and, by this project's
+// convention, the object an offer names by digest and the delegate
+// receives with the task (a handoff package, with its salt). The a2a and
+// mcp packages name the keys; this package does the work they share.
 package carriage
 
 import (
@@ -10,6 +12,7 @@ import (
 	"fmt"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/ref"
 )
 
 // ErrAbsent is returned when the metadata holds nothing under the key.
@@ -72,4 +75,48 @@ func Status(meta map[string]any, key string) ([]byte, error) {
 		}
 	}
 	return []byte(s), nil
+}
+
+// PutObject stores obj under key as a JSON object: "octets", the object's
+// octets as sent, and "salt", when it has one, each as base64url text
+// without padding. Text survives any re-serialization of the map by an
+// SDK, so the receiver checks exactly the octets the reference's digest
+// covers.
+func PutObject(meta map[string]any, key string, obj ref.Object) {
+	v := map[string]any{"octets": base64.RawURLEncoding.EncodeToString(obj.Octets)}
+	if len(obj.Salt) > 0 {
+		v["salt"] = base64.RawURLEncoding.EncodeToString(obj.Salt)
+	}
+	meta[key] = v
+}
+
+// Object returns the object PutObject stored under key: ErrAbsent when
+// there is none, and an error wrapping handoff.ErrMalformed when the
+// value is not such an object.
+func Object(meta map[string]any, key string) (ref.Object, error) {
+	v, ok := meta[key]
+	if !ok {
+		return ref.Object{}, ErrAbsent
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return ref.Object{}, fmt.Errorf("%w: metadata %q is not an object with its octets", handoff.ErrMalformed, key)
+	}
+	var obj ref.Object
+	for name, dst := range map[string]*[]byte{"octets": &obj.Octets, "salt": &obj.Salt} {
+		t, present := m[name]
+		if !present {
+			continue
+		}
+		s, ok := t.(string)
+		b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+		if !ok || err != nil {
+			return ref.Object{}, fmt.Errorf("%w: metadata %q: %q is not base64url text without padding", handoff.ErrMalformed, key, name)
+		}
+		*dst = b
+	}
+	if obj.Octets == nil {
+		return ref.Object{}, fmt.Errorf("%w: metadata %q has no \"octets\"", handoff.ErrMalformed, key)
+	}
+	return obj, nil
 }

@@ -249,6 +249,25 @@ func (b *Builder) Build(bind Binding, opt BuildOptions) (*Built, error) {
 	return out, nil
 }
 
+// Deliver returns the OfferParams.Deliver of an offer that carries this
+// package: it builds the package bound to the offer being made (Build,
+// with BindingOf and opt) and returns its reference, which Agent.Offer
+// appends to the offer's refs, and the object that travels beside the
+// Handoff: the package as built (Built.Encoded), and for a salted
+// reference its salt (HC-09), which never goes in the offer. A host's
+// middleware (mcphop, a2a1hop, a2a03hop, adkhop) carries that object
+// with the first send of the hop and with every retransmission, so that
+// a delegator names the package once, where it makes the offer.
+func (b *Builder) Deliver(opt BuildOptions) func(*handoff.Offer) (ref.Ref, ref.Object, error) {
+	return func(o *handoff.Offer) (ref.Ref, ref.Object, error) {
+		built, err := b.Build(BindingOf(o), opt)
+		if err != nil {
+			return ref.Ref{}, ref.Object{}, err
+		}
+		return built.Ref, ref.Object{Octets: built.Encoded, Salt: built.Salt}, nil
+	}
+}
+
 // scanPackage scans the encoded package for credential-like strings and
 // withheld values, and the passed context for items named like a
 // credential that carry a value.

@@ -290,7 +290,7 @@ var ErrOfferNotVerified = errors.New("evidence: the offer did not pass the recei
 
 // CheckReceived checks a delivered package against the offer of in, which
 // must have passed the receive checks (or be a retransmission of one that
-// did): the usual way for a delegate to call Check.
+// did, resumed or not): the usual way for a delegate to call Check.
 func CheckReceived(ctx context.Context, in *handoff.Received, d Delivered, cfg CheckConfig) (*Report, error) {
 	o := receivedOffer(in)
 	if o == nil {
@@ -759,13 +759,14 @@ func (c *checker) owners() {
 }
 
 // receivedOffer is the offer of in when it passed the receive checks: the
-// accepted offer, or the offer of a retransmission of one (its exact
-// octets, remembered). Nil for any other outcome.
+// accepted offer, the offer of a hop's work resumed (Agent.Resume), or the
+// offer of a retransmission of one (its exact octets, remembered). Nil for
+// any other outcome.
 func receivedOffer(in *handoff.Received) *handoff.Offer {
 	switch {
 	case in == nil:
 		return nil
-	case in.Accepted():
+	case in.Offer() != nil:
 		return in.Offer()
 	case in.Retransmission():
 		return in.Refused()

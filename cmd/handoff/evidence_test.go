@@ -255,3 +255,58 @@ func TestEvidenceTemplate(t *testing.T) {
 	r = cli(t, nil, "evidence", "check", "--unbound", out)
 	mustCode(t, r, 1)
 }
+
+
+// "offer --package" binds a package to the offer it signs and names it in
+// the refs; "evidence check" then checks the bound package against that
+// offer and it passes, salted or not; the package as given, unbound, does
+// not (issue 32, finding 1: the CLI could not make an offer that names a
+// package).
+func TestOfferPackage_ThenEvidenceCheck(t *testing.T) {
+	for _, salted := range []bool{false, true} {
+		fx := newEvidenceFixture(t, handoff.JWS, handoff.JSON, false, nil)
+		w := fx.w
+		bound := w.path("bound.json")
+		args := []string{"offer", "--key", w.b.key, "--iss", w.b.id, "--aud", w.c.id, "--dialog", "case-1",
+			"--now", "1793000000", "--package", fx.pkg, "--package-out", bound, "--out", w.path("h.json")}
+		if salted {
+			args = append(args, "--salted")
+		}
+		r := cli(t, nil, args...)
+		mustCode(t, r, 0)
+		check := []string{"evidence", "check", "--offer", w.path("h.json"), "--trust", w.trust, "--now", "1793000000",
+			"--ref-object", "urn:shop:ledger=" + fx.obj}
+		if salted {
+			_, after, ok := strings.Cut(strings.TrimSpace(r.stderr), " salt ")
+			require.True(t, ok, "the salt on stderr: %q", r.stderr)
+			check = append(check, "--salt", after)
+		} else {
+			assert.Empty(t, r.stderr)
+		}
+		out := cli(t, nil, append(check, bound)...)
+		mustCode(t, out, 0)
+		m := oneObject(t, out.stdout)
+		assert.Equal(t, true, m["passed"], "salted %v: %s", salted, out.stdout)
+		assert.Equal(t, "verified", m["binding"].(map[string]any)["outcome"])
+		h, err := os.ReadFile(w.path("h.json"))
+		require.NoError(t, err)
+		assert.NotContains(t, string(h), "INV-1042", "the offer names the package by digest, never embeds it")
+
+		// The package as given is bound to another offer: not this one's.
+		mustCode(t, cli(t, nil, append(check, fx.pkg)...), 1)
+	}
+}
+
+// "offer --package" refuses an incomplete package, naming the field, and
+// needs --package-out.
+func TestOfferPackage_Refusals(t *testing.T) {
+	w := newWorld(t)
+	base := []string{"offer", "--key", w.b.key, "--iss", w.b.id, "--aud", w.c.id, "--dialog", "case-1"}
+	incomplete := writeFile(t, w.path("incomplete.json"), []byte(`{"sender":{"role":"planner"}}`))
+	r := cli(t, nil, append(base, "--package", incomplete, "--package-out", w.path("out.json"))...)
+	mustCode(t, r, exitUsage)
+	assert.Contains(t, r.stderr, "incomplete")
+	_, err := os.Stat(w.path("out.json"))
+	assert.True(t, os.IsNotExist(err), "nothing written for a refused package")
+	mustCode(t, cli(t, nil, append(base, "--package", incomplete)...), exitUsage)
+}

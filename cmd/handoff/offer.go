@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/evidence"
 	"github.com/agentproto/handoff/ref"
 )
 
@@ -26,7 +27,9 @@ func runOffer(e *env, args []string) int {
 	grantFile := fset.String("grant-credential-file", "", "a credential `FILE`; grant is the digest of its exact octets (the credential is not put in the offer)")
 	var refs listFlag
 	fset.Var(&refs, "ref", "a \"digest\" reference over FILE's octets, with loc LOC if given (`FILE[=LOC]`, repeatable)")
-	salted := fset.Bool("salted", false, "make every --ref a \"salted-digest\" with a fresh salt, printed on stderr (never put in the offer)")
+	salted := fset.Bool("salted", false, "make every --ref a \"salted-digest\" with a fresh salt, and the --package reference salted, printed on stderr (never put in the offer)")
+	pkgPath := fset.String("package", "", "an evidence package (`PACKAGE`, JSON, or - for stdin) to bind to this offer and name in its refs by digest (HC-64); needs --package-out")
+	pkgOut := fset.String("package-out", "", "write the package bound to the offer to `FILE`: the octets its reference names, which travel beside the Handoff")
 	format := fset.String("format", "jws", "signed form: jws or cose")
 	encoding := fset.String("encoding", "json", "encoding of the Handoff object: json or cbor")
 	now := &unixFlag{}
@@ -39,10 +42,19 @@ func runOffer(e *env, args []string) int {
                      [--ttl 120s] [--from HANDOFF_FILE [--omit-chain]]
                      [--obo-sub S [--obo-iss I]] [--grant-credential-file F]
                      [--ref FILE[=LOC]]... [--salted] [--format jws|cose]
+                     [--package PACKAGE --package-out FILE]
                      [--encoding json|cbor] [--now UNIX] [--out FILE]
 
 Signs an offer from --iss to --aud with a fresh hop and writes the Handoff
 object that carries it: {"offer": ..., "chain": [...]}.
+
+With --package, the evidence package (a template from "handoff evidence
+template", filled in) is bound to the offer (its id is the hop, its
+sender and receiver the --iss and --aud, its time the offer's iat),
+checked as the receiver's check requires (a missing field is named), and
+named in the offer's refs by its digest; the bound package is written to
+--package-out, to travel beside the Handoff. "handoff evidence check
+--offer" then checks that file against the offer.
 
 With --from, the offer passes on the work of an offer --iss received: prev
 is the handoff digest of that offer and the chain is its chain followed by
@@ -55,6 +67,10 @@ it first with "handoff verify".`, `  handoff offer --key planner.jwk --iss spiff
   # a reference to a file by digest, and a credential bound by grant:
   handoff offer --key planner.jwk --iss A --aud B --dialog d1 \
       --ref issue.json=https://a.example/ctx/9 --grant-credential-file token.txt
+  # an evidence package named by the offer, checked against it:
+  handoff offer --key planner.jwk --iss A --aud B --dialog d1 \
+      --package refund.json --package-out refund.bound.json --out h.json
+  handoff evidence check --offer h.json --trust trust.json refund.bound.json
   # COSE elements in a CBOR Handoff object:
   handoff offer --key planner.jwk --iss A --aud B --dialog d1 --format cose --encoding cbor --out h.cbor`)
 	}
@@ -82,6 +98,8 @@ it first with "handoff verify".`, `  handoff offer --key planner.jwk --iss spiff
 		return e.usagef(cmd, "--ttl must be at least 1s")
 	case *hop != "" && !handoff.HopID(*hop).Valid():
 		return e.usagef(cmd, "--hop %q does not match [A-Za-z0-9_-]{22,64}", *hop)
+	case (*pkgPath == "") != (*pkgOut == ""):
+		return e.usagef(cmd, "--package and --package-out go together")
 	}
 	f, err := parseFormat(*format)
 	if err != nil {
@@ -133,6 +151,14 @@ it first with "handoff verify".`, `  handoff offer --key planner.jwk --iss spiff
 	if o.Refs, err = e.buildRefs(cmd, refs, *salted); err != nil {
 		return e.failf(cmd, "%v", err)
 	}
+	var bound []byte
+	if *pkgPath != "" {
+		r, octets, code := e.bindPackage(cmd, *pkgPath, o, *salted)
+		if code != exitOK {
+			return code
+		}
+		o.Refs, bound = append(o.Refs, r), octets
+	}
 	signed, err := signer.SignOffer(o)
 	if err != nil {
 		return e.failf(cmd, "sign: %v", err)
@@ -145,10 +171,38 @@ it first with "handoff verify".`, `  handoff offer --key planner.jwk --iss spiff
 	if enc == handoff.JSON {
 		data = append(data, '\n')
 	}
+	if bound != nil {
+		if err := os.WriteFile(*pkgOut, bound, 0o644); err != nil {
+			return e.failf(cmd, "--package-out: %v", err)
+		}
+	}
 	if err := e.writeOutput(*out, data); err != nil {
 		return e.failf(cmd, "%v", err)
 	}
 	return exitOK
+}
+
+// bindPackage reads the package at path and binds it to o
+// (evidence.Builder.Build with evidence.BindingOf): it returns the
+// reference for the offer's refs and the bound package's octets. A salted
+// reference's salt goes to stderr, never into the offer (HC-09).
+func (e *env) bindPackage(cmd, path string, o *handoff.Offer, salted bool) (ref.Ref, []byte, int) {
+	data, err := e.readInput(path)
+	if err != nil {
+		return ref.Ref{}, nil, e.failf(cmd, "--package: %v", err)
+	}
+	p, err := evidence.Decode(data, evidence.DecodeOptions{})
+	if err != nil {
+		return ref.Ref{}, nil, e.failf(cmd, "--package %s: %v", path, err)
+	}
+	built, err := evidence.NewBuilder(*p).Build(evidence.BindingOf(o), evidence.BuildOptions{Salted: salted})
+	if err != nil {
+		return ref.Ref{}, nil, e.failf(cmd, "--package %s: %v", path, err)
+	}
+	if salted {
+		fmt.Fprintf(e.stderr, "handoff %s: package %s salt %s\n", cmd, path, b64(built.Salt))
+	}
+	return built.Ref, built.Encoded, exitOK
 }
 
 // passOn sets prev, the chain, and the defaults of o from the Handoff in

@@ -89,11 +89,11 @@ func Statuses(ctx context.Context) []*handoff.StatusResult { return a2acore.Stat
 func (c *Client) Before(ctx context.Context, req *a2aclient.Request) (context.Context, error) {
 	r := a2acore.Request{}
 	if p, ok := req.Payload.(*a2a.MessageSendParams); ok && p != nil && p.Message != nil {
-		r = a2acore.Request{Kind: a2acore.Send, Meta: &p.Message.Metadata, Exts: &p.Message.Extensions}
+		r = a2acore.Request{Kind: a2acore.Send, Meta: &p.Message.Metadata, Exts: &p.Message.Extensions, Task: string(p.Message.TaskID)}
 	} else if p, ok := req.Payload.(*a2a.TaskIDParams); ok && p != nil {
 		r = a2acore.Request{Kind: a2acore.CancelTask, Meta: &p.Metadata}
 	}
-	activate, err := c.core.Before(ctx, r)
+	ctx, activate, err := c.core.Before(ctx, r)
 	if activate && !slices.Contains(req.Meta[ExtensionsParam], ExtensionURI) {
 		req.Meta[ExtensionsParam] = append(req.Meta[ExtensionsParam], ExtensionURI)
 	}

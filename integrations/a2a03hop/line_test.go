@@ -43,6 +43,7 @@ func (line) Serve(t *testing.T, d *a2atest.Delegate) string {
 	if a := d.Approvals; a != nil {
 		cfg.Approvals = &ha2a.Approvals{Key: a.Key, Guard: a.Guard, Now: a.Now, AuthRequired: a.AuthRequired}
 	}
+	cfg.Evidence = d.Evidence
 	exec, err := ha2a.NewExecutor(cfg)
 	require.NoError(t, err)
 	var opts []a2asrv.RequestHandlerOption
@@ -74,6 +75,9 @@ func (line) Dial(t *testing.T, a *handoff.Agent, url string, o a2atest.Dial) a2a
 	t.Helper()
 	hc, err := ha2a.NewClient(ha2a.ClientConfig{Agent: a, Attempts: o.Attempts, Observe: o.Observe})
 	require.NoError(t, err)
+	if o.Via != nil {
+		hc = o.Via.(*delegator).hc
+	}
 	var ics []a2aclient.CallInterceptor
 	if o.From != "" {
 		ics = append(ics, bearer{id: o.From})

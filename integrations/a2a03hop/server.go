@@ -23,6 +23,32 @@
 // the outcome is known (Report), in the status message (HC-29); the other
 // states stay A2A's.
 //
+// # The package, the guard, and how a hop ends
+//
+// With ServerConfig.Evidence, the handoff package that travels beside the
+// offer (this project's carriage, see the root's package a2a) is checked
+// before anything of the executor runs; a package that fails, or is
+// missing, rejects the task with "rejected", reason "policy" and the
+// findings in its detail. One that passes gives the hop's guard, which the
+// executor finds with evidence.GuardFromContext, as it finds the guard
+// Approvals.Guard gives. The executor asks the guard before each effect;
+// ended by the guard's refusal (its error, a *evidence.Refusal), before
+// any effect, the task is failed with "failed", no refs, reason "policy"
+// (the work took no effect, HC-44), so that the delegator resolves the hop
+// and may offer the work again; an outcome the executor reported
+// (Report) wins. An executor that took effects before it was refused
+// reports them (EffectPartial, with refs).
+//
+// A hop's task may span several messages: a pause (input-required, the
+// wrapper's for an approval or the executor's own) and the follow-up
+// that answers it, which carries the hop's identical Handoff and
+// package. The follow-up resumes the hop's work: the executor runs again
+// with the hop's accepted offer in FromContext (handoff.Agent.Resume),
+// the package checked again against it. The hop ends with the task's
+// terminal state, whose status message carries the hop's terminal status,
+// on whichever message it comes: an approval declined, or answered once
+// the offer expired, ends it there with "failed" and no refs.
+//
 // A message on a task that exists changes that task only when it carries
 // the verified offer of the hop the task runs, from that hop's delegator
 // as the transport authenticated it; anything else is answered with a
@@ -48,10 +74,13 @@
 // # Delegator (client)
 //
 // A Client is an a2aclient.CallInterceptor: it attaches the Handoff that
-// WithHandoff put in the call's context to Message.metadata, lists
-// ExtensionURI in Message.extensions and in the A2A-Extensions service
-// parameter, and hands every status found in responses and task updates to
-// Agent.HandleStatus. Client.Send does all of it, with retransmissions per
+// WithHandoff put in the call's context to Message.metadata, with the
+// hop's package beside it (OfferParams.Deliver's, kept for every send of
+// the hop until it is resolved), lists ExtensionURI in Message.extensions
+// and in the A2A-Extensions service parameter, and hands every status
+// found in responses and task updates to Agent.HandleStatus. A message
+// with no Handoff that names the task of a hop this Client sent gets that
+// hop's identical Handoff and package: it continues the hop. Client.Send does all of it, with retransmissions per
 // asking.Backoff, and tells how the delivery ended (Delivery.State,
 // Refused, Reason); Client.Cancel sends the signed "canceled" in a Cancel
 // Task request. An A2A client without the Client among its interceptors
@@ -131,10 +160,21 @@ type ServerConfig struct {
 	// it (a slog.LogValuer), with the transport. Nil is silent. Give the
 	// Agent a logger too (handoff.Config.Logger) for its own decisions.
 	Logger *slog.Logger
-	// Approvals, when set, gives every accepted hop's executor its
-	// evidence guard and pauses a must-ask action for its owner's approval
-	// with input-required (AskApproval); nil leaves both to the executor.
+	// Approvals, when set, pauses a must-ask action of the hop's evidence
+	// guard for its owner's approval with input-required (AskApproval);
+	// nil leaves it to the executor.
 	Approvals *Approvals
+	// Evidence, when set, checks the handoff package beside each offer
+	// (the root's package a2a names its key) once the offer passed the
+	// receive checks and before anything of the executor runs. A package
+	// that fails, or is missing, makes the task rejected, its status
+	// "rejected" with reason "policy" and the findings as detail; one that
+	// passes gives the executor the hop's guard
+	// (evidence.GuardFromContext). A follow-up that resumes a paused task
+	// brings the package again, checked again against the same offer.
+	// Without it no package is checked, and Approvals.Guard gives the
+	// guard, if set.
+	Evidence *evidence.HostConfig
 }
 
 // Approvals pauses a must-ask action of the evidence guard for its owner's
@@ -158,18 +198,25 @@ type ServerConfig struct {
 //
 // auth-required alone authorizes nothing (A2A 1.0, section 7.6.4), and
 // neither does input-required or the answer: the
-// guard decides, from what its ledger records. A refused or declined
-// answer records nothing, the wrapped executor does not run, and the task
-// stays input-required; a pause with no answer ends with the
-// offer, whose exp bounds the state and every authority of the guard.
+// guard decides, from what its ledger records. A declined answer, or one
+// sent after the offer expired, records nothing and runs nothing: the
+// task fails with "failed" (no refs, reason "policy"; no effect, HC-44).
+// An answer refused otherwise (a misbound or altered state, a signed
+// approval the guard will not record) leaves the task paused. Without an
+// answer the pause ends with the offer, whose exp bounds the state and
+// every authority of the guard.
 type Approvals struct {
 	// Key seals the request states (HMAC-SHA256), at least 32 bytes; keep
 	// it across restarts for a pause to outlive one. Required.
 	Key []byte
 	// Guard returns the evidence guard of the hop a message runs, put in
-	// the wrapped executor's context (evidence.GuardFromContext). Build it
-	// over a durable or shared authority ledger, so that an approval
-	// recorded before a restart is honoured after it. Required.
+	// the wrapped executor's context (evidence.GuardFromContext), for a
+	// host that builds its guards itself: leave it nil with
+	// ServerConfig.Evidence, which builds each from the hop's package.
+	// Build it over a durable or shared authority ledger, so that an
+	// approval recorded before a restart is honoured after it. Its
+	// Received is the hop's, with its accepted offer, on the first message
+	// and on the one that resumes it (handoff.Agent.Resume).
 	Guard func(ctx context.Context, in *handoff.Received) (*evidence.Guard, error)
 	// Operator names the operator a local approval is recorded under. Nil
 	// means the caller (ServerConfig.Peer, Authenticate); a local approval
@@ -227,15 +274,17 @@ var _ a2asrv.AgentExecutor = (*Executor)(nil)
 func NewExecutor(cfg ServerConfig) (*Executor, error) {
 	core, err := a2acore.NewServer(a2acore.ServerConfig{Agent: cfg.Agent, Executor: cfg.Executor, Optional: cfg.Optional,
 		OnNotices: cfg.OnNotices, OnCancel: cfg.OnCancel, RequireSignedCancel: cfg.RequireSignedCancel,
-		OnReceive: cfg.OnReceive, Observe: cfg.Observe, Logger: cfg.Logger, Approvals: cfg.Approvals.core()})
+		OnReceive: cfg.OnReceive, Observe: cfg.Observe, Logger: cfg.Logger, Approvals: cfg.Approvals.core(), Evidence: cfg.Evidence})
 	if err != nil {
 		return nil, err
 	}
 	return &Executor{cfg: cfg, core: core}, nil
 }
 
-// FromContext returns the verified, accepted offer of the message the
-// wrapped executor serves.
+// FromContext returns the hop's Received in the wrapped executor: its
+// Offer is the verified offer the hop was accepted with, on the first
+// message and on a follow-up that resumes the work
+// (handoff.Agent.Resume); a handler the wrapper runs never sees it nil.
 func FromContext(ctx context.Context) (*handoff.Received, bool) { return a2acore.FromContext(ctx) }
 
 // Outcome is what the wrapped executor knows of its work's effect
@@ -250,9 +299,10 @@ type Outcome struct {
 }
 
 // Report tells the executor wrapper what the work achieved, before the
-// wrapped executor writes its final state. Without it TASK_STATE_COMPLETED
-// counts as EffectFull, and TASK_STATE_FAILED as EffectUnknown: no status.
-// It reports false outside a wrapped execution.
+// wrapped executor writes its final state. Without it completed counts as
+// EffectFull, failed as EffectUnknown (no status), and an Execute that
+// returns a refusal of the hop's guard as EffectNone ("failed" with no
+// refs). It reports false outside a wrapped execution.
 func Report(ctx context.Context, o Outcome) bool { return a2acore.Report(ctx, a2acore.Outcome(o)) }
 
 // Authenticate returns a handler that puts the caller's identity in the
@@ -316,7 +366,8 @@ func taskOf(t *a2a.Task) *a2acore.Task {
 	if t == nil {
 		return nil
 	}
-	return &a2acore.Task{ContextID: t.ContextID, State: a2acore.From03(string(t.Status.State)), Meta: t.Metadata}
+	return &a2acore.Task{ContextID: t.ContextID, State: a2acore.From03(string(t.Status.State)), Meta: t.Metadata,
+		Asked: a2acore.Asked(view, t.Status.Message, t.History) != ""}
 }
 
 func (x *exchange) Activate(ctx context.Context) {

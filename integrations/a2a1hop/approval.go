@@ -34,18 +34,26 @@ import (
 //
 // TASK_STATE_AUTH_REQUIRED alone authorizes nothing (A2A 1.0, section
 // 7.6.4), and neither does TASK_STATE_INPUT_REQUIRED or the answer: the
-// guard decides, from what its ledger records. A refused or declined
-// answer records nothing, the wrapped executor does not run, and the task
-// stays TASK_STATE_INPUT_REQUIRED; a pause with no answer ends with the
-// offer, whose exp bounds the state and every authority of the guard.
+// guard decides, from what its ledger records. An answer that declines,
+// or comes once the offer expired, records nothing, the wrapped executor
+// does not run, and the task ends TASK_STATE_FAILED with the hop's
+// "failed", no refs, reason "policy": the work took no effect (HC-44). Any
+// other refused answer (a state not sealed for this hop, a signed approval
+// the guard refuses) records and runs nothing and leaves the task in
+// TASK_STATE_INPUT_REQUIRED. A pause with no answer ends with the offer,
+// whose exp bounds the state and every authority of the guard.
 type Approvals struct {
 	// Key seals the request states (HMAC-SHA256), at least 32 bytes. Keep
 	// it across restarts for a pause to outlive one. Required.
 	Key []byte
-	// Guard returns the evidence guard of the hop a message runs, over a
-	// durable or shared authority ledger so that an approval recorded
+	// Guard returns the evidence guard of the hop a message runs, for a
+	// host that builds its guards itself (nil with ServerConfig.Evidence,
+	// which builds each from the package that came with the offer), over
+	// a durable or shared authority ledger so that an approval recorded
 	// before a restart is honoured after it. It is put in the wrapped
-	// executor's context (evidence.GuardFromContext). Required.
+	// executor's context (evidence.GuardFromContext). Its Received is the
+	// hop's with the accepted offer, on the message that resumes the task
+	// too (handoff.Agent.Resume).
 	Guard func(ctx context.Context, in *handoff.Received) (*evidence.Guard, error)
 	// Operator names the operator a local approval is recorded under. Nil
 	// means the caller (ServerConfig.Peer, Authenticate); a local approval

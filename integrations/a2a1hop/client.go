@@ -97,14 +97,14 @@ func (c *Client) Before(ctx context.Context, req *a2aclient.Request) (context.Co
 	switch p := req.Payload.(type) {
 	case *a2a.SendMessageRequest:
 		if p != nil && p.Message != nil {
-			r = a2acore.Request{Kind: a2acore.Send, Meta: &p.Message.Metadata, Exts: &p.Message.Extensions}
+			r = a2acore.Request{Kind: a2acore.Send, Meta: &p.Message.Metadata, Exts: &p.Message.Extensions, Task: string(p.Message.TaskID)}
 		}
 	case *a2a.CancelTaskRequest:
 		if p != nil {
 			r = a2acore.Request{Kind: a2acore.CancelTask, Meta: &p.Metadata}
 		}
 	}
-	activate, err := c.core.Before(ctx, r)
+	ctx, activate, err := c.core.Before(ctx, r)
 	if activate {
 		if req.ServiceParams == nil {
 			req.ServiceParams = a2aclient.ServiceParams{}

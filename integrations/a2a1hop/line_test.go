@@ -48,6 +48,7 @@ func (line) Serve(t *testing.T, d *a2atest.Delegate) string {
 	if a := d.Approvals; a != nil {
 		cfg.Approvals = &a2a1hop.Approvals{Key: a.Key, Guard: a.Guard, Now: a.Now}
 	}
+	cfg.Evidence = d.Evidence
 	exec, err := a2a1hop.NewExecutor(cfg)
 	require.NoError(t, err)
 	var opts []a2asrv.RequestHandlerOption
@@ -78,6 +79,9 @@ func (line) Dial(t *testing.T, a *handoff.Agent, url string, o a2atest.Dial) a2a
 	}
 	hc, err := a2a1hop.NewClient(cfg)
 	require.NoError(t, err)
+	if o.Via != nil {
+		hc = o.Via.(*delegator).hc
+	}
 	var ics []a2aclient.CallInterceptor
 	if o.From != "" {
 		ics = append(ics, bearer{id: o.From})

@@ -49,6 +49,32 @@
 // approval (AskApproval), and the answer on the same task resumes it
 // (Answer); see Approvals.
 //
+// # The package, the guard, and how a hop ends
+//
+// ServerConfig.Evidence checks the handoff package that comes beside the
+// offer (this project's carriage, see the root's package a2a) once the
+// offer passed the receive checks, before the executor runs: a package
+// that fails, or none, makes the task TASK_STATE_REJECTED with "rejected",
+// reason "policy", the findings in its detail. A package that passes
+// gives the hop's guard; the executor finds it, or the one
+// Approvals.Guard gives, with evidence.GuardFromContext, and asks it
+// before each effect. An execution that ends with the guard's refusal as
+// its error (a *evidence.Refusal), before any effect, ends the task in
+// TASK_STATE_FAILED with "failed", no refs and reason "policy": the work
+// took no effect (HC-44), the delegator resolves the hop and may offer
+// the work again. An outcome reported with Report wins: an executor that
+// did something before it was refused says so (EffectPartial, refs).
+//
+// The task of a hop may span several messages: a pause in
+// TASK_STATE_INPUT_REQUIRED (AskApproval's, or the executor's own, as
+// ADK's tool confirmation is) and the follow-up that answers it, with the
+// hop's identical Handoff and package. The follow-up runs the executor
+// again as the hop's work resumed: FromContext gives the hop's accepted
+// offer (handoff.Agent.Resume) and the package is checked again. The hop
+// ends with the task's terminal state, whose status message carries its
+// terminal status, whichever message brings it: an approval declined, or
+// answered once the offer expired, ends it with "failed" and no refs.
+//
 // A Cancel Task request whose metadata carries the delegator's signed
 // "canceled" is handed to Agent.HandleStatus before the wrapped executor's
 // Cancel (HC-28, HC-66). It must name the hop the task runs, signed by that
@@ -62,9 +88,13 @@
 // # Delegator (client)
 //
 // A Client is an a2aclient.CallInterceptor: it attaches the Handoff that
-// WithHandoff put in the call's context, activates the extension in the
-// A2A-Extensions service parameter, and hands every status found in
-// responses and task updates to Agent.HandleStatus. Client.Send does all of
+// WithHandoff put in the call's context, and the hop's package beside it
+// (OfferParams.Deliver's, kept for every send of the hop until it is
+// resolved), activates the extension in the A2A-Extensions service
+// parameter, and hands every status found in responses and task updates
+// to Agent.HandleStatus. A message without a Handoff that names the task
+// of a hop it sent (ADK's remote agent's answer to an input request)
+// continues that hop: it gets the hop's identical Handoff and package. Client.Send does all of
 // it, with retransmissions per asking.Backoff, and tells how the delivery
 // ended (Delivery.State, Refused, Reason); Client.Cancel sends the signed
 // "canceled" in a Cancel Task request. An A2A client without the Client
@@ -92,6 +122,7 @@ import (
 
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/a2a"
+	"github.com/agentproto/handoff/evidence"
 	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/state"
@@ -163,11 +194,21 @@ type ServerConfig struct {
 	// with the transport. Nil is silent; the Agent has a logger of its
 	// own (handoff.Config.Logger).
 	Logger *slog.Logger
-	// Approvals, when set, gives every accepted hop's executor its
-	// evidence guard and pauses a must-ask action for its owner's approval
-	// with TASK_STATE_INPUT_REQUIRED (AskApproval); nil leaves both to the
-	// executor.
+	// Approvals, when set, pauses a must-ask action of the hop's evidence
+	// guard for its owner's approval with TASK_STATE_INPUT_REQUIRED
+	// (AskApproval); nil leaves it to the executor.
 	Approvals *Approvals
+	// Evidence, when set, checks the handoff package that comes beside
+	// each offer (under ExtensionURI + "/package", see the root's package
+	// a2a) right after the offer passed the receive checks, before the
+	// executor runs: a package that fails, or none, is answered
+	// TASK_STATE_REJECTED with "rejected", reason "policy" and the
+	// findings in the status detail; one that passes gives the hop's
+	// guard, in the executor's context (evidence.GuardFromContext). The
+	// message that resumes a paused task carries the package again, and is
+	// checked again against the same offer. Nil checks no package: the
+	// guard, if any, is Approvals.Guard's.
+	Evidence *evidence.HostConfig
 }
 
 // Executor is the wrapping a2asrv.AgentExecutor.
@@ -196,15 +237,17 @@ func NewExecutor(cfg ServerConfig) (*Executor, error) {
 	var err error
 	e.core, err = a2acore.NewServer(a2acore.ServerConfig{Agent: cfg.Agent, Executor: cfg.Executor, Optional: cfg.Optional,
 		OnNotices: cfg.OnNotices, OnCancel: cfg.OnCancel, RequireSignedCancel: cfg.RequireSignedCancel,
-		OnReceive: cfg.OnReceive, Observe: cfg.Observe, Logger: cfg.Logger, Approvals: cfg.Approvals.core()})
+		OnReceive: cfg.OnReceive, Observe: cfg.Observe, Logger: cfg.Logger, Approvals: cfg.Approvals.core(), Evidence: cfg.Evidence})
 	if err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
-// FromContext returns the verified, accepted offer of the message the
-// wrapped executor serves.
+// FromContext returns the Received of the hop the wrapped executor
+// serves, whose Offer is the verified, accepted offer: on the message that
+// carried it first and on the follow-up that resumes the hop's work
+// (handoff.Agent.Resume), never nil in an execution the wrapper runs.
 func FromContext(ctx context.Context) (*handoff.Received, bool) { return a2acore.FromContext(ctx) }
 
 // CancelFromContext returns, in the wrapped executor's Cancel, the verified
@@ -226,8 +269,10 @@ type Outcome struct {
 
 // Report tells the executor wrapper what the work achieved, before the
 // wrapped executor yields its final state. Without it TASK_STATE_COMPLETED
-// counts as EffectFull, and TASK_STATE_FAILED as EffectUnknown: no status.
-// It reports false outside a wrapped execution.
+// counts as EffectFull, TASK_STATE_FAILED as EffectUnknown: no status, and
+// an execution that ends with a refusal of the hop's guard as its error
+// as EffectNone: "failed" with no refs. It reports false outside a
+// wrapped execution.
 func Report(ctx context.Context, o Outcome) bool { return a2acore.Report(ctx, a2acore.Outcome(o)) }
 
 // Authenticate returns a handler that puts the caller's identity in the
@@ -294,7 +339,8 @@ func taskOf(t *a2a.Task) *a2acore.Task {
 	if t == nil {
 		return nil
 	}
-	return &a2acore.Task{ContextID: t.ContextID, State: string(t.Status.State), Meta: t.Metadata}
+	return &a2acore.Task{ContextID: t.ContextID, State: string(t.Status.State), Meta: t.Metadata,
+		Asked: a2acore.Asked(view, t.Status.Message, t.History) != ""}
 }
 
 func (x *exchange) Activate(ctx context.Context) {
@@ -378,9 +424,14 @@ func (x *exchange) Run(ctx context.Context, w *a2acore.Work) error {
 }
 
 // forward yields the events of the wrapped executor, each with the status
-// of the task state it sets when w is set.
+// of the task state it sets when w is set. The executor's own error is
+// returned, not yielded: the core may end the hop with it (a refusal of
+// the hop's guard), and serve yields it otherwise.
 func (x *exchange) forward(events iter.Seq2[a2a.Event, error], w *a2acore.Work) error {
 	for ev, err := range events {
+		if err != nil && ev == nil {
+			return err
+		}
 		if err == nil && w != nil {
 			err = sign(w, x.ec, ev)
 		}

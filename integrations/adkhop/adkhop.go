@@ -15,7 +15,11 @@
 //     against the evidence guard of the hop it serves (evidence.Guard): a
 //     refused call never runs the tool, and the model is told why. The
 //     agent is served with a2a1hop.NewExecutor around ADK's A2A executor
-//     (server/adka2a/v2), which runs only for an accepted offer.
+//     (server/adka2a/v2), which runs only for an accepted offer; with
+//     a2a1hop.ServerConfig.Evidence it checks the handoff package that
+//     comes with the offer (RemoteConfig.Params' OfferParams.Deliver) and
+//     puts the hop's guard in the context, where the plugin finds it by
+//     default (evidence.GuardFromContext).
 //
 // With GuardConfig.Confirm, a must-ask call pauses in ADK's own terms,
 // with tool confirmation: the before-tool callback asks for it
@@ -31,6 +35,17 @@
 // guard decides. ADK binds the answer to the call it confirms (the
 // function call id, in the session); the guard binds the approval to its
 // hop and the call's operation.
+//
+// # How the answer travels
+//
+// Over A2A, ADK's A2A executor turns the confirmation into
+// TASK_STATE_INPUT_REQUIRED, and the delegator's remote agent sends the
+// user's answer as a message on the same task. That message makes no new
+// offer (BeforeRequest): the delegator's a2a1hop.Client attaches the
+// task's hop's identical Handoff and package, the delegate resumes that
+// hop's work (a2a1hop.FromContext gives its accepted offer,
+// handoff.Agent.Resume), the confirmation is recorded under that hop's
+// guard, and the hop ends with the task: no hop is left unresolved.
 package adkhop
 
 import (
@@ -63,7 +78,8 @@ type RemoteConfig struct {
 	// (the remote agent's AgentID) is required. A Dialog left empty is the
 	// message's contextId, and a new one when the message names none; a
 	// From left nil is the hop the calling agent runs, when it runs one
-	// (a2a1hop.FromContext). Required.
+	// (a2a1hop.FromContext). Its Deliver names the handoff package, which
+	// travels beside the Handoff. Required.
 	Params func(ctx agent.Context, req *a2a.SendMessageRequest) (handoff.OfferParams, error)
 	// OnOffer, when set, is called with every offer made, for logs and for
 	// the caller to follow the hop (Agent.Hop, Agent.Cancel).
@@ -71,9 +87,23 @@ type RemoteConfig struct {
 }
 
 // BeforeRequest returns the before-request callback that makes a signed
-// offer for every request of a remote A2A agent and attaches its Handoff
-// to the request's message (HC-66). An offer that cannot be made stops the
-// request: the callback returns the error and nothing is sent.
+// offer for every request of a remote A2A agent that starts work, and
+// attaches its Handoff to the request's message (HC-66), with the object
+// OfferParams.Deliver made (a handoff package) beside it (a2a.PackageKey).
+// An offer that cannot be made stops the request: the callback returns the
+// error and nothing is sent.
+//
+// A request that continues a task of the remote agent (the message names
+// the task: ADK's remote agent sends so the user's answer to a function
+// call the remote task asked for, such as a tool confirmation in
+// TASK_STATE_INPUT_REQUIRED) makes no offer: it belongs to the hop the
+// task runs, and the A2A client's interceptor (ClientProvider's
+// a2a1hop.Client) attaches that hop's identical Handoff and package, so
+// that the answer travels on the hop it answers, the delegate resumes
+// that hop's work (handoff.Agent.Resume), records the approval under it,
+// and the hop ends with its task. A client without that interceptor, or
+// one that no longer knows the task, sends the answer bare, and the
+// delegate changes nothing of the task.
 func BeforeRequest(cfg RemoteConfig) (remoteagent.BeforeA2ARequestCallback, error) {
 	if cfg.Agent == nil || cfg.Params == nil {
 		return nil, fmt.Errorf("%w: RemoteConfig.Agent and RemoteConfig.Params are required", handoff.ErrConfig)
@@ -81,6 +111,9 @@ func BeforeRequest(cfg RemoteConfig) (remoteagent.BeforeA2ARequestCallback, erro
 	return func(ctx agent.Context, req *a2a.SendMessageRequest) (*session.Event, error) {
 		if req == nil || req.Message == nil {
 			return nil, fmt.Errorf("%w: a request without a message", handoff.ErrArgument)
+		}
+		if req.Message.TaskID != "" {
+			return nil, nil // the task's own hop; the interceptor attaches it
 		}
 		p, err := cfg.Params(ctx, req)
 		if err != nil {
@@ -110,6 +143,9 @@ func BeforeRequest(cfg RemoteConfig) (remoteagent.BeforeA2ARequestCallback, erro
 		exts, err := carry.AttachHandoff(req.Message.Metadata, req.Message.Extensions, out.Handoff)
 		if err != nil {
 			return nil, err
+		}
+		if out.Delivered != nil {
+			carry.AttachPackage(req.Message.Metadata, *out.Delivered)
 		}
 		req.Message.Extensions = exts
 		if cfg.OnOffer != nil {

@@ -198,21 +198,31 @@ func newCoder(t *testing.T, p *agenttest.Party, guards func(handoff.HopID) (*evi
 		},
 	})
 	require.NoError(t, err)
-	inner := adka2a.NewExecutor(adka2a.ExecutorConfig{
-		RunnerConfig: runner.Config{AppName: "coder", Agent: ag, SessionService: session.InMemoryService(),
-			PluginConfig: runner.PluginConfig{Plugins: []*plugin.Plugin{pl}}},
-		BeforeExecuteCallback: func(ctx context.Context, _ *a2asrv.ExecutorContext) (context.Context, error) {
-			cs.exec.Add(1)
-			return ctx, nil
-		},
-	})
-	exec, err := a2a1hop.NewExecutor(a2a1hop.ServerConfig{Agent: p.Agent, Executor: inner,
+	cs.url = serveADK(t, ag, pl, &cs.exec, a2a1hop.ServerConfig{Agent: p.Agent,
 		OnReceive: func(ctx context.Context, _ *handoff.Received) {
 			exts, ok := a2asrv.ExtensionsFrom(ctx)
 			cs.mu.Lock()
 			cs.requested = append(cs.requested, ok && exts.Requested(a2a1hop.Extension))
 			cs.mu.Unlock()
 		}})
+	return cs
+}
+
+// serveADK serves ag, with the plugin pl, over A2A 1.0: ADK's A2A
+// executor, counting its invocations in execs, wrapped in a2a1hop's
+// configured by cfg, behind Authenticate, which names the caller by its
+// bearer token. It returns the server's URL.
+func serveADK(t *testing.T, ag agent.Agent, pl *plugin.Plugin, execs *atomic.Int32, cfg a2a1hop.ServerConfig) string {
+	t.Helper()
+	cfg.Executor = adka2a.NewExecutor(adka2a.ExecutorConfig{
+		RunnerConfig: runner.Config{AppName: "coder", Agent: ag, SessionService: session.InMemoryService(),
+			PluginConfig: runner.PluginConfig{Plugins: []*plugin.Plugin{pl}}},
+		BeforeExecuteCallback: func(ctx context.Context, _ *a2asrv.ExecutorContext) (context.Context, error) {
+			execs.Add(1)
+			return ctx, nil
+		},
+	})
+	exec, err := a2a1hop.NewExecutor(cfg)
 	require.NoError(t, err)
 	srv := httptest.NewServer(a2a1hop.Authenticate(a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(exec)),
 		func(r *http.Request) (handoff.AgentID, bool) {
@@ -220,8 +230,7 @@ func newCoder(t *testing.T, p *agenttest.Party, guards func(handoff.HopID) (*evi
 			return handoff.AgentID(id), id != ""
 		}))
 	t.Cleanup(srv.Close)
-	cs.url = srv.URL
-	return cs
+	return srv.URL
 }
 
 type bearer struct {

@@ -2,6 +2,7 @@ package mcphop_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -204,8 +205,9 @@ func TestMCP_Pause_Approve(t *testing.T) {
 	require.EqualValues(t, 2, srv.calls.Load(), "a finished hop's retransmission never reaches the tool")
 }
 
-// A declined approval records nothing and never runs the refund; the
-// paused hop stays "accepted".
+// A declined approval records nothing and never runs the refund: the hop
+// ends with "failed", no refs, reason "policy", and the delegator holds
+// no unresolved hop (finding 3).
 func TestMCP_Pause_Deny(t *testing.T) {
 	for _, decision := range []string{"deny", ""} {
 		f := newPauseFixture(t)
@@ -217,7 +219,7 @@ func TestMCP_Pause_Deny(t *testing.T) {
 		require.EqualValues(t, 1, a.asked.Load())
 		require.Zero(t, srv.refunds.Load(), "a declined refund ran")
 		require.EqualValues(t, 1, srv.calls.Load(), "the tool is not run again for a declined answer")
-		require.Equal(t, state.Accepted, d.State)
+		agenttest.RequireClosed(t, f.ps[planner].Agent, d.Hop)
 		as, err := f.e.Ledger.Approvals(context.Background(), d.Offer.Handoff.Offer.Digest().String())
 		require.NoError(t, err)
 		require.Empty(t, as, "nothing recorded")
@@ -237,6 +239,7 @@ func TestMCP_Pause_NoAnswerUntilTimeout(t *testing.T) {
 	require.True(t, res.IsError)
 	require.False(t, res.NeedsInput())
 	require.Zero(t, srv.refunds.Load(), "an unanswered refund ran")
+	agenttest.RequireClosed(t, f.ps[planner].Agent, d.Hop) // a pause that can no longer be answered
 	as, err := f.e.Ledger.Approvals(context.Background(), d.Offer.Handoff.Offer.Digest().String())
 	require.NoError(t, err)
 	require.Empty(t, as)
@@ -274,8 +277,8 @@ func TestMCP_Pause_RestartInBetween(t *testing.T) {
 	require.NoError(t, err)
 	after = newPausing(t, f2.ps[coder], f2.store, f2.e, f2.now)
 	cs = dial(t, f2.cl, after.server, nil)
-	res = f2.retry(t, cs, d.Hop, "refund-INV-7", paused.RequestState, "deny")
-	require.True(t, res.IsError, "a declined answer does not resume the work")
+	res = f2.retry(t, cs, d.Hop, "refund-INV-7", paused.RequestState+"x", "approve")
+	require.True(t, res.IsError, "an answer this server did not seal does not resume the work")
 	require.Zero(t, after.refunds.Load())
 	res = f2.retry(t, cs, d.Hop, "refund-INV-7", paused.RequestState, "approve")
 	require.False(t, res.IsError, "%v", res.Content)
@@ -350,13 +353,11 @@ func TestMCP_Pause_SignedApproval(t *testing.T) {
 	require.Zero(t, as[0].Remaining)
 }
 
-// A client of a protocol before 2026-07-28: the SDK's server-side fallback
-// elicits it inside the call and runs the tool again with that answer,
-// past the middleware, which records nothing of it: the guard asks again
-// and the refund does not run. Only an answer that comes back through the
-// middleware, with the request state, is recorded (this SDK's client
-// answers the input request it still finds in the result, and retries):
-// the refund runs once, on one approval.
+// A client of a protocol before 2026-07-28 is asked once per approval
+// (finding 6): AskApproval asks it inside the call, the answer is
+// recorded, and the tool runs again in the same call; the SDK's own
+// fallback, which would ask it again past the middleware, never sees an
+// input request. The refund runs once, on one approval.
 func TestMCP_Pause_OlderClient(t *testing.T) {
 	f := newPauseFixture(t)
 	srv := newPausing(t, f.ps[coder], f.store, f.e, f.now)
@@ -373,11 +374,21 @@ func TestMCP_Pause_OlderClient(t *testing.T) {
 	defer cs.Close()
 	d, err := f.cl.Call(ctx, cs, refund("refund-INV-1042"), f.offer())
 	require.NoError(t, err)
-	require.EqualValues(t, 2, a.asked.Load(), "the fallback's question, then the client's own")
+	require.EqualValues(t, 1, a.asked.Load(), "one question for one approval")
 	require.EqualValues(t, 1, srv.refunds.Load())
-	require.EqualValues(t, 3, srv.calls.Load(), "paused, paused again past the middleware, resumed")
-	require.Equal(t, 1, f.approvals(t, d), "only the answer through the middleware is recorded")
+	require.EqualValues(t, 2, srv.calls.Load(), "asked, then run again with the approval")
+	require.Equal(t, 1, f.approvals(t, d), "the answer is recorded")
 	require.Equal(t, state.Completed, d.State)
+
+	// Declined inside the call: nothing recorded, the hop closed.
+	a.decision = "deny"
+	d, err = f.cl.Call(ctx, cs, refund("refund-INV-7"), f.offer())
+	require.NoError(t, err)
+	require.True(t, d.Result.IsError)
+	require.EqualValues(t, 2, a.asked.Load())
+	require.EqualValues(t, 1, srv.refunds.Load())
+	require.Zero(t, f.approvals(t, d))
+	agenttest.RequireClosed(t, f.ps[planner].Agent, d.Hop)
 }
 
 func (f *pauseFixture) approvals(t *testing.T, d *hmcp.Delivery) int {
@@ -385,4 +396,45 @@ func (f *pauseFixture) approvals(t *testing.T, d *hmcp.Delivery) int {
 	as, err := f.e.Ledger.Approvals(context.Background(), d.Offer.Handoff.Offer.Digest().String())
 	require.NoError(t, err)
 	return len(as)
+}
+
+// A tool that asks an older client for one approval after another, each
+// for another operation, runs a bounded number of times in one call; the
+// call then ends with an error result and the hop stays "accepted": what
+// the work did is not known.
+func TestMCP_Pause_OlderClientAskedWithoutEnd(t *testing.T) {
+	f := newPauseFixture(t)
+	ag, err := handoff.NewAgent(handoff.Config{ID: coder, Signer: f.ps[coder].Signer, Trust: f.ps[coder].Trust, Store: f.store, Now: f.now.Now})
+	require.NoError(t, err)
+	mw, err := hmcp.Server(hmcp.ServerConfig{Agent: ag, Peer: func(*mcp.CallToolRequest) handoff.AgentID { return planner },
+		Approvals: &hmcp.Approvals{Key: stateKey, Guard: f.e.Guard, Now: f.now.Now}})
+	require.NoError(t, err)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "coder", Version: "v1"}, nil)
+	srv.AddReceivingMiddleware(mw)
+	var calls atomic.Int32
+	mcp.AddTool(srv, &mcp.Tool{Name: "refund"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ refundArgs) (*mcp.CallToolResult, any, error) {
+		n := calls.Add(1)
+		in, _ := hmcp.FromContext(ctx)
+		err := evidence.GuardFromContext(ctx).Authorize(ctx, evidence.Call{Hop: in.Digest(), Action: agenttest.MustAsk, OperationID: fmt.Sprintf("op-%d", n)})
+		res, _ := hmcp.AskApproval(ctx, err)
+		return res, nil, nil // always another operation to approve
+	})
+	a := &approver{decision: "approve"}
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	require.NoError(t, err)
+	defer ss.Close()
+	cl := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "v1"}, &mcp.ClientOptions{ElicitationHandler: a.handle})
+	cl.AddSendingMiddleware(f.cl.Middleware())
+	cs, err := cl.Connect(ctx, f.cl.Transport(ct), &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	require.NoError(t, err)
+	defer cs.Close()
+	d, err := f.cl.Call(ctx, cs, refund("x"), f.offer())
+	require.NoError(t, err)
+	require.True(t, d.Result.IsError)
+	require.Contains(t, d.Result.Content[0].(*mcp.TextContent).Text, "more than")
+	require.Equal(t, calls.Load(), a.asked.Load(), "one question per run")
+	require.Less(t, calls.Load(), int32(20), "bounded")
+	require.Equal(t, state.Accepted, d.State, "the outcome is not known")
 }

@@ -67,6 +67,7 @@ type Client struct {
 	ids      map[handoff.HopID]hopCall            // last request of each hop
 	hops     map[string]handoff.HopID             // scope and request id -> hop
 	pending  map[handoff.HopID]*pendingCancel     // "canceled" to put in notifications/cancelled
+	pkgs     hopwork.Packages                     // the package of each hop called, until it is resolved
 }
 
 type hopCall struct {
@@ -146,6 +147,9 @@ func (c *Client) Middleware() mcp.Middleware {
 			if err := carry.AttachHandoff(meta, cr.h); err != nil {
 				return nil, err
 			}
+			if pkg := c.pkgs.Of(cr.hop); pkg != nil && cr.hop != "" {
+				carry.AttachPackage(meta, *pkg) // beside the Handoff, for every call of the hop
+			}
 			observe.Inject(ctx, meta) // beside the Handoff, not in it: unsigned
 			p.Meta = meta
 			*cr.attached = true
@@ -220,8 +224,10 @@ func (c *Client) settle(ctx context.Context, d *Delivery) error {
 	return nil
 }
 
-// Call makes an offer with p, calls the tool with it in params._meta, and
-// hands the result's status to Agent.HandleStatus. A call that has not
+// Call makes an offer with p, calls the tool with it in params._meta (and
+// the object p.Deliver made, the handoff package, beside it under
+// PackageKey, on every call of the hop until it is resolved), and hands
+// the result's status to Agent.HandleStatus. A call that has not
 // answered by the next instant of asking.Backoff is abandoned and the
 // identical Handoff is sent again (HC-37, HC-52); after the last attempt
 // the hop stays unresolved and the context error is returned (HC-40: silence
@@ -239,6 +245,8 @@ func (c *Client) Call(ctx context.Context, s *mcp.ClientSession, params *mcp.Cal
 		return nil, err
 	}
 	d := &Delivery{Hop: out.Offer.Hop, Offer: out}
+	c.pkgs.Keep(out.Offer.Hop, out.Delivered)
+	defer c.pkgs.Settle(context.WithoutCancel(ctx), c.cfg.Agent, out.Offer.Hop)
 	err = c.retry(ctx, out.Offer, func(actx context.Context) error {
 		h := out.Handoff
 		if d.Attempts > 0 {
@@ -277,6 +285,7 @@ func (c *Client) Retransmit(ctx context.Context, s *mcp.ClientSession, params *m
 	if !*actx.Value(keyHandoff).(*carried).attached {
 		err = notIntercepted(err)
 	}
+	c.pkgs.Settle(context.WithoutCancel(ctx), c.cfg.Agent, hop)
 	return res, Statuses(actx), err
 }
 

@@ -19,13 +19,23 @@
 //   - an equivocating offer never reaches the handler: the second offer gets
 //     no status (HC-53); what HC-54 allows for the first is attached, and a
 //     call of the first that still runs is stopped (ErrEquivocated);
-//   - an accepted offer is taken (Agent.Take, which records the hop as
-//     taken) and the handler runs with the Received in its context
-//     (FromContext). Its result carries "completed", or the outcome the
-//     handler reported with Report, or "accepted" when the outcome is not
-//     known (HC-25, HC-45). An "accepted" is signed only for a reply that
-//     carries it: the call gets one reply, and "completed" or "failed"
-//     imply it.
+//   - an accepted offer whose package passed (ServerConfig.Evidence: the
+//     handoff package beside the Handoff, under PackageKey, is checked
+//     first; one that fails, or none, is answered "rejected", reason
+//     "policy", with the findings in the detail) is taken (Agent.Take,
+//     which records the hop as taken) and the handler runs with the
+//     Received in its context (FromContext) and the hop's guard
+//     (evidence.GuardFromContext). Its result carries "completed", or the
+//     outcome the handler reported with Report, or "accepted" when the
+//     outcome is not known (HC-25, HC-45). An "accepted" is signed only
+//     for a reply that carries it: the call gets one reply, and
+//     "completed" or "failed" imply it.
+//   - a result whose error (CallToolResult.GetError: a typed handler's
+//     returned error) is a refusal of the hop's guard, before any effect,
+//     ends the hop with "failed", no refs, reason "policy": the work took
+//     no effect (HC-44), and the delegator may offer it again. A handler
+//     that took an effect before it was refused says so with Report
+//     (EffectPartial, with refs), which wins.
 //
 // A notifications/cancelled whose _meta carries the delegator's signed
 // "canceled" is handed to Agent.HandleStatus (HC-28) when it names a hop
@@ -40,14 +50,19 @@
 //
 // With ServerConfig.Approvals, a must-ask action of the hop's evidence
 // guard pauses the call with an MCP input request for its owner's approval
-// (AskApproval), and the retried call with the answer resumes it; see
-// Approvals.
+// (AskApproval), and the retried call with the answer (and the hop's
+// identical Handoff and package) resumes it: the handler runs again with
+// the hop's accepted offer in FromContext (handoff.Agent.Resume), and an
+// answer that declines ends the hop with "failed"; see Approvals, which
+// shows the client's set-up and the answer's shape.
 //
 // # Delegator (client)
 //
 // A Client adds a sending middleware (Client.Middleware) that attaches the
-// Handoff that WithHandoff put in the call's context and hands the status of
-// every result to Agent.HandleStatus; Client.Call does all of it, with
+// Handoff that WithHandoff put in the call's context, with the hop's
+// package beside it (OfferParams.Deliver's, kept by Call for every call
+// of the hop, the retried one included, until the hop is resolved), and
+// hands the status of every result to Agent.HandleStatus; Client.Call does all of it, with
 // retransmissions per asking.Backoff, and tells how the call ended
 // (Delivery.State, Refused, Reason). A session without the middleware is an
 // error (ErrNotIntercepted), never a result. Client.Transport prepares the
@@ -73,12 +88,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/evidence"
 	carry "github.com/agentproto/handoff/mcp"
 	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/state"
 
 	"github.com/agentproto/handoff/integrations/internal/binding"
+	"github.com/agentproto/handoff/integrations/internal/hopcheck"
 	"github.com/agentproto/handoff/integrations/internal/hopwork"
 	"github.com/agentproto/handoff/integrations/observe"
 )
@@ -136,11 +153,25 @@ type ServerConfig struct {
 	// it (a slog.LogValuer), with the transport. Nil is silent. Give the
 	// Agent a logger too (handoff.Config.Logger) for its own decisions.
 	Logger *slog.Logger
-	// Approvals, when set, gives every accepted hop's tool its evidence
-	// guard and pauses a must-ask action for its owner's approval with an
-	// MCP input request (AskApproval); nil leaves both to the tool.
+	// Approvals, when set, pauses a must-ask action of the hop's evidence
+	// guard for its owner's approval with an MCP input request
+	// (AskApproval); nil leaves it to the tool.
 	Approvals *Approvals
+	// Evidence, when set, checks the handoff package that comes beside
+	// each offer (under PackageKey in params._meta) right after the offer
+	// passed the receive checks, before the tool runs: a package that
+	// fails, or none, is answered with an error result carrying
+	// "rejected", reason "policy", with the findings in the status
+	// detail; one that passes gives the hop's guard, in the tool's context
+	// (evidence.GuardFromContext). A retried call that resumes the hop
+	// carries the package again, and it is checked again against the same
+	// offer. Nil checks no package: the guard, if any, is Approvals.Guard's.
+	Evidence *evidence.HostConfig
 }
+
+// PackageKey is the params._meta key of the handoff package beside the
+// Handoff: this project's convention (see the root's package mcp).
+const PackageKey = carry.PackageKey
 
 type ctxKey int
 
@@ -150,8 +181,11 @@ const (
 	keyHandoff
 )
 
-// FromContext returns the verified, accepted offer of the call a tool
-// handler serves.
+// FromContext returns the Received of the hop the call a tool handler
+// serves, whose Offer is the verified, accepted offer: on the call that
+// carried it first, and on a retried call that resumes the hop's work
+// after a pause (handoff.Agent.Resume), never nil in a handler the
+// middleware runs.
 func FromContext(ctx context.Context) (*handoff.Received, bool) {
 	in, ok := ctx.Value(keyReceived).(*handoff.Received)
 	return in, ok
@@ -202,7 +236,13 @@ func Server(cfg ServerConfig) (mcp.Middleware, error) {
 	if err := cfg.Approvals.validate(); err != nil {
 		return nil, err
 	}
-	s := &server{cfg: cfg, tools: map[string]bool{}}
+	s := &server{cfg: cfg, tools: map[string]bool{}, guards: hopcheck.Config{Evidence: cfg.Evidence}}
+	if cfg.Approvals != nil {
+		s.guards.Guard = cfg.Approvals.Guard
+	}
+	if err := s.guards.Validate(cfg.Approvals != nil); err != nil {
+		return nil, err
+	}
 	for _, t := range cfg.Tools {
 		s.tools[t] = true
 	}
@@ -210,8 +250,9 @@ func Server(cfg ServerConfig) (mcp.Middleware, error) {
 }
 
 type server struct {
-	cfg   ServerConfig
-	tools map[string]bool
+	cfg    ServerConfig
+	tools  map[string]bool
+	guards hopcheck.Config // where a hop's guard comes from
 
 	running hopwork.Running                   // accepted hops whose tool runs
 	served  binding.Table[*mcp.ServerSession] // the hops accepted on each session
@@ -282,9 +323,20 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 
 	switch {
 	case in.Retransmission():
-		// The answer to a pause of the hop's work resumes it (Approvals).
+		// The answer to a pause of the hop's work resumes it, with the
+		// hop's accepted offer (Agent.Resume) and its package checked
+		// again (Approvals).
 		if accepted, ok := s.resumable(r, in); ok {
-			return s.run(ctx, r, in, accepted, next)
+			if rin, err := s.cfg.Agent.Resume(ctx, in); err == nil {
+				chk, err := s.check(ctx, r, rin)
+				switch {
+				case err != nil:
+					return textResult("handoff: the hop's work does not resume: "+err.Error(), true), nil
+				case chk.Refused:
+					return textResult("handoff: the hop's work does not resume: "+chk.Detail, true), nil
+				}
+				return s.run(ctx, r, rin, accepted, chk.Guard, next)
+			}
 		}
 		// Never processed again (HC-38): answer with what was sent before,
 		// to the offer's iss alone, since it tells the hop's state (HC-39).
@@ -336,6 +388,21 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 		return errorResult("rejected: "+string(in.Reason()), st), nil
 	}
 
+	// The handoff package beside the offer, checked before any work
+	// (ServerConfig.Evidence): one that fails is the offer's refusal.
+	chk, err := s.check(ctx, r, in)
+	if err != nil {
+		return nil, fmt.Errorf("handoff: offer not decided: %w", err) // fail closed
+	}
+	if chk.Refused {
+		st, err := s.cfg.Agent.Reply(ctx, in, state.Rejected, chk.Rejected())
+		if err != nil {
+			return nil, err
+		}
+		s.sent(ctx, hop, st)
+		return errorResult("rejected: "+string(reason.Policy)+": the handoff package did not pass", &st), nil
+	}
+
 	// Accepted: take the work first, which records the hop as taken, so
 	// that a retransmission while the tool runs is told so and answered
 	// "accepted" (HC-39); then run the tool. The call gets one reply: it
@@ -353,15 +420,23 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 			}(r.Session)
 		}
 	}
-	return s.run(ctx, r, in, handoff.Signed{}, next)
+	return s.run(ctx, r, in, handoff.Signed{}, chk.Guard, next)
+}
+
+// check checks the handoff package the call carries beside the offer of
+// in (hopcheck.Config.Check).
+func (s *server) check(ctx context.Context, r *mcp.CallToolRequest, in *handoff.Received) (hopcheck.Checked, error) {
+	obj, err := carry.Package(r.Params.Meta)
+	return s.guards.Check(ctx, in, obj, err)
 }
 
 // run runs the tool of an accepted hop, taken, or answered with accepted
-// when its octets are set, and answers with the status its outcome asks
-// for. Once that status ends the hop, the hop is no longer bound to the
-// session: a hop that ended is not canceled.
-func (s *server) run(ctx context.Context, r *mcp.CallToolRequest, in *handoff.Received, accepted handoff.Signed, next mcp.MethodHandler) (mcp.Result, error) {
-	res, final, err := s.runTool(ctx, r, in, accepted, next)
+// when its octets are set, with g, the guard its package gave, or the
+// application's, and answers with the status its outcome asks for. Once
+// that status ends the hop, the hop is no longer bound to the session: a
+// hop that ended is not canceled.
+func (s *server) run(ctx context.Context, r *mcp.CallToolRequest, in *handoff.Received, accepted handoff.Signed, g *evidence.Guard, next mcp.MethodHandler) (mcp.Result, error) {
+	res, final, err := s.runTool(ctx, r, in, accepted, g, next)
 	if b, ok := binding.Of(in); ok && final && r.Session != nil {
 		s.served.Forget(r.Session, b)
 	}
@@ -369,23 +444,63 @@ func (s *server) run(ctx context.Context, r *mcp.CallToolRequest, in *handoff.Re
 }
 
 // runTool is run; final reports that the answer ended the hop.
-func (s *server) runTool(ctx context.Context, r *mcp.CallToolRequest, in *handoff.Received, accepted handoff.Signed, next mcp.MethodHandler) (_ mcp.Result, final bool, _ error) {
+//
+// A refusal before any effect ends the hop with "failed", no refs and
+// reason "policy" (hopcheck.Closes; section 4: "failed" with no refs says
+// the work took no effect, HC-44): an answer that declines the approval,
+// or comes once the offer expired, before the tool runs; a result whose
+// error (CallToolResult.GetError, which the SDK sets from a typed
+// handler's error) is a refusal of the hop's guard, unless the tool
+// reported another outcome (Report), which wins.
+func (s *server) runTool(ctx context.Context, r *mcp.CallToolRequest, in *handoff.Received, accepted handoff.Signed, g *evidence.Guard, next mcp.MethodHandler) (_ mcp.Result, final bool, _ error) {
 	hop := hopwork.Verified(in).Hop
-	ctx, err := s.guarded(ctx, r, in)
+	ctx, p, err := s.guarded(ctx, r, in, g)
 	if err != nil {
+		if hopcheck.Closes(err) {
+			st, serr := s.final(ctx, in, hop, &hopwork.Box{}, hopcheck.Closed)
+			if serr != nil {
+				return nil, false, serr
+			}
+			return refusedAnswer(err, st), true, nil // the tool does not run
+		}
 		st, serr := s.accepted(ctx, in, accepted)
 		if serr != nil {
 			return nil, false, serr
 		}
 		return refusedAnswer(err, st), false, nil // the tool does not run
 	}
-	hctx, box, done := s.running.Start(context.WithValue(ctx, keyReceived, in), in)
-	res, herr := next(context.WithValue(hctx, keyOutcome, box), methodCallTool, r)
-	done()
+	var (
+		res  mcp.Result
+		herr error
+		box  *hopwork.Box
+	)
+	// A client of a protocol before 2026-07-28 is asked inside the call
+	// (AskApproval): the tool then runs again, once per answer.
+	for range maxAsks {
+		hctx, b, done := s.running.Start(context.WithValue(ctx, keyReceived, in), in)
+		box = b
+		if p != nil {
+			p.start(b)
+		}
+		res, herr = next(context.WithValue(hctx, keyOutcome, box), methodCallTool, r)
+		done()
+		if p == nil || !p.answered() || herr != nil {
+			break
+		}
+	}
 	if herr != nil {
 		// A protocol error: the outcome is unknown, the hop stays
 		// "accepted" and a retransmission is told so (HC-39).
 		return res, false, herr
+	}
+	if p != nil && p.answered() {
+		// Still asking after maxAsks answers: the work did not end, and
+		// what it did is unknown; the hop stays "accepted".
+		st, err := s.accepted(ctx, in, accepted)
+		if err != nil {
+			return nil, false, err
+		}
+		return errorResult(fmt.Sprintf("handoff: the tool asked for more than %d approvals in one call", maxAsks), st), false, nil
 	}
 	ctr, _ := res.(*mcp.CallToolResult)
 	if ctr != nil && ctr.InputRequests != nil {
@@ -406,18 +521,19 @@ func (s *server) runTool(ctx context.Context, r *mcp.CallToolRequest, in *handof
 	otherwise := hopwork.Outcome{Effect: state.EffectFull}
 	if ctr != nil && ctr.IsError {
 		otherwise.Effect = state.EffectUnknown
-	}
-	state, o := box.Final(otherwise)
-	var st *handoff.Signed
-	if state != "" {
-		signed, err := s.cfg.Agent.Reply(ctx, in, state, handoff.ReplyOptions{Effect: o.Effect, Reason: o.Reason, Refs: o.Refs})
-		if err != nil {
-			return nil, false, err
+		if hopcheck.Closes(ctr.GetError()) {
+			otherwise = hopcheck.Closed
 		}
-		s.sent(ctx, hop, signed)
-		st = &signed
-	} else if st, err = s.accepted(ctx, in, accepted); err != nil {
-		return nil, false, err // outcome unknown: the hop stays "accepted" (HC-45)
+	}
+	st, err := s.final(ctx, in, hop, box, otherwise)
+	if err != nil {
+		return nil, false, err
+	}
+	ended := st != nil
+	if st == nil {
+		if st, err = s.accepted(ctx, in, accepted); err != nil {
+			return nil, false, err // outcome unknown: the hop stays "accepted" (HC-45)
+		}
 	}
 	if ctr == nil {
 		ctr = &mcp.CallToolResult{}
@@ -428,7 +544,27 @@ func (s *server) runTool(ctx context.Context, r *mcp.CallToolRequest, in *handof
 	if st != nil {
 		carry.AttachStatus(ctr.Meta, *st)
 	}
-	return ctr, state != "", nil
+	return ctr, ended, nil
+}
+
+// maxAsks bounds the runs of a tool in one call of an older client, each
+// after an answer the client gave inside the call.
+const maxAsks = 8
+
+// final signs the terminal status the outcome the work reported in box
+// asks for, otherwise when it reported none: nil for an unknown outcome
+// (HC-45).
+func (s *server) final(ctx context.Context, in *handoff.Received, hop handoff.HopID, box *hopwork.Box, otherwise hopwork.Outcome) (*handoff.Signed, error) {
+	want, o := box.Final(otherwise)
+	if want == "" {
+		return nil, nil
+	}
+	st, err := s.cfg.Agent.Reply(ctx, in, want, handoff.ReplyOptions{Effect: o.Effect, Reason: o.Reason, Refs: o.Refs})
+	if err != nil {
+		return nil, err
+	}
+	s.sent(ctx, hop, st)
+	return &st, nil
 }
 
 // accepted returns the "accepted" of a taken hop for a reply that carries

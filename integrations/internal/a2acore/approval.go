@@ -11,6 +11,7 @@ import (
 	carry "github.com/agentproto/handoff/a2a"
 	"github.com/agentproto/handoff/evidence"
 
+	"github.com/agentproto/handoff/integrations/internal/hopwork"
 	"github.com/agentproto/handoff/integrations/internal/pause"
 )
 
@@ -40,7 +41,7 @@ type Approvals struct {
 }
 
 func (a *Approvals) config() pause.Config {
-	return pause.Config{Key: a.Key, Guard: a.Guard, Now: a.Now}
+	return pause.Config{Key: a.Key, Now: a.Now}
 }
 
 func (a *Approvals) validate() error {
@@ -51,8 +52,9 @@ func (a *Approvals) validate() error {
 }
 
 type pauser struct {
-	a  *Approvals
-	in *handoff.Received
+	a   *Approvals
+	in  *handoff.Received
+	box *hopwork.Box // the execution's, once it starts
 }
 
 // Pause is what pauses a task for an approval: the task state, and the
@@ -65,11 +67,14 @@ type Pause struct {
 }
 
 // Ask returns the pause for the approval err asks for (err wraps
-// evidence.ErrApprovalRequired). It reports false for any other error, or
-// outside an execution the wrapper serves with Approvals.
+// evidence.ErrApprovalRequired). It reports false for any other error,
+// outside an execution the wrapper serves with Approvals, and for an
+// execution that reported an effect (Report): a pause declined ends the
+// hop with "failed" and no refs, which would say the work took none; such
+// an execution ends with the refusal and the outcome it reported.
 func Ask(ctx context.Context, err error) (Pause, bool) {
 	p, ok := ctx.Value(keyPauser).(*pauser)
-	if !ok {
+	if !ok || (p.box != nil && p.box.TookEffect()) {
 		return Pause{}, false
 	}
 	req, sealed, ok := pause.Ask(p.a.Key, p.in, err)
@@ -95,20 +100,31 @@ func Pending(meta map[string]any) (map[string]any, bool) {
 // later answer to another message may stand in the status message of a
 // task that still waits. view reads a message of the SDK (View).
 func Answer[M any](view func(M) (map[string]any, bool), status M, history []M, decision string, signed []byte) (map[string]any, error) {
+	sealed := Asked(view, status, history)
+	if sealed == "" {
+		return nil, fmt.Errorf("%w: the task does not wait for an approval", handoff.ErrArgument)
+	}
+	ans := map[string]any{"state": sealed, "decision": decision}
+	if len(signed) > 0 {
+		ans["approval"] = string(signed)
+	}
+	return map[string]any{AnswerKey: ans}, nil
+}
+
+// Asked returns the request state of the pending approval a task shows:
+// the one in status, the task's status message, else the newest in the
+// agent's messages of history, oldest first; "" when none.
+func Asked[M any](view func(M) (map[string]any, bool), status M, history []M) string {
 	agents := Metas(view, history...)
 	slices.Reverse(agents)
 	meta, _ := view(status)
 	for _, meta := range append([]map[string]any{meta}, agents...) {
 		p, _ := Pending(meta)
 		if sealed, _ := p["state"].(string); sealed != "" {
-			ans := map[string]any{"state": sealed, "decision": decision}
-			if len(signed) > 0 {
-				ans["approval"] = string(signed)
-			}
-			return map[string]any{AnswerKey: ans}, nil
+			return sealed
 		}
 	}
-	return nil, fmt.Errorf("%w: the task does not wait for an approval", handoff.ErrArgument)
+	return ""
 }
 
 // Metas returns the metadata of the agent's messages among ms, in order;
@@ -130,42 +146,61 @@ func answerOf(meta map[string]any) (map[string]any, string) {
 	return ans, sealed
 }
 
-// resumable reports whether a retransmitted message answers a pause of
-// its hop: Approvals set, an answer with a state, on the paused task the
-// hop owns, and the hop still "accepted".
+// resumable reports whether a retransmitted message, on the task its hop
+// owns, is the answer to a pause of the hop's work, and the hop still
+// "accepted" (its last status): the answer to the wrapper's pause (Ask,
+// with Approvals), carrying the sealed state under AnswerKey; or, on a
+// task in TASK_STATE_INPUT_REQUIRED that the wrapped executor paused
+// itself, the input it asked for (as ADK's tool confirmation is), which
+// the delegator sends with the hop's identical Handoff. A follow-up on the
+// wrapper's pause without the answer resumes nothing.
 func (s *Server) resumable(c *call, in *handoff.Received, mine bool) (handoff.Signed, bool) {
+	if c.task == nil || !mine {
+		return handoff.Signed{}, false
+	}
 	meta, _ := c.x.Message()
-	if _, sealed := answerOf(meta); s.cfg.Approvals == nil || sealed == "" || c.task == nil || !mine ||
-		c.task.State != s.cfg.Approvals.Pause {
+	_, sealed := answerOf(meta)
+	switch {
+	case sealed != "" && s.cfg.Approvals != nil && c.task.State == s.cfg.Approvals.Pause && c.task.Asked:
+	case sealed == "" && !c.task.Asked && c.task.State == InputRequired:
+	default:
 		return handoff.Signed{}, false
 	}
 	return pause.Accepted(in)
 }
 
-// guarded returns the wrapped executor's context, with the hop's guard and
-// the pauser when Approvals is set; an answer the message carries is
-// recorded first, and the executor does not run when it is refused.
-func (s *Server) guarded(ctx context.Context, c *call, in *handoff.Received) (context.Context, error) {
-	a := s.cfg.Approvals
-	if a == nil {
-		return ctx, nil
-	}
-	g, err := a.Guard(ctx, in)
+// guarded returns the wrapped executor's context, with the hop's guard,
+// g or the application's (Approvals.Guard), under evidence's name
+// (evidence.ContextWithGuard), and the pauser when Approvals is set; an
+// answer the message carries is recorded first, and the executor does not
+// run when it is refused.
+func (s *Server) guarded(ctx context.Context, c *call, in *handoff.Received, g *evidence.Guard) (context.Context, *pauser, error) {
+	g, err := s.guards.GuardOf(ctx, in, g)
 	if err != nil {
-		return ctx, fmt.Errorf("handoff: no evidence guard for the hop: %w", err)
+		return ctx, nil, err
 	}
+	a := s.cfg.Approvals
 	meta, _ := c.x.Message()
-	if ans, sealed := answerOf(meta); sealed != "" {
+	if ans, sealed := answerOf(meta); a != nil && sealed != "" {
+		if g == nil {
+			return ctx, nil, fmt.Errorf("handoff: no evidence guard for the hop to record the answer in")
+		}
 		operator, ok := c.x.Operator(ctx)
 		if !ok {
 			operator = string(c.peer)
 		}
 		if err := pause.Take(ctx, a.Key, sealed, in, a.config().Time(), g, pause.AnswerOf(ans), operator); err != nil {
-			return ctx, err
+			return ctx, nil, err
 		}
 	}
-	ctx = evidence.ContextWithGuard(ctx, g)
-	return context.WithValue(ctx, keyPauser, &pauser{a: a, in: in}), nil
+	if g != nil {
+		ctx = evidence.ContextWithGuard(ctx, g)
+	}
+	if a == nil || g == nil {
+		return ctx, nil, nil
+	}
+	p := &pauser{a: a, in: in}
+	return context.WithValue(ctx, keyPauser, p), p, nil
 }
 
 func refusedText(err error) string {

@@ -2,6 +2,7 @@ package a2acore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -33,6 +34,7 @@ type Client struct {
 
 	mu    sync.Mutex
 	tasks map[handoff.HopID]string // the A2A task of each hop sent
+	pkgs  hopwork.Packages         // the package of each hop sent, until it is resolved
 }
 
 // NewClient returns the delegator's flow for cfg: Attempts zero means 3,
@@ -109,43 +111,63 @@ const (
 
 // Request is an outgoing A2A request, as the interceptor of a line hands
 // it to Before: Meta points to the metadata of the message sent (Send) or
-// of the request (CancelTask), Exts to the message's extensions.
+// of the request (CancelTask), Exts to the message's extensions, Task is
+// the task the message names ("" for none).
 type Request struct {
 	Kind Kind
 	Meta *map[string]any
 	Exts *[]string
+	Task string
 }
 
 // Before attaches what the call's context carries to r, in place: the
-// Handoff (WithHandoff) with the extension in the message's extensions
-// and the call's trace context beside it, or the "canceled" (WithCancel).
-// It reports whether the extension is to be activated in the call's
-// A2A-Extensions service parameter: when it attached something, or when
-// the message carries a Handoff a framework's callback attached (as
-// adkhop's does), which gets the trace context too.
-func (c *Client) Before(ctx context.Context, r Request) (bool, error) {
+// Handoff (WithHandoff) with the extension in the message's extensions,
+// the hop's package beside it (OfferParams.Deliver's, kept for every send
+// of the hop until it is resolved), and the call's trace context, or the
+// "canceled" (WithCancel). A message that carries no Handoff and names the
+// task of a hop sent through this client (as ADK's remote agent's answer
+// to TASK_STATE_INPUT_REQUIRED does) continues that hop: it gets the
+// hop's identical Handoff (Agent.Retransmit) and package, never a new
+// offer. A message whose Handoff a framework's callback attached (as
+// adkhop's does) is left as it is; its package is kept for such a
+// continuation. Before reports whether the extension is to be activated
+// in the call's A2A-Extensions service parameter: when it attached
+// something, or when the message carries a Handoff. The context it
+// returns is the call's, for After, which learns the hop's task.
+func (c *Client) Before(ctx context.Context, r Request) (context.Context, bool, error) {
 	cr, ok := ctx.Value(keyCarried).(*carried)
 	switch {
 	case r.Kind == Send && ok && cr.h != nil:
-		if *r.Meta == nil {
-			*r.Meta = map[string]any{}
+		if err := c.attach(r, cr.h, cr.hop); err != nil {
+			return ctx, false, err
 		}
-		exts, err := carry.AttachHandoff(*r.Meta, *r.Exts, cr.h)
-		if err != nil {
-			return false, err
-		}
-		*r.Exts = exts
 	case r.Kind == CancelTask && ok && cr.status != nil:
 		if *r.Meta == nil {
 			*r.Meta = map[string]any{}
 		}
 		carry.AttachStatus(*r.Meta, *cr.status)
 	case r.Kind == Send && !ok:
-		if _, err := carry.Handoff(*r.Meta); err != nil {
-			return false, nil
+		hop, known := c.framework(*r.Meta, r.Task)
+		switch {
+		case hop != "":
+		case !known:
+			return ctx, false, nil
+		default:
+			if hop, known = c.HopOf(r.Task); !known {
+				return ctx, false, nil
+			}
+			h, err := c.cfg.Agent.Retransmit(ctx, hop)
+			if err != nil {
+				return ctx, false, err
+			}
+			if err := c.attach(r, h, hop); err != nil {
+				return ctx, false, err
+			}
 		}
+		cr = &carried{hop: hop}
+		ctx, ok = context.WithValue(ctx, keyCarried, cr), true
 	default:
-		return false, nil
+		return ctx, false, nil
 	}
 	if r.Kind == Send {
 		observe.Inject(ctx, *r.Meta) // beside the Handoff, not in it: unsigned
@@ -155,7 +177,51 @@ func (c *Client) Before(ctx context.Context, r Request) (bool, error) {
 		cr.attached = true
 		cr.mu.Unlock()
 	}
-	return true, nil
+	return ctx, true, nil
+}
+
+// attach puts h, the extension and the package of hop in the message of r.
+func (c *Client) attach(r Request, h *handoff.Handoff, hop handoff.HopID) error {
+	if *r.Meta == nil {
+		*r.Meta = map[string]any{}
+	}
+	exts, err := carry.AttachHandoff(*r.Meta, *r.Exts, h)
+	if err != nil {
+		return err
+	}
+	*r.Exts = exts
+	if pkg := c.pkgs.Of(hop); pkg != nil {
+		carry.AttachPackage(*r.Meta, *pkg)
+	}
+	return nil
+}
+
+// framework looks at a message the call's context carries nothing for: a
+// Handoff a framework's callback attached gives its hop (our own offer,
+// decoded only to index the task; its package is kept for the hop); no
+// Handoff, on a task of a hop this client sent, is that hop's
+// continuation (hop "", known true); anything else is none of ours.
+func (c *Client) framework(meta map[string]any, task string) (handoff.HopID, bool) {
+	octets, err := carry.Handoff(meta)
+	if errors.Is(err, carry.ErrAbsent) {
+		_, known := c.HopOf(task)
+		return "", known && task != ""
+	}
+	if err != nil {
+		return "", false
+	}
+	h, _, err := handoff.ParseHandoff(octets, handoff.Limits{})
+	if err != nil {
+		return "", false
+	}
+	o, _, err := handoff.InspectUnverified(h.Offer, handoff.Limits{})
+	if err != nil || o == nil {
+		return "", false
+	}
+	if pkg, err := carry.Package(meta); err == nil {
+		c.pkgs.Keep(o.Hop, &pkg)
+	}
+	return o.Hop, true
 }
 
 // After hands every status in a response to Agent.HandleStatus: metas are
@@ -190,6 +256,9 @@ func (c *Client) After(ctx context.Context, task string, metas []map[string]any)
 			cr.mu.Unlock()
 		}
 	}
+	if cr != nil && cr.hop != "" && len(seen) > 0 {
+		c.pkgs.Settle(ctx, c.cfg.Agent, cr.hop) // a resolved hop is sent no more
+	}
 	return nil
 }
 
@@ -199,6 +268,19 @@ func (c *Client) TaskOf(hop handoff.HopID) (string, bool) {
 	defer c.mu.Unlock()
 	t, ok := c.tasks[hop]
 	return t, ok
+}
+
+// HopOf returns the hop whose task is task, among the hops sent through
+// this client: the hop a message that continues the task belongs to.
+func (c *Client) HopOf(task string) (handoff.HopID, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for hop, t := range c.tasks {
+		if t == task {
+			return hop, true
+		}
+	}
+	return "", false
 }
 
 // Delivery is the SDK-neutral part of the lines' Delivery.
@@ -235,6 +317,7 @@ func (c *Client) Send(ctx context.Context, contextID string, p handoff.OfferPara
 		return nil, err
 	}
 	d := &Delivery{Hop: out.Offer.Hop, Offer: out}
+	c.pkgs.Keep(out.Offer.Hop, out.Delivered)
 	var last string
 	err = asking.Retransmit(ctx, out.Offer, c.cfg.Attempts, c.cfg.Now, func(actx context.Context) error {
 		h := out.Handoff
@@ -252,6 +335,7 @@ func (c *Client) Send(ctx context.Context, contextID string, p handoff.OfferPara
 	if serr := c.settle(context.WithoutCancel(ctx), d, last); err == nil {
 		err = serr
 	}
+	c.pkgs.Settle(context.WithoutCancel(ctx), c.cfg.Agent, d.Hop)
 	return d, err
 }
 
@@ -286,6 +370,7 @@ func (c *Client) Retransmit(ctx context.Context, hop handoff.HopID, send func(co
 		return nil, err
 	}
 	_, sts, err := c.deliver(ctx, h, hop, send)
+	c.pkgs.Settle(context.WithoutCancel(ctx), c.cfg.Agent, hop)
 	return sts, err
 }
 

@@ -37,8 +37,9 @@ var ErrEquivocated = hopwork.ErrEquivocated
 // interceptors: nothing was attached, whatever the server answered.
 var ErrNotIntercepted = errors.New("handoff: the A2A client's interceptors do not include this handoff Client: nothing was attached")
 
-// FromContext returns the verified, accepted offer of the message the
-// wrapped executor serves.
+// FromContext returns the Received of the hop the wrapped executor serves:
+// the accepted delivery, or the hop's work resumed (Agent.Resume); its
+// Offer is never nil.
 func FromContext(ctx context.Context) (*handoff.Received, bool) {
 	in, ok := ctx.Value(keyReceived).(*handoff.Received)
 	return in, ok

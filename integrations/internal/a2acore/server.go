@@ -15,13 +15,20 @@
 //     malformed: Exchange.Refuse, or Exchange.Plain with Optional),
 //     the extension activated, the hop's span, Agent.Receive;
 //   - Server.answer: what the Received asks for: a retransmission
-//     (resumed, or answered with the last status), an equivocation, a
-//     refusal, an offer on a task that runs another hop, or an accepted
-//     offer, taken with "accepted";
-//   - Server.run: the hop's guard and an approval's answer (guarded), the
-//     working state with "accepted", the wrapped executor with the
-//     Received, the outcome box and the pauser in its context
-//     (Exchange.Run);
+//     (resumed as the hop's work with Agent.Resume, or answered with the
+//     last status), an equivocation, a refusal, an offer on a task that
+//     runs another hop, or an accepted offer, whose package is checked
+//     (Server.check, ServerConfig.Evidence: a failing one is "rejected",
+//     "policy") before it is taken with "accepted";
+//   - Server.resume: the package that came with the answer to a pause,
+//     checked again against the hop's offer, then Server.run;
+//   - Server.run: the hop's guard (the package's, or Approvals.Guard's)
+//     and an approval's answer (guarded), the working state with
+//     "accepted", the wrapped executor with the Received, the outcome box
+//     and the pauser in its context (Exchange.Run); a refusal before any
+//     effect (an answer declined or expired, the executor ended by the
+//     guard's refusal) ends the hop with "failed" and no refs
+//     (hopcheck.Closes);
 //   - Work.Status: the signed status of each task state the executor sets;
 //   - Server.Cancel: a Cancel Task request's "canceled", checked against
 //     the task's hop, verified and applied before the executor's Cancel.
@@ -45,10 +52,12 @@ import (
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/a2a"
 	"github.com/agentproto/handoff/digest"
+	"github.com/agentproto/handoff/evidence"
 	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/state"
 
 	"github.com/agentproto/handoff/integrations/internal/binding"
+	"github.com/agentproto/handoff/integrations/internal/hopcheck"
 	"github.com/agentproto/handoff/integrations/internal/hopwork"
 	"github.com/agentproto/handoff/integrations/observe"
 )
@@ -81,11 +90,13 @@ type ServerConfig struct {
 	Observe             *observe.Recorder
 	Logger              *slog.Logger
 	Approvals           *Approvals
+	Evidence            *evidence.HostConfig
 }
 
 // Server is the delegate's flow. It is safe for concurrent use.
 type Server struct {
 	cfg     ServerConfig
+	guards  hopcheck.Config // where a hop's guard comes from
 	running hopwork.Running // accepted hops whose executor runs
 }
 
@@ -97,7 +108,14 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err := cfg.Approvals.validate(); err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg}, nil
+	g := hopcheck.Config{Evidence: cfg.Evidence}
+	if cfg.Approvals != nil {
+		g.Guard = cfg.Approvals.Guard
+	}
+	if err := g.Validate(cfg.Approvals != nil); err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg, guards: g}, nil
 }
 
 // Task is the task a message or a Cancel Task request names, as the
@@ -106,6 +124,10 @@ type Task struct {
 	ContextID string
 	State     string         // A2A 1.0 spelling
 	Meta      map[string]any // the task's metadata
+	// Asked: the task's status message carries a pending approval of
+	// Ask (ApprovalKey): the pause is the wrapper's, answered with
+	// AnswerKey; any other pause is the wrapped executor's own.
+	Asked bool
 }
 
 // Exchange is one message to the delegate, as the adapter of a line
@@ -217,8 +239,8 @@ func (s *Server) answer(ctx context.Context, c *call, in *handoff.Received) erro
 		}
 		return c.x.Reply(ctx, text, st)
 	}
-	sign := func(want state.State, why reason.Code) (*handoff.Signed, error) {
-		st, err := s.reply(ctx, in, hop, want, handoff.ReplyOptions{Reason: why})
+	sign := func(want state.State, o handoff.ReplyOptions) (*handoff.Signed, error) {
+		st, err := s.reply(ctx, in, hop, want, o)
 		if err != nil && !mine {
 			// A stranger's message does not end the task with an error.
 			return nil, c.x.Reply(ctx, "handoff: no status could be signed", nil)
@@ -227,9 +249,12 @@ func (s *Server) answer(ctx context.Context, c *call, in *handoff.Received) erro
 	}
 	switch {
 	case in.Retransmission():
-		// The answer to a pause of the hop's work resumes it (Approvals).
+		// The answer to a pause of the hop's work resumes it: the hop's
+		// work, with the hop's accepted offer (Agent.Resume).
 		if accepted, ok := s.resumable(c, in, mine); ok {
-			return s.run(ctx, c, in, "resumed", accepted)
+			if rin, err := s.cfg.Agent.Resume(ctx, in); err == nil {
+				return s.resume(ctx, c, rin, accepted)
+			}
 		}
 		// Never processed again (HC-38): answer with what was sent before.
 		if last, ok := in.LastStatus(); ok {
@@ -237,7 +262,7 @@ func (s *Server) answer(ctx context.Context, c *call, in *handoff.Received) erro
 			return c.x.Reply(ctx, "retransmission: last status resent", &last)
 		}
 		if in.OwesAccepted() {
-			st, err := sign(state.Accepted, "")
+			st, err := sign(state.Accepted, handoff.ReplyOptions{})
 			if st == nil || err != nil {
 				return err
 			}
@@ -252,7 +277,7 @@ func (s *Server) answer(ctx context.Context, c *call, in *handoff.Received) erro
 		if in.Equivocation() != state.AnswerRejectFirst {
 			return refuse("rejected: equivocation", nil)
 		}
-		st, err := sign(state.Rejected, reason.Equivocation)
+		st, err := sign(state.Rejected, handoff.ReplyOptions{Reason: reason.Equivocation})
 		if st == nil || err != nil {
 			return err
 		}
@@ -264,7 +289,7 @@ func (s *Server) answer(ctx context.Context, c *call, in *handoff.Received) erro
 		if !in.StatusDue() {
 			return refuse(text, nil)
 		}
-		st, err := sign(state.Rejected, in.Reason())
+		st, err := sign(state.Rejected, handoff.ReplyOptions{Reason: in.Reason()})
 		if st == nil || err != nil {
 			return err
 		}
@@ -273,27 +298,80 @@ func (s *Server) answer(ctx context.Context, c *call, in *handoff.Received) erro
 	case !mine:
 		// A new hop on a task that runs another: refused by local policy
 		// (HC-30), and the task stays as it is.
-		st, err := sign(state.Rejected, reason.Policy)
+		st, err := sign(state.Rejected, handoff.ReplyOptions{Reason: reason.Policy})
 		if st == nil || err != nil {
 			return err
 		}
 		return c.x.Reply(ctx, "rejected: the task runs another hop", st)
 	}
-	st, err := s.reply(ctx, in, hop, state.Accepted, handoff.ReplyOptions{})
+	// The handoff package beside the offer, checked before any work
+	// (ServerConfig.Evidence): one that fails is the offer's refusal.
+	chk, err := s.check(ctx, c, in)
+	if err != nil {
+		return fmt.Errorf("handoff: offer not decided: %w", err) // fail closed
+	}
+	if chk.Refused {
+		st, err := sign(state.Rejected, chk.Rejected())
+		if st == nil || err != nil {
+			return err
+		}
+		return refuse("rejected: "+string(reason.Policy)+": the handoff package did not pass", st)
+	}
+	st, err := s.reply(ctx, in, hop, state.Accepted, handoff.ReplyOptions{Refs: chk.Refs})
 	if err != nil {
 		return err
 	}
-	return s.run(ctx, c, in, "accepted", st)
+	return s.run(ctx, c, in, "accepted", st, chk.Guard)
+}
+
+// check checks the handoff package the message carries beside the offer
+// of in (hopcheck.Config.Check).
+func (s *Server) check(ctx context.Context, c *call, in *handoff.Received) (hopcheck.Checked, error) {
+	meta, _ := c.x.Message()
+	obj, err := carry.Package(meta)
+	return s.guards.Check(ctx, in, obj, err)
+}
+
+// resume runs the hop's work again for the message that answers its
+// pause, with in from Agent.Resume and the hop's package checked again
+// against the same offer: a message without its package, or whose check
+// cannot be made now, resumes nothing and the task stays as it is.
+func (s *Server) resume(ctx context.Context, c *call, in *handoff.Received, accepted handoff.Signed) error {
+	chk, err := s.check(ctx, c, in)
+	switch {
+	case err != nil:
+		return c.x.Reply(ctx, "handoff: the hop's work does not resume: "+err.Error(), nil)
+	case chk.Refused:
+		return c.x.Reply(ctx, "handoff: the hop's work does not resume: "+chk.Detail, nil)
+	}
+	return s.run(ctx, c, in, "resumed", accepted, chk.Guard)
 }
 
 // run sets the task working, with the hop's "accepted" (or its last one,
 // for work resumed) and the task's binding to the hop, and runs the
 // wrapped executor of an accepted or resumed hop with the Received in its
-// context.
-func (s *Server) run(ctx context.Context, c *call, in *handoff.Received, text string, st handoff.Signed) error {
-	gctx, err := s.guarded(ctx, c, in)
+// context, and g, the guard its package gave, or the application's.
+//
+// A refusal before any effect closes the hop (hopcheck.Closes): an answer
+// that declines the approval, or comes once the offer expired, before the
+// executor runs; a refusal of the hop's guard that the executor ends
+// with, as its error. The task is then TASK_STATE_FAILED with the hop's
+// "failed" and no refs (the work took no effect, HC-44), or the outcome
+// the executor reported (Report), which wins. The hop's task may span
+// several messages (a pause and its answer): the terminal status of its
+// hop, in the status message of the task's terminal state, closes both.
+func (s *Server) run(ctx context.Context, c *call, in *handoff.Received, text string, st handoff.Signed, g *evidence.Guard) error {
+	hop := hopwork.Verified(in).Hop
+	gctx, p, err := s.guarded(ctx, c, in, g)
 	if err != nil {
-		return c.x.SetState(ctx, s.cfg.Approvals.Pause, refusedText(err), nil, nil) // the executor does not run
+		if hopcheck.Closes(err) {
+			sts, _, serr := s.final(ctx, in, hop, hopcheck.Closed)
+			if serr != nil {
+				return serr
+			}
+			return c.x.SetState(ctx, Failed, refusedText(err), sts, nil) // the executor does not run
+		}
+		return c.x.SetState(ctx, s.paused(), refusedText(err), nil, nil) // the executor does not run
 	}
 	bind := Bind(in)
 	if err := c.x.SetState(ctx, Working, text, &st, bind); err != nil {
@@ -301,7 +379,45 @@ func (s *Server) run(ctx context.Context, c *call, in *handoff.Received, text st
 	}
 	wctx, box, done := s.running.Start(context.WithValue(gctx, keyReceived, in), in)
 	defer done()
-	return c.x.Run(context.WithValue(wctx, keyOutcome, box), &Work{s: s, ctx: ctx, in: in, box: box, bind: bind})
+	if p != nil {
+		p.box = box
+	}
+	w := &Work{s: s, ctx: ctx, in: in, box: box, bind: bind}
+	err = c.x.Run(context.WithValue(wctx, keyOutcome, box), w)
+	if err == nil || !hopcheck.Closes(err) {
+		return err
+	}
+	// The executor ended with a refusal of the hop's guard: the hop ends
+	// with what the work reported, or with no effect.
+	sts, hs, serr := w.final(hopcheck.Closed)
+	if serr != nil || sts == nil {
+		return err
+	}
+	return c.x.SetState(ctx, TaskState(hs), err.Error(), sts, nil)
+}
+
+// final signs the terminal status of an outcome o, for a hop whose work
+// did not run; nil when the hop moved on meanwhile (canceled and
+// answered, or ended by another call).
+func (s *Server) final(ctx context.Context, in *handoff.Received, hop handoff.HopID, o hopwork.Outcome) (*handoff.Signed, state.State, error) {
+	var b hopwork.Box
+	want, o := b.Final(o)
+	st, err := s.reply(ctx, in, hop, want, handoff.ReplyOptions{Effect: o.Effect, Reason: o.Reason, Refs: o.Refs})
+	switch {
+	case errors.Is(err, handoff.ErrState):
+		return nil, want, nil
+	case err != nil:
+		return nil, want, err
+	}
+	return &st, want, nil
+}
+
+// paused is the task state of a pause whose answer was refused.
+func (s *Server) paused() string {
+	if s.cfg.Approvals != nil {
+		return s.cfg.Approvals.Pause
+	}
+	return InputRequired
 }
 
 // reply signs a status for in and records it as sent.
@@ -352,6 +468,12 @@ func (w *Work) Status(ts string) (*handoff.Signed, state.State, error) {
 	default:
 		return nil, "", nil
 	}
+	return w.final(otherwise)
+}
+
+// final signs the terminal status the work's outcome asks for, otherwise
+// when it reported none, once.
+func (w *Work) final(otherwise hopwork.Outcome) (*handoff.Signed, state.State, error) {
 	want, o := w.box.Final(otherwise)
 	w.mu.Lock()
 	if want == "" || w.done {

@@ -14,16 +14,21 @@ import (
 	"github.com/agentproto/handoff/evidence"
 	"github.com/agentproto/handoff/evidence/authority"
 	"github.com/agentproto/handoff/integrations/internal/hopwork"
+	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/ref"
+	"github.com/agentproto/handoff/state"
 )
 
 // Approval names of the package Evidence builds: ledger_read allowed,
-// refund_issue must ask (approved by Owner), card_charge denied.
+// refund_issue must ask (approved by Owner), card_charge denied; and the
+// operation of ledger_read the package lists as completed already
+// (Performed), which the guard refuses as repeated.
 const (
-	Allowed = "ledger_read"
-	MustAsk = "refund_issue"
-	Denied  = "card_charge"
-	Owner   = "finance-lead"
+	Allowed   = "ledger_read"
+	MustAsk   = "refund_issue"
+	Denied    = "card_charge"
+	Owner     = "finance-lead"
+	Performed = "read-INV-1042-first"
 )
 
 var ledgerOctets = []byte(`{"invoice":"INV-1042","status":"paid"}`)
@@ -52,24 +57,10 @@ func NewEvidence(tb testing.TB) *Evidence {
 }
 
 // Prepare is OfferParams.Prepare: it binds a package to the offer o and
-// names it in the offer's refs.
+// names it in the offer's refs; the delegate's Guard finds it by hop (the
+// package travels beside nothing: the test hands it over).
 func (e *Evidence) Prepare(o *handoff.Offer) error {
-	now := o.Iat.Std()
-	ref := evidence.RefToWire(ref.Ref{Kind: ref.KindDigest, Dig: digest.SHA256(ledgerOctets), Loc: ledgerLoc})
-	pkg := evidence.Package{
-		Sender: evidence.Party{Role: "triage"}, Receiver: evidence.Party{Role: "payments"},
-		Control:      evidence.SpecialistReturnsResult,
-		Outcome:      evidence.Outcome{Result: "refund INV-1042", DoneWhen: "the refund is settled"},
-		Authority:    evidence.Authority{Allowed: []string{Allowed}, MustAsk: []string{MustAsk}, Denied: []string{Denied}},
-		State:        []evidence.StateClaim{{System: "ledger", State: "INV-1042 paid", AsOf: now.Add(-time.Second), Evidence: []string{"ledger"}}},
-		Artifacts:    []evidence.Artifact{{ID: "ledger", Ref: ref, Proves: "INV-1042 is paid"}},
-		Pending:      []evidence.Pending{{Kind: evidence.PendingApproval, Item: "refund", Action: MustAsk, Owner: Owner}},
-		Next:         evidence.NextAction{Action: Allowed, Description: "read INV-1042"},
-		Verification: evidence.Verification{Check: "ledger_read answers for INV-1042"},
-		Rollback:     evidence.Rollback{Method: "void the refund"},
-		Timeouts:     []evidence.Timeout{{Condition: "no approval before the offer expires", Owner: "triage", At: o.Exp.Std()}},
-	}
-	built, err := evidence.NewBuilder(pkg).Build(evidence.BindingOf(o), evidence.BuildOptions{})
+	built, err := evidence.NewBuilder(Package(o)).Build(evidence.BindingOf(o), evidence.BuildOptions{})
 	if err != nil {
 		return err
 	}
@@ -78,6 +69,44 @@ func (e *Evidence) Prepare(o *handoff.Offer) error {
 	e.pkgs[o.Hop] = built.Encoded
 	e.mu.Unlock()
 	return nil
+}
+
+// Deliver is OfferParams.Deliver: the same package, carried beside the
+// Handoff by the host's middleware and checked by the delegate's
+// (Host).
+func Deliver(o *handoff.Offer) (ref.Ref, ref.Object, error) {
+	return evidence.NewBuilder(Package(o)).Deliver(evidence.BuildOptions{})(o)
+}
+
+// Host is the delegate's evidence.HostConfig over the Evidence's ledger,
+// trust and clock, with the artifact the package cites.
+func (e *Evidence) Host() *evidence.HostConfig {
+	return &evidence.HostConfig{
+		Check: evidence.CheckConfig{Now: e.Now, Artifacts: ref.ByLoc(map[string]ref.Object{ledgerLoc: {Octets: ledgerOctets}})},
+		Guard: evidence.GuardConfig{Ledger: e.Ledger, Trust: e.Trust, Now: e.Now},
+	}
+}
+
+// Package is the package of the scenarios, for the offer o: a refund,
+// with the authority of Allowed, MustAsk and Denied, and Performed done.
+func Package(o *handoff.Offer) evidence.Package {
+	now := o.Iat.Std()
+	ref := evidence.RefToWire(ref.Ref{Kind: ref.KindDigest, Dig: digest.SHA256(ledgerOctets), Loc: ledgerLoc})
+	return evidence.Package{
+		Sender: evidence.Party{Role: "triage"}, Receiver: evidence.Party{Role: "payments"},
+		Control:   evidence.SpecialistReturnsResult,
+		Outcome:   evidence.Outcome{Result: "refund INV-1042", DoneWhen: "the refund is settled"},
+		Authority: evidence.Authority{Allowed: []string{Allowed}, MustAsk: []string{MustAsk}, Denied: []string{Denied}},
+		State:     []evidence.StateClaim{{System: "ledger", State: "INV-1042 paid", AsOf: now.Add(-time.Second), Evidence: []string{"ledger"}}},
+		Completed: []evidence.CompletedAction{{Action: Allowed, External: true, OperationID: Performed,
+			Postcondition: "INV-1042 read once", Evidence: []string{"ledger"}}},
+		Artifacts:    []evidence.Artifact{{ID: "ledger", Ref: ref, Proves: "INV-1042 is paid"}},
+		Pending:      []evidence.Pending{{Kind: evidence.PendingApproval, Item: "refund", Action: MustAsk, Owner: Owner}},
+		Next:         evidence.NextAction{Action: Allowed, Description: "read INV-1042"},
+		Verification: evidence.Verification{Check: "ledger_read answers for INV-1042"},
+		Rollback:     evidence.Rollback{Method: "void the refund"},
+		Timeouts:     []evidence.Timeout{{Condition: "no approval before the offer expires", Owner: "triage", At: o.Exp.Std()}},
+	}
 }
 
 // Guard checks the package delivered with in's offer and returns the
@@ -147,4 +176,25 @@ func (c *Clock) Add(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
+}
+
+// RequireClosed fails tb unless the delegator a holds hop "failed" with
+// no refs and reason "policy", resolved (the work took no effect, HC-44),
+// and holds no unresolved hop at all.
+func RequireClosed(tb testing.TB, a *handoff.Agent, hop handoff.HopID) {
+	tb.Helper()
+	ctx := context.Background()
+	info, ok, err := a.Hop(ctx, hop)
+	if err != nil || !ok {
+		tb.Fatalf("hop %s: known %v, %v", hop, ok, err)
+	}
+	if info.State != state.Failed || info.Reason != reason.Policy || !info.Resolved {
+		tb.Fatalf("hop %s is %q (reason %q, resolved %v), not \"failed\" for \"policy\", resolved", hop, info.State, info.Reason, info.Resolved)
+	}
+	if _, st, err := handoff.InspectUnverified(info.Status, handoff.Limits{}); err != nil || len(st.Refs) > 0 {
+		tb.Fatalf("hop %s: \"failed\" with refs says part of the work took effect (HC-44): %v %v", hop, st, err)
+	}
+	if open, err := a.Unresolved(ctx); err != nil || len(open) > 0 {
+		tb.Fatalf("the delegator's unresolved hops: %v %v", open, err)
+	}
 }

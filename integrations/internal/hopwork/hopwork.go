@@ -43,6 +43,24 @@ func (b *Box) Report(o Outcome) {
 	b.o = &o
 }
 
+// Reported returns the outcome the execution reported, if it did.
+func (b *Box) Reported() (Outcome, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.o == nil {
+		return Outcome{}, false
+	}
+	return *b.o, true
+}
+
+// TookEffect reports whether the execution reported an effect, whole or
+// partial: a hop's work that did is not paused (a pause answered "no"
+// ends the hop with "failed" and no refs, which would say it took none).
+func (b *Box) TookEffect() bool {
+	o, ok := b.Reported()
+	return ok && (o.Effect == state.EffectFull || o.Effect == state.EffectPartial)
+}
+
 // Final returns the terminal state the work's outcome asks for, and the
 // outcome to sign it with: "completed" for EffectFull, "failed" for
 // EffectNone and EffectPartial (with the reason "equivocation" when the
@@ -189,5 +207,51 @@ func LogStatus(ctx context.Context, l *slog.Logger, transport string, res *hando
 			level = slog.LevelWarn
 		}
 		l.LogAttrs(ctx, level, "handoff: status", slog.String("transport", transport), slog.Any("status", res))
+	}
+}
+
+// Packages is what a delegator's middleware keeps of the hops it sent:
+// the object each offer named by digest and carries beside its Handoff
+// (OfferParams.Deliver), for every retransmission of the hop, until the
+// hop is resolved. It is safe for concurrent use.
+type Packages struct {
+	mu sync.Mutex
+	m  map[handoff.HopID]ref.Object
+}
+
+// Keep keeps obj, when not nil, for hop.
+func (p *Packages) Keep(hop handoff.HopID, obj *ref.Object) {
+	if obj == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[handoff.HopID]ref.Object{}
+	}
+	p.m[hop] = *obj
+}
+
+// Of returns the object kept for hop, nil when none.
+func (p *Packages) Of(hop handoff.HopID) *ref.Object {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	obj, ok := p.m[hop]
+	if !ok {
+		return nil
+	}
+	return &obj
+}
+
+// Settle forgets the object of hop once a's table has it resolved
+// (HC-41): no retransmission of it is needed any more.
+func (p *Packages) Settle(ctx context.Context, a *handoff.Agent, hop handoff.HopID) {
+	if p.Of(hop) == nil {
+		return
+	}
+	if info, ok, err := a.Hop(ctx, hop); err == nil && (!ok || info.Resolved) {
+		p.mu.Lock()
+		delete(p.m, hop)
+		p.mu.Unlock()
 	}
 }

@@ -41,6 +41,9 @@ var (
 	ErrNoOperator = errors.New("handoff: a local approval needs an authenticated operator")
 	// ErrKey: the sealing key is shorter than 32 bytes.
 	ErrKey = errors.New("handoff: the request state key needs at least 32 bytes")
+	// ErrExpired: the request state expired with the offer, so that the
+	// pause can no longer be answered; it wraps ErrState too.
+	ErrExpired = errors.New("the offer expired")
 )
 
 // MinKey is the least length of a sealing key.
@@ -203,7 +206,7 @@ func Open(key []byte, state string, hop digest.Digest, now time.Time) (Bound, er
 		return Bound{}, fmt.Errorf("%w: it is bound to hop %s, not this one", ErrState, b.Hop)
 	}
 	if !now.Before(time.Unix(b.Exp, 0)) {
-		return Bound{}, fmt.Errorf("%w: the offer expired", ErrState)
+		return Bound{}, fmt.Errorf("%w: %w", ErrState, ErrExpired)
 	}
 	return b, nil
 }
@@ -248,18 +251,18 @@ func Accepted(in *handoff.Received) (handoff.Signed, bool) {
 	return last, true
 }
 
-// Config is what a host's Approvals share: the sealing key, the guard of
-// a hop, the clock.
+// Config is what a host's Approvals share: the sealing key and the clock.
+// The guard of a hop comes from the package carried with its offer, or
+// from Approvals.Guard (hopcheck.Config).
 type Config struct {
-	Key   []byte
-	Guard func(ctx context.Context, in *handoff.Received) (*evidence.Guard, error)
-	Now   func() time.Time
+	Key []byte
+	Now func() time.Time
 }
 
-// Validate refuses a key shorter than MinKey or no Guard.
+// Validate refuses a key shorter than MinKey.
 func (c Config) Validate() error {
-	if len(c.Key) < MinKey || c.Guard == nil {
-		return fmt.Errorf("%w: Approvals needs a Key of %d bytes or more and a Guard", handoff.ErrConfig, MinKey)
+	if len(c.Key) < MinKey {
+		return fmt.Errorf("%w: Approvals needs a Key of %d bytes or more", handoff.ErrConfig, MinKey)
 	}
 	return nil
 }

@@ -60,6 +60,8 @@ type Delegate struct {
 	RequireSignedCancel bool
 	Observe             *observe.Recorder
 	Approvals           *Approvals
+	// Evidence is the wrapper's ServerConfig.Evidence.
+	Evidence *evidence.HostConfig
 	// Tasks is a task store of Line.NewTasks; nil is the SDK's default.
 	Tasks any
 
@@ -215,6 +217,10 @@ type Dial struct {
 	Attempts int
 	// Observe is the Client's ClientConfig.Observe.
 	Observe *observe.Recorder
+	// Via, when set, is a delegator whose handoff Client the new one
+	// shares: the same delegator process, connecting anew (to a delegate
+	// restarted elsewhere).
+	Via Delegator
 }
 
 // Msg is a message to send: text, on a context and task, with metadata

@@ -46,6 +46,13 @@ type PauseFixture struct {
 	// TrustStranger has the coder trust the Stranger's key too; by default
 	// it trusts the planner's and its own.
 	TrustStranger bool
+	// Package carries the evidence package beside each offer
+	// (OfferParams.Deliver) and has the coder check it and build each
+	// hop's guard from it (ServerConfig.Evidence), with no Approvals.Guard.
+	Package bool
+	// Via is the delegator whose handoff Client the planner's clients of
+	// later lives share: the planner does not restart with the coder.
+	Via Delegator
 }
 
 // NewPauseFixture returns the fixture for l.
@@ -59,8 +66,9 @@ func NewPauseFixture(t *testing.T, l Line) *PauseFixture {
 	return f
 }
 
-// Delegate starts one life of the coder, whose refunds are of operation op.
-func (f *PauseFixture) Delegate(t *testing.T, op string) *Refunder {
+// Delegate starts one life of the coder, whose refunds are of operation
+// op; opts change its configuration last.
+func (f *PauseFixture) Delegate(t *testing.T, op string, opts ...func(*Delegate)) *Refunder {
 	t.Helper()
 	trust := f.Ps[Coder].Trust
 	if !f.TrustStranger {
@@ -74,6 +82,12 @@ func (f *PauseFixture) Delegate(t *testing.T, op string) *Refunder {
 	r.Node = Serve(t, f.L, &agenttest.Party{ID: Coder, Signer: f.Ps[Coder].Signer, Agent: ag, Trust: trust}, func(d *Delegate) {
 		d.Agent, d.Tasks = ag, f.Tasks
 		d.Approvals = &Approvals{Key: StateKey, Guard: f.E.Guard, Now: f.Now.Now, AuthRequired: f.AuthRequired}
+		if f.Package {
+			d.Approvals.Guard, d.Evidence = nil, f.E.Host()
+		}
+		for _, o := range opts {
+			o(d)
+		}
 	})
 	r.Work.Do(func(ctx context.Context, in *handoff.Received, x Exec) error {
 		err := evidence.GuardFromContext(ctx).Authorize(ctx, evidence.Call{Hop: in.Digest(), Action: agenttest.MustAsk, OperationID: op})
@@ -87,13 +101,21 @@ func (f *PauseFixture) Delegate(t *testing.T, op string) *Refunder {
 		r.Refunds.Add(1)
 		return x.Write(ctx, a2acore.Completed)
 	})
-	r.Client = r.Dial(t, f.L, f.Ps[Planner])
+	r.Client = r.Dial(t, f.L, f.Ps[Planner], Dial{Via: f.Via})
 	return r
 }
 
-// Offer is the refund's offer, with an evidence package bound to it.
+// Offer is the refund's offer, with an evidence package bound to it:
+// carried beside the Handoff with Package, else handed to the coder's
+// Approvals.Guard by the test.
 func (f *PauseFixture) Offer() handoff.OfferParams {
-	return handoff.OfferParams{To: Coder, Task: "refund-INV-1042", TTL: time.Minute, Prepare: f.E.Prepare}
+	p := handoff.OfferParams{To: Coder, Task: "refund-INV-1042", TTL: time.Minute}
+	if f.Package {
+		p.Deliver = agenttest.Deliver
+	} else {
+		p.Prepare = f.E.Prepare
+	}
+	return p
 }
 
 // First sends the offer; the must-ask refund pauses the task.
@@ -168,33 +190,38 @@ func pauseApprove(t *testing.T, l Line) {
 	require.EqualValues(t, 2, r.Work.Calls.Load(), "the paused execution and the resumed one")
 }
 
-// A declined approval records nothing and never runs the refund: the task
-// stays paused and the hop "accepted".
+// A declined approval records nothing and never runs the refund: the
+// refusal came before any effect, so the hop ends with "failed", no refs,
+// reason "policy", in the status message of TASK_STATE_FAILED; the
+// planner resolves it (issue 32, finding 3: the answer, a second message
+// on the task, closes the hop the first one paused).
 func pauseDeny(t *testing.T, l Line) {
 	f := NewPauseFixture(t, l)
 	r := f.Delegate(t, "refund-INV-1042")
 	d, task := f.First(t, r)
 	got := f.Answer(t, r, d, task, "deny")
-	require.Equal(t, a2acore.InputRequired, got.State)
+	require.Equal(t, a2acore.Failed, got.State)
 	require.Zero(t, r.Refunds.Load(), "a declined refund ran")
 	require.EqualValues(t, 1, r.Work.Calls.Load(), "the executor is not run again for a declined answer")
 	require.Zero(t, f.Approvals(t, d))
-	require.Equal(t, state.Accepted, f.HopState(t, d.Hop))
+	agenttest.RequireClosed(t, f.Ps[Planner].Agent, d.Hop)
 }
 
 // No answer until the hop's timeout: the state and the guard's authority
-// end with the offer; the late answer runs nothing.
+// end with the offer; the late answer runs nothing, and the hop, whose
+// pause can no longer be answered, ends with "failed" and no refs.
 func pauseTimeout(t *testing.T, l Line) {
 	f := NewPauseFixture(t, l)
 	r := f.Delegate(t, "refund-INV-1042")
 	d, task := f.First(t, r)
 	f.Now.Add(2 * time.Minute) // past the offer's exp
 	late := f.Answer(t, r, d, task, "approve")
-	require.Equal(t, a2acore.InputRequired, late.State, "the late answer resumes nothing")
+	require.Equal(t, a2acore.Failed, late.State, "the late answer resumes nothing")
 	require.Contains(t, late.Text, "the offer expired")
 	require.Zero(t, r.Refunds.Load(), "an unanswered refund ran")
 	require.EqualValues(t, 1, r.Work.Calls.Load())
 	require.Zero(t, f.Approvals(t, d))
+	agenttest.RequireClosed(t, f.Ps[Planner].Agent, d.Hop)
 }
 
 // The delegate restarts between the pause and the answer, and an approval
@@ -225,8 +252,12 @@ func pauseRestart(t *testing.T, l Line) {
 	_, err = g.ApproveLocal(context.Background(), evidence.Grant{Action: agenttest.MustAsk, OperationID: "refund-INV-7", Approver: agenttest.Owner}, "console:alice")
 	require.NoError(t, err)
 	after = f2.Delegate(t, "refund-INV-7")
-	got = f2.Answer(t, after, d, task, "deny")
-	require.Equal(t, a2acore.InputRequired, got.State, "a declined answer does not resume the work")
+	m, err := after.Client.Answer(task, "approve", nil)
+	require.NoError(t, err)
+	m.Meta[a2acore.AnswerKey].(map[string]any)["state"] = "hs1.altered.state"
+	got, _, err = after.Client.Retransmit(context.Background(), m, d.Hop)
+	require.NoError(t, err)
+	require.Equal(t, a2acore.InputRequired, got.State, "an answer this server did not seal resumes nothing, and ends nothing")
 	got = f2.Answer(t, after, d, task, "approve")
 	require.Equal(t, a2acore.Completed, got.State)
 	require.EqualValues(t, 1, after.Refunds.Load(), "the approval recorded before the restart, used once")

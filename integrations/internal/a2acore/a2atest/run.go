@@ -58,6 +58,10 @@ func Scenarios(l Line) []Scenario {
 		{"Pause_SignedApproval", pauseSigned},
 		{"Pause_FollowUpWithoutAnswer", pauseFollowUp},
 		{"Pause_StrangersLeaveItPaused", pauseStrangers},
+		{"Package_CarriedAndChecked", packageCarried},
+		{"Pause_ResumedIsTheHop", pauseResumedIsTheHop},
+		{"Refusals_CloseTheHop", refusalsCloseTheHop},
+		{"Pause_PackageAcrossRestart", pausePackageAcrossRestart},
 		{"Send_WithoutContextID", sendWithoutContext},
 		{"Send_TransportError_StateOffered", sendTransportError},
 	}

@@ -1,0 +1,155 @@
+package adkhop_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/adk/v2/agent"
+	"google.golang.org/adk/v2/agent/llmagent"
+	remoteagent "google.golang.org/adk/v2/agent/remoteagent/v2"
+	"google.golang.org/adk/v2/runner"
+	"google.golang.org/adk/v2/session"
+	"google.golang.org/adk/v2/tool"
+	"google.golang.org/genai"
+
+	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/evidence"
+	"github.com/agentproto/handoff/state"
+
+	"github.com/agentproto/handoff/integrations/a2a1hop"
+	"github.com/agentproto/handoff/integrations/adkhop"
+	"github.com/agentproto/handoff/integrations/internal/agenttest"
+)
+
+// confirmer is the coder served over A2A 1.0: an ADK agent whose must-ask
+// refund asks for ADK's tool confirmation, with the guard of the hop each
+// run serves, over a ledger every run shares.
+type confirmer struct {
+	url     string
+	refunds atomic.Int32 // the refund's invocations
+	execs   atomic.Int32 // the ADK executor's
+}
+
+// newConfirmer starts the coder; with guardOf nil, the hop's guard is the
+// one a2a1hop builds from the package carried with the offer
+// (ServerConfig.Evidence), which the plugin finds by default.
+func newConfirmer(t *testing.T, p *agenttest.Party, e *agenttest.Evidence, guardOf func(ctx context.Context) (*evidence.Guard, bool)) *confirmer {
+	t.Helper()
+	c := &confirmer{}
+	model := &script{replies: []*genai.Content{call(agenttest.MustAsk, map[string]any{"invoice": "INV-1042", "operation_id": "refund-INV-1042"})}}
+	ag, err := llmagent.New(llmagent.Config{Name: "coder", Model: model, Tools: []tool.Tool{refundTool(t, &c.refunds)}})
+	require.NoError(t, err)
+	pl, err := adkhop.NewPlugin(adkhop.GuardConfig{Confirm: true, Guard: guardOf})
+	require.NoError(t, err)
+	cfg := a2a1hop.ServerConfig{Agent: p.Agent}
+	if guardOf == nil {
+		cfg.Evidence = e.Host()
+	}
+	c.url = serveADK(t, ag, pl, &c.execs, cfg)
+	return c
+}
+
+// planner is the delegator's ADK runner with the coder as a remote A2A
+// agent, on one session, so that the user's answer goes to the same task.
+type delegator struct {
+	r      *runner.Runner
+	offers offered
+}
+
+func newPlanner(t *testing.T, p *agenttest.Party, url string, params handoff.OfferParams) *delegator {
+	t.Helper()
+	pl := &delegator{}
+	before, err := adkhop.BeforeRequest(adkhop.RemoteConfig{Agent: p.Agent,
+		Params:  func(agent.Context, *a2a.SendMessageRequest) (handoff.OfferParams, error) { return params, nil },
+		OnOffer: func(_ agent.Context, out *handoff.Outgoing) { pl.offers.add(out) },
+	})
+	require.NoError(t, err)
+	hc, err := a2a1hop.NewClient(a2a1hop.ClientConfig{Agent: p.Agent})
+	require.NoError(t, err)
+	remote, err := remoteagent.NewA2A(remoteagent.A2AConfig{Name: "coder", AgentCard: card(url),
+		BeforeRequestCallbacks: []remoteagent.BeforeA2ARequestCallback{before},
+		ClientProvider:         adkhop.ClientProvider(hc, a2aclient.WithCallInterceptors(bearer{id: p.ID}))})
+	require.NoError(t, err)
+	pl.r, err = runner.New(runner.Config{AppName: "planner", Agent: remote, SessionService: session.InMemoryService(), AutoCreateSession: true})
+	require.NoError(t, err)
+	return pl
+}
+
+func (pl *delegator) run(t *testing.T, msg *genai.Content) []*session.Event {
+	t.Helper()
+	return (&life{r: pl.r}).run(t, msg)
+}
+
+// An ADK tool confirmation stays on its hop (finding 4): the coder's
+// must-ask refund asks for confirmation through the remote task
+// (TASK_STATE_INPUT_REQUIRED), the planner's user answers, and the answer
+// travels on the hop it answers (the identical Handoff, no new offer);
+// the coder resumes that hop, records the approval under it, and the
+// refund runs once; the hop completes and the planner's Unresolved lists
+// none. A declined confirmation runs nothing and leaves no hop open
+// either.
+func TestADK_Confirm_StaysOnItsHop(t *testing.T) {
+	for _, carried := range []bool{false, true} {
+		for _, confirmed := range []bool{true, false} {
+			ps := agenttest.New(t, agenttest.Spec{ID: "spiffe://a.example/planner", Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.COSE})
+			pp := ps["spiffe://a.example/planner"]
+			e := agenttest.NewEvidence(t)
+			var (
+				mu       sync.Mutex
+				guardsOf []handoff.HopID
+			)
+			guardOf := func(ctx context.Context) (*evidence.Guard, bool) {
+				in, ok := a2a1hop.FromContext(ctx)
+				if !ok {
+					return nil, false
+				}
+				mu.Lock()
+				guardsOf = append(guardsOf, in.Offer().Hop) // the hop each run serves, never nil
+				mu.Unlock()
+				g, err := e.Guard(ctx, in)
+				return g, err == nil
+			}
+			params := handoff.OfferParams{To: coder, Task: "refund-INV-1042", Prepare: e.Prepare}
+			if carried {
+				guardOf, params.Prepare, params.Deliver = nil, nil, agenttest.Deliver
+			}
+			co := newConfirmer(t, ps[coder], e, guardOf)
+			pl := newPlanner(t, pp, co.url, params)
+
+			fc := asked(t, pl.run(t, genai.NewContentFromText("refund INV-1042", genai.RoleUser)))
+			require.Zero(t, co.refunds.Load(), "the must-ask refund ran before its confirmation")
+			require.Len(t, pl.offers.all(), 1)
+			hop := pl.offers.all()[0]
+
+			pl.run(t, answer(fc, confirmed))
+			require.Len(t, pl.offers.all(), 1, "the answer made no new offer: it travels on the hop it answers")
+			require.EqualValues(t, 2, co.execs.Load(), "the asking run and the resumed one")
+			approvals, err := e.Ledger.Approvals(context.Background(), hop.Digest.String())
+			require.NoError(t, err)
+			if confirmed {
+				require.EqualValues(t, 1, co.refunds.Load(), "the confirmed refund runs once")
+				require.Len(t, approvals, 1, "the approval is recorded under the hop it answers")
+			} else {
+				require.Zero(t, co.refunds.Load(), "a declined refund ran")
+				require.Empty(t, approvals)
+			}
+			mu.Lock()
+			for _, h := range guardsOf {
+				require.Equal(t, hop.Offer.Hop, h, "every run served the first hop")
+			}
+			mu.Unlock()
+			info, ok, err := pp.Agent.Hop(context.Background(), hop.Offer.Hop)
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.Equal(t, state.Completed, info.State, "the hop ends with its task")
+			open, err := pp.Agent.Unresolved(context.Background())
+			require.NoError(t, err)
+			require.Empty(t, open, "no hop is left unresolved")
+		}
+	}
+}
