@@ -30,6 +30,8 @@
 //	handoff.go         2.1     Signed, Handoff, ParseHandoff, Handoff.Encode
 //	wire.go            2.1     the Handoff object read in place: its
 //	                           elements located, their forms checked
+//	forms.go           2.1, 3  one element as read from JSON or CBOR; the
+//	                           tests of its octets that tell its form
 //	peek.go            3       what step 1 reads of a payload before its
 //	                           signature verifies
 //	sign.go            3       Signer

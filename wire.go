@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 
 	"github.com/agentproto/handoff/internal/cborhead"
+	"github.com/agentproto/handoff/internal/jsonnames"
 	"github.com/agentproto/handoff/reason"
 	"github.com/fxamacker/cbor/v2"
 	"github.com/go-json-experiment/json/jsontext"
@@ -24,51 +26,50 @@ import (
 type handoffWire struct {
 	offer    wireElement
 	hasOffer bool
+	// chain is the chain's first elements: all of them, or, when the
+	// reader was given a bound (readBound), at most that many.
 	chain    []wireElement
+	chainLen int // the chain's elements, read or not
 	hasChain bool
 	// chainKind names what the chain member held when it was not an array.
 	chainKind string
-	extra     map[string]any
+	// members is the object's octets, private, when it has members this
+	// version does not define: Extra is built from them (fillExtra) when
+	// it is asked for, not before.
+	members []byte
+	// variant is, for the strict profile, a member name that differs from
+	// a defined one only in case, and that name.
+	variant [2]string
 	// deferForms: see parseHandoff.
 	deferForms bool
 }
 
-// wireElement is one element as read: text or a byte string, its octets
-// (for text, its UTF-8 octets), or neither (kind then names what was there
-// instead). The octets are private to the Handoff unless view is set: they
-// are then the input's own, until handoffWire.own copies or decodes them.
-type wireElement struct {
-	octets  []byte
-	isText  bool
-	isBytes bool
-	kind    string
-	view    bool
-	// b64: text without a period, already decoded from base64url into
-	// octets (handoffWire.own), as elementFrom would decode it.
-	b64 bool
-}
+// readBound is how many elements of the chain a reader builds: past them
+// it only checks and counts (maxRead). Before a signature verifies, that
+// is Limits.MaxChain + 1, enough to tell that a chain is too long (HC-50):
+// "A receiver MUST enforce a maximum chain length" (section 5.3, check 7)
+// fails at step 6 of section 5.1 ("If the Handoff carries a chain, check
+// it ... Reasons: broken-chain, cycle, too-deep"), after step 1 ("Then
+// verify the signature ... Reasons: bad-signature, untrusted-key"), so the
+// elements past the bound never count for anything but their number.
+func readBound(lim Limits) int { return lim.maxChain() + 1 }
 
-func (w *handoffWire) keep(name string, raw any) {
-	if w.extra == nil {
-		w.extra = map[string]any{}
-	}
-	w.extra[name] = raw
-}
-
-// readJSON reads a Handoff object in JSON. jsontext checks the grammar,
-// UTF-8, surrogates and unique names of every value, the ones kept
-// undecoded included, in one pass that builds nothing but the elements.
+// readJSON reads a Handoff object in JSON, building at most maxRead of the
+// chain's elements (-1: all). jsontext checks the grammar, UTF-8 and
+// surrogates of every value, the ones kept undecoded included, in one pass
+// that builds nothing but the elements; jsonnames then checks that no
+// object repeats a name, at any depth, in memory bounded by the size.
 //
 // An element without escapes is read as a view of data (the octets between
 // its quotes, found by the decoder's input offset), which handoffWire.own
 // then copies, or decodes from base64url, into one array for all.
-func (w *handoffWire) readJSON(data []byte) error {
+func (w *handoffWire) readJSON(data []byte, lim Limits, maxRead int) error {
 	d := jsonDecoders.Get().(*jsontext.Decoder)
 	defer func() {
 		d.Reset(bytes.NewBuffer(nil)) // keep no reference to data
 		jsonDecoders.Put(d)
 	}()
-	d.Reset(bytes.NewBuffer(data))
+	d.Reset(bytes.NewBuffer(data), allowDuplicateNames)
 	switch d.PeekKind() {
 	case '{':
 	case 0:
@@ -80,20 +81,23 @@ func (w *handoffWire) readJSON(data []byte) error {
 	if _, err := d.ReadToken(); err != nil {
 		return jsonErr(err)
 	}
+	hasExtra := false
 	for d.PeekKind() != '}' {
 		if d.PeekKind() != '"' {
 			_, err := d.ReadToken()
 			return jsonErr(err)
 		}
-		raw, err := d.ReadValue() // the name; jsontext refuses a duplicate
+		raw, err := d.ReadValue()
 		if err != nil {
 			return jsonErr(err)
 		}
-		name, err := jsonText(raw, true)
-		if err != nil {
-			return err
+		name := raw[1 : len(raw)-1]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			if name, err = jsontext.AppendUnquote(nil, raw); err != nil {
+				return malformed("JSON string: %v", err)
+			}
 		}
-		switch name {
+		switch string(name) {
 		case "offer":
 			w.hasOffer = true
 			if w.offer, err = jsonElement(d, data); err != nil {
@@ -110,11 +114,21 @@ func (w *handoffWire) readJSON(data []byte) error {
 			if _, err := d.ReadToken(); err != nil {
 				return jsonErr(err)
 			}
-			// Room for the chain's elements, as many as an input of this
+			// Room for the elements read, as many as an input of this
 			// size could hold at one per 64 octets, up to the default
 			// bound: a chain is read without growing the slice.
-			w.chain = make([]wireElement, 0, min(defaultMaxChain, len(data)/64))
-			for d.PeekKind() != ']' {
+			room := min(defaultMaxChain, len(data)/64)
+			if maxRead >= 0 {
+				room = min(room, maxRead)
+			}
+			w.chain = make([]wireElement, 0, room)
+			for ; d.PeekKind() != ']'; w.chainLen++ {
+				if maxRead >= 0 && w.chainLen >= maxRead {
+					if _, err := d.ReadValue(); err != nil { // checked, not built
+						return jsonErr(err)
+					}
+					continue
+				}
 				e, err := jsonElement(d, data)
 				if err != nil {
 					return err
@@ -125,11 +139,11 @@ func (w *handoffWire) readJSON(data []byte) error {
 				return jsonErr(err)
 			}
 		default:
-			v, err := d.ReadValue()
-			if err != nil {
+			if _, err := d.ReadValue(); err != nil {
 				return jsonErr(err)
 			}
-			w.keep(name, json.RawMessage(bytes.Clone(v)))
+			hasExtra = true
+			w.noteVariant(name, lim)
 		}
 	}
 	if _, err := d.ReadToken(); err != nil { // '}'
@@ -138,46 +152,36 @@ func (w *handoffWire) readJSON(data []byte) error {
 	if _, err := d.ReadToken(); err != io.EOF {
 		return malformed("trailing data after JSON value")
 	}
+	if err := jsonnames.Check(data); err != nil {
+		return malformed("JSON: %v", err)
+	}
+	if hasExtra {
+		w.members = bytes.Clone(data)
+	}
 	return nil
 }
 
-// jsonElement reads one element: a string, or any other value, which is
-// checked and skipped and whose kind is kept. data is what d reads: a
-// string without escapes is its own text, and its octets are a view of
-// data.
-func jsonElement(d *jsontext.Decoder, data []byte) (wireElement, error) {
-	if d.PeekKind() != '"' {
-		kind, err := jsonSkip(d)
-		return wireElement{kind: kind}, err
+// allowDuplicateNames reads JSON with duplicate names allowed: jsonnames
+// finds them instead, in memory bounded by the size (jsontext keeps a copy
+// of every name of each open object, and past a few dozen a map).
+var allowDuplicateNames = jsontext.AllowDuplicateNames(true)
+
+// noteVariant records, for the strict profile, a member name that differs
+// from a defined one only in case.
+func (w *handoffWire) noteVariant(name []byte, lim Limits) {
+	// A case variant of a defined name is at most three octets per letter
+	// (the Kelvin sign folds to k); no longer name can be one.
+	if !lim.Strict || w.variant[0] != "" || len(name) > 15 {
+		return
 	}
-	raw, err := d.ReadValue()
-	if err != nil {
-		return wireElement{}, jsonErr(err)
+	if kn, ok := variantOf(string(name), handoffMembers); ok {
+		w.variant = [2]string{string(name), kn}
 	}
-	if bytes.IndexByte(raw, '\\') < 0 {
-		end := int(d.InputOffset()) - 1 // the closing quote
-		return wireElement{octets: data[end-len(raw)+2 : end : end], isText: true, view: true}, nil
-	}
-	b, err := jsontext.AppendUnquote(nil, raw)
-	if err != nil {
-		return wireElement{}, malformed("JSON string: %v", err)
-	}
-	return wireElement{octets: b, isText: true}, nil
 }
 
-// jsonSkip checks and skips one value, and names its kind as typeName
-// names the decoded value.
-func jsonSkip(d *jsontext.Decoder) (string, error) {
-	kind := map[jsontext.Kind]string{'{': "map", '[': "array", '0': "number", 't': "bool", 'f': "bool", 'n': "null"}[d.PeekKind()]
-	if _, err := d.ReadValue(); err != nil {
-		return "", jsonErr(err)
-	}
-	return kind, nil
-}
-
-// handoffCBORMode reads the Handoff object's own map: the members' values
-// stay undecoded (cbor.RawMessage), so the only bounds are the size bound
-// and the library's: a data item can hold no more items than it has
+// handoffCBORMode checks a Handoff object in CBOR to be well formed, which
+// the reader relies on to walk it in place. Its only bounds are the size
+// bound and the library's: a data item can hold no more items than it has
 // octets, and nesting is bounded by the library's largest bound.
 var handoffCBORMode = func() cbor.DecMode {
 	dm, err := cbor.DecOptions{
@@ -195,101 +199,93 @@ var handoffCBORMode = func() cbor.DecMode {
 	return dm
 }()
 
-// readCBOR reads a Handoff object in CBOR: a map with text keys, each
-// value well formed (RFC 8949), the elements decoded and every other member
-// kept as its octets.
-func (w *handoffWire) readCBOR(data []byte, lim Limits) error {
-	if data[0]>>5 != 5 { // major type 5: the CDDL's root is a map, untagged
+// readCBOR reads a Handoff object in CBOR, building at most maxRead of the
+// chain's elements (-1: all): a map with text keys, valid UTF-8 and
+// unique, each value well formed (RFC 8949), the elements read and every
+// other member kept as its octets. The object is checked well formed in
+// one pass of the library, and then walked in place (cborhead): nothing
+// is decoded twice, and nothing is built for an item but the elements.
+func (w *handoffWire) readCBOR(data []byte, lim Limits, maxRead int) error {
+	if data[0]>>5 != cborhead.Map { // the CDDL's root is a map, untagged
 		return malformed("CBOR value is not a map")
+	}
+	if err := handoffCBORMode.Wellformed(data); err != nil {
+		if _, ok := errors.AsType[*cbor.ExtraneousDataError](err); ok {
+			return malformed("trailing data after CBOR value")
+		}
+		return malformed("CBOR: %v", err)
 	}
 	// The object is read in place: every value is a view of one private
 	// copy of the input, so that reading it costs one copy in all.
 	data = bytes.Clone(data)
-	var m map[string]cborhead.View
-	rest, err := handoffCBORMode.UnmarshalFirst(data, &m)
-	switch {
-	case err != nil:
-		return malformed("CBOR: %v", err)
-	case len(rest) != 0:
-		return malformed("trailing data after CBOR value")
+	it, n := cborhead.Open(data)
+	if n < 0 { // an indefinite length: count the members first
+		n = 0
+		for c := it; ; n++ {
+			if _, ok := c.Next(); !ok {
+				break
+			}
+		}
 	}
-	for name, raw := range m {
-		switch name {
+	var small [16]uint32
+	keys := small[:0] // the positions of the keys, for the duplicate check
+	if n/2 > len(small) {
+		keys = make([]uint32, 0, n/2)
+	}
+	hasExtra := false
+	for k, ok := it.Next(); ok; k, ok = it.Next() {
+		at := len(data) - it.Left() - len(k)
+		v, _ := it.Next()
+		if cborhead.Major(k) != cborhead.Text {
+			return malformed("CBOR: member name of kind %s, want text", cborKind(k))
+		}
+		if !cborhead.ValidText(k) {
+			return malformed("CBOR: member name: invalid UTF-8 string")
+		}
+		keys = append(keys, uint32(at))
+		name, _ := cborhead.String(k)
+		var err error
+		switch string(name) {
 		case "offer":
 			w.hasOffer = true
-			if w.offer, err = cborElement(raw); err != nil {
+			if w.offer, err = cborElement(v); err != nil {
 				return err
 			}
 		case "chain":
 			w.hasChain = true
-			if raw[0]>>5 != 4 {
-				w.chainKind = cborKind(raw)
+			if cborhead.Major(v) != cborhead.Array {
+				w.chainKind = cborKind(v)
 				continue
 			}
-			var a []cborhead.View
-			if err := handoffCBORMode.Unmarshal(raw, &a); err != nil {
-				return malformed("CBOR: chain: %v", err)
+			elems, count := cborhead.Open(v)
+			if count >= 0 && maxRead >= 0 {
+				count = min(count, maxRead)
 			}
-			w.chain = make([]wireElement, len(a))
-			for i, e := range a {
-				if w.chain[i], err = cborElement(e); err != nil {
+			w.chain = make([]wireElement, 0, max(count, 0))
+			for e, ok := elems.Next(); ok; e, ok = elems.Next() {
+				w.chainLen++
+				if maxRead >= 0 && w.chainLen > maxRead {
+					continue // well formed, as the whole object is: not built
+				}
+				we, err := cborElement(e)
+				if err != nil {
 					return err
 				}
+				w.chain = append(w.chain, we)
 			}
 		default:
-			w.keep(name, cbor.RawMessage(raw))
+			hasExtra = true
+			w.noteVariant(name, lim)
 		}
+	}
+	if at, dup := cborhead.Repeated(data, keys); dup {
+		name, _ := cborhead.String(data[at:])
+		return malformed("CBOR: found duplicate map key %q", name)
+	}
+	if hasExtra {
+		w.members = data
 	}
 	return nil
-}
-
-// cborElement reads one element: a text or byte string, or the kind of the
-// item found instead.
-func cborElement(raw cborhead.View) (wireElement, error) {
-	switch raw[0] >> 5 {
-	case 3:
-		var s string
-		if err := handoffCBORMode.Unmarshal(raw, &s); err != nil {
-			return wireElement{}, malformed("CBOR: %v", err)
-		}
-		return wireElement{octets: []byte(s), isText: true}, nil
-	case 2:
-		if n, b, ok := cborhead.Head(raw); ok && uint64(len(b)) == n {
-			return wireElement{octets: b, isBytes: true}, nil // in place
-		}
-		var b []byte // an indefinite length: the library joins the chunks
-		if err := handoffCBORMode.Unmarshal(raw, &b); err != nil {
-			return wireElement{}, malformed("CBOR: %v", err)
-		}
-		return wireElement{octets: b, isBytes: true}, nil
-	}
-	return wireElement{kind: cborKind(raw)}, nil
-}
-
-// cborKind names the kind of a well-formed item from its initial octet, as
-// typeName names the decoded value.
-func cborKind(raw []byte) string {
-	switch raw[0] >> 5 {
-	case 0:
-		return "unsigned integer"
-	case 1:
-		return "negative integer"
-	case 4:
-		return "array"
-	case 5:
-		return "map"
-	case 6:
-		return "tag"
-	}
-	switch raw[0] {
-	case 0xf4, 0xf5:
-		return "bool"
-	case 0xf6, 0xf7:
-		return "null"
-	case 0xf9, 0xfa, 0xfb:
-		return "float"
-	}
-	return "simple value"
 }
 
 // own makes the octets of every element private: a view of the input
@@ -353,12 +349,16 @@ func (w *handoffWire) handoff(enc Encoding, lim Limits) (*Handoff, error) {
 	if err != nil {
 		return nil, err
 	}
-	if lim.Strict {
-		if k, kn, found := caseVariant(w.extra, handoffMembers); found {
-			return nil, malformed("%s: differs only in case from the member %q (strict profile)", k, kn)
-		}
+	if lim.Strict && w.variant[0] != "" {
+		return nil, malformed("%s: differs only in case from the member %q (strict profile)", w.variant[0], w.variant[1])
 	}
-	h := &Handoff{Offer: offer, Extra: w.extra}
+	h := &Handoff{Offer: offer}
+	if w.members != nil {
+		h.members, h.membersEnc = w.members, enc
+	}
+	if w.chainLen > len(w.chain) {
+		h.chainLen = w.chainLen
+	}
 	switch {
 	case !w.hasChain:
 		return h, nil
@@ -413,6 +413,46 @@ func (w *handoffWire) handoff(enc Encoding, lim Limits) (*Handoff, error) {
 	return h, nil
 }
 
+// fillExtra builds h.Extra from the members kept as octets, if any: each
+// member this version does not define, undecoded, as a view of those
+// octets, which are h's own: a json.RawMessage from JSON, a
+// cbor.RawMessage from CBOR (HC-01). The octets were checked when they
+// were read: nothing here can fail.
+func (h *Handoff) fillExtra() {
+	if h == nil || h.members == nil {
+		return
+	}
+	data := h.members
+	h.members = nil
+	h.Extra = map[string]any{}
+	if h.membersEnc == CBOR {
+		it, _ := cborhead.Open(data)
+		for k, ok := it.Next(); ok; k, ok = it.Next() {
+			v, _ := it.Next()
+			if name, _ := cborhead.String(k); !contains(handoffMembers, string(name)) {
+				h.Extra[string(name)] = cbor.RawMessage(v[:len(v):len(v)])
+			}
+		}
+		return
+	}
+	d := jsonDecoders.Get().(*jsontext.Decoder)
+	defer func() {
+		d.Reset(bytes.NewBuffer(nil))
+		jsonDecoders.Put(d)
+	}()
+	d.Reset(bytes.NewBuffer(data), allowDuplicateNames)
+	d.ReadToken() // '{'
+	for d.PeekKind() == '"' {
+		raw, _ := d.ReadValue()
+		name, _ := jsonText(raw, true)
+		v, _ := d.ReadValue()
+		if !contains(handoffMembers, name) {
+			end := int(d.InputOffset())
+			h.Extra[name] = json.RawMessage(data[end-len(v) : end : end])
+		}
+	}
+}
+
 // elementFrom reads one signed handoff of a Handoff object. On error the
 // returned Signed still holds what octets there were, so that the element
 // keeps its place (and its digest) in the chain.
@@ -450,40 +490,6 @@ func elementFrom(e wireElement, enc Encoding, lim Limits, path string) (Signed, 
 		return Signed{Octets: s.Octets}, malformed("%s: COSE element is not a tagged COSE_Sign1", path)
 	}
 	return s, nil
-}
-
-// decodeB64uOctets is decodeB64u for text held as octets, so that a COSE
-// element in JSON is decoded straight from the input: the same canonical
-// base64url without padding, CR and LF refused.
-func decodeB64uOctets(t []byte) ([]byte, error) {
-	return decodeB64uInto(make([]byte, base64.RawURLEncoding.DecodedLen(len(t))), t)
-}
-
-// decodeB64uInto is decodeB64uOctets into dst, of DecodedLen(len(t))
-// octets: it returns the decoded prefix of dst.
-func decodeB64uInto(dst, t []byte) ([]byte, error) {
-	if len(t) == 0 {
-		return nil, fmt.Errorf("empty base64url")
-	}
-	if bytes.IndexByte(t, '\r') >= 0 || bytes.IndexByte(t, '\n') >= 0 {
-		return nil, fmt.Errorf("not canonical base64url without padding")
-	}
-	n, err := base64.RawURLEncoding.Strict().Decode(dst, t)
-	if err != nil {
-		return nil, fmt.Errorf("not canonical base64url without padding")
-	}
-	return dst[:n:n], nil
-}
-
-// coseTagLen reports whether b starts with the head of tag 18, a
-// COSE_Sign1 (HC-17), in any of the lengths RFC 8949 allows (0xd2, or
-// 0xd8 0x12, ...), and the length of that head.
-func coseTagLen(b []byte) (int, bool) {
-	if len(b) == 0 || b[0]>>5 != 6 {
-		return 0, false
-	}
-	v, rest, ok := cborhead.Head(b)
-	return len(b) - len(rest), ok && v == 18
 }
 
 // pendingForms is the chain elements of a Handoff whose form is still
