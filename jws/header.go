@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/agentproto/handoff/internal/jsonnames"
 )
 
 // registered lists the header parameter names whose case variants the
@@ -41,6 +43,10 @@ func (p *protected) has(name string) bool {
 	return i >= 0 && p.members&(1<<i) != 0
 }
 
+// allowDuplicateNames reads with duplicate names allowed: parseHeader
+// finds them with jsonnames, in memory bounded by the header's size.
+var allowDuplicateNames = jsontext.AllowDuplicateNames(true)
+
 // headerDecoders recycles the decoders parseHeader reads with, whose
 // buffers and name sets are most of what a header costs to read. Reset
 // clears a decoder before each use.
@@ -60,14 +66,19 @@ func parseHeader(b []byte, strict bool) (*protected, error) {
 	if loneSurrogate(b) {
 		return nil, malformed("protected header has an escaped lone surrogate (RFC 7493 section 2.1)")
 	}
-	// jsontext checks the grammar and refuses duplicate names at any depth
-	// (compared unescaped) in the one pass that reads the members.
+	// jsontext checks the grammar in the one pass that reads the members,
+	// a value the checks do not read skipped whole (ReadValue), without a
+	// state per level of nesting; jsonnames then refuses duplicate names
+	// at any depth (compared unescaped), in memory below the header's
+	// size. jsontext refusing duplicates itself would keep a copy of every
+	// name and past a few dozen a map, per object: a member nested 5000
+	// deep or 1500 members cost eleven times the header or more.
 	dec := headerDecoders.Get().(*jsontext.Decoder)
 	defer func() {
 		dec.Reset(bytes.NewBuffer(nil)) // keep no reference to b
 		headerDecoders.Put(dec)
 	}()
-	dec.Reset(bytes.NewBuffer(b))
+	dec.Reset(bytes.NewBuffer(b), allowDuplicateNames)
 	switch dec.PeekKind() {
 	case '{':
 	case 0:
@@ -115,7 +126,9 @@ func parseHeader(b []byte, strict bool) (*protected, error) {
 			}
 		}
 		if dst == nil || dec.PeekKind() != '"' {
-			if err := dec.SkipValue(); err != nil {
+			// Checked and skipped, never built (RFC 7515 section 4:
+			// parameters not understood "MUST be ignored").
+			if _, err := dec.ReadValue(); err != nil {
 				return nil, headerErr(err)
 			}
 			if dst != nil {
@@ -138,6 +151,14 @@ func parseHeader(b []byte, strict bool) (*protected, error) {
 	}
 	if _, err := dec.ReadToken(); err != io.EOF {
 		return nil, malformed("protected header: data after the JSON object")
+	}
+	// "The Header Parameter names within the JOSE Header MUST be unique;
+	// JWS parsers MUST either reject JWSs with duplicate Header Parameter
+	// names or use a JSON parser that returns only the lexically last
+	// duplicate member name" (RFC 7515 section 4): refused, and in nested
+	// values too (RFC 7493 section 2.3).
+	if err := jsonnames.Check(b); err != nil {
+		return nil, malformed("protected header: %v", err)
 	}
 	if len(nonString) > 0 {
 		return nil, malformed("protected header: %s is not a string", nonString[0])
