@@ -8,13 +8,17 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/agentproto/handoff/internal/cborhead"
+	"github.com/agentproto/handoff/internal/jsonnames"
 )
 
 // peekMembers reads a payload that must be a map, as decodePayload would
 // accept it at its top level, and decodes only the members named: the
 // others are checked to be well formed (JSON: valid, as jsontext checks
-// every value) and skipped, never built. It runs before a signature
-// verifies, so that what an unknown sender's octets cost stays a small
+// every value, and no name repeated, as jsonnames checks) and skipped,
+// never built. It runs before a signature verifies, so that what an
+// unknown sender's octets cost stays a small
 // multiple of their size; decodePayload checks the rest once the
 // signature has verified.
 func peekMembers(payload []byte, enc Encoding, lim Limits, names ...string) (map[string]any, error) {
@@ -68,7 +72,7 @@ func peekMembers(payload []byte, enc Encoding, lim Limits, names ...string) (map
 		d.Reset(bytes.NewBuffer(nil))
 		jsonDecoders.Put(d)
 	}()
-	d.Reset(bytes.NewBuffer(payload))
+	d.Reset(bytes.NewBuffer(payload), allowDuplicateNames) // jsonnames below
 	switch d.PeekKind() {
 	case '{':
 	case 0:
@@ -99,13 +103,15 @@ func peekMembers(payload []byte, enc Encoding, lim Limits, names ...string) (map
 			}
 			continue
 		}
-		switch d.PeekKind() {
+		switch k := d.PeekKind(); k {
 		case '[', '{': // its kind is enough
-			k := d.PeekKind()
 			if _, err := d.ReadValue(); err != nil {
 				return nil, jsonErr(err)
 			}
-			m[name] = kindOnly(map[jsontext.Kind]byte{'[': 4, '{': 5}[k])
+			m[name] = kindOnly(cborhead.Map)
+			if k == '[' {
+				m[name] = kindOnly(cborhead.Array)
+			}
 			continue
 		}
 		if m[name], err = jsonValue(d, lim, 1); err != nil {
@@ -117,6 +123,9 @@ func peekMembers(payload []byte, enc Encoding, lim Limits, names ...string) (map
 	}
 	if _, err := d.ReadToken(); err != io.EOF {
 		return nil, malformed("trailing data after JSON value")
+	}
+	if err := jsonnames.Check(payload); err != nil {
+		return nil, malformed("JSON: %v", err)
 	}
 	return m, nil
 }
