@@ -10,14 +10,14 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/agentproto/handoff/internal/cborhead"
-	"github.com/agentproto/handoff/internal/jsonnames"
+	"github.com/agentproto/handoff/internal/jsoncheck"
 )
 
 // peekMembers reads a payload that must be a map, as decodePayload would
 // accept it at its top level, and decodes only the members named: the
-// others are checked to be well formed (JSON: valid, as jsontext checks
-// every value, and no name repeated, as jsonnames checks) and skipped,
-// never built. It runs before a signature verifies, so that what an
+// others are checked to be well formed (JSON: valid, and no name
+// repeated, as jsoncheck checks the whole text before jsontext reads it)
+// and skipped, never built. It runs before a signature verifies, so that what an
 // unknown sender's octets cost stays a small
 // multiple of their size; decodePayload checks the rest once the
 // signature has verified.
@@ -72,13 +72,11 @@ func peekMembers(payload []byte, enc Encoding, lim Limits, names ...string) (map
 		d.Reset(bytes.NewBuffer(nil))
 		jsonDecoders.Put(d)
 	}()
-	d.Reset(bytes.NewBuffer(payload), allowDuplicateNames) // jsonnames below
-	switch d.PeekKind() {
-	case '{':
-	case 0:
-		_, err := d.ReadToken()
-		return nil, jsonErr(err)
-	default:
+	if err := jsoncheck.Check(payload); err != nil {
+		return nil, malformed("JSON: %v", err)
+	}
+	d.Reset(bytes.NewBuffer(payload), allowDuplicateNames)
+	if d.PeekKind() != '{' {
 		return nil, malformed("JSON value is not an object")
 	}
 	if _, err := d.ReadToken(); err != nil {
@@ -123,9 +121,6 @@ func peekMembers(payload []byte, enc Encoding, lim Limits, names ...string) (map
 	}
 	if _, err := d.ReadToken(); err != io.EOF {
 		return nil, malformed("trailing data after JSON value")
-	}
-	if err := jsonnames.Check(payload); err != nil {
-		return nil, malformed("JSON: %v", err)
 	}
 	return m, nil
 }

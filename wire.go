@@ -10,7 +10,7 @@ import (
 	"math"
 
 	"github.com/agentproto/handoff/internal/cborhead"
-	"github.com/agentproto/handoff/internal/jsonnames"
+	"github.com/agentproto/handoff/internal/jsoncheck"
 	"github.com/agentproto/handoff/reason"
 	"github.com/fxamacker/cbor/v2"
 	"github.com/go-json-experiment/json/jsontext"
@@ -55,10 +55,12 @@ type handoffWire struct {
 func readBound(lim Limits) int { return lim.maxChain() + 1 }
 
 // readJSON reads a Handoff object in JSON, building at most maxRead of the
-// chain's elements (-1: all). jsontext checks the grammar, UTF-8 and
-// surrogates of every value, the ones kept undecoded included, in one pass
-// that builds nothing but the elements; jsonnames then checks that no
-// object repeats a name, at any depth, in memory bounded by the size.
+// chain's elements (-1: all). jsoncheck first checks the whole text as
+// jsontext reads it (grammar, UTF-8, surrogates, depth), the values kept
+// undecoded included, and that no object repeats a name, at a cost
+// bounded by the size whatever the shape; jsontext then reads what it
+// found valid, with duplicate names allowed, building nothing but the
+// elements.
 //
 // An element without escapes is read as a view of data (the octets between
 // its quotes, found by the decoder's input offset), which handoffWire.own
@@ -69,13 +71,11 @@ func (w *handoffWire) readJSON(data []byte, lim Limits, maxRead int) error {
 		d.Reset(bytes.NewBuffer(nil)) // keep no reference to data
 		jsonDecoders.Put(d)
 	}()
+	if err := jsoncheck.Check(data); err != nil {
+		return malformed("JSON: %v", err)
+	}
 	d.Reset(bytes.NewBuffer(data), allowDuplicateNames)
-	switch d.PeekKind() {
-	case '{':
-	case 0:
-		_, err := d.ReadToken()
-		return jsonErr(err)
-	default:
+	if d.PeekKind() != '{' {
 		return malformed("JSON value is not an object")
 	}
 	if _, err := d.ReadToken(); err != nil {
@@ -152,18 +152,14 @@ func (w *handoffWire) readJSON(data []byte, lim Limits, maxRead int) error {
 	if _, err := d.ReadToken(); err != io.EOF {
 		return malformed("trailing data after JSON value")
 	}
-	if err := jsonnames.Check(data); err != nil {
-		return malformed("JSON: %v", err)
-	}
 	if hasExtra {
 		w.members = bytes.Clone(data)
 	}
 	return nil
 }
 
-// allowDuplicateNames reads JSON with duplicate names allowed: jsonnames
-// finds them instead, in memory bounded by the size (jsontext keeps a copy
-// of every name of each open object, and past a few dozen a map).
+// allowDuplicateNames reads JSON that jsoncheck has checked, duplicate
+// names included, so that jsontext keeps no copy of the names.
 var allowDuplicateNames = jsontext.AllowDuplicateNames(true)
 
 // noteVariant records, for the strict profile, a member name that differs

@@ -11,7 +11,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/agentproto/handoff/internal/jsonnames"
+	"github.com/agentproto/handoff/internal/jsoncheck"
 )
 
 // registered lists the header parameter names whose case variants the
@@ -43,8 +43,8 @@ func (p *protected) has(name string) bool {
 	return i >= 0 && p.members&(1<<i) != 0
 }
 
-// allowDuplicateNames reads with duplicate names allowed: parseHeader
-// finds them with jsonnames, in memory bounded by the header's size.
+// allowDuplicateNames reads a header that jsoncheck has checked,
+// duplicate names included.
 var allowDuplicateNames = jsontext.AllowDuplicateNames(true)
 
 // headerDecoders recycles the decoders parseHeader reads with, whose
@@ -66,13 +66,21 @@ func parseHeader(b []byte, strict bool) (*protected, error) {
 	if loneSurrogate(b) {
 		return nil, malformed("protected header has an escaped lone surrogate (RFC 7493 section 2.1)")
 	}
-	// jsontext checks the grammar in the one pass that reads the members,
-	// a value the checks do not read skipped whole (ReadValue), without a
-	// state per level of nesting; jsonnames then refuses duplicate names
-	// at any depth (compared unescaped), in memory below the header's
-	// size. jsontext refusing duplicates itself would keep a copy of every
-	// name and past a few dozen a map, per object: a member nested 5000
-	// deep or 1500 members cost eleven times the header or more.
+	// jsoncheck checks the header as jsontext reads it and refuses
+	// duplicate names at any depth, compared unescaped ("The Header
+	// Parameter names within the JOSE Header MUST be unique; JWS parsers
+	// MUST either reject JWSs with duplicate Header Parameter names or use
+	// a JSON parser that returns only the lexically last duplicate member
+	// name", RFC 7515 section 4; RFC 7493 section 2.3), at a cost bounded
+	// by the header's size whatever its shape. jsontext then reads the
+	// members with duplicates allowed, a value the checks do not read
+	// skipped whole (ReadValue). jsontext refusing duplicates itself keeps
+	// a copy of every name and past a few dozen a map, per object, and
+	// skipping token by token keeps a state per level: a member nested
+	// 5000 deep or 1500 members cost eleven times the header or more.
+	if err := jsoncheck.Check(b); err != nil {
+		return nil, malformed("protected header: %v", err)
+	}
 	dec := headerDecoders.Get().(*jsontext.Decoder)
 	defer func() {
 		dec.Reset(bytes.NewBuffer(nil)) // keep no reference to b
@@ -151,14 +159,6 @@ func parseHeader(b []byte, strict bool) (*protected, error) {
 	}
 	if _, err := dec.ReadToken(); err != io.EOF {
 		return nil, malformed("protected header: data after the JSON object")
-	}
-	// "The Header Parameter names within the JOSE Header MUST be unique;
-	// JWS parsers MUST either reject JWSs with duplicate Header Parameter
-	// names or use a JSON parser that returns only the lexically last
-	// duplicate member name" (RFC 7515 section 4): refused, and in nested
-	// values too (RFC 7493 section 2.3).
-	if err := jsonnames.Check(b); err != nil {
-		return nil, malformed("protected header: %v", err)
 	}
 	if len(nonString) > 0 {
 		return nil, malformed("protected header: %s is not a string", nonString[0])
