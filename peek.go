@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -37,17 +38,40 @@ func peekMembers(payload []byte, enc Encoding, lim Limits, names ...string) (map
 		if err != nil {
 			return nil, fmt.Errorf("handoff: CBOR options: %w", err)
 		}
-		// Into a struct of the three members step 1 reads: the library
-		// skips every other member without building or copying it.
-		// Duplicate names are found once the signature has verified, by
-		// the full decoder; before, the last of them is read.
-		var p peekCBOR
-		rest, err := cborPeekMode.UnmarshalFirst(payload, &p)
-		switch {
-		case err != nil:
+		// Checked well formed by the library, then walked in place: the
+		// members step 1 reads are kept as views, every other member is
+		// skipped, its name not even made a string. Duplicate names are
+		// found once the signature has verified, by the full decoder;
+		// before, the first of them is read.
+		if err := cborPeekMode.Wellformed(payload); err != nil {
+			if _, ok := errors.AsType[*cbor.ExtraneousDataError](err); ok {
+				return nil, malformed("trailing data after CBOR value")
+			}
 			return nil, malformed("CBOR: %v", err)
-		case len(rest) != 0:
-			return nil, malformed("trailing data after CBOR value")
+		}
+		var p peekCBOR
+		it, _ := cborhead.Open(payload)
+		for k, ok := it.Next(); ok; k, ok = it.Next() {
+			v, _ := it.Next()
+			if cborhead.Major(k) != cborhead.Text {
+				continue // a name that is not text: the full decoder refuses it
+			}
+			if !cborhead.ValidText(k) {
+				return nil, malformed("CBOR: invalid UTF-8 string")
+			}
+			name, _ := cborhead.String(k)
+			var dst *[]byte
+			switch string(name) {
+			case "v":
+				dst = &p.V
+			case "type":
+				dst = &p.Type
+			case "iss":
+				dst = &p.Iss
+			}
+			if dst != nil && *dst == nil {
+				*dst = v
+			}
 		}
 		for _, n := range names {
 			r := p.member(n)
@@ -125,15 +149,13 @@ func peekMembers(payload []byte, enc Encoding, lim Limits, names ...string) (map
 	return m, nil
 }
 
-// peekCBOR holds the members of a payload that step 1 reads.
+// peekCBOR holds the members of a payload that step 1 reads, in place.
 type peekCBOR struct {
-	V    cbor.RawMessage `cbor:"v"`
-	Type cbor.RawMessage `cbor:"type"`
-	Iss  cbor.RawMessage `cbor:"iss"`
+	V, Type, Iss []byte
 }
 
 // member returns the member named n, or nil.
-func (p *peekCBOR) member(n string) cbor.RawMessage {
+func (p *peekCBOR) member(n string) []byte {
 	switch n {
 	case "v":
 		return p.V
@@ -145,13 +167,10 @@ func (p *peekCBOR) member(n string) cbor.RawMessage {
 	return nil
 }
 
-// cborPeekMode reads a payload into peekCBOR: names matched exactly, and
+// cborPeekMode checks a payload well formed before peekMembers walks it:
 // the shape bounded by the size alone, as in cborDecOptions.
 var cborPeekMode = func() cbor.DecMode {
-	o := cborDecOptions(Limits{}.withDefaults(), profileExact)
-	o.DupMapKey = cbor.DupMapKeyQuiet
-	o.FieldNameMatching = cbor.FieldNameMatchingCaseSensitive
-	dm, err := o.DecMode()
+	dm, err := cborDecOptions(Limits{}.withDefaults(), profileExact).DecMode()
 	if err != nil {
 		panic(err) // constant options: a programmer error
 	}
