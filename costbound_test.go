@@ -347,7 +347,7 @@ func BenchmarkRefusedAtStep1(b *testing.B) {
 // FuzzReceiveCost holds Receive to the cost bound before trust: for any
 // input refused at step 1, what its receive allocates is at most 4 times
 // the input's size, plus a fixed 16 KiB for what every receive allocates
-// whatever its input (decoders, the result, its error). The least of two
+// whatever its input (decoders, the result, its error). The least of three
 // runs is taken (receiveCost). Its committed corpus holds issue 35's
 // shapes at a smaller scale; FuzzReceiveShapes searches over shapes.
 func FuzzReceiveCost(f *testing.F) {

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -496,11 +497,11 @@ func (s shape) coseWith(tb testing.TB, base Signed, f fill) Signed {
 	return Signed{Format: COSE, Octets: s.end(append(msg, more...))}
 }
 
-// namedShapes are the shapes issue 35 reported (findings 1 and 2), at the
-// sizes it measured, and one of each other kind of place, item and form.
-func namedShapes() []shape {
+// findingShapes are the shapes issue 35 reported (findings 1 and 2), at
+// the sizes it measured.
+func findingShapes() []shape {
 	jj, jc, cj, cc := allFormatEncodings[0], allFormatEncodings[1], allFormatEncodings[2], allFormatEncodings[3]
-	out := []shape{
+	return []shape{
 		// Finding 1: the chain read whole before the signature.
 		{fe: jj, place: placeChain, item: itemChar, n: 65000},
 		{fe: jc, place: placeChain, item: itemZero, n: 65000},
@@ -514,35 +515,62 @@ func namedShapes() []shape {
 		{fe: cc, place: placeUnprotected, item: itemEmptyMap, n: 4000},
 		{fe: jj, place: placeHeaderMembers, item: itemZero, n: 1500},
 		{fe: jj, place: placeHeaderValue, item: itemDeepMap, n: 2000},
-		// Every other container a stranger controls.
-		{fe: jj, place: placeHandoffMembers, item: itemZero, n: 60000},
-		{fe: jc, place: placeHandoffMembers, item: itemZero, n: 60000},
-		{fe: jj, place: placeHandoffValue, item: itemDeepMap, n: 9000},
-		{fe: jj, place: placeHandoffValue, item: itemWideMap, n: 40000},
-		{fe: cc, place: placeHandoffValue, item: itemDeepArray, n: 60000, indef: true},
-		{fe: jj, place: placeChainValue, item: itemDeepArray, n: 9000},
-		{fe: jj, place: placePayloadMembers, item: itemZero, n: 1500},
-		{fe: cc, place: placePayloadMembers, item: itemZero, n: 3000},
-		{fe: jj, place: placePayloadValue, item: itemDeepMap, n: 2000},
-		{fe: cc, place: placePayloadValue, item: itemWideMap, n: 3000},
-		{fe: jj, place: placeObo, item: itemEmptyMap, n: 3500},
-		{fe: cc, place: placeObo, item: itemEmptyMap, n: 13000},
-		{fe: jj, place: placeRefs, item: itemEmptyMap, n: 3500},
-		{fe: cj, place: placeRefs, item: itemNull, n: 10000},
-		{fe: cc, place: placeEnvelope, item: itemEmptyArray, n: 12000},
-		{fe: jj, place: placeEnvelope, item: itemChar, n: 5000},
 	}
-	return out
 }
 
-// receiveCost is what a receive of data allocates, the least of two runs,
-// so that the fuzzing engine's own allocations, made on other goroutines,
-// do not count; and the check it ended at.
+// namedShapes are findingShapes and one of each other kind of place, item
+// and form.
+func namedShapes() []shape {
+	jj, jc, cj, cc := allFormatEncodings[0], allFormatEncodings[1], allFormatEncodings[2], allFormatEncodings[3]
+	return append(findingShapes(),
+		shape{fe: jj, place: placeHandoffMembers, item: itemZero, n: 60000},
+		shape{fe: jc, place: placeHandoffMembers, item: itemZero, n: 60000},
+		shape{fe: jj, place: placeHandoffValue, item: itemDeepMap, n: 9000},
+		shape{fe: jj, place: placeHandoffValue, item: itemWideMap, n: 40000},
+		shape{fe: jj, place: placeHandoffValue, item: itemDeepArray, n: 12289}, // deeper than jsontext reads
+		shape{fe: cc, place: placeHandoffValue, item: itemDeepArray, n: 60000, indef: true},
+		shape{fe: jj, place: placeChainValue, item: itemDeepArray, n: 9000},
+		shape{fe: jj, place: placePayloadMembers, item: itemZero, n: 1500},
+		shape{fe: cc, place: placePayloadMembers, item: itemZero, n: 3000},
+		shape{fe: jj, place: placePayloadValue, item: itemDeepMap, n: 2000},
+		shape{fe: cc, place: placePayloadValue, item: itemWideMap, n: 3000},
+		shape{fe: jj, place: placeObo, item: itemEmptyMap, n: 3500},
+		shape{fe: cc, place: placeObo, item: itemEmptyMap, n: 13000},
+		shape{fe: jj, place: placeRefs, item: itemEmptyMap, n: 3500},
+		shape{fe: cj, place: placeRefs, item: itemNull, n: 10000},
+		shape{fe: cc, place: placeEnvelope, item: itemEmptyArray, n: 12000},
+		shape{fe: jj, place: placeEnvelope, item: itemChar, n: 5000},
+	)
+}
+
+// corpusName is a shape's name as a file name.
+func (s shape) corpusName() string { return strings.ReplaceAll(s.String(), "/", "_") }
+
+// writeShapeCorpus writes the recipes of namedShapes for FuzzReceiveShapes,
+// and the octets of findingShapes, made smaller where they are larger
+// than 8 KiB, for FuzzReceiveCost (TestWriteFuzzCorpus).
+func writeShapeCorpus(t *testing.T) {
+	for _, s := range namedShapes() {
+		writeCorpusFile(t, filepath.Join("testdata", "fuzz", "FuzzReceiveShapes"), s.corpusName(), s.recipe())
+	}
+	for _, s := range findingShapes() {
+		data, _ := s.build(t)
+		for len(data) > 8<<10 && s.n > 1 {
+			s.n /= 2
+			data, _ = s.build(t)
+		}
+		writeCorpusFile(t, filepath.Join("testdata", "fuzz", "FuzzReceiveCost"), "shape-"+s.corpusName(), data)
+	}
+}
+
+// receiveCost is what a receive of data allocates, the least of three
+// runs, so that what other goroutines allocate meanwhile (the fuzzing
+// engine's, an earlier test's) does not count; and the check it ended at.
 func receiveCost(tb testing.TB, a *Agent, data []byte) (float64, Check) {
 	tb.Helper()
 	var check Check
 	least := math.MaxFloat64
-	for range 2 {
+	for range 3 {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		in, err := a.Receive(context.Background(), data, Host{})
@@ -728,4 +756,38 @@ func FuzzReceiveShapes(f *testing.F) {
 		require.LessOrEqual(t, got, costBound(len(data)),
 			"%s: an input of %d octets refused at step 1 allocated %.0f octets", s, len(data), got)
 	})
+}
+
+// BenchmarkShapesRefusedAtStep1 reports, for each named shape, what its
+// refusal at step 1 allocates over its size (alloc-x-size), what the same
+// input with one string of the same size in that place allocates over
+// its size (string-alloc-x-size), and its time against that string's,
+// alternated in one run (x-string).
+func BenchmarkShapesRefusedAtStep1(b *testing.B) {
+	for _, s := range namedShapes() {
+		b.Run(s.String(), func(b *testing.B) {
+			a := shapeReceiver(b)
+			hostile, ctl := s.build(b)
+			recv := func(data []byte) func() {
+				return func() {
+					if in, err := a.Receive(context.Background(), data, Host{}); err != nil || in.Check() != CheckSignature {
+						b.Fatalf("want a refusal at step 1, got %v", err)
+					}
+				}
+			}
+			h := recv(hostile)
+			b.ReportAllocs()
+			for b.Loop() {
+				h()
+			}
+			b.StopTimer()
+			m := medians(benchRounds, h, recv(ctl))
+			b.ReportMetric(m[0]/m[1], "x-string")
+			got, _ := receiveCost(b, a, hostile)
+			base, _ := receiveCost(b, a, ctl)
+			b.ReportMetric(got/float64(len(hostile)), "alloc-x-size")
+			b.ReportMetric(base/float64(len(ctl)), "string-alloc-x-size")
+			b.ReportMetric(float64(len(hostile)), "octets")
+		})
+	}
 }
