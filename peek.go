@@ -60,21 +60,12 @@ func peekMembers(payload []byte, enc Encoding, lim Limits, names ...string) (map
 				return nil, malformed("CBOR: invalid UTF-8 string")
 			}
 			name, _ := cborhead.String(k)
-			var dst *[]byte
-			switch string(name) {
-			case "v":
-				dst = &p.V
-			case "type":
-				dst = &p.Type
-			case "iss":
-				dst = &p.Iss
-			}
-			if dst != nil && *dst == nil {
+			if dst := p.member(string(name)); dst != nil && *dst == nil {
 				*dst = v
 			}
 		}
 		for _, n := range names {
-			r := p.member(n)
+			r := *p.member(n)
 			if r == nil {
 				continue
 			}
@@ -154,15 +145,16 @@ type peekCBOR struct {
 	V, Type, Iss []byte
 }
 
-// member returns the member named n, or nil.
-func (p *peekCBOR) member(n string) []byte {
+// member returns where the member named n is kept, or nil for a name
+// step 1 does not read.
+func (p *peekCBOR) member(n string) *[]byte {
 	switch n {
 	case "v":
-		return p.V
+		return &p.V
 	case "type":
-		return p.Type
+		return &p.Type
 	case "iss":
-		return p.Iss
+		return &p.Iss
 	}
 	return nil
 }

@@ -215,14 +215,6 @@ func (w *handoffWire) readCBOR(data []byte, lim Limits, maxRead int) error {
 	// copy of the input, so that reading it costs one copy in all.
 	data = bytes.Clone(data)
 	it, n := cborhead.Open(data)
-	if n < 0 { // an indefinite length: count the members first
-		n = 0
-		for c := it; ; n++ {
-			if _, ok := c.Next(); !ok {
-				break
-			}
-		}
-	}
 	var small [16]uint32
 	keys := small[:0] // the positions of the keys, for the duplicate check
 	if n/2 > len(small) {
@@ -253,16 +245,16 @@ func (w *handoffWire) readCBOR(data []byte, lim Limits, maxRead int) error {
 				w.chainKind = cborKind(v)
 				continue
 			}
+			// The elements past maxRead are well formed, as the whole
+			// object is, and counted: never built.
 			elems, count := cborhead.Open(v)
-			if count >= 0 && maxRead >= 0 {
+			w.chainLen = count
+			if maxRead >= 0 {
 				count = min(count, maxRead)
 			}
-			w.chain = make([]wireElement, 0, max(count, 0))
-			for e, ok := elems.Next(); ok; e, ok = elems.Next() {
-				w.chainLen++
-				if maxRead >= 0 && w.chainLen > maxRead {
-					continue // well formed, as the whole object is: not built
-				}
+			w.chain = make([]wireElement, 0, count)
+			for range count {
+				e, _ := elems.Next()
 				we, err := cborElement(e)
 				if err != nil {
 					return err

@@ -150,14 +150,6 @@ func readHeader(raw []byte, which string, pos *[]uint32) (bucket, error) {
 		return bucket{}, malformed("%s header is not a map", which)
 	}
 	it, n := cborhead.Open(raw)
-	if n < 0 { // an indefinite length: count the items first
-		n = 0
-		for c := it; ; n++ {
-			if _, ok := c.Next(); !ok {
-				break
-			}
-		}
-	}
 	b := bucket{raw: raw, n: n / 2}
 	if b.n > cap(*pos) {
 		*pos = make([]uint32, 0, b.n)
@@ -327,14 +319,6 @@ func parse(msg []byte, maxSize int, strict bool) (*sign1, error) {
 	// The four elements, in place: counted first, so that an array of a
 	// thousand items costs no more than a string.
 	it, n := cborhead.Open(content)
-	if n < 0 {
-		n = 0
-		for c := it; ; n++ {
-			if _, ok := c.Next(); !ok {
-				break
-			}
-		}
-	}
 	if n != 4 {
 		return nil, malformed("COSE_Sign1 array of %d elements, want 4", n)
 	}

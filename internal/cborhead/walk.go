@@ -1,6 +1,7 @@
 package cborhead
 
 import (
+	"bytes"
 	"cmp"
 	"slices"
 	"unicode/utf8"
@@ -73,11 +74,16 @@ type Items struct {
 }
 
 // Open starts a walk over the array or map at the start of b. n is its
-// number of items (twice its pairs, for a map), or -1 for an indefinite
-// length, which only the walk counts.
+// number of items (twice its pairs, for a map): its head's, or for an
+// indefinite length, counted by a first walk, which allocates nothing.
 func Open(b []byte) (it Items, n int) {
 	if b[0]&0x1f == 31 {
-		return Items{rest: b[1:], indef: true}, -1
+		it = Items{rest: b[1:], indef: true}
+		for c := it; ; n++ {
+			if _, ok := c.Next(); !ok {
+				return it, n
+			}
+		}
 	}
 	arg, rest, _ := Head(b)
 	if Major(b) == Map {
@@ -163,59 +169,48 @@ func CompareKey(a, b []byte) int {
 		return cmp.Compare(x, y)
 	}
 	x, y := chunks{s: a}, chunks{s: b}
+	var p, q []byte // what is left of the current chunk of each
 	for {
-		c, ok := x.next()
-		d, ok2 := y.next()
-		switch {
-		case !ok || !ok2:
-			return cmp.Compare(btoi(ok), btoi(ok2))
-		case c != d:
-			return cmp.Compare(c, d)
+		for len(p) == 0 && x.next(&p) {
 		}
+		for len(q) == 0 && y.next(&q) {
+		}
+		n := min(len(p), len(q))
+		if n == 0 {
+			return cmp.Compare(len(p), len(q)) // one or both at their end
+		}
+		if c := bytes.Compare(p[:n], q[:n]); c != 0 {
+			return c
+		}
+		p, q = p[n:], q[n:]
 	}
 }
 
-func btoi(v bool) int {
-	if v {
-		return 1
-	}
-	return 0
-}
-
-// chunks yields the content octets of a well-formed string, one at a
-// time, across the chunks of an indefinite length.
+// chunks walks the chunks of a well-formed string: one for a definite
+// length, each of an indefinite one's.
 type chunks struct {
 	s     []byte // what is left of the item
-	cur   []byte // what is left of the current chunk
-	indef bool
 	begun bool
+	indef bool
 }
 
-func (c *chunks) next() (byte, bool) {
-	for len(c.cur) == 0 {
-		switch {
-		case !c.begun:
-			c.begun = true
-			if c.s[0]&0x1f == 31 {
-				c.indef, c.s = true, c.s[1:]
-				continue
-			}
-			c.cur, _ = String(c.s)
-			c.s = nil
-			if len(c.cur) == 0 {
-				return 0, false
-			}
-		case !c.indef || c.s[0] == 0xff:
-			return 0, false
-		default:
-			var chunk []byte
-			chunk, c.s = Item(c.s)
-			c.cur, _ = String(chunk)
+// next sets *c to the next chunk's content, or reports the end.
+func (ch *chunks) next(c *[]byte) bool {
+	if !ch.begun {
+		ch.begun = true
+		if ch.s[0]&0x1f != 31 {
+			*c, _ = String(ch.s)
+			return true
 		}
+		ch.indef, ch.s = true, ch.s[1:]
 	}
-	b := c.cur[0]
-	c.cur = c.cur[1:]
-	return b, true
+	if !ch.indef || ch.s[0] == 0xff {
+		return false
+	}
+	var chunk []byte
+	chunk, ch.s = Item(ch.s)
+	*c, _ = String(chunk)
+	return true
 }
 
 // Repeated reports a key found twice among the keys at the positions ps

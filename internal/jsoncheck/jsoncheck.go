@@ -21,6 +21,7 @@
 package jsoncheck
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"slices"
@@ -337,8 +338,12 @@ func unique(b []byte, ps []uint32) error {
 }
 
 // compare orders the valid JSON strings at the start of a and b by their
-// unescaped UTF-8 octets.
+// unescaped UTF-8 octets: those between the quotes when neither has an
+// escape, else one octet at a time.
 func compare(a, b []byte) int {
+	if p, q := plain(a), plain(b); p != nil && q != nil {
+		return bytes.Compare(p, q)
+	}
 	x, y := reader{s: a, i: 1}, reader{s: b, i: 1}
 	for {
 		c, ok := x.next()
@@ -357,6 +362,16 @@ func btoi(v bool) int {
 		return 1
 	}
 	return 0
+}
+
+// plain returns the octets between the quotes of the valid JSON string at
+// the start of s when it has no escape, else nil.
+func plain(s []byte) []byte {
+	i := 1 + bytes.IndexAny(s[1:], `"\`)
+	if s[i] != '"' {
+		return nil
+	}
+	return s[1:i:i]
 }
 
 // unescape returns the content of the valid JSON string at the start of s.
