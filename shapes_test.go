@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -310,20 +311,17 @@ func shapeBase(tb testing.TB, f Format) Signed {
 // build makes the hostile input of s and its control: the same input
 // with, in the same place, one string of the same size. A shape that
 // would make its element larger than Limits.MaxElementSize, or the
-// Handoff larger than Limits.MaxHandoffSize, is built with fewer items:
-// what is refused for its size costs nothing to speak of.
+// Handoff larger than Limits.MaxHandoffSize, is built with fewer items,
+// so that it reaches the parsers rather than be refused for its size.
 func (s shape) build(tb testing.TB) (hostile, ctl []byte) {
-	lim := Limits{}.withDefaults()
 	for {
 		hostile, ctl = s.buildN(tb)
-		elem := len(hostile) // an upper bound of the element's size
-		if s.place >= placeHeaderMembers {
-			elem = len(hostile) - 16
-		}
-		if s.n <= 1 || (len(hostile) <= lim.MaxHandoffSize && (s.place < placeHeaderMembers || elem*3/4 <= lim.MaxElementSize)) {
+		_, _, err := ParseHandoff(hostile, Limits{})
+		_, _, errCtl := ParseHandoff(ctl, Limits{})
+		if s.n <= 1 || (!errors.Is(err, ErrTooLarge) && !errors.Is(errCtl, ErrTooLarge)) {
 			return hostile, ctl
 		}
-		s.n = s.n * 3 / 4
+		s.n = s.n * 7 / 8
 	}
 }
 

@@ -168,6 +168,11 @@ func CompareKey(a, b []byte) int {
 		y, _, _ := Head(b)
 		return cmp.Compare(x, y)
 	}
+	if a[0]&0x1f != 31 && b[0]&0x1f != 31 { // definite lengths: in place
+		n, x, _ := Head(a)
+		m, y, _ := Head(b)
+		return bytes.Compare(x[:n], y[:m])
+	}
 	x, y := chunks{s: a}, chunks{s: b}
 	var p, q []byte // what is left of the current chunk of each
 	for {

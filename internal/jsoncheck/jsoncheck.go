@@ -367,11 +367,14 @@ func btoi(v bool) int {
 // plain returns the octets between the quotes of the valid JSON string at
 // the start of s when it has no escape, else nil.
 func plain(s []byte) []byte {
-	i := 1 + bytes.IndexAny(s[1:], `"\`)
-	if s[i] != '"' {
-		return nil
+	for i := 1; ; i++ {
+		switch s[i] {
+		case '"':
+			return s[1:i:i]
+		case '\\':
+			return nil
+		}
 	}
-	return s[1:i:i]
 }
 
 // unescape returns the content of the valid JSON string at the start of s.
