@@ -205,6 +205,9 @@ func (w *handoffWire) readCBOR(data []byte, lim Limits, maxRead int) error {
 	if data[0]>>5 != cborhead.Map { // the CDDL's root is a map, untagged
 		return malformed("CBOR value is not a map")
 	}
+	if uint64(len(data)) > math.MaxUint32 { // positions below are uint32
+		return fmt.Errorf("%w: CBOR object of %d octets", ErrTooLarge, len(data))
+	}
 	if err := handoffCBORMode.Wellformed(data); err != nil {
 		if _, ok := errors.AsType[*cbor.ExtraneousDataError](err); ok {
 			return malformed("trailing data after CBOR value")

@@ -149,6 +149,9 @@ func readHeader(raw []byte, which string, pos *[]uint32) (bucket, error) {
 	if len(raw) == 0 || cborhead.Major(raw) != majorMap {
 		return bucket{}, malformed("%s header is not a map", which)
 	}
+	if uint64(len(raw)) > math.MaxUint32 { // positions below are uint32
+		return bucket{}, fmt.Errorf("%w: %s header of %d octets", ErrTooLarge, which, len(raw))
+	}
 	it, n := cborhead.Open(raw)
 	b := bucket{raw: raw, n: n / 2}
 	if b.n > cap(*pos) {

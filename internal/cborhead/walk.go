@@ -219,7 +219,8 @@ func (ch *chunks) next(c *[]byte) bool {
 }
 
 // Repeated reports a key found twice among the keys at the positions ps
-// of m, each an integer or a string, and the position of one of them. It
+// of m (shorter than 4 GiB), each an integer or a string, and the
+// position of one of them. It
 // reorders ps: for more than 16 keys it sorts them in place, so that it
 // needs no memory but ps, and compares neighbours.
 func Repeated(m []byte, ps []uint32) (uint32, bool) {
