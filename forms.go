@@ -28,22 +28,15 @@ type wireElement struct {
 	b64 bool
 }
 
-// jsonElement reads one element: a string, or any other value, which is
-// checked and skipped and whose kind is kept. data is what d reads: a
-// string without escapes is its own text, and its octets are a view of
-// data.
-func jsonElement(d *jsontext.Decoder, data []byte) (wireElement, error) {
-	if d.PeekKind() != '"' {
-		kind, err := jsonSkip(d)
-		return wireElement{kind: kind}, err
+// jsonElement reads one element, checked by jsoncheck, as written: a
+// string, or the kind of the value found instead. A string without
+// escapes is its own text, and its octets are a view of raw.
+func jsonElement(raw []byte) (wireElement, error) {
+	if raw[0] != '"' {
+		return wireElement{kind: jsonKind(raw[0])}, nil
 	}
-	raw, err := d.ReadValue()
-	if err != nil {
-		return wireElement{}, jsonErr(err)
-	}
-	if bytes.IndexByte(raw, '\\') < 0 {
-		end := int(d.InputOffset()) - 1 // the closing quote
-		return wireElement{octets: data[end-len(raw)+2 : end : end], isText: true, view: true}, nil
+	if body := raw[1 : len(raw)-1]; bytes.IndexByte(body, '\\') < 0 {
+		return wireElement{octets: body[:len(body):len(body)], isText: true, view: true}, nil
 	}
 	b, err := jsontext.AppendUnquote(nil, raw)
 	if err != nil {
@@ -52,31 +45,22 @@ func jsonElement(d *jsontext.Decoder, data []byte) (wireElement, error) {
 	return wireElement{octets: b, isText: true}, nil
 }
 
-// jsonSkip checks and skips one value, and names its kind as typeName
-// names the decoded value.
-func jsonSkip(d *jsontext.Decoder) (string, error) {
-	kind := jsonKind(d.PeekKind())
-	if _, err := d.ReadValue(); err != nil {
-		return "", jsonErr(err)
-	}
-	return kind, nil
-}
-
-// jsonKind names the kind of a JSON value as typeName names it decoded.
-func jsonKind(k jsontext.Kind) string {
-	switch k {
+// jsonKind names the kind of a JSON value, from its first octet, as
+// typeName names it decoded.
+func jsonKind(c byte) string {
+	switch c {
 	case '{':
 		return "map"
 	case '[':
 		return "array"
-	case '0':
-		return "number"
+	case '"':
+		return "text"
 	case 't', 'f':
 		return "bool"
 	case 'n':
 		return "null"
 	}
-	return ""
+	return "number"
 }
 
 // cborElement reads one element: a text or byte string, read in place but

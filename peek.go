@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"slices"
 
 	"github.com/fxamacker/cbor/v2"
-	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/agentproto/handoff/internal/cborhead"
 	"github.com/agentproto/handoff/internal/jsoncheck"
@@ -82,60 +79,31 @@ func peekMembers(payload []byte, enc Encoding, lim Limits, names ...string) (map
 		}
 		return m, nil
 	}
-	d := jsonDecoders.Get().(*jsontext.Decoder)
-	defer func() {
-		d.Reset(bytes.NewBuffer(nil))
-		jsonDecoders.Put(d)
-	}()
-	if err := jsoncheck.Check(payload); err != nil {
+	// One pass of jsoncheck checks the whole payload and hands over its
+	// members as written: only the named ones are decoded.
+	err := jsoncheck.Walk(payload, jsoncheck.Fields{Member: func(raw, v []byte) error {
+		name, err := jsonName(raw)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			switch {
+			case string(name) != n:
+			case v[0] == '[': // its kind is enough
+				m[n] = kindOnly(cborhead.Array)
+			case v[0] == '{':
+				m[n] = kindOnly(cborhead.Map)
+			default:
+				m[n], err = jsonScalar(v)
+			}
+		}
+		return err
+	}})
+	if err != nil {
 		return nil, malformed("JSON: %v", err)
 	}
-	d.Reset(bytes.NewBuffer(payload), allowDuplicateNames)
-	if d.PeekKind() != '{' {
+	if payload[len(payload)-len(bytes.TrimLeft(payload, " \t\r\n"))] != '{' {
 		return nil, malformed("JSON value is not an object")
-	}
-	if _, err := d.ReadToken(); err != nil {
-		return nil, jsonErr(err)
-	}
-	for d.PeekKind() != '}' {
-		if d.PeekKind() != '"' {
-			_, err := d.ReadToken()
-			return nil, jsonErr(err)
-		}
-		raw, err := d.ReadValue()
-		if err != nil {
-			return nil, jsonErr(err)
-		}
-		name, err := jsonText(raw, true)
-		if err != nil {
-			return nil, err
-		}
-		if !slices.Contains(names, name) {
-			if _, err := d.ReadValue(); err != nil {
-				return nil, jsonErr(err)
-			}
-			continue
-		}
-		switch k := d.PeekKind(); k {
-		case '[', '{': // its kind is enough
-			if _, err := d.ReadValue(); err != nil {
-				return nil, jsonErr(err)
-			}
-			m[name] = kindOnly(cborhead.Map)
-			if k == '[' {
-				m[name] = kindOnly(cborhead.Array)
-			}
-			continue
-		}
-		if m[name], err = jsonValue(d, lim, 1); err != nil {
-			return nil, err
-		}
-	}
-	if _, err := d.ReadToken(); err != nil {
-		return nil, jsonErr(err)
-	}
-	if _, err := d.ReadToken(); err != io.EOF {
-		return nil, malformed("trailing data after JSON value")
 	}
 	return m, nil
 }

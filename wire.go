@@ -6,14 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 
 	"github.com/agentproto/handoff/internal/cborhead"
 	"github.com/agentproto/handoff/internal/jsoncheck"
 	"github.com/agentproto/handoff/reason"
 	"github.com/fxamacker/cbor/v2"
-	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Section 2.1 of the draft, as read from the wire: the Handoff object
@@ -55,112 +53,80 @@ type handoffWire struct {
 func readBound(lim Limits) int { return lim.maxChain() + 1 }
 
 // readJSON reads a Handoff object in JSON, building at most maxRead of the
-// chain's elements (-1: all). jsoncheck first checks the whole text as
-// jsontext reads it (grammar, UTF-8, surrogates, depth), the values kept
+// chain's elements (-1: all). jsoncheck checks the whole text as jsontext
+// would read it (grammar, UTF-8, surrogates, depth), the values kept
 // undecoded included, and that no object repeats a name, at a cost
-// bounded by the size whatever the shape; jsontext then reads what it
-// found valid, with duplicate names allowed, building nothing but the
-// elements.
+// bounded by the size whatever the shape; and in the same pass hands over
+// the object's members and the chain's elements, as written, building
+// nothing but the elements.
 //
 // An element without escapes is read as a view of data (the octets between
-// its quotes, found by the decoder's input offset), which handoffWire.own
-// then copies, or decodes from base64url, into one array for all.
+// its quotes), which handoffWire.own then copies, or decodes from
+// base64url, into one array for all.
 func (w *handoffWire) readJSON(data []byte, lim Limits, maxRead int) error {
-	d := jsonDecoders.Get().(*jsontext.Decoder)
-	defer func() {
-		d.Reset(bytes.NewBuffer(nil)) // keep no reference to data
-		jsonDecoders.Put(d)
-	}()
-	if err := jsoncheck.Check(data); err != nil {
-		return malformed("JSON: %v", err)
-	}
-	d.Reset(bytes.NewBuffer(data), allowDuplicateNames)
-	if d.PeekKind() != '{' {
-		return malformed("JSON value is not an object")
-	}
-	if _, err := d.ReadToken(); err != nil {
-		return jsonErr(err)
-	}
 	hasExtra := false
-	for d.PeekKind() != '}' {
-		if d.PeekKind() != '"' {
-			_, err := d.ReadToken()
-			return jsonErr(err)
-		}
-		raw, err := d.ReadValue()
-		if err != nil {
-			return jsonErr(err)
-		}
-		name := raw[1 : len(raw)-1]
-		if bytes.IndexByte(name, '\\') >= 0 {
-			if name, err = jsontext.AppendUnquote(nil, raw); err != nil {
-				return malformed("JSON string: %v", err)
-			}
-		}
-		switch string(name) {
-		case "offer":
-			w.hasOffer = true
-			if w.offer, err = jsonElement(d, data); err != nil {
-				return err
-			}
-		case "chain":
-			w.hasChain = true
-			if d.PeekKind() != '[' {
-				if w.chainKind, err = jsonSkip(d); err != nil {
-					return err
-				}
-				continue
-			}
-			if _, err := d.ReadToken(); err != nil {
-				return jsonErr(err)
-			}
-			// Room for the elements read, as many as an input of this
-			// size could hold at one per 64 octets, up to the default
-			// bound: a chain is read without growing the slice.
-			room := min(defaultMaxChain, len(data)/64)
-			if maxRead >= 0 {
-				room = min(room, maxRead)
-			}
-			w.chain = make([]wireElement, 0, room)
-			for ; d.PeekKind() != ']'; w.chainLen++ {
-				if maxRead >= 0 && w.chainLen >= maxRead {
-					if _, err := d.ReadValue(); err != nil { // checked, not built
-						return jsonErr(err)
-					}
-					continue
-				}
-				e, err := jsonElement(d, data)
+	room := min(defaultMaxChain, len(data)/64) // the elements' slice, never grown
+	if maxRead >= 0 {
+		room = min(room, maxRead)
+	}
+	var last []byte      // the member whose elements Walk passes, and whether
+	var lastIsChain bool // it is the chain: decided once per member
+	err := jsoncheck.Walk(data, jsoncheck.Fields{
+		Element: func(raw, v []byte) error {
+			if len(last) == 0 || &raw[0] != &last[0] {
+				name, err := jsonName(raw)
 				if err != nil {
 					return err
 				}
-				w.chain = append(w.chain, e)
+				last, lastIsChain = raw, string(name) == "chain"
 			}
-			if _, err := d.ReadToken(); err != nil {
-				return jsonErr(err)
+			if !lastIsChain {
+				return nil
 			}
-		default:
-			if _, err := d.ReadValue(); err != nil {
-				return jsonErr(err)
+			if w.chainLen++; maxRead >= 0 && w.chainLen > maxRead {
+				return nil // checked and counted, not built
 			}
-			hasExtra = true
-			w.noteVariant(name, lim)
-		}
+			e, err := jsonElement(v)
+			if w.chain == nil {
+				w.chain = make([]wireElement, 0, room)
+			}
+			w.chain = append(w.chain, e)
+			return err
+		},
+		Member: func(raw, v []byte) error {
+			name, err := jsonName(raw)
+			if err != nil {
+				return err
+			}
+			switch string(name) {
+			case "offer":
+				w.hasOffer = true
+				w.offer, err = jsonElement(v)
+			case "chain":
+				w.hasChain = true
+				if v[0] != '[' {
+					w.chainKind = jsonKind(v[0])
+				} else if w.chain == nil {
+					w.chain = make([]wireElement, 0) // an empty array
+				}
+			default:
+				hasExtra = true
+				w.noteVariant(name, lim)
+			}
+			return err
+		},
+	})
+	if err != nil {
+		return malformed("JSON: %v", err)
 	}
-	if _, err := d.ReadToken(); err != nil { // '}'
-		return jsonErr(err)
-	}
-	if _, err := d.ReadToken(); err != io.EOF {
-		return malformed("trailing data after JSON value")
+	if data[len(data)-len(bytes.TrimLeft(data, " \t\r\n"))] != '{' {
+		return malformed("JSON value is not an object")
 	}
 	if hasExtra {
 		w.members = bytes.Clone(data)
 	}
 	return nil
 }
-
-// allowDuplicateNames reads JSON that jsoncheck has checked, duplicate
-// names included, so that jsontext keeps no copy of the names.
-var allowDuplicateNames = jsontext.AllowDuplicateNames(true)
 
 // noteVariant records, for the strict profile, a member name that differs
 // from a defined one only in case.
@@ -426,22 +392,12 @@ func (h *Handoff) fillExtra() {
 		}
 		return
 	}
-	d := jsonDecoders.Get().(*jsontext.Decoder)
-	defer func() {
-		d.Reset(bytes.NewBuffer(nil))
-		jsonDecoders.Put(d)
-	}()
-	d.Reset(bytes.NewBuffer(data), allowDuplicateNames)
-	d.ReadToken() // '{'
-	for d.PeekKind() == '"' {
-		raw, _ := d.ReadValue()
-		name, _ := jsonText(raw, true)
-		v, _ := d.ReadValue()
-		if !contains(handoffMembers, name) {
-			end := int(d.InputOffset())
-			h.Extra[name] = json.RawMessage(data[end-len(v) : end : end])
+	_ = jsoncheck.Walk(data, jsoncheck.Fields{Member: func(raw, v []byte) error {
+		if name, _ := jsonName(raw); !contains(handoffMembers, string(name)) {
+			h.Extra[string(name)] = json.RawMessage(v[:len(v):len(v)])
 		}
-	}
+		return nil
+	}})
 }
 
 // elementFrom reads one signed handoff of a Handoff object. On error the

@@ -2,11 +2,10 @@ package jws
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -42,15 +41,6 @@ func (p *protected) has(name string) bool {
 	return i >= 0 && p.members&(1<<i) != 0
 }
 
-// allowDuplicateNames reads a header that jsoncheck has checked,
-// duplicate names included.
-var allowDuplicateNames = jsontext.AllowDuplicateNames(true)
-
-// headerDecoders recycles the decoders parseHeader reads with, whose
-// buffers and name sets are most of what a header costs to read. Reset
-// clears a decoder before each use.
-var headerDecoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewBuffer(nil)) }}
-
 // parseHeader parses the decoded protected header: a single JSON object in
 // valid UTF-8 with no escaped lone surrogate (RFC 7493 section 2.1), no
 // duplicate member names at any depth (RFC 7515 section 4, RFC 7493 section
@@ -65,43 +55,19 @@ func parseHeader(b []byte, strict bool) (*protected, error) {
 	// MUST either reject JWSs with duplicate Header Parameter names or use
 	// a JSON parser that returns only the lexically last duplicate member
 	// name", RFC 7515 section 4; RFC 7493 section 2.3), at a cost bounded
-	// by the header's size whatever its shape. jsontext then reads the
-	// members with duplicates allowed, a value the checks do not read
-	// skipped whole (ReadValue). jsontext refusing duplicates itself keeps
-	// a copy of every name and past a few dozen a map, per object, and
-	// skipping token by token keeps a state per level: a member nested
-	// 5000 deep or 1500 members cost eleven times the header or more.
-	if err := jsoncheck.Check(b); err != nil {
-		return nil, malformed("protected header: %v", err)
-	}
-	dec := headerDecoders.Get().(*jsontext.Decoder)
-	defer func() {
-		dec.Reset(bytes.NewBuffer(nil)) // keep no reference to b
-		headerDecoders.Put(dec)
-	}()
-	dec.Reset(bytes.NewBuffer(b), allowDuplicateNames)
-	switch dec.PeekKind() {
-	case '{':
-	case 0:
-		_, err := dec.ReadToken()
-		return nil, headerErr(err)
-	default:
-		return nil, malformed("protected header is not a JSON object")
-	}
-	if _, err := dec.ReadToken(); err != nil {
-		return nil, headerErr(err)
-	}
+	// by the header's size whatever its shape, and in the same pass hands
+	// over the members as written. A value the checks do not read is never
+	// built. jsontext refusing duplicates itself keeps a copy of every name
+	// and past a few dozen a map, per object, and skipping token by token
+	// keeps a state per level: a member nested 5000 deep or 1500 members
+	// cost eleven times the header or more.
 	p := &protected{}
 	var nonString []string // alg, kid or typ with a value that is no string
-	var buf [32]byte       // a name unescaped, when it is short
-	for dec.PeekKind() == '"' {
-		raw, err := dec.ReadValue()
-		if err != nil {
-			return nil, headerErr(err)
-		}
+	var buf [32]byte       // a name or value unescaped, when it is short
+	err := jsoncheck.Walk(b, jsoncheck.Fields{Member: func(raw, v []byte) error {
 		name, err := unquote(buf[:0], raw)
 		if err != nil {
-			return nil, headerErr(err)
+			return err
 		}
 		reg := -1
 		for i, r := range registered {
@@ -109,51 +75,43 @@ func parseHeader(b []byte, strict bool) (*protected, error) {
 			case string(name) == r:
 				reg = i
 			case strict && bytes.EqualFold(name, registeredOctets[i]):
-				return nil, malformed("protected header: member %q differs from %q only in case (strict profile)", string(name), r)
+				return malformed("protected header: member %q differs from %q only in case (strict profile)", string(name), r)
 			}
 		}
-		if reg >= 0 {
-			p.members |= 1 << reg
+		if reg < 0 {
+			return nil // ignored (RFC 7515 section 4: "MUST be ignored")
 		}
+		p.members |= 1 << reg
 		var dst *string
-		if reg >= 0 {
-			switch registered[reg] {
-			case "alg":
-				dst = &p.alg
-			case "kid":
-				dst = &p.kid
-			case "typ":
-				dst = &p.typ
-			}
+		switch registered[reg] {
+		case "alg":
+			dst = &p.alg
+		case "kid":
+			dst = &p.kid
+		case "typ":
+			dst = &p.typ
+		default:
+			return nil
 		}
-		if dst == nil || dec.PeekKind() != '"' {
-			// Checked and skipped, never built (RFC 7515 section 4:
-			// parameters not understood "MUST be ignored").
-			if _, err := dec.ReadValue(); err != nil {
-				return nil, headerErr(err)
-			}
-			if dst != nil {
-				nonString = append(nonString, registered[reg])
-			}
-			continue
-		}
-		v, err := dec.ReadValue()
-		if err != nil {
-			return nil, headerErr(err)
+		if v[0] != '"' {
+			nonString = append(nonString, registered[reg])
+			return nil
 		}
 		s, err := unquote(buf[:0], v)
 		if err != nil {
-			return nil, headerErr(err)
+			return err
 		}
 		*dst = known(s)
-	}
-	if _, err := dec.ReadToken(); err != nil { // '}'
-		return nil, headerErr(err)
-	}
-	if _, err := dec.ReadToken(); err != io.EOF {
-		return nil, malformed("protected header: data after the JSON object")
-	}
-	if len(nonString) > 0 {
+		return nil
+	}})
+	switch {
+	case errors.Is(err, ErrMalformed):
+		return nil, err
+	case err != nil:
+		return nil, malformed("protected header: %v", err)
+	case b[len(b)-len(bytes.TrimLeft(b, " \t\r\n"))] != '{':
+		return nil, malformed("protected header is not a JSON object")
+	case len(nonString) > 0:
 		return nil, malformed("protected header: %s is not a string", nonString[0])
 	}
 	return p, nil
@@ -169,9 +127,9 @@ var registeredOctets = func() [][]byte {
 	return out
 }()
 
-// unquote returns the content of the JSON string raw, which jsontext read
-// and checked: the octets between its quotes when it has no escape, else
-// the string unescaped by jsontext into buf.
+// unquote returns the content of the JSON string raw, which jsoncheck
+// checked: the octets between its quotes when it has no escape, else the
+// string unescaped by jsontext into buf.
 func unquote(buf, raw []byte) ([]byte, error) {
 	if bytes.IndexByte(raw, '\\') < 0 {
 		return raw[1 : len(raw)-1], nil
@@ -189,13 +147,6 @@ func known(s []byte) string {
 		}
 	}
 	return string(s)
-}
-
-func headerErr(err error) error {
-	if err == nil || err == io.EOF {
-		err = io.ErrUnexpectedEOF
-	}
-	return malformed("protected header: %v", err)
 }
 
 // typeMatches reports whether typ names the media type of a signed handoff

@@ -83,7 +83,27 @@ const (
 // while the open objects hold at most 256 names at once, and past them
 // one array, as long as the rest of the text can hold names (one per five
 // octets: "":0,), so less than the text's size.
-func Check(b []byte) error {
+func Check(b []byte) error { return Walk(b, Fields{}) }
+
+// Fields receives, from Walk, what a reader of an object wants of it:
+// its members, and the elements of its members that are arrays, each as
+// written in the text, in the one pass that checks it. A function left
+// nil is not called; an error a function returns ends the walk.
+type Fields struct {
+	// Member is called for each member of the top-level object, once its
+	// value is checked: name is the member's name with its quotes, value
+	// its value, as written.
+	Member func(name, value []byte) error
+	// Element is called for each element of an array that is the value
+	// of a member of the top-level object, once the element is checked
+	// (before Member is called for the array), with the member's name.
+	Element func(name, value []byte) error
+}
+
+// Walk is Check, calling f's functions as it goes when the top-level
+// value is an object. The names of an object are compared when it closes:
+// a duplicate is reported after the functions have seen both.
+func Walk(b []byte, f Fields) error {
 	if len(b) >= first {
 		return fmt.Errorf("JSON text of %d octets: too long to check", len(b))
 	}
@@ -94,7 +114,23 @@ func Check(b []byte) error {
 		named  set         // it has names in the stack
 		depth  int
 		want   = wantValue
+		// The member of the top-level object being read, and where its
+		// value, and the element of that value, start.
+		member          []byte
+		valueAt, elemAt int
+		visit           = f.Member != nil || f.Element != nil
 	)
+	// done is called when a value ends at i, at depth d.
+	done := func(d, i int) error {
+		switch {
+		case !visit || !object.get(1):
+		case d == 1 && f.Member != nil:
+			return f.Member(member, b[valueAt:i])
+		case d == 2 && !object.get(2) && f.Element != nil:
+			return f.Element(member, b[elemAt:i])
+		}
+		return nil
+	}
 	for i := 0; ; {
 		for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 			i++
@@ -148,9 +184,13 @@ func Check(b []byte) error {
 				names = more
 			}
 			names = append(names, pos)
+			start := i
 			var err error
 			if i, err = scanString(b, i); err != nil {
 				return err
+			}
+			if depth == 1 {
+				member = b[start:i:i]
 			}
 			want = wantColon
 			continue
@@ -160,6 +200,12 @@ func Check(b []byte) error {
 			}
 			fallthrough
 		case wantValue:
+			switch depth {
+			case 1:
+				valueAt = i
+			case 2:
+				elemAt = i
+			}
 			var err error
 			switch c {
 			case '{', '[':
@@ -188,6 +234,9 @@ func Check(b []byte) error {
 			if err != nil {
 				return err
 			}
+			if err := done(depth, i); err != nil {
+				return err
+			}
 			want = wantCommaOrClose
 			if depth == 0 {
 				want = wantNothing
@@ -207,6 +256,9 @@ func Check(b []byte) error {
 		}
 		i++
 		depth--
+		if err := done(depth, i); err != nil {
+			return err
+		}
 		want = wantCommaOrClose
 		if depth == 0 {
 			want = wantNothing
@@ -220,6 +272,12 @@ func Check(b []byte) error {
 func scanString(b []byte, i int) (int, error) {
 	start := i
 	for i++; i < len(b); {
+		for i < len(b) && plainOctet[b[i]] { // the common case, in a tight loop
+			i++
+		}
+		if i == len(b) {
+			break
+		}
 		c := b[i]
 		switch {
 		case c == '"':
@@ -265,6 +323,15 @@ func scanString(b []byte, i int) (int, error) {
 	}
 	return 0, errAt(start, "unterminated string")
 }
+
+// plainOctet marks the octets a string may hold as they are, with nothing
+// to check: ASCII but controls, the quote and the backslash.
+var plainOctet = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func scanLiteral(b []byte, i int, lit string) (int, error) {
 	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {

@@ -177,6 +177,7 @@ func FuzzCheck(f *testing.F) {
 		switch {
 		case valid:
 			require.NoError(t, err)
+			checkWalk(t, b)
 		case validDup:
 			var de *DuplicateError
 			require.True(t, errors.As(err, &de), "jsontext refuses a duplicate name; Check says %v", err)
@@ -186,4 +187,62 @@ func FuzzCheck(f *testing.F) {
 			require.Error(t, err, "jsontext refuses %q", b)
 		}
 	})
+}
+
+// checkWalk holds Walk's calls on a valid text to what jsontext reads: the
+// top-level object's members, names and values as written, and the
+// elements of those that are arrays.
+func checkWalk(t *testing.T, b []byte) {
+	type call struct{ name, value string }
+	var members, elems []call
+	err := Walk(b, Fields{
+		Member: func(name, value []byte) error {
+			members = append(members, call{string(name), string(value)})
+			return nil
+		},
+		Element: func(name, value []byte) error { elems = append(elems, call{string(name), string(value)}); return nil },
+	})
+	require.NoError(t, err)
+	var wantMembers, wantElems []call
+	d := jsontext.NewDecoder(bytes.NewReader(b))
+	if d.PeekKind() == '{' {
+		_, err := d.ReadToken()
+		require.NoError(t, err)
+		for d.PeekKind() != '}' {
+			raw, err := d.ReadValue()
+			require.NoError(t, err)
+			name := string(raw) // valid until the next read
+			value, err := d.ReadValue()
+			require.NoError(t, err)
+			wantMembers = append(wantMembers, call{name, string(value)})
+			if value[0] != '[' {
+				continue
+			}
+			e := jsontext.NewDecoder(bytes.NewReader(value))
+			_, err = e.ReadToken()
+			require.NoError(t, err)
+			for e.PeekKind() != ']' {
+				v, err := e.ReadValue()
+				require.NoError(t, err)
+				wantElems = append(wantElems, call{name, string(v)})
+			}
+		}
+	}
+	require.Equal(t, wantMembers, members)
+	require.Equal(t, wantElems, elems)
+}
+
+// Walk calls Member and Element as FuzzCheck holds them to, and ends with
+// the error a function returns.
+func TestWalk(t *testing.T) {
+	checkWalk(t, []byte(` {"offer" : "a.b.c", "chain": [ "x", 1, {"a":[2]}, [] ], "x":{"chain":[3]}, "\u0063hai":[4]} `))
+	checkWalk(t, []byte(`[{"a":[1]}]`))
+	stop := errors.New("stop")
+	err := Walk([]byte(`{"a":1,"b":2}`), Fields{Member: func(name, _ []byte) error {
+		if string(name) == `"b"` {
+			return stop
+		}
+		return nil
+	}})
+	assert.ErrorIs(t, err, stop)
 }
