@@ -309,20 +309,25 @@ func shapeBase(tb testing.TB, f Format) Signed {
 }
 
 // build makes the hostile input of s and its control: the same input
-// with, in the same place, one string of the same size. A shape that
-// would make its element larger than Limits.MaxElementSize, or the
-// Handoff larger than Limits.MaxHandoffSize, is built with fewer items,
-// so that it reaches the parsers rather than be refused for its size.
+// with, in the same place, one string of the same size (see fitted).
 func (s shape) build(tb testing.TB) (hostile, ctl []byte) {
-	for {
-		hostile, ctl = s.buildN(tb)
+	return s.fitted(tb).buildN(tb)
+}
+
+// fitted is s with fewer items when its element would be larger than
+// Limits.MaxElementSize, or its Handoff larger than Limits.MaxHandoffSize,
+// so that it reaches the parsers rather than be refused for its size.
+func (s shape) fitted(tb testing.TB) shape {
+	for s.n > 1 {
+		hostile, ctl := s.buildN(tb)
 		_, _, err := ParseHandoff(hostile, Limits{})
 		_, _, errCtl := ParseHandoff(ctl, Limits{})
-		if s.n <= 1 || (!errors.Is(err, ErrTooLarge) && !errors.Is(errCtl, ErrTooLarge)) {
-			return hostile, ctl
+		if !errors.Is(err, ErrTooLarge) && !errors.Is(errCtl, ErrTooLarge) {
+			break
 		}
 		s.n = s.n * 7 / 8
 	}
+	return s
 }
 
 func (s shape) buildN(tb testing.TB) (hostile, ctl []byte) {
@@ -760,7 +765,8 @@ func FuzzReceiveShapes(f *testing.F) {
 // refusal at step 1 allocates over its size (alloc-x-size), what the same
 // input with one string of the same size in that place allocates over
 // its size (string-alloc-x-size), and its time against that string's,
-// alternated in one run (x-string).
+// alternated in one run (x-string); and its size and number of items as
+// built (fitted).
 func BenchmarkShapesRefusedAtStep1(b *testing.B) {
 	for _, s := range namedShapes() {
 		b.Run(s.String(), func(b *testing.B) {
@@ -786,6 +792,7 @@ func BenchmarkShapesRefusedAtStep1(b *testing.B) {
 			b.ReportMetric(got/float64(len(hostile)), "alloc-x-size")
 			b.ReportMetric(base/float64(len(ctl)), "string-alloc-x-size")
 			b.ReportMetric(float64(len(hostile)), "octets")
+			b.ReportMetric(float64(s.fitted(b).n), "items")
 		})
 	}
 }
