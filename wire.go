@@ -42,14 +42,20 @@ type handoffWire struct {
 	deferForms bool
 }
 
-// readBound is how many elements of the chain a reader builds: past them
-// it only checks and counts (maxRead). Before a signature verifies, that
-// is Limits.MaxChain + 1, enough to tell that a chain is too long (HC-50):
-// "A receiver MUST enforce a maximum chain length" (section 5.3, check 7)
-// fails at step 6 of section 5.1 ("If the Handoff carries a chain, check
-// it ... Reasons: broken-chain, cycle, too-deep"), after step 1 ("Then
-// verify the signature ... Reasons: bad-signature, untrusted-key"), so the
-// elements past the bound never count for anything but their number.
+// readBound is how many elements of the chain a receiver builds before a
+// signature verifies: past them it only checks them for well-formedness
+// and counts them (maxRead). Section 5.1 orders the checks, "The first
+// failure ends processing" (HC-30): step 1, "Check the signed form ...
+// Then verify the signature with a key that its trust configuration binds
+// to iss. Reasons: bad-signature, untrusted-key", comes before step 6,
+// "If the Handoff carries a chain, check it ... Reasons: broken-chain,
+// cycle, too-deep", where section 5.3, check 7 says "A receiver MUST
+// enforce a maximum chain length ... Reason: too-deep" (HC-50; HC-46
+// checks each element "as in step 1"). So an element past Limits.MaxChain
+// counts for nothing but the chain's length: Limits.MaxChain + 1 elements
+// are enough to tell that a chain is too long, and the outcome stays the
+// draft's, bad-signature at step 1 for a bad signature and too-deep at
+// step 6 for an offer whose signature verifies.
 func readBound(lim Limits) int { return lim.maxChain() + 1 }
 
 // readJSON reads a Handoff object in JSON, building at most maxRead of the
