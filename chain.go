@@ -368,8 +368,10 @@ func checkChain(h *Handoff, o *Offer, c chainCheck) (ChainState, []Link, *chainE
 	if h.chainErr != nil && h.chainErr.Index < 0 {
 		return "", nil, h.chainErr
 	}
-	if n > lim.maxChain() { // HC-50
-		return "", nil, chainErr(-1, reason.TooDeep, "chain of %d elements exceeds the limit of %d", n, lim.maxChain())
+	if held := max(n, h.chainLen); held > lim.maxChain() { // HC-50
+		// A chain past the bound was read only up to it (readBound): its
+		// other elements were counted, never built.
+		return "", nil, chainErr(-1, reason.TooDeep, "chain of %d elements exceeds the limit of %d", held, lim.maxChain())
 	}
 	if h.chainErr != nil {
 		return "", nil, h.chainErr

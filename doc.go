@@ -30,6 +30,8 @@
 //	handoff.go         2.1     Signed, Handoff, ParseHandoff, Handoff.Encode
 //	wire.go            2.1     the Handoff object read in place: its
 //	                           elements located, their forms checked
+//	forms.go           2.1, 3  one element as read from JSON or CBOR; the
+//	                           tests of its octets that tell its form
 //	peek.go            3       what step 1 reads of a payload before its
 //	                           signature verifies
 //	sign.go            3       Signer
@@ -69,18 +71,18 @@
 // step 6.
 //
 //  1. receive.go, Agent.Receive: the input's size is checked, and then
-//     handoff.go, ParseHandoff reads the Handoff object in place (wire.go):
-//     the offer and the chain's elements as signed octets (Signed), the
-//     object's unknown members kept undecoded; the offer's handoff digest is SHA-256 over
-//     its octets (HC-20).
+//     handoff.go reads the Handoff object in place (wire.go): the offer
+//     and at most Limits.MaxChain + 1 of the chain's elements as signed
+//     octets (Signed), the rest of the chain counted, the object's
+//     unknown members kept as its octets; the offer's handoff digest is
+//     SHA-256 over its octets (HC-20).
 //  2. verify.go, OpenOffer (check 1): the envelope is opened by jws/ or
 //     cose/ with the keys the Trust binds to the payload's iss, which
-//     peek.go reads before the signature verifies, or payload.go's typed
-//     fast path reads with the whole payload in one bounded pass.
+//     peek.go reads before the signature verifies.
 //  3. payload.go, decodeOffer, once the signature verified: the payload is
-//     decoded (json.go or cbor.go, under limits.go) and offer.go, offerFrom
-//     checks it against the CDDL, reading its members through members.go
-//     and digest.go.
+//     read on the typed fast path, or decoded (json.go or cbor.go, under
+//     limits.go) and checked against the CDDL by offer.go, offerFrom,
+//     reading its members through members.go and digest.go.
 //  4. receive.go: checks 2 to 5 (audience, freshness, the (iss, hop)
 //     memory in replay/, dialog) on the decoded offer; lifecycle.go names
 //     what an equivocation may still be answered with.

@@ -617,6 +617,7 @@ func TestWriteFuzzCorpus(t *testing.T) {
 			writeCorpusFile(t, filepath.Join("testdata", "fuzz", target), name, b)
 		}
 	}
+	writeShapeCorpus(t)
 }
 
 // writeCorpusFile writes one file in the "go test fuzz v1" format.

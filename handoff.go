@@ -85,6 +85,15 @@ type Handoff struct {
 	// the offer's own checks (issue of order: a damaged chain must not hide
 	// a retransmission or a wrong audience).
 	chainErr *chainError
+	// chainLen is, when the chain held more elements than were read (a
+	// receiver reads at most Limits.MaxChain + 1 before the signature
+	// verifies, readBound), how many it held; else 0.
+	chainLen int
+	// members, when not nil, is the Handoff object's octets, its own,
+	// from which Extra is still to be built (fillExtra), in membersEnc:
+	// a receiver builds it only when Received.Handoff asks for it.
+	members    []byte
+	membersEnc Encoding
 	// forms, when not nil, lists the chain elements whose form is still
 	// to be checked (parseHandoff with deferForms): the rest of the
 	// JwsCompact test of a text with a period, and the base64url decoding
@@ -116,18 +125,30 @@ type Handoff struct {
 // one, is kept and reported by Receive at step 6 (section 5.3, check 1),
 // since the checks of the offer itself come first; ParseHandoff's callers
 // see it through chainErrOf.
+//
+// ParseHandoff reads every element of the chain, however many, and builds
+// Extra: it is for a caller that wants the whole object. Receive reads
+// only what step 1 needs before the signature verifies: at most
+// Limits.MaxChain + 1 elements, and no member it does not define
+// (SECURITY.md, "What input costs").
 func ParseHandoff(data []byte, lim Limits) (*Handoff, Encoding, error) {
-	return parseHandoff(data, lim, false)
+	h, enc, err := parseHandoff(data, lim, false)
+	if err != nil {
+		return nil, 0, err
+	}
+	h.fillExtra()
+	return h, enc, nil
 }
 
-// parseHandoff is ParseHandoff. With deferForms, a text element that holds
-// a period is taken as a JWS and the rest of its JwsCompact test is left
-// to the receiver (Handoff.checkForms), which skips it for an element it
-// verified before: such an element has the octets of one that passed it.
-// Likewise a JSON text without a period, a COSE element's base64url, is
-// kept as text: the receiver decodes it, unless it finds the element by
-// the digest of that text (checkChain).
-func parseHandoff(data []byte, lim Limits, deferForms bool) (*Handoff, Encoding, error) {
+// parseHandoff is ParseHandoff for a receiver when receiving is set: a
+// text element that holds a period is taken as a JWS and the rest of its
+// JwsCompact test is left to the receiver (Handoff.checkForms), which skips
+// it for an element it verified before: such an element has the octets of
+// one that passed it. Likewise a JSON text without a period, a COSE
+// element's base64url, is kept as text: the receiver decodes it, unless it
+// finds the element by the digest of that text (checkChain). The chain is
+// read up to readBound(lim) elements, and Extra is left to fillExtra.
+func parseHandoff(data []byte, lim Limits, receiving bool) (*Handoff, Encoding, error) {
 	lim = lim.withDefaults()
 	if len(data) > lim.MaxHandoffSize {
 		return nil, 0, fmt.Errorf("%w: Handoff of %d octets exceeds %d", ErrTooLarge, len(data), lim.MaxHandoffSize)
@@ -146,12 +167,16 @@ func parseHandoff(data []byte, lim Limits, deferForms bool) (*Handoff, Encoding,
 	if jwsCompact.Match(data) {
 		return nil, 0, malformed("this is a signed handoff (a JWS compact serialization) on its own; a Handoff object {offer, chain} was expected")
 	}
-	w := handoffWire{deferForms: deferForms}
+	w := handoffWire{deferForms: receiving}
+	maxRead := -1
+	if receiving {
+		maxRead = readBound(lim)
+	}
 	var err error
 	if enc == JSON {
-		err = w.readJSON(data)
+		err = w.readJSON(data, lim, maxRead)
 	} else {
-		err = w.readCBOR(data, lim)
+		err = w.readCBOR(data, lim, maxRead)
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w (input taken as a Handoff object in %s)", err, enc)
@@ -176,6 +201,9 @@ func (h *Handoff) chainErrOf() error {
 func (h *Handoff) Encode(enc Encoding) ([]byte, error) {
 	if len(h.Offer.Octets) == 0 {
 		return nil, malformed("Handoff without offer")
+	}
+	if h.chainLen > len(h.Chain) {
+		return nil, fmt.Errorf("%w: the chain held %d elements, of which only the first %d were read (Limits.MaxChain); it cannot be written whole", ErrTooLarge, h.chainLen, len(h.Chain))
 	}
 	m := map[string]any{}
 	for k, v := range h.Extra {
@@ -234,5 +262,6 @@ func (h *Handoff) clone() *Handoff {
 		}
 	}
 	c.Extra = cloneMembers(h.Extra)
+	c.members = bytes.Clone(h.members)
 	return &c
 }

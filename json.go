@@ -147,30 +147,45 @@ func jsonValue(d *jsontext.Decoder, lim Limits, depth int) (any, error) {
 			return nil, jsonErr(err)
 		}
 		return a, nil
-	case '"':
+	case '"', '0', 't', 'f', 'n':
 		raw, err := d.ReadValue()
 		if err != nil {
 			return nil, jsonErr(err)
 		}
-		return jsonText(raw, false)
-	case '0':
-		raw, err := d.ReadValue()
-		if err != nil {
-			return nil, jsonErr(err)
-		}
-		return jsonNumber(raw), nil
+		return jsonScalar(raw)
 	}
-	t, err := d.ReadToken()
+	_, err := d.ReadToken()
+	return nil, jsonErr(err)
+}
+
+// jsonName returns the content of a valid JSON string as written, quotes
+// included: a view of raw when it has no escape, else unescaped into a
+// new slice.
+func jsonName(raw []byte) ([]byte, error) {
+	if body := raw[1 : len(raw)-1]; bytes.IndexByte(body, '\\') < 0 {
+		return body, nil
+	}
+	b, err := jsontext.AppendUnquote(nil, raw)
 	if err != nil {
-		return nil, jsonErr(err)
+		return nil, malformed("JSON string: %v", err)
 	}
-	switch t.Kind() {
-	case 't', 'f':
-		return t.Bool(), nil
+	return b, nil
+}
+
+// jsonScalar decodes a valid JSON string, number, true, false or null as
+// written, as jsonValue decodes it.
+func jsonScalar(raw []byte) (any, error) {
+	switch raw[0] {
+	case '"':
+		return jsonText(raw, false)
+	case 't':
+		return true, nil
+	case 'f':
+		return false, nil
 	case 'n':
 		return nil, nil
 	}
-	return nil, malformed("JSON syntax: unexpected %v", t.Kind())
+	return jsonNumber(raw), nil
 }
 
 // jsonText returns the text of a JSON string that jsontext has validated.

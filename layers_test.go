@@ -24,7 +24,7 @@ var layers = []string{
 	"delegate.go", "delegator.go",
 	"receive.go", "agent.go",
 	"chain.go", "refs.go", "cache.go", "lifecycle.go", "hoplock.go",
-	"verify.go", "handoff.go", "wire.go", "peek.go", "sign.go", "trust.go",
+	"verify.go", "handoff.go", "wire.go", "forms.go", "peek.go", "sign.go", "trust.go",
 	"status.go", "payload.go", "offer.go", "members.go", "digest.go",
 	"compact.go", "cbor.go", "json.go", "codec.go", "limits.go", "errors.go",
 	"doc.go",

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/ref"
@@ -157,22 +159,44 @@ func extraMembers(f fields, known []string) (map[string]any, error) {
 // since a decoder that folds case would take it for the defined one.
 func caseVariant[V any](m map[string]V, known []string) (name, of string, found bool) {
 	for k := range m {
-		if contains(known, k) {
-			continue
-		}
-		for _, kn := range known {
-			if strings.EqualFold(k, kn) || foldJSON(k) == foldJSON(kn) {
-				return k, kn, true
-			}
+		if kn, ok := variantOf(k, known); ok {
+			return k, kn, true
 		}
 	}
 	return "", "", false
 }
 
-// foldJSON folds a name as encoding/json matches names to struct fields
-// (each rune to upper(lower(r))), so that "iſs" and "ıss" count as case
-// variants of "iss" too.
-func foldJSON(s string) string { return strings.ToUpper(strings.ToLower(s)) }
+// variantOf returns the name in known of which name is a case variant (see
+// caseVariant), if any. It allocates nothing, so that a Handoff object's
+// members can be looked at one by one before a signature verifies.
+func variantOf(name string, known []string) (string, bool) {
+	if contains(known, name) {
+		return "", false
+	}
+	for _, kn := range known {
+		if strings.EqualFold(name, kn) || foldEqual(name, kn) {
+			return kn, true
+		}
+	}
+	return "", false
+}
+
+// foldEqual reports whether a and b fold to the same text as encoding/json
+// matches names to struct fields (each rune to upper(lower(r))), so that
+// "iſs" and "ıss" count as case variants of "iss" too: it compares
+// strings.ToUpper(strings.ToLower(s)) of both, rune by rune, without
+// building either.
+func foldEqual(a, b string) bool {
+	for a != "" && b != "" {
+		r, n := utf8.DecodeRuneInString(a)
+		q, m := utf8.DecodeRuneInString(b)
+		if unicode.ToUpper(unicode.ToLower(r)) != unicode.ToUpper(unicode.ToLower(q)) {
+			return false
+		}
+		a, b = a[n:], b[m:]
+	}
+	return a == "" && b == ""
+}
 
 func refFrom(v any, path string, strict bool) (ref.Ref, error) {
 	m, ok := v.(map[string]any)

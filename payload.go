@@ -12,9 +12,10 @@ import (
 )
 
 // fastOffer decodes payload on the typed fast path of its encoding, when
-// the profile allows it; ok false leaves it to the full path. Its cost is
-// bounded whatever the input: it reads the CDDL's members only, and steps
-// aside at the first member it does not know.
+// the profile allows it; ok false leaves it to the full path. It reads the
+// CDDL's members only, and steps aside at the first member it does not
+// know; obo and refs it reads into the generic model, as the full path
+// does, so it runs once the signature has verified (openOffer).
 func fastOffer(payload []byte, enc Encoding, lim Limits) (*Offer, bool) {
 	if lim.Strict {
 		return nil, false

@@ -2,19 +2,21 @@ package handoff
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
-	"io"
-	"slices"
 
 	"github.com/fxamacker/cbor/v2"
-	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/agentproto/handoff/internal/cborhead"
+	"github.com/agentproto/handoff/internal/jsoncheck"
 )
 
 // peekMembers reads a payload that must be a map, as decodePayload would
 // accept it at its top level, and decodes only the members named: the
-// others are checked to be well formed (JSON: valid, as jsontext checks
-// every value) and skipped, never built. It runs before a signature
-// verifies, so that what an unknown sender's octets cost stays a small
+// others are checked to be well formed (JSON: valid, and no name
+// repeated, as jsoncheck checks the whole text before jsontext reads it)
+// and skipped, never built. It runs before a signature verifies, so that what an
+// unknown sender's octets cost stays a small
 // multiple of their size; decodePayload checks the rest once the
 // signature has verified.
 func peekMembers(payload []byte, enc Encoding, lim Limits, names ...string) (map[string]any, error) {
@@ -33,20 +35,34 @@ func peekMembers(payload []byte, enc Encoding, lim Limits, names ...string) (map
 		if err != nil {
 			return nil, fmt.Errorf("handoff: CBOR options: %w", err)
 		}
-		// Into a struct of the three members step 1 reads: the library
-		// skips every other member without building or copying it.
-		// Duplicate names are found once the signature has verified, by
-		// the full decoder; before, the last of them is read.
-		var p peekCBOR
-		rest, err := cborPeekMode.UnmarshalFirst(payload, &p)
-		switch {
-		case err != nil:
+		// Checked well formed by the library, then walked in place: the
+		// members step 1 reads are kept as views, every other member is
+		// skipped, its name not even made a string. Duplicate names are
+		// found once the signature has verified, by the full decoder;
+		// before, the first of them is read.
+		if err := cborPeekMode.Wellformed(payload); err != nil {
+			if _, ok := errors.AsType[*cbor.ExtraneousDataError](err); ok {
+				return nil, malformed("trailing data after CBOR value")
+			}
 			return nil, malformed("CBOR: %v", err)
-		case len(rest) != 0:
-			return nil, malformed("trailing data after CBOR value")
+		}
+		var p peekCBOR
+		it, _ := cborhead.Open(payload)
+		for k, ok := it.Next(); ok; k, ok = it.Next() {
+			v, _ := it.Next()
+			if cborhead.Major(k) != cborhead.Text {
+				continue // a name that is not text: the full decoder refuses it
+			}
+			if !cborhead.ValidText(k) {
+				return nil, malformed("CBOR: invalid UTF-8 string")
+			}
+			name, _ := cborhead.String(k)
+			if dst := p.member(string(name)); dst != nil && *dst == nil {
+				*dst = v
+			}
 		}
 		for _, n := range names {
-			r := p.member(n)
+			r := *p.member(n)
 			if r == nil {
 				continue
 			}
@@ -63,91 +79,58 @@ func peekMembers(payload []byte, enc Encoding, lim Limits, names ...string) (map
 		}
 		return m, nil
 	}
-	d := jsonDecoders.Get().(*jsontext.Decoder)
-	defer func() {
-		d.Reset(bytes.NewBuffer(nil))
-		jsonDecoders.Put(d)
-	}()
-	d.Reset(bytes.NewBuffer(payload))
-	switch d.PeekKind() {
-	case '{':
-	case 0:
-		_, err := d.ReadToken()
-		return nil, jsonErr(err)
-	default:
+	// One pass of jsoncheck checks the whole payload and hands over its
+	// members as written: only the named ones are decoded.
+	err := jsoncheck.Walk(payload, jsoncheck.Fields{Member: func(raw, v []byte) error {
+		name, err := jsonName(raw)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			switch {
+			case string(name) != n:
+			case v[0] == '[': // its kind is enough
+				m[n] = kindOnly(cborhead.Array)
+			case v[0] == '{':
+				m[n] = kindOnly(cborhead.Map)
+			default:
+				m[n], err = jsonScalar(v)
+			}
+		}
+		return err
+	}})
+	if err != nil {
+		return nil, malformed("JSON: %v", err)
+	}
+	if payload[len(payload)-len(bytes.TrimLeft(payload, " \t\r\n"))] != '{' {
 		return nil, malformed("JSON value is not an object")
-	}
-	if _, err := d.ReadToken(); err != nil {
-		return nil, jsonErr(err)
-	}
-	for d.PeekKind() != '}' {
-		if d.PeekKind() != '"' {
-			_, err := d.ReadToken()
-			return nil, jsonErr(err)
-		}
-		raw, err := d.ReadValue()
-		if err != nil {
-			return nil, jsonErr(err)
-		}
-		name, err := jsonText(raw, true)
-		if err != nil {
-			return nil, err
-		}
-		if !slices.Contains(names, name) {
-			if _, err := d.ReadValue(); err != nil {
-				return nil, jsonErr(err)
-			}
-			continue
-		}
-		switch d.PeekKind() {
-		case '[', '{': // its kind is enough
-			k := d.PeekKind()
-			if _, err := d.ReadValue(); err != nil {
-				return nil, jsonErr(err)
-			}
-			m[name] = kindOnly(map[jsontext.Kind]byte{'[': 4, '{': 5}[k])
-			continue
-		}
-		if m[name], err = jsonValue(d, lim, 1); err != nil {
-			return nil, err
-		}
-	}
-	if _, err := d.ReadToken(); err != nil {
-		return nil, jsonErr(err)
-	}
-	if _, err := d.ReadToken(); err != io.EOF {
-		return nil, malformed("trailing data after JSON value")
 	}
 	return m, nil
 }
 
-// peekCBOR holds the members of a payload that step 1 reads.
+// peekCBOR holds the members of a payload that step 1 reads, in place.
 type peekCBOR struct {
-	V    cbor.RawMessage `cbor:"v"`
-	Type cbor.RawMessage `cbor:"type"`
-	Iss  cbor.RawMessage `cbor:"iss"`
+	V, Type, Iss []byte
 }
 
-// member returns the member named n, or nil.
-func (p *peekCBOR) member(n string) cbor.RawMessage {
+// member returns where the member named n is kept, or nil for a name
+// step 1 does not read.
+func (p *peekCBOR) member(n string) *[]byte {
 	switch n {
 	case "v":
-		return p.V
+		return &p.V
 	case "type":
-		return p.Type
+		return &p.Type
 	case "iss":
-		return p.Iss
+		return &p.Iss
 	}
 	return nil
 }
 
-// cborPeekMode reads a payload into peekCBOR: names matched exactly, and
+// cborPeekMode checks a payload well formed before peekMembers walks it:
 // the shape bounded by the size alone, as in cborDecOptions.
 var cborPeekMode = func() cbor.DecMode {
-	o := cborDecOptions(Limits{}.withDefaults(), profileExact)
-	o.DupMapKey = cbor.DupMapKeyQuiet
-	o.FieldNameMatching = cbor.FieldNameMatchingCaseSensitive
-	dm, err := o.DecMode()
+	dm, err := cborDecOptions(Limits{}.withDefaults(), profileExact).DecMode()
 	if err != nil {
 		panic(err) // constant options: a programmer error
 	}

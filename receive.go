@@ -181,10 +181,14 @@ func (r *Received) Unverified() *Offer {
 
 // Handoff returns a copy of the Handoff object as carried (nil when it did
 // not parse). Its elements are signed octets; their claims are verified
-// only as Offer and Links say.
+// only as Offer and Links say. Receive reads at most Limits.MaxChain + 1
+// elements of the chain (SECURITY.md): of a longer chain, refused as
+// too-deep at step 6 if no earlier check refused the offer, Chain holds
+// those first elements, and Encode refuses to write it.
 func (r *Received) Handoff() *Handoff {
 	h := r.handoff.clone()
 	h.checkForms(r.by.lim, nil) // as ParseHandoff returns it, when step 6 did not run
+	h.fillExtra()
 	return h
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	mrand "math/rand/v2"
 	"slices"
 	"strings"
@@ -156,8 +157,12 @@ func TestReceive_DeferredFormsRefused(t *testing.T) {
 	}
 }
 
-// FuzzParseHandoffDeferred: for any input, a Handoff read with its forms
-// deferred and then checked is the Handoff ParseHandoff returns.
+// FuzzParseHandoffDeferred: for any input, a Handoff read as a receiver
+// reads it, with its forms deferred and then checked and its unknown
+// members then built, is the Handoff ParseHandoff returns, but for a chain
+// longer than the receiver's bound (readBound): it holds that chain's
+// first elements and its length, and the elements past the bound, only
+// counted, can neither fail it nor name its failing element.
 func FuzzParseHandoffDeferred(f *testing.F) {
 	fx := fuzzFixture(f)
 	for _, b := range fx.handoffs {
@@ -165,18 +170,43 @@ func FuzzParseHandoffDeferred(f *testing.F) {
 	}
 	f.Add([]byte(`{"offer":"a.b.c","chain":["a.b.c.d","x.y.z",1]}`))
 	f.Add([]byte(`{"offer":"a.b.c","chain":["a.b.c",".b.c","0oRAoEBA"]}`))
+	f.Add([]byte(`{"offer":"a.b.c","chain":["a.b.c","a.b.c","a.b.c",1,2]}`))
+	f.Add([]byte{0xa2, 0x65, 'o', 'f', 'f', 'e', 'r', 0x65, 'a', '.', 'b', '.', 'c',
+		0x65, 'c', 'h', 'a', 'i', 'n', 0x84, 0x40, 0x40, 0x61, 0xff, 0x00})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, lim := range []Limits{{}, {MaxElementSize: 8}} {
+		for _, lim := range []Limits{{}, {MaxElementSize: 8}, {MaxChain: new(1)}} {
+			bound := readBound(lim.withDefaults())
 			want, wantEnc, wantErr := ParseHandoff(data, lim)
 			got, enc, err := parseHandoff(data, lim, true)
 			if wantErr != nil {
-				require.EqualError(t, err, wantErr.Error())
-				require.Nil(t, got)
+				// The receiver refuses it too, for the same reason, unless
+				// that reason is an element past the bound, which it only
+				// counts: read with no bound, it gives the same reason.
+				all := lim
+				all.MaxChain = new(math.MaxInt32 - 1)
+				_, _, errAll := parseHandoff(data, all, true)
+				require.EqualError(t, errAll, wantErr.Error())
+				if err != nil {
+					requireTyped(t, err)
+					require.Nil(t, got)
+				} else {
+					require.Greater(t, got.chainLen, bound)
+				}
 				continue
 			}
 			require.NoError(t, err)
 			require.Equal(t, wantEnc, enc)
 			got.checkForms(lim.withDefaults(), nil)
+			got.fillExtra()
+			if len(want.Chain) > bound {
+				require.Equal(t, want.Chain[:bound], got.Chain)
+				require.Equal(t, len(want.Chain), got.chainLen)
+				got.Chain, got.chainLen = want.Chain, 0
+				if want.chainErr != nil && want.chainErr.Index >= bound {
+					require.Nil(t, got.chainErr)
+					got.chainErr = want.chainErr
+				}
+			}
 			require.Equal(t, want, got)
 		}
 	})

@@ -4,14 +4,14 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"math"
 
 	"github.com/agentproto/handoff/internal/cborhead"
+	"github.com/agentproto/handoff/internal/jsoncheck"
 	"github.com/agentproto/handoff/reason"
 	"github.com/fxamacker/cbor/v2"
-	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Section 2.1 of the draft, as read from the wire: the Handoff object
@@ -24,160 +24,132 @@ import (
 type handoffWire struct {
 	offer    wireElement
 	hasOffer bool
+	// chain is the chain's first elements: all of them, or, when the
+	// reader was given a bound (readBound), at most that many.
 	chain    []wireElement
+	chainLen int // the chain's elements, read or not
 	hasChain bool
 	// chainKind names what the chain member held when it was not an array.
 	chainKind string
-	extra     map[string]any
+	// members is the object's octets, private, when it has members this
+	// version does not define: Extra is built from them (fillExtra) when
+	// it is asked for, not before.
+	members []byte
+	// variant is, for the strict profile, a member name that differs from
+	// a defined one only in case, and that name.
+	variant [2]string
 	// deferForms: see parseHandoff.
 	deferForms bool
 }
 
-// wireElement is one element as read: text or a byte string, its octets
-// (for text, its UTF-8 octets), or neither (kind then names what was there
-// instead). The octets are private to the Handoff unless view is set: they
-// are then the input's own, until handoffWire.own copies or decodes them.
-type wireElement struct {
-	octets  []byte
-	isText  bool
-	isBytes bool
-	kind    string
-	view    bool
-	// b64: text without a period, already decoded from base64url into
-	// octets (handoffWire.own), as elementFrom would decode it.
-	b64 bool
-}
+// readBound is how many elements of the chain a receiver builds before a
+// signature verifies: past them it only checks them for well-formedness
+// and counts them (maxRead). Section 5.1 orders the checks, "The first
+// failure ends processing" (HC-30): step 1, "Check the signed form ...
+// Then verify the signature with a key that its trust configuration binds
+// to iss. Reasons: bad-signature, untrusted-key", comes before step 6,
+// "If the Handoff carries a chain, check it ... Reasons: broken-chain,
+// cycle, too-deep", where section 5.3, check 7 says "A receiver MUST
+// enforce a maximum chain length ... Reason: too-deep" (HC-50; HC-46
+// checks each element "as in step 1"). So an element past Limits.MaxChain
+// counts for nothing but the chain's length: Limits.MaxChain + 1 elements
+// are enough to tell that a chain is too long, and the outcome stays the
+// draft's, bad-signature at step 1 for a bad signature and too-deep at
+// step 6 for an offer whose signature verifies.
+func readBound(lim Limits) int { return lim.maxChain() + 1 }
 
-func (w *handoffWire) keep(name string, raw any) {
-	if w.extra == nil {
-		w.extra = map[string]any{}
-	}
-	w.extra[name] = raw
-}
-
-// readJSON reads a Handoff object in JSON. jsontext checks the grammar,
-// UTF-8, surrogates and unique names of every value, the ones kept
-// undecoded included, in one pass that builds nothing but the elements.
+// readJSON reads a Handoff object in JSON, building at most maxRead of the
+// chain's elements (-1: all). jsoncheck checks the whole text as jsontext
+// would read it (grammar, UTF-8, surrogates, depth), the values kept
+// undecoded included, and that no object repeats a name, at a cost
+// bounded by the size whatever the shape; and in the same pass hands over
+// the object's members and the chain's elements, as written, building
+// nothing but the elements.
 //
 // An element without escapes is read as a view of data (the octets between
-// its quotes, found by the decoder's input offset), which handoffWire.own
-// then copies, or decodes from base64url, into one array for all.
-func (w *handoffWire) readJSON(data []byte) error {
-	d := jsonDecoders.Get().(*jsontext.Decoder)
-	defer func() {
-		d.Reset(bytes.NewBuffer(nil)) // keep no reference to data
-		jsonDecoders.Put(d)
-	}()
-	d.Reset(bytes.NewBuffer(data))
-	switch d.PeekKind() {
-	case '{':
-	case 0:
-		_, err := d.ReadToken()
-		return jsonErr(err)
-	default:
-		return malformed("JSON value is not an object")
+// its quotes), which handoffWire.own then copies, or decodes from
+// base64url, into one array for all.
+func (w *handoffWire) readJSON(data []byte, lim Limits, maxRead int) error {
+	hasExtra := false
+	room := min(defaultMaxChain, len(data)/64) // the elements' slice, never grown
+	if maxRead >= 0 {
+		room = min(room, maxRead)
 	}
-	if _, err := d.ReadToken(); err != nil {
-		return jsonErr(err)
-	}
-	for d.PeekKind() != '}' {
-		if d.PeekKind() != '"' {
-			_, err := d.ReadToken()
-			return jsonErr(err)
-		}
-		raw, err := d.ReadValue() // the name; jsontext refuses a duplicate
-		if err != nil {
-			return jsonErr(err)
-		}
-		name, err := jsonText(raw, true)
-		if err != nil {
-			return err
-		}
-		switch name {
-		case "offer":
-			w.hasOffer = true
-			if w.offer, err = jsonElement(d, data); err != nil {
-				return err
-			}
-		case "chain":
-			w.hasChain = true
-			if d.PeekKind() != '[' {
-				if w.chainKind, err = jsonSkip(d); err != nil {
-					return err
-				}
-				continue
-			}
-			if _, err := d.ReadToken(); err != nil {
-				return jsonErr(err)
-			}
-			// Room for the chain's elements, as many as an input of this
-			// size could hold at one per 64 octets, up to the default
-			// bound: a chain is read without growing the slice.
-			w.chain = make([]wireElement, 0, min(defaultMaxChain, len(data)/64))
-			for d.PeekKind() != ']' {
-				e, err := jsonElement(d, data)
+	var last []byte      // the member whose elements Walk passes, and whether
+	var lastIsChain bool // it is the chain: decided once per member
+	err := jsoncheck.Walk(data, jsoncheck.Fields{
+		Element: func(raw, v []byte) error {
+			if len(last) == 0 || &raw[0] != &last[0] {
+				name, err := jsonName(raw)
 				if err != nil {
 					return err
 				}
-				w.chain = append(w.chain, e)
+				last, lastIsChain = raw, string(name) == "chain"
 			}
-			if _, err := d.ReadToken(); err != nil {
-				return jsonErr(err)
+			if !lastIsChain {
+				return nil
 			}
-		default:
-			v, err := d.ReadValue()
+			if w.chainLen++; maxRead >= 0 && w.chainLen > maxRead {
+				return nil // checked and counted, not built
+			}
+			e, err := jsonElement(v)
+			if w.chain == nil {
+				w.chain = make([]wireElement, 0, room)
+			}
+			w.chain = append(w.chain, e)
+			return err
+		},
+		Member: func(raw, v []byte) error {
+			name, err := jsonName(raw)
 			if err != nil {
-				return jsonErr(err)
+				return err
 			}
-			w.keep(name, json.RawMessage(bytes.Clone(v)))
-		}
+			switch string(name) {
+			case "offer":
+				w.hasOffer = true
+				w.offer, err = jsonElement(v)
+			case "chain":
+				w.hasChain = true
+				if v[0] != '[' {
+					w.chainKind = jsonKind(v[0])
+				} else if w.chain == nil {
+					w.chain = make([]wireElement, 0) // an empty array
+				}
+			default:
+				hasExtra = true
+				w.noteVariant(name, lim)
+			}
+			return err
+		},
+	})
+	if err != nil {
+		return malformed("JSON: %v", err)
 	}
-	if _, err := d.ReadToken(); err != nil { // '}'
-		return jsonErr(err)
+	if data[len(data)-len(bytes.TrimLeft(data, " \t\r\n"))] != '{' {
+		return malformed("JSON value is not an object")
 	}
-	if _, err := d.ReadToken(); err != io.EOF {
-		return malformed("trailing data after JSON value")
+	if hasExtra {
+		w.members = bytes.Clone(data)
 	}
 	return nil
 }
 
-// jsonElement reads one element: a string, or any other value, which is
-// checked and skipped and whose kind is kept. data is what d reads: a
-// string without escapes is its own text, and its octets are a view of
-// data.
-func jsonElement(d *jsontext.Decoder, data []byte) (wireElement, error) {
-	if d.PeekKind() != '"' {
-		kind, err := jsonSkip(d)
-		return wireElement{kind: kind}, err
+// noteVariant records, for the strict profile, a member name that differs
+// from a defined one only in case.
+func (w *handoffWire) noteVariant(name []byte, lim Limits) {
+	// A case variant of a defined name is at most three octets per letter
+	// (the Kelvin sign folds to k); no longer name can be one.
+	if !lim.Strict || w.variant[0] != "" || len(name) > 15 {
+		return
 	}
-	raw, err := d.ReadValue()
-	if err != nil {
-		return wireElement{}, jsonErr(err)
+	if kn, ok := variantOf(string(name), handoffMembers); ok {
+		w.variant = [2]string{string(name), kn}
 	}
-	if bytes.IndexByte(raw, '\\') < 0 {
-		end := int(d.InputOffset()) - 1 // the closing quote
-		return wireElement{octets: data[end-len(raw)+2 : end : end], isText: true, view: true}, nil
-	}
-	b, err := jsontext.AppendUnquote(nil, raw)
-	if err != nil {
-		return wireElement{}, malformed("JSON string: %v", err)
-	}
-	return wireElement{octets: b, isText: true}, nil
 }
 
-// jsonSkip checks and skips one value, and names its kind as typeName
-// names the decoded value.
-func jsonSkip(d *jsontext.Decoder) (string, error) {
-	kind := map[jsontext.Kind]string{'{': "map", '[': "array", '0': "number", 't': "bool", 'f': "bool", 'n': "null"}[d.PeekKind()]
-	if _, err := d.ReadValue(); err != nil {
-		return "", jsonErr(err)
-	}
-	return kind, nil
-}
-
-// handoffCBORMode reads the Handoff object's own map: the members' values
-// stay undecoded (cbor.RawMessage), so the only bounds are the size bound
-// and the library's: a data item can hold no more items than it has
+// handoffCBORMode checks a Handoff object in CBOR to be well formed, which
+// the reader relies on to walk it in place. Its only bounds are the size
+// bound and the library's: a data item can hold no more items than it has
 // octets, and nesting is bounded by the library's largest bound.
 var handoffCBORMode = func() cbor.DecMode {
 	dm, err := cbor.DecOptions{
@@ -195,101 +167,88 @@ var handoffCBORMode = func() cbor.DecMode {
 	return dm
 }()
 
-// readCBOR reads a Handoff object in CBOR: a map with text keys, each
-// value well formed (RFC 8949), the elements decoded and every other member
-// kept as its octets.
-func (w *handoffWire) readCBOR(data []byte, lim Limits) error {
-	if data[0]>>5 != 5 { // major type 5: the CDDL's root is a map, untagged
+// readCBOR reads a Handoff object in CBOR, building at most maxRead of the
+// chain's elements (-1: all): a map with text keys, valid UTF-8 and
+// unique, each value well formed (RFC 8949), the elements read and every
+// other member kept as its octets. The object is checked well formed in
+// one pass of the library, and then walked in place (cborhead): nothing
+// is decoded twice, and nothing is built for an item but the elements.
+func (w *handoffWire) readCBOR(data []byte, lim Limits, maxRead int) error {
+	if data[0]>>5 != cborhead.Map { // the CDDL's root is a map, untagged
 		return malformed("CBOR value is not a map")
+	}
+	if uint64(len(data)) > math.MaxUint32 { // positions below are uint32
+		return fmt.Errorf("%w: CBOR object of %d octets", ErrTooLarge, len(data))
+	}
+	if err := handoffCBORMode.Wellformed(data); err != nil {
+		if _, ok := errors.AsType[*cbor.ExtraneousDataError](err); ok {
+			return malformed("trailing data after CBOR value")
+		}
+		return malformed("CBOR: %v", err)
 	}
 	// The object is read in place: every value is a view of one private
 	// copy of the input, so that reading it costs one copy in all.
 	data = bytes.Clone(data)
-	var m map[string]cborhead.View
-	rest, err := handoffCBORMode.UnmarshalFirst(data, &m)
-	switch {
-	case err != nil:
-		return malformed("CBOR: %v", err)
-	case len(rest) != 0:
-		return malformed("trailing data after CBOR value")
+	it, n := cborhead.Open(data)
+	var small [16]uint32
+	keys := small[:0] // the positions of the keys, for the duplicate check
+	if n/2 > len(small) {
+		keys = make([]uint32, 0, n/2)
 	}
-	for name, raw := range m {
-		switch name {
+	hasExtra := false
+	for k, ok := it.Next(); ok; k, ok = it.Next() {
+		at := len(data) - it.Left() - len(k)
+		v, _ := it.Next()
+		if cborhead.Major(k) != cborhead.Text {
+			return malformed("CBOR: member name of kind %s, want text", cborKind(k))
+		}
+		if !cborhead.ValidText(k) {
+			return malformed("CBOR: member name: invalid UTF-8 string")
+		}
+		keys = append(keys, uint32(at))
+		name, _ := cborhead.String(k)
+		var err error
+		switch string(name) {
 		case "offer":
 			w.hasOffer = true
-			if w.offer, err = cborElement(raw); err != nil {
+			if w.offer, err = cborElement(v); err != nil {
 				return err
 			}
 		case "chain":
 			w.hasChain = true
-			if raw[0]>>5 != 4 {
-				w.chainKind = cborKind(raw)
+			if cborhead.Major(v) != cborhead.Array {
+				w.chainKind = cborKind(v)
 				continue
 			}
-			var a []cborhead.View
-			if err := handoffCBORMode.Unmarshal(raw, &a); err != nil {
-				return malformed("CBOR: chain: %v", err)
+			// The elements past maxRead are well formed, as the whole
+			// object is, and counted: never built.
+			elems, count := cborhead.Open(v)
+			w.chainLen = count
+			if maxRead >= 0 {
+				count = min(count, maxRead)
 			}
-			w.chain = make([]wireElement, len(a))
-			for i, e := range a {
-				if w.chain[i], err = cborElement(e); err != nil {
+			w.chain = make([]wireElement, 0, count)
+			for range count {
+				e, _ := elems.Next()
+				we, err := cborElement(e)
+				if err != nil {
 					return err
 				}
+				w.chain = append(w.chain, we)
 			}
 		default:
-			w.keep(name, cbor.RawMessage(raw))
+			hasExtra = true
+			w.noteVariant(name, lim)
 		}
+	}
+	if at, dup := cborhead.Repeated(data, keys); dup {
+		name, _ := cborhead.String(data[at:])
+		return malformed("CBOR: found duplicate map key %q", name)
+	}
+	if hasExtra {
+		w.members = data
 	}
 	return nil
-}
-
-// cborElement reads one element: a text or byte string, or the kind of the
-// item found instead.
-func cborElement(raw cborhead.View) (wireElement, error) {
-	switch raw[0] >> 5 {
-	case 3:
-		var s string
-		if err := handoffCBORMode.Unmarshal(raw, &s); err != nil {
-			return wireElement{}, malformed("CBOR: %v", err)
-		}
-		return wireElement{octets: []byte(s), isText: true}, nil
-	case 2:
-		if n, b, ok := cborhead.Head(raw); ok && uint64(len(b)) == n {
-			return wireElement{octets: b, isBytes: true}, nil // in place
-		}
-		var b []byte // an indefinite length: the library joins the chunks
-		if err := handoffCBORMode.Unmarshal(raw, &b); err != nil {
-			return wireElement{}, malformed("CBOR: %v", err)
-		}
-		return wireElement{octets: b, isBytes: true}, nil
-	}
-	return wireElement{kind: cborKind(raw)}, nil
-}
-
-// cborKind names the kind of a well-formed item from its initial octet, as
-// typeName names the decoded value.
-func cborKind(raw []byte) string {
-	switch raw[0] >> 5 {
-	case 0:
-		return "unsigned integer"
-	case 1:
-		return "negative integer"
-	case 4:
-		return "array"
-	case 5:
-		return "map"
-	case 6:
-		return "tag"
-	}
-	switch raw[0] {
-	case 0xf4, 0xf5:
-		return "bool"
-	case 0xf6, 0xf7:
-		return "null"
-	case 0xf9, 0xfa, 0xfb:
-		return "float"
-	}
-	return "simple value"
 }
 
 // own makes the octets of every element private: a view of the input
@@ -353,12 +312,16 @@ func (w *handoffWire) handoff(enc Encoding, lim Limits) (*Handoff, error) {
 	if err != nil {
 		return nil, err
 	}
-	if lim.Strict {
-		if k, kn, found := caseVariant(w.extra, handoffMembers); found {
-			return nil, malformed("%s: differs only in case from the member %q (strict profile)", k, kn)
-		}
+	if lim.Strict && w.variant[0] != "" {
+		return nil, malformed("%s: differs only in case from the member %q (strict profile)", w.variant[0], w.variant[1])
 	}
-	h := &Handoff{Offer: offer, Extra: w.extra}
+	h := &Handoff{Offer: offer}
+	if w.members != nil {
+		h.members, h.membersEnc = w.members, enc
+	}
+	if w.chainLen > len(w.chain) {
+		h.chainLen = w.chainLen
+	}
 	switch {
 	case !w.hasChain:
 		return h, nil
@@ -413,6 +376,36 @@ func (w *handoffWire) handoff(enc Encoding, lim Limits) (*Handoff, error) {
 	return h, nil
 }
 
+// fillExtra builds h.Extra from the members kept as octets, if any: each
+// member this version does not define, undecoded, as a view of those
+// octets, which are h's own: a json.RawMessage from JSON, a
+// cbor.RawMessage from CBOR (HC-01). The octets were checked when they
+// were read: nothing here can fail.
+func (h *Handoff) fillExtra() {
+	if h == nil || h.members == nil {
+		return
+	}
+	data := h.members
+	h.members = nil
+	h.Extra = map[string]any{}
+	if h.membersEnc == CBOR {
+		it, _ := cborhead.Open(data)
+		for k, ok := it.Next(); ok; k, ok = it.Next() {
+			v, _ := it.Next()
+			if name, _ := cborhead.String(k); !contains(handoffMembers, string(name)) {
+				h.Extra[string(name)] = cbor.RawMessage(v[:len(v):len(v)])
+			}
+		}
+		return
+	}
+	_ = jsoncheck.Walk(data, jsoncheck.Fields{Member: func(raw, v []byte) error {
+		if name, _ := jsonName(raw); !contains(handoffMembers, string(name)) {
+			h.Extra[string(name)] = json.RawMessage(v[:len(v):len(v)])
+		}
+		return nil
+	}})
+}
+
 // elementFrom reads one signed handoff of a Handoff object. On error the
 // returned Signed still holds what octets there were, so that the element
 // keeps its place (and its digest) in the chain.
@@ -450,40 +443,6 @@ func elementFrom(e wireElement, enc Encoding, lim Limits, path string) (Signed, 
 		return Signed{Octets: s.Octets}, malformed("%s: COSE element is not a tagged COSE_Sign1", path)
 	}
 	return s, nil
-}
-
-// decodeB64uOctets is decodeB64u for text held as octets, so that a COSE
-// element in JSON is decoded straight from the input: the same canonical
-// base64url without padding, CR and LF refused.
-func decodeB64uOctets(t []byte) ([]byte, error) {
-	return decodeB64uInto(make([]byte, base64.RawURLEncoding.DecodedLen(len(t))), t)
-}
-
-// decodeB64uInto is decodeB64uOctets into dst, of DecodedLen(len(t))
-// octets: it returns the decoded prefix of dst.
-func decodeB64uInto(dst, t []byte) ([]byte, error) {
-	if len(t) == 0 {
-		return nil, fmt.Errorf("empty base64url")
-	}
-	if bytes.IndexByte(t, '\r') >= 0 || bytes.IndexByte(t, '\n') >= 0 {
-		return nil, fmt.Errorf("not canonical base64url without padding")
-	}
-	n, err := base64.RawURLEncoding.Strict().Decode(dst, t)
-	if err != nil {
-		return nil, fmt.Errorf("not canonical base64url without padding")
-	}
-	return dst[:n:n], nil
-}
-
-// coseTagLen reports whether b starts with the head of tag 18, a
-// COSE_Sign1 (HC-17), in any of the lengths RFC 8949 allows (0xd2, or
-// 0xd8 0x12, ...), and the length of that head.
-func coseTagLen(b []byte) (int, bool) {
-	if len(b) == 0 || b[0]>>5 != 6 {
-		return 0, false
-	}
-	v, rest, ok := cborhead.Head(b)
-	return len(b) - len(rest), ok && v == 18
 }
 
 // pendingForms is the chain elements of a Handoff whose form is still

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs each fuzz target for a short time: FUZZTIME each (default 6s), one
-# target at a time, as go test -fuzz requires. Thirteen targets at 6s keep
-# the whole run near two minutes, compilation included (the longer runs
+# target at a time, as go test -fuzz requires. Seventeen targets at 6s keep
+# the whole run near three minutes, compilation included (the longer runs
 # before a release are in FUZZING.md). A failing input is written by go
 # test under <package>/testdata/fuzz/<Target>/; commit it with the fix so
 # that it runs as a regression test from then on. See FUZZING.md.
@@ -19,6 +19,7 @@ targets=(
 	". FuzzParseHandoff"
 	". FuzzReceive"
 	". FuzzReceiveCost"
+	". FuzzReceiveShapes"
 	"./jws FuzzOpen"
 	"./cose FuzzOpen"
 	"./evidence FuzzDecode"
@@ -27,6 +28,9 @@ targets=(
 	"./learnlog FuzzCheckRef"
 	"./replay/internal/codec FuzzDecode"
 	"./keyset FuzzDocument"
+	"./internal/jsoncheck FuzzCheck"
+	"./internal/cborhead FuzzWalk"
+	"./internal/cborhead FuzzRepeated"
 )
 
 log=$(mktemp)

@@ -367,9 +367,12 @@ func verify(s *sign1, alg string, keys []Key) (int, error) {
 	// The Sig_structure holds the protected header's octets as sent, in a
 	// bstr with a definite, shortest head (RFC 9052 sections 4.4 and 9),
 	// however the message encoded that bstr.
-	rawProtected, err := sigEncMode.Marshal(s.protected)
-	if err != nil {
-		return 0, malformed("%v", err)
+	rawProtected := s.wrapped // as sent, when its head is already that one
+	if rawProtected == nil {
+		var err error
+		if rawProtected, err = sigEncMode.Marshal(s.protected); err != nil {
+			return 0, malformed("%v", err)
+		}
 	}
 	m := gocose.Sign1Message{
 		Headers: gocose.Headers{

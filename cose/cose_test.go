@@ -341,7 +341,7 @@ func TestOpen_Hostile(t *testing.T) {
 		{name: "HC17 unprotected label bytes", msg: withUnprotected(cat([]byte{0xa1, 0x41, 0x04, 0x01})), want: cose.ErrMalformed},
 		{name: "HC17 unprotected label float", msg: withUnprotected(cat([]byte{0xa1, 0xf9, 0x3c, 0x00, 0x01})), want: cose.ErrMalformed},
 		{name: "HC17 unprotected invalid UTF-8", msg: withUnprotected(cat([]byte{0xa1, 0x18, 0x20, 0x61, 0xff})), want: cose.ErrMalformed, checkedAfter: true},
-		{name: "HC17 unprotected invalid tag content", msg: withUnprotected(cat([]byte{0xa1, 0x18, 0x20, 0xc1, 0x61, 0x61})), want: cose.ErrMalformed},
+		{name: "HC17 unprotected invalid tag content", msg: withUnprotected(cat([]byte{0xa1, 0x18, 0x20, 0xc1, 0x61, 0x61})), want: cose.ErrMalformed, checkedAfter: true},
 		{name: "HC17 unprotected indefinite map unterminated", msg: withUnprotected(cat([]byte{0xbf, 0x04}, bstr(kidB))), want: cose.ErrMalformed},
 		// Valid CBOR not in preferred serialization, inside the signed
 		// protected header (RFC 8949 section 4.1 makes preferred

@@ -36,33 +36,38 @@
 // # What Open checks, in order
 //
 //  1. Size: more than the size limit is [ErrTooLarge], before any parsing.
-//  2. Valid CBOR ([ErrMalformed]): one data item and nothing after it; no
-//     duplicate map keys anywhere, however the keys are encoded (RFC 8949
-//     section 5.6; RFC 9052 section 3: "Applications MUST NOT ... parse and
-//     process messages with the same label used twice"); valid UTF-8 in
-//     text strings; registered tags with the content they require (RFC 8949
-//     section 3.4). Heads of any length and indefinite lengths are accepted:
-//     both are valid CBOR (RFC 8949 sections 3 and 3.2.2), and RFC 9052
-//     section 9 restricts only the encoding of the Sig_structure, which the
-//     verifier builds itself. Decoding is bounded: at most 16 levels of
-//     nesting and 256 items in an array or map; and a map key nested in a
-//     header value that is an array, a map or an integer below -2^63 is
-//     refused, as the decoder cannot compare such keys for duplicates
-//     (nor does it find two NaN keys of a nested map to be duplicates).
-//     These are limits of this implementation, not rules of the draft. Strict: preferred serialization only (RFC 8949
-//     section 4.1: every head as short as possible, definite lengths), for
-//     the message and for the octets inside the protected bstr, and no tag
-//     but the outer one; so that one signed message has one encoding.
+//  2. Well-formed CBOR ([ErrMalformed]): one data item and nothing after
+//     it, the protected bstr's content included (RFC 8949 section 3).
+//     Heads of any length and indefinite lengths are accepted: both are
+//     valid CBOR (RFC 8949 sections 3 and 3.2.2), and RFC 9052 section 9
+//     restricts only the encoding of the Sig_structure, which the verifier
+//     builds itself. Nesting and item counts are bounded by the size limit
+//     alone, up to the CBOR library's largest bounds. What makes an item
+//     invalid rather than ill formed (RFC 8949 section 5.3: invalid UTF-8,
+//     duplicate map keys, a tag on content it does not fit) is checked
+//     where the checks below read, and in every other header value once
+//     the signature has verified (step 13). Strict: preferred
+//     serialization only (RFC 8949 section 4.1: every head as short as
+//     possible, definite lengths), for the message and for the octets
+//     inside the protected bstr, and no tag but the outer one; so that one
+//     signed message has one encoding.
 //  3. The outer tag is 18 (HC-17: "a COSE_Sign1 message with tag 18"); an
 //     untagged COSE_Sign1, a COSE_Mac0 (17), tag 18 twice or any other tag
 //     is [ErrMalformed]. Its content is an array of exactly four elements
 //     (RFC 9052 section 4.2): a bstr, a map, a non-empty bstr (a detached,
 //     nil payload is refused: the draft's payload is the element itself)
 //     and a non-empty bstr. A tag on any of the four is refused.
-//  4. Both headers are maps whose labels are ints or text strings, and no
-//     label is in both (RFC 9052 section 3: "Labels ... MUST NOT occur in
-//     both the protected and unprotected headers"), else [ErrMalformed].
-//     The protected header is the empty bstr or a bstr holding a map.
+//  4. Both headers are maps whose labels are ints (of any 64-bit
+//     argument) or text strings in valid UTF-8, no label twice in one
+//     header however it is encoded (RFC 8949 section 5.6; RFC 9052 section
+//     3: "Applications MUST NOT ... parse and process messages with the
+//     same label used twice") and none in both (RFC 9052 section 3:
+//     "Labels ... MUST NOT occur in both the protected and unprotected
+//     headers"), else [ErrMalformed]. The protected header is the empty
+//     bstr or a bstr holding a map. The headers are read in place, their
+//     labels counted and compared without building a map, and only the
+//     values of labels 1 to 4 looked at: a header of thousands of labels
+//     costs what a string of its size costs.
 //  5. The unprotected header may hold any parameters (RFC 9052 section 3).
 //     Only the protected alg and content type count (HC-17); unknown labels
 //     and values are ignored, never used. Strict: the unprotected header is
@@ -104,6 +109,10 @@
 //     against the Wycheproof vectors in testdata. The signature must be the
 //     raw fixed-width form (RFC 9053 section 2.1): an ASN.1 DER ECDSA
 //     signature is [ErrSignature].
+//  13. Every header value the checks above did not decode is decoded, so
+//     that a message holding an invalid one (RFC 8949 section 5.3) is
+//     [ErrMalformed]: after the signature, since decoding a value costs up
+//     to many times its size.
 //
 // Open returns the payload as the exact octets that were signed. On any
 // error it returns a nil payload and a zero Header.

@@ -3,6 +3,7 @@ package cose
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/fxamacker/cbor/v2"
@@ -77,102 +78,162 @@ func mustDec(opts cbor.DecOptions) cbor.DecMode {
 	return dm
 }
 
+// CBOR major types.
+const (
+	majorBytes = cborhead.Bytes
+	majorArray = cborhead.Array
+	majorMap   = cborhead.Map
+	majorTag   = cborhead.Tag
+)
+
+func major(raw []byte) byte { return cborhead.Major(raw) }
+
 // sign1 is a COSE_Sign1 message that passed the structural checks.
 type sign1 struct {
-	protected   []byte // the content of the protected bstr, as sent
+	protected []byte // the content of the protected bstr, as sent
+	// wrapped is that bstr as the message holds it when its head is
+	// definite and shortest, as the Sig_structure wants it; else nil.
+	wrapped     []byte
 	payload     []byte
 	signature   []byte
-	prot, unpro headerMap
+	prot, unpro bucket
 	dec         cbor.DecMode // the profile's decoder, for the header values
 }
 
-// CBOR major types.
+// bucket is a header map as the checks read it, in place: the values of
+// the labels they name, still undecoded, and the map's octets, whose
+// other values are checked for validity once the signature has verified
+// (validate). No value is decoded and no map built before: a header of
+// 2000 labels of {} costs no more than a string of its size.
+type bucket struct {
+	raw  []byte // the map; nil for an empty protected header
+	n    int    // its labels
+	alg  []byte // the value of label 1, or nil
+	crit []byte // label 2
+	ct   []byte // label 3
+	kid  []byte // label 4
+}
+
+// The labels the draft and RFC 9052 give meaning to here, and their
+// values' place in a bucket.
 const (
-	majorBytes = 2
-	majorArray = 4
-	majorMap   = 5
-	majorTag   = 6
+	labelAlg         = 1
+	labelCrit        = 2
+	labelContentType = 3
+	labelKID         = 4
 )
 
-func major(raw []byte) byte { return raw[0] >> 5 }
-
-// label is a header label (RFC 9052 section 3: int / tstr), comparable so
-// that the same label in both buckets is found whatever its encoding.
-type label struct {
-	text bool
-	s    string
-	neg  bool   // a negative int: -1 - n
-	n    uint64 // the int's argument
+func (b *bucket) value(l uint64) *[]byte {
+	switch l {
+	case labelAlg:
+		return &b.alg
+	case labelCrit:
+		return &b.crit
+	case labelContentType:
+		return &b.ct
+	case labelKID:
+		return &b.kid
+	}
+	return nil
 }
 
-func intLabel(v int64) label {
-	if v < 0 {
-		return label{neg: true, n: uint64(-1 - v)}
+// readHeader reads a header map in place: a map whose labels are ints or
+// text strings (RFC 9052 section 3: "label = int / tstr"), text in valid
+// UTF-8, each label once (RFC 8949 section 5.6). The labels are counted
+// before anything is kept: the positions of all of them go to pos (on the
+// stack when they fit, else one array of exactly their number), for the
+// duplicate checks, and the values of the four labels the checks read to
+// the bucket. raw is well formed: the message passed the CBOR library's
+// check, or the protected header did (parse).
+func readHeader(raw []byte, which string, pos *[]uint32) (bucket, error) {
+	if len(raw) == 0 || cborhead.Major(raw) != majorMap {
+		return bucket{}, malformed("%s header is not a map", which)
 	}
-	return label{n: uint64(v)}
-}
-
-func (l label) String() string {
-	switch {
-	case l.text:
-		return fmt.Sprintf("%q", l.s)
-	case l.neg:
-		return fmt.Sprintf("-1-%d", l.n)
+	if uint64(len(raw)) > math.MaxUint32 { // positions below are uint32
+		return bucket{}, fmt.Errorf("%w: %s header of %d octets", ErrTooLarge, which, len(raw))
 	}
-	return fmt.Sprint(l.n)
-}
-
-// The labels the draft and RFC 9052 give meaning to here.
-var (
-	labelAlg         = intLabel(1)
-	labelCrit        = intLabel(2)
-	labelContentType = intLabel(3)
-	labelKID         = intLabel(4)
-)
-
-// headerMap is a header bucket: each label with its value undecoded, as
-// the message holds it. Only the values the checks need are decoded, and
-// only once the value's kind is known to be a scalar (see scalar); the
-// others are checked for validity after the signature verifies.
-type headerMap map[label]cbor.RawMessage
-
-// decodeHeader decodes a header map: a valid CBOR map whose labels are ints
-// or text strings (RFC 9052 section 3).
-func decodeHeader(dm cbor.DecMode, raw []byte, bucket string) (headerMap, error) {
-	if len(raw) == 0 || major(raw) != majorMap {
-		return nil, malformed("%s header is not a map", bucket)
+	it, n := cborhead.Open(raw)
+	b := bucket{raw: raw, n: n / 2}
+	if b.n > cap(*pos) {
+		*pos = make([]uint32, 0, b.n)
 	}
-	var m map[any]cbor.RawMessage
-	if err := dm.Unmarshal(raw, &m); err != nil {
-		return nil, malformed("%s header: %v", bucket, err)
-	}
-	return headerFrom(m, bucket)
-}
-
-// headerFrom labels the members of a header map.
-func headerFrom(m map[any]cbor.RawMessage, bucket string) (headerMap, error) {
-	out := make(headerMap, len(m))
-	for k, v := range m {
-		var l label
-		switch k := k.(type) {
-		case uint64:
-			l = label{n: k}
-		case int64:
-			l = intLabel(k)
-		case string:
-			l = label{text: true, s: k}
+	for l, ok := it.Next(); ok; l, ok = it.Next() {
+		at := len(raw) - it.Left() - len(l)
+		v, _ := it.Next()
+		switch cborhead.Major(l) {
+		case cborhead.Unsigned:
+			arg, _, _ := cborhead.Head(l)
+			if dst := b.value(arg); dst != nil {
+				*dst = v // a duplicate is refused below
+			}
+		case cborhead.Negative:
+		case cborhead.Text:
+			if !cborhead.ValidText(l) {
+				return bucket{}, malformed("%s header label: invalid UTF-8 string", which)
+			}
 		default:
-			return nil, malformed("%s header label of type %T, want int or text (RFC 9052 section 3)", bucket, k)
+			return bucket{}, malformed("%s header label of major type %d, want int or text (RFC 9052 section 3)", which, cborhead.Major(l))
 		}
-		out[l] = v
+		*pos = append(*pos, uint32(at))
 	}
-	return out, nil
+	if at, dup := cborhead.Repeated(raw, *pos); dup {
+		return bucket{}, malformed("%s header: label %s twice (RFC 8949 section 5.6)", which, labelText(raw[at:]))
+	}
+	return b, nil
+}
+
+// labelText shows a well-formed label for an error.
+func labelText(l []byte) string {
+	arg, _, _ := cborhead.Head(l)
+	switch cborhead.Major(l) {
+	case cborhead.Unsigned:
+		return fmt.Sprint(arg)
+	case cborhead.Negative:
+		return fmt.Sprintf("-1-%d", arg)
+	}
+	s, _ := cborhead.String(l)
+	return fmt.Sprintf("%q", s)
+}
+
+// shared returns a label found in both buckets, whose labels are at the
+// positions pa of a and pb of b, each list sorted by readHeader when it
+// held more than 16 labels. It compares every pair when there are few,
+// and else merges the two lists sorted.
+func shared(a []byte, pa []uint32, b []byte, pb []uint32) ([]byte, bool) {
+	at := func(p, q uint32) int { return cborhead.CompareKey(a[p:], b[q:]) }
+	if len(pa)*len(pb) <= 256 {
+		for _, p := range pa {
+			for _, q := range pb {
+				if at(p, q) == 0 {
+					return a[p:], true
+				}
+			}
+		}
+		return nil, false
+	}
+	sortKeys(a, pa)
+	sortKeys(b, pb)
+	for len(pa) > 0 && len(pb) > 0 {
+		switch c := at(pa[0], pb[0]); {
+		case c == 0:
+			return a[pa[0]:], true
+		case c < 0:
+			pa = pa[1:]
+		default:
+			pb = pb[1:]
+		}
+	}
+	return nil, false
+}
+
+func sortKeys(m []byte, ps []uint32) {
+	slices.SortFunc(ps, func(p, q uint32) int { return cborhead.CompareKey(m[p:], m[q:]) })
 }
 
 // scalar decodes a header value that is an integer, a string, a simple
 // value or a float; for an array, a map or a tag it returns a description
 // of its kind instead, without decoding it, and ok false.
-func scalar(dm cbor.DecMode, raw cbor.RawMessage) (v any, ok bool, err error) {
+func scalar(dm cbor.DecMode, raw []byte) (v any, ok bool, err error) {
 	switch major(raw) {
 	case majorArray:
 		return "an array", false, nil
@@ -189,21 +250,27 @@ func scalar(dm cbor.DecMode, raw cbor.RawMessage) (v any, ok bool, err error) {
 
 // validate decodes every header value, which the checks before the
 // signature did not, so that a message holding invalid CBOR anywhere
-// (RFC 8949 section 5.3: invalid UTF-8, duplicate keys) is refused as
-// before; it runs once the signature has verified. The values
-// checkHeaders decoded with the same decoder are not decoded again: the
-// protected content type and alg (scalar, as any) and the kid of either
-// bucket (a byte string, which decodes as any exactly when it decodes as
-// octets).
+// (RFC 8949 section 5.3: invalid UTF-8, duplicate keys, a tag on content
+// it does not fit) is refused as before; it runs once the signature has
+// verified. The values checkHeaders decoded with the same decoder are not
+// decoded again: the protected content type and alg (scalar, as any) and
+// the kid of either bucket (a byte string, which decodes as any exactly
+// when it decodes as octets).
 func (s *sign1) validate(dm cbor.DecMode) error {
-	for b, bucket := range []headerMap{s.prot, s.unpro} {
-		for l, raw := range bucket {
-			if l == labelKID || (b == 0 && (l == labelContentType || l == labelAlg)) {
+	for i, b := range []bucket{s.prot, s.unpro} {
+		if b.raw == nil {
+			continue
+		}
+		it, _ := cborhead.Open(b.raw)
+		for l, ok := it.Next(); ok; l, ok = it.Next() {
+			raw, _ := it.Next()
+			if arg, _, _ := cborhead.Head(l); cborhead.Major(l) == cborhead.Unsigned &&
+				(arg == labelKID || (i == 0 && (arg == labelContentType || arg == labelAlg))) {
 				continue // decoded by checkHeaders
 			}
 			var v any
 			if err := dm.Unmarshal(raw, &v); err != nil {
-				return malformed("header value of label %v: %v", l, err)
+				return malformed("header value of label %s: %v", labelText(l), err)
 			}
 		}
 	}
@@ -211,8 +278,8 @@ func (s *sign1) validate(dm cbor.DecMode) error {
 }
 
 // parse checks the size, the CBOR, the tag and the four-element structure,
-// decodes both header buckets, and refuses a label present in both. strict
-// adds the strict profile's rules: preferred serialization, definite
+// reads both header buckets in place, and refuses a label present in both.
+// strict adds the strict profile's rules: preferred serialization, definite
 // lengths, no inner tags, an empty unprotected header.
 func parse(msg []byte, maxSize int, strict bool) (*sign1, error) {
 	if maxSize <= 0 {
@@ -247,15 +314,20 @@ func parse(msg []byte, maxSize int, strict bool) (*sign1, error) {
 	if len(content) == 0 || major(content) != majorArray {
 		return nil, malformed("COSE_Sign1 content is not an array")
 	}
-	// The four elements in one pass, undecoded: byte strings are read
-	// once their kind is checked (a tag on one makes it another kind), and
-	// the unprotected header as a map of undecoded values.
-	var elems []cborhead.View
-	if err := dec.inner.Unmarshal(content, &elems); err != nil {
-		return nil, malformed("COSE_Sign1 content: %v", err)
+	if strict { // no tag inside, which the outer decoder allows
+		if err := dec.inner.Wellformed(content); err != nil {
+			return nil, malformed("COSE_Sign1 content: %v", err)
+		}
 	}
-	if len(elems) != 4 {
-		return nil, malformed("COSE_Sign1 array of %d elements, want 4", len(elems))
+	// The four elements, in place: counted first, so that an array of a
+	// thousand items costs no more than a string.
+	it, n := cborhead.Open(content)
+	if n != 4 {
+		return nil, malformed("COSE_Sign1 array of %d elements, want 4", n)
+	}
+	var elems [4][]byte
+	for i := range elems {
+		elems[i], _ = it.Next()
 	}
 	if elems[2][0] == 0xf6 || elems[2][0] == 0xf7 {
 		return nil, malformed("detached payload (nil) is not allowed")
@@ -263,7 +335,7 @@ func parse(msg []byte, maxSize int, strict bool) (*sign1, error) {
 	s := &sign1{dec: dec.inner}
 	for _, f := range []struct {
 		name string
-		raw  cborhead.View
+		raw  []byte
 		dst  *[]byte
 	}{
 		{"protected header", elems[0], &s.protected},
@@ -273,13 +345,10 @@ func parse(msg []byte, maxSize int, strict bool) (*sign1, error) {
 		if major(f.raw) != majorBytes {
 			return nil, malformed("%s is not a byte string", f.name)
 		}
-		if n, b, ok := cborhead.Head(f.raw); ok && uint64(len(b)) == n {
-			*f.dst = b // a definite length: the octets in place
-			continue
-		}
-		if err := dec.inner.Unmarshal(f.raw, f.dst); err != nil {
-			return nil, malformed("%s: %v", f.name, err)
-		}
+		*f.dst, _ = cborhead.String(f.raw) // in place, or its chunks joined
+	}
+	if shortest(elems[0], len(s.protected)) {
+		s.wrapped = elems[0]
 	}
 	if len(s.payload) == 0 {
 		return nil, malformed("empty payload")
@@ -291,24 +360,28 @@ func parse(msg []byte, maxSize int, strict bool) (*sign1, error) {
 	if major(elems[1]) != majorMap {
 		return nil, malformed("unprotected header is not a map")
 	}
+	var smallP, smallU [16]uint32
+	posP, posU := smallP[:0], smallU[:0]
 	var err error
-	if s.unpro, err = decodeHeader(dec.inner, []byte(elems[1]), "unprotected"); err != nil {
+	if s.unpro, err = readHeader(elems[1], "unprotected", &posU); err != nil {
 		return nil, err
 	}
-	if len(s.protected) == 0 {
-		// RFC 9052 section 3: an empty protected header is the empty bstr.
-		s.prot = headerMap{}
-	} else if s.prot, err = decodeHeader(dec.inner, s.protected, "protected"); err != nil {
-		return nil, err
-	}
-	for l := range s.unpro {
-		if _, ok := s.prot[l]; ok {
-			return nil, malformed("label %v in both the protected and the unprotected header (RFC 9052 section 3)", l)
+	if len(s.protected) > 0 {
+		// The protected header is the content of a byte string, which the
+		// message's check did not look into.
+		if err := dec.inner.Wellformed(s.protected); err != nil {
+			return nil, malformed("protected header: %v", err)
 		}
+		if s.prot, err = readHeader(s.protected, "protected", &posP); err != nil {
+			return nil, err
+		}
+	} // else RFC 9052 section 3: an empty protected header is the empty bstr
+	if l, both := shared(s.prot.raw, posP, s.unpro.raw, posU); both {
+		return nil, malformed("label %s in both the protected and the unprotected header (RFC 9052 section 3)", labelText(l))
 	}
 
 	if strict {
-		if len(s.unpro) != 0 {
+		if s.unpro.n != 0 {
 			return nil, malformed("unprotected header is not empty (strict profile): it is not signed, and the handoff digest covers the octets as sent")
 		}
 		if err := preferred(msg); err != nil {
@@ -321,6 +394,25 @@ func parse(msg []byte, maxSize int, strict bool) (*sign1, error) {
 		}
 	}
 	return s, nil
+}
+
+// shortest reports whether the well-formed byte string b has a definite
+// length, n, written in the shortest head (RFC 8949 section 4.2.1).
+func shortest(b []byte, n int) bool {
+	head := len(b) - n
+	switch {
+	case b[0]&0x1f == 31:
+		return false
+	case n < 24:
+		return head == 1
+	case n < 1<<8:
+		return head == 2
+	case n < 1<<16:
+		return head == 3
+	case n < 1<<32:
+		return head == 5
+	}
+	return head == 9
 }
 
 // preferred reports whether the well-formed, definite-length CBOR item b is
@@ -365,11 +457,10 @@ func asciiLower(s string) string {
 // is refused in either bucket; kid may be in either, and is reported with
 // where it came from.
 func (s *sign1) checkHeaders(strict bool) (Header, error) {
-	rawCT, ok := s.prot[labelContentType]
-	if !ok {
+	if s.prot.ct == nil {
 		return Header{}, fmt.Errorf("%w: content type (label 3) is missing from the protected header, want %q", ErrType, ContentType)
 	}
-	ct, _, err := scalar(s.dec, rawCT)
+	ct, _, err := scalar(s.dec, s.prot.ct)
 	if err != nil {
 		return Header{}, err
 	}
@@ -377,17 +468,14 @@ func (s *sign1) checkHeaders(strict bool) (Header, error) {
 		return Header{}, fmt.Errorf("%w: content type %#v, want %q", ErrType, ct, ContentType)
 	}
 
-	_, inProt := s.prot[labelCrit]
-	_, inUnpro := s.unpro[labelCrit]
-	if inProt || inUnpro {
+	if s.prot.crit != nil || s.unpro.crit != nil {
 		return Header{}, fmt.Errorf("%w: crit (label 2) is not allowed in a signed handoff", ErrCrit)
 	}
 
-	raw, ok := s.prot[labelAlg]
-	if !ok {
+	if s.prot.alg == nil {
 		return Header{}, fmt.Errorf("%w: alg (label 1) is missing from the protected header", ErrAlg)
 	}
-	rawAlg, _, err := scalar(s.dec, raw)
+	rawAlg, _, err := scalar(s.dec, s.prot.alg)
 	if err != nil {
 		return Header{}, err
 	}
@@ -401,19 +489,18 @@ func (s *sign1) checkHeaders(strict bool) (Header, error) {
 	}
 
 	h := Header{Alg: alg}
-	if h.KID, err = s.kid(s.prot, ""); err != nil {
+	if h.KID, err = s.kid(s.prot.kid, ""); err != nil {
 		return Header{}, err
 	}
-	if h.UnprotectedKID, err = s.kid(s.unpro, "unprotected "); err != nil {
+	if h.UnprotectedKID, err = s.kid(s.unpro.kid, "unprotected "); err != nil {
 		return Header{}, err
 	}
 	return h, nil
 }
 
-// kid reads the kid (label 4) of a bucket: a byte string, or absent.
-func (s *sign1) kid(bucket headerMap, which string) (string, error) {
-	raw, ok := bucket[labelKID]
-	if !ok {
+// kid reads a kid (label 4): a byte string, or absent (nil).
+func (s *sign1) kid(raw []byte, which string) (string, error) {
+	if raw == nil {
 		return "", nil
 	}
 	if major(raw) != majorBytes {

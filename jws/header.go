@@ -2,14 +2,14 @@ package jws
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
-	"sync"
-	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/agentproto/handoff/internal/jsoncheck"
 )
 
 // registered lists the header parameter names whose case variants the
@@ -41,11 +41,6 @@ func (p *protected) has(name string) bool {
 	return i >= 0 && p.members&(1<<i) != 0
 }
 
-// headerDecoders recycles the decoders parseHeader reads with, whose
-// buffers and name sets are most of what a header costs to read. Reset
-// clears a decoder before each use.
-var headerDecoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewBuffer(nil)) }}
-
 // parseHeader parses the decoded protected header: a single JSON object in
 // valid UTF-8 with no escaped lone surrogate (RFC 7493 section 2.1), no
 // duplicate member names at any depth (RFC 7515 section 4, RFC 7493 section
@@ -54,42 +49,25 @@ var headerDecoders = sync.Pool{New: func() any { return jsontext.NewDecoder(byte
 // is refused too. It does not judge the values; see check. Only the
 // registered names present are recorded: no other name is ever looked at.
 func parseHeader(b []byte, strict bool) (*protected, error) {
-	if !utf8.Valid(b) {
-		return nil, malformed("protected header is not valid UTF-8")
-	}
-	if loneSurrogate(b) {
-		return nil, malformed("protected header has an escaped lone surrogate (RFC 7493 section 2.1)")
-	}
-	// jsontext checks the grammar and refuses duplicate names at any depth
-	// (compared unescaped) in the one pass that reads the members.
-	dec := headerDecoders.Get().(*jsontext.Decoder)
-	defer func() {
-		dec.Reset(bytes.NewBuffer(nil)) // keep no reference to b
-		headerDecoders.Put(dec)
-	}()
-	dec.Reset(bytes.NewBuffer(b))
-	switch dec.PeekKind() {
-	case '{':
-	case 0:
-		_, err := dec.ReadToken()
-		return nil, headerErr(err)
-	default:
-		return nil, malformed("protected header is not a JSON object")
-	}
-	if _, err := dec.ReadToken(); err != nil {
-		return nil, headerErr(err)
-	}
+	// jsoncheck checks the header as jsontext reads it and refuses
+	// duplicate names at any depth, compared unescaped ("The Header
+	// Parameter names within the JOSE Header MUST be unique; JWS parsers
+	// MUST either reject JWSs with duplicate Header Parameter names or use
+	// a JSON parser that returns only the lexically last duplicate member
+	// name", RFC 7515 section 4; RFC 7493 section 2.3), at a cost bounded
+	// by the header's size whatever its shape, and in the same pass hands
+	// over the members as written. A value the checks do not read is never
+	// built. jsontext refusing duplicates itself keeps a copy of every name
+	// and past a few dozen a map, per object, and skipping token by token
+	// keeps a state per level: a member nested 5000 deep or 1500 members
+	// cost eleven times the header or more.
 	p := &protected{}
 	var nonString []string // alg, kid or typ with a value that is no string
-	var buf [32]byte       // a name unescaped, when it is short
-	for dec.PeekKind() == '"' {
-		raw, err := dec.ReadValue()
-		if err != nil {
-			return nil, headerErr(err)
-		}
+	var buf [32]byte       // a name or value unescaped, when it is short
+	err := jsoncheck.Walk(b, jsoncheck.Fields{Member: func(raw, v []byte) error {
 		name, err := unquote(buf[:0], raw)
 		if err != nil {
-			return nil, headerErr(err)
+			return err
 		}
 		reg := -1
 		for i, r := range registered {
@@ -97,49 +75,43 @@ func parseHeader(b []byte, strict bool) (*protected, error) {
 			case string(name) == r:
 				reg = i
 			case strict && bytes.EqualFold(name, registeredOctets[i]):
-				return nil, malformed("protected header: member %q differs from %q only in case (strict profile)", string(name), r)
+				return malformed("protected header: member %q differs from %q only in case (strict profile)", string(name), r)
 			}
 		}
-		if reg >= 0 {
-			p.members |= 1 << reg
+		if reg < 0 {
+			return nil // ignored (RFC 7515 section 4: "MUST be ignored")
 		}
+		p.members |= 1 << reg
 		var dst *string
-		if reg >= 0 {
-			switch registered[reg] {
-			case "alg":
-				dst = &p.alg
-			case "kid":
-				dst = &p.kid
-			case "typ":
-				dst = &p.typ
-			}
+		switch registered[reg] {
+		case "alg":
+			dst = &p.alg
+		case "kid":
+			dst = &p.kid
+		case "typ":
+			dst = &p.typ
+		default:
+			return nil
 		}
-		if dst == nil || dec.PeekKind() != '"' {
-			if err := dec.SkipValue(); err != nil {
-				return nil, headerErr(err)
-			}
-			if dst != nil {
-				nonString = append(nonString, registered[reg])
-			}
-			continue
-		}
-		v, err := dec.ReadValue()
-		if err != nil {
-			return nil, headerErr(err)
+		if v[0] != '"' {
+			nonString = append(nonString, registered[reg])
+			return nil
 		}
 		s, err := unquote(buf[:0], v)
 		if err != nil {
-			return nil, headerErr(err)
+			return err
 		}
 		*dst = known(s)
-	}
-	if _, err := dec.ReadToken(); err != nil { // '}'
-		return nil, headerErr(err)
-	}
-	if _, err := dec.ReadToken(); err != io.EOF {
-		return nil, malformed("protected header: data after the JSON object")
-	}
-	if len(nonString) > 0 {
+		return nil
+	}})
+	switch {
+	case errors.Is(err, ErrMalformed):
+		return nil, err
+	case err != nil:
+		return nil, malformed("protected header: %v", err)
+	case b[len(b)-len(bytes.TrimLeft(b, " \t\r\n"))] != '{':
+		return nil, malformed("protected header is not a JSON object")
+	case len(nonString) > 0:
 		return nil, malformed("protected header: %s is not a string", nonString[0])
 	}
 	return p, nil
@@ -155,9 +127,9 @@ var registeredOctets = func() [][]byte {
 	return out
 }()
 
-// unquote returns the content of the JSON string raw, which jsontext read
-// and checked: the octets between its quotes when it has no escape, else
-// the string unescaped by jsontext into buf.
+// unquote returns the content of the JSON string raw, which jsoncheck
+// checked: the octets between its quotes when it has no escape, else the
+// string unescaped by jsontext into buf.
 func unquote(buf, raw []byte) ([]byte, error) {
 	if bytes.IndexByte(raw, '\\') < 0 {
 		return raw[1 : len(raw)-1], nil
@@ -175,80 +147,6 @@ func known(s []byte) string {
 		}
 	}
 	return string(s)
-}
-
-func headerErr(err error) error {
-	if err == nil || err == io.EOF {
-		err = io.ErrUnexpectedEOF
-	}
-	return malformed("protected header: %v", err)
-}
-
-// loneSurrogate reports whether the JSON text b, already known to be valid
-// UTF-8, has a \u escape of a surrogate that is not part of a high-low pair.
-// encoding/json would decode it to U+FFFD, so that two distinct names could
-// compare equal. b need not be valid JSON: only string contents are looked
-// at, and a malformed escape is left for the JSON decoder to refuse.
-func loneSurrogate(b []byte) bool {
-	inString := false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if !inString {
-			inString = c == '"'
-			continue
-		}
-		switch c {
-		case '"':
-			inString = false
-		case '\\':
-			if i+1 < len(b) && b[i+1] != 'u' {
-				i++ // a two-character escape
-				continue
-			}
-			r, ok := hex4(b, i+2)
-			if !ok {
-				continue
-			}
-			switch {
-			case 0xDC00 <= r && r <= 0xDFFF:
-				return true // low surrogate without a high one before it
-			case 0xD800 <= r && r <= 0xDBFF:
-				if i+7 >= len(b) || b[i+6] != '\\' || b[i+7] != 'u' {
-					return true
-				}
-				lo, ok := hex4(b, i+8)
-				if !ok || lo < 0xDC00 || lo > 0xDFFF {
-					return true
-				}
-				i += 11 // both escapes
-			default:
-				i += 5
-			}
-		}
-	}
-	return false
-}
-
-// hex4 reads four hexadecimal digits at b[i:].
-func hex4(b []byte, i int) (rune, bool) {
-	if i+4 > len(b) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[i : i+4] {
-		r <<= 4
-		switch {
-		case '0' <= c && c <= '9':
-			r |= rune(c - '0')
-		case 'a' <= c && c <= 'f':
-			r |= rune(c - 'a' + 10)
-		case 'A' <= c && c <= 'F':
-			r |= rune(c - 'A' + 10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
 }
 
 // typeMatches reports whether typ names the media type of a signed handoff

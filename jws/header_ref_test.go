@@ -151,3 +151,70 @@ func FuzzParseHeader(f *testing.F) {
 		}
 	})
 }
+
+// loneSurrogate reports whether the JSON text b, already known to be valid
+// UTF-8, has a \u escape of a surrogate that is not part of a high-low pair.
+// encoding/json would decode it to U+FFFD, so that two distinct names could
+// compare equal. b need not be valid JSON: only string contents are looked
+// at, and a malformed escape is left for the JSON decoder to refuse.
+func loneSurrogate(b []byte) bool {
+	inString := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if !inString {
+			inString = c == '"'
+			continue
+		}
+		switch c {
+		case '"':
+			inString = false
+		case '\\':
+			if i+1 < len(b) && b[i+1] != 'u' {
+				i++ // a two-character escape
+				continue
+			}
+			r, ok := hex4(b, i+2)
+			if !ok {
+				continue
+			}
+			switch {
+			case 0xDC00 <= r && r <= 0xDFFF:
+				return true // low surrogate without a high one before it
+			case 0xD800 <= r && r <= 0xDBFF:
+				if i+7 >= len(b) || b[i+6] != '\\' || b[i+7] != 'u' {
+					return true
+				}
+				lo, ok := hex4(b, i+8)
+				if !ok || lo < 0xDC00 || lo > 0xDFFF {
+					return true
+				}
+				i += 11 // both escapes
+			default:
+				i += 5
+			}
+		}
+	}
+	return false
+}
+
+// hex4 reads four hexadecimal digits at b[i:].
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		r <<= 4
+		switch {
+		case '0' <= c && c <= '9':
+			r |= rune(c - '0')
+		case 'a' <= c && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case 'A' <= c && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
