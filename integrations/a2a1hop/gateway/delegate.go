@@ -223,6 +223,9 @@ func (f *forwarder) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) ite
 		m := f.outgoing(ec)
 		ctx := a2aclient.AttachServiceParams(ctx, forwarded(ec.ServiceParams, f.headers, !f.keep))
 		req := &a2a.SendMessageRequest{Message: m, Metadata: ec.Metadata, Tenant: ec.Tenant}
+		// A stream whatever the client called: its first event names the
+		// upstream's task, so that a tasks/cancel reaches it while the work
+		// runs. A message/send would answer only once the task ends.
 		for ev, err := range f.up.SendStreamingMessage(ctx, req) {
 			if err != nil {
 				r.lost(ctx, err)
