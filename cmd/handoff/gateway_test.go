@@ -60,10 +60,19 @@ func (p *plainAgent) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.
 
 // servePlain serves a plainAgent on loopback: its card at the well-known
 // path, JSON-RPC at /a2a.
-func servePlain(t *testing.T) (string, *plainAgent) {
+func servePlain(t *testing.T) (string, *plainAgent) { return servePlainAt(t, "") }
+
+// servePlainAt serves a plainAgent at addr, a free port when "".
+func servePlainAt(t *testing.T, addr string) (string, *plainAgent) {
 	t.Helper()
 	p := &plainAgent{}
 	srv := httptest.NewUnstartedServer(nil)
+	if addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		require.NoError(t, err, "the address the README names for the agent is taken")
+		srv.Listener.Close()
+		srv.Listener = ln
+	}
 	base := "http://" + srv.Listener.Addr().String()
 	card := &a2a.AgentCard{Name: "plain", Description: "an A2A agent that knows nothing of handoffs", Version: "1",
 		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(base+"/a2a", a2a.TransportProtocolJSONRPC)},
@@ -384,4 +393,88 @@ func TestGateway_Usage(t *testing.T) {
 		assert.Contains(t, r.stderr, c.want)
 		assert.Empty(t, r.stdout)
 	}
+}
+
+// readmeBlock returns the one ```sh block of the README section under
+// heading.
+func readmeBlock(t *testing.T, heading string) string {
+	t.Helper()
+	md, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	var blocks []string
+	in, inBlock := false, false
+	var b strings.Builder
+	for _, l := range strings.Split(string(md), "\n") {
+		switch {
+		case inBlock && l == "```":
+			inBlock = false
+			blocks = append(blocks, b.String())
+			b.Reset()
+		case inBlock:
+			b.WriteString(l + "\n")
+		case strings.HasPrefix(l, "#"):
+			in = strings.TrimLeft(l, "# ") == heading
+		case in && l == "```sh":
+			inBlock = true
+		}
+	}
+	require.Len(t, blocks, 1, "the README section %q shows one shell block", heading)
+	return blocks[0]
+}
+
+// The README's section on the gateway, run as written with bash in an
+// empty directory, the handoff binary on PATH, and an A2A agent that knows
+// nothing of handoffs where the section says one listens. The agent works
+// once; the card verifies; the reply carries the coder's signed
+// "completed" to the planner.
+func TestREADME_Gateway(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatalf("the README's section uses curl: %v", err)
+	}
+	script := readmeBlock(t, "An agent in any language: `handoff gateway`")
+	_, plain := servePlainAt(t, "127.0.0.1:9700")
+	dir := t.TempDir()
+	// The harness's own lines: stop on the first failure, and stop the
+	// gateways if the block did not get to.
+	run := "set -eu\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + script
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", run)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(binPath)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	logs := func() string {
+		a, _ := os.ReadFile(filepath.Join(dir, "coder-gateway.log"))
+		b, _ := os.ReadFile(filepath.Join(dir, "planner-gateway.log"))
+		return string(out) + "\n--- coder-gateway.log\n" + string(a) + "\n--- planner-gateway.log\n" + string(b)
+	}
+	require.NoError(t, err, logs())
+	noCrash(t, logs())
+	assert.EqualValues(t, 1, plain.calls.Load(), "the agent worked once")
+	assert.Contains(t, string(out), `"verified": true`, "handoff card verify")
+
+	i := strings.Index(string(out), `{"jsonrpc"`)
+	require.GreaterOrEqual(t, i, 0, "no JSON-RPC reply:\n%s", out)
+	var reply struct {
+		Result struct {
+			Task a2a.Task `json:"task"`
+		} `json:"result"`
+	}
+	require.NoError(t, json.NewDecoder(strings.NewReader(string(out[i:]))).Decode(&reply), "%s", out[i:])
+	task := reply.Result.Task
+	assert.Equal(t, a2a.TaskStateCompleted, task.Status.State)
+	require.NotNil(t, task.Status.Message)
+	st, err := carry.Status(task.Status.Message.Metadata)
+	require.NoError(t, err)
+	doc, err := os.ReadFile(filepath.Join(dir, "trust.json"))
+	require.NoError(t, err)
+	trust, err := keyset.ParseTrust(doc)
+	require.NoError(t, err)
+	s, err := handoff.ParseSigned(st, handoff.Limits{})
+	require.NoError(t, err)
+	v, err := handoff.OpenStatus(s, trust, handoff.Limits{})
+	require.NoError(t, err)
+	assert.Equal(t, state.Completed, v.State)
+	assert.Equal(t, handoff.AgentID(gwCoder), v.Iss)
+	assert.Equal(t, handoff.AgentID(gwPlanner), v.Aud)
 }
