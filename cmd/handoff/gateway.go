@@ -94,7 +94,7 @@ serve.`, `  handoff gateway --id spiffe://b.example/agent/coder --key coder.jwk 
   handoff gateway --delegator --id spiffe://a.example/agent/planner --key planner.jwk --trust trust.json \
       --to spiffe://b.example/agent/coder --upstream http://127.0.0.1:8080 --listen 127.0.0.1:8081
   # behind a proxy that authenticates callers and names them in a header
-  handoff gateway --id B --key b.jwk --trust-url A=https://a.example/jwks.json \
+  handoff gateway --id B --key b.jwk --trust b-trust.json --trust-url A=https://a.example/jwks.json \
       --upstream http://127.0.0.1:9000 --peer-header X-Client-AgentID --store redis://127.0.0.1:6379/0`)
 	}
 	pos, code, ok := e.parse(fset, usage, args)

@@ -26,8 +26,8 @@ type stores struct {
 }
 
 // storeUsage describes the --store flag.
-const storeUsage = "where the agent keeps its hops, the ones it received and the ones it offered: memory (lost at exit), " +
-	"a bbolt `FILE` (created when missing), redis://HOST:PORT/DB (or rediss://), or postgres://... (a PostgreSQL DSN); " +
+const storeUsage = "where the agent keeps its hops, the ones it received and the ones it offered (`STORE`): memory (lost at exit), " +
+	"a bbolt file (created when missing), redis://HOST:PORT/DB (or rediss://), or postgres://... (a PostgreSQL DSN); " +
 	"a durable store lets a restarted gateway answer a hop it took before and never take it twice"
 
 // The kinds of store --store names.

@@ -85,7 +85,7 @@ func BenchmarkGateway(b *testing.B) {
 	b.ReportMetric(float64(mGW.Nanoseconds()), "ns/gateway")
 	b.ReportMetric(float64(mGW)/float64(mDirect), "x-direct")
 	b.ReportMetric(float64(mGW)/float64(mMW), "x-middleware")
-	b.ReportMetric(float64((mGW-mMW).Microseconds()), "added-us")
+	b.ReportMetric(float64((mGW - mMW).Microseconds()), "added-us")
 }
 
 func median(ds []time.Duration) time.Duration {

@@ -105,11 +105,7 @@ func NewDelegate(ctx context.Context, cfg DelegateConfig) (*Delegate, error) {
 	case cfg.Upstream == "" || cfg.URL == "":
 		return nil, fmt.Errorf("%w: DelegateConfig.Upstream and DelegateConfig.URL are required", handoff.ErrConfig)
 	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{}
-	}
-	raw, upCard, err := fetchCard(ctx, hc, cfg.Upstream)
+	hc, raw, upCard, err := fetchCard(ctx, cfg.HTTPClient, cfg.Upstream)
 	if err != nil {
 		return nil, err
 	}

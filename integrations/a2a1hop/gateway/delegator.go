@@ -85,11 +85,7 @@ func NewDelegator(ctx context.Context, cfg DelegatorConfig) (*Delegator, error) 
 	case cfg.Upstream == "" || cfg.URL == "":
 		return nil, fmt.Errorf("%w: DelegatorConfig.Upstream and DelegatorConfig.URL are required", handoff.ErrConfig)
 	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{}
-	}
-	raw, upCard, err := fetchCard(ctx, hc, cfg.Upstream)
+	hc, raw, upCard, err := fetchCard(ctx, cfg.HTTPClient, cfg.Upstream)
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +227,7 @@ func (p *proxy) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) (a
 	}
 	ctx = p.outgoing(ctx, req)
 	if hop != "" {
-		return p.again(ctx, m, hop, false)
+		return p.again(ctx, m, hop, nil)
 	}
 	d, err := p.hc.Send(ctx, p.up, m, p.params(m))
 	if d == nil {
@@ -239,7 +235,7 @@ func (p *proxy) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) (a
 	}
 	res := d.Result
 	if err != nil && lostReply(ctx, err) && d.State == state.Offered {
-		res, err = p.again(ctx, m, d.Hop, true)
+		res, err = p.again(ctx, m, d.Hop, err)
 	}
 	p.tasks.note(res, d.Hop)
 	return res, err
@@ -258,7 +254,7 @@ func (p *proxy) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageRe
 		}
 		ctx := p.outgoing(ctx, req)
 		if hop != "" {
-			yield(p.again(ctx, m, hop, false))
+			yield(p.again(ctx, m, hop, nil))
 			return
 		}
 		out, err := p.cfg.Agent.Offer(ctx, p.params(m))
@@ -273,7 +269,7 @@ func (p *proxy) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageRe
 		for ev, err := range p.up.SendStreamingMessage(a2a1hop.WithHandoff(ctx, out.Handoff), &r) {
 			if err != nil {
 				if !got && lostReply(ctx, err) {
-					res, err := p.again(ctx, m, hop, true)
+					res, err := p.again(ctx, m, hop, err)
 					p.tasks.note(res, hop)
 					yield(res, err)
 					return
@@ -291,14 +287,14 @@ func (p *proxy) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageRe
 }
 
 // again sends hop's identical Handoff with m (HC-52): once, or, after a
-// lost reply (lost), up to the configured attempts while replies are
-// lost, waiting longer each time (HC-37).
-func (p *proxy) again(ctx context.Context, m *a2a.Message, hop handoff.HopID, lost bool) (a2a.SendMessageResult, error) {
-	n, wait := 1, time.Duration(0)
-	if lost {
+// reply lost with the error lost, up to the configured attempts while
+// replies are lost, waiting longer each time (HC-37). With no attempt
+// left, the hop stays unresolved and lost is returned (HC-40).
+func (p *proxy) again(ctx context.Context, m *a2a.Message, hop handoff.HopID, lost error) (a2a.SendMessageResult, error) {
+	n, wait, err := 1, time.Duration(0), lost
+	if lost != nil {
 		n, wait = p.attempts, 100*time.Millisecond
 	}
-	err := fmt.Errorf("%w: the reply to hop %s was lost and no attempt is left", handoff.ErrArgument, hop)
 	for range n {
 		if wait > 0 {
 			t := time.NewTimer(wait)

@@ -134,37 +134,41 @@ const UpstreamTaskKey = a2a1hop.ExtensionURI + "/upstream-task"
 var ErrUpstream = errors.New("gateway: upstream")
 
 // fetchCard fetches the AgentCard of the agent at base (its well-known
-// path), as served, within agentcard.DefaultMaxSize, and parses it.
-func fetchCard(ctx context.Context, hc *http.Client, base string) ([]byte, *a2a.AgentCard, error) {
+// path), as served, within agentcard.DefaultMaxSize, and parses it; hc
+// nil means a client with no timeout, for streams, which it returns.
+func fetchCard(ctx context.Context, hc *http.Client, base string) (*http.Client, []byte, *a2a.AgentCard, error) {
+	if hc == nil {
+		hc = &http.Client{}
+	}
 	url := strings.TrimSuffix(base, "/") + CardPath
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: %w", ErrUpstream, url, err)
+		return nil, nil, nil, fmt.Errorf("%w: %s: %w", ErrUpstream, url, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrUpstream, err)
+		return nil, nil, nil, fmt.Errorf("%w: %w", ErrUpstream, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, nil, fmt.Errorf("%w: GET %s: %s", ErrUpstream, url, resp.Status)
+		return nil, nil, nil, fmt.Errorf("%w: GET %s: %s", ErrUpstream, url, resp.Status)
 	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, agentcard.DefaultMaxSize+1))
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: GET %s: %w", ErrUpstream, url, err)
+		return nil, nil, nil, fmt.Errorf("%w: GET %s: %w", ErrUpstream, url, err)
 	}
 	if len(raw) > agentcard.DefaultMaxSize {
-		return nil, nil, fmt.Errorf("%w: %s: the card exceeds %d octets: %w", ErrUpstream, url, agentcard.DefaultMaxSize, handoff.ErrTooLarge)
+		return nil, nil, nil, fmt.Errorf("%w: %s: the card exceeds %d octets: %w", ErrUpstream, url, agentcard.DefaultMaxSize, handoff.ErrTooLarge)
 	}
 	var card a2a.AgentCard
 	if err := json.Unmarshal(raw, &card); err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: %w: %w", ErrUpstream, url, handoff.ErrMalformed, err)
+		return nil, nil, nil, fmt.Errorf("%w: %s: %w: %w", ErrUpstream, url, handoff.ErrMalformed, err)
 	}
 	if len(card.SupportedInterfaces) == 0 {
-		return nil, nil, fmt.Errorf("%w: %s: the card lists no A2A 1.0 interface (supportedInterfaces)", ErrUpstream, url)
+		return nil, nil, nil, fmt.Errorf("%w: %s: the card lists no A2A 1.0 interface (supportedInterfaces)", ErrUpstream, url)
 	}
-	return raw, &card, nil
+	return hc, raw, &card, nil
 }
 
 // dial returns an A2A client of the agent card describes, over hc, with ics
