@@ -64,7 +64,7 @@ func BenchmarkGateway(b *testing.B) {
 		t0 := time.Now()
 		res, err := direct.SendMessage(ctx, &a2a.SendMessageRequest{Message: message("ctx-bench", "complete")})
 		t1 := time.Now()
-		if err != nil || res.(*a2a.Task).Status.State != a2a.TaskStateCompleted {
+		if task, ok := res.(*a2a.Task); err != nil || !ok || task.Status.State != a2a.TaskStateCompleted {
 			b.Fatalf("direct: %v %v", res, err)
 		}
 		d, err := mwHC.Send(ctx, mwCl, message("ctx-bench", "complete"), handoff.OfferParams{To: coder})

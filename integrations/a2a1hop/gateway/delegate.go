@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"crypto"
-	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
@@ -237,24 +236,30 @@ func (f *forwarder) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) ite
 
 // follow relays the upstream's task until it ends or waits for input,
 // when the call that sent the message returned before: through
-// tasks/subscribe, or tasks/get for an upstream that does not stream.
+// tasks/subscribe, then, if the task is still not settled (its stream
+// ended, or it ended before the subscription), tasks/get, at growing
+// intervals, as for an upstream that does not stream.
 func (f *forwarder) follow(ctx context.Context, r *relay) {
-	for wait := 50 * time.Millisecond; r.task != "" && !settled(r.last); wait = min(2*wait, 2*time.Second) {
-		if f.streams {
-			for ev, err := range f.up.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: r.task}) {
-				if err != nil {
+	if r.task == "" || settled(r.last) {
+		return
+	}
+	if f.streams {
+		got := false
+		for ev, err := range f.up.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: r.task}) {
+			if err != nil {
+				if got {
 					r.lost(ctx, err)
 					return
 				}
-				if !r.event(ctx, ev) {
-					return
-				}
+				break // read the task instead
 			}
-			if !settled(r.last) {
-				r.lost(ctx, errors.New("the upstream's task stream ended before the task did"))
+			got = true
+			if !r.event(ctx, ev) {
+				return
 			}
-			return
 		}
+	}
+	for wait := 50 * time.Millisecond; !settled(r.last); wait = min(2*wait, 2*time.Second) {
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -267,6 +272,9 @@ func (f *forwarder) follow(ctx context.Context, r *relay) {
 		if err != nil {
 			r.lost(ctx, err)
 			return
+		}
+		if task.Status.State == r.last && !settled(r.last) {
+			continue // nothing new
 		}
 		if !r.event(ctx, task) {
 			return

@@ -291,6 +291,29 @@ func TestDelegate_Outcomes(t *testing.T) {
 	}
 }
 
+// An upstream that answers before its task ends is followed: through
+// tasks/subscribe when it streams, tasks/get when it does not, until the
+// task ends; the hop ends "completed" and the upstream worked once.
+func TestDelegate_UpstreamAnswersAtOnce_Followed(t *testing.T) {
+	for _, noStreaming := range []bool{false, true} {
+		for _, text := range []string{"complete", "slow"} {
+			t.Run(fmt.Sprintf("upstream-streams=%v/%s", !noStreaming, text), func(t *testing.T) {
+				w := world(t)
+				up := newUpstream(t, upstreamOptions{atOnce: true, noStreaming: noStreaming})
+				_, base := delegate(t, w, up, gateway.DelegateConfig{})
+				hc, cl := delegator(t, w.Agent(planner), base, overJSONRPC, a2a1hop.ClientConfig{})
+				d, err := hc.Send(context.Background(), cl, message("ctx-a", text), handoff.OfferParams{To: coder})
+				require.NoError(t, err)
+				assert.Equal(t, state.Completed, d.State)
+				task := taskOf(t, d.Result)
+				assert.Equal(t, a2a.TaskStateCompleted, task.Status.State)
+				w.AssertStatus(t, statusOf(task), d.Offer.Handoff.Offer, state.Completed, "")
+				assert.EqualValues(t, 1, up.calls.Load())
+			})
+		}
+	}
+}
+
 // An upstream that cannot be reached never got the message: the hop is
 // "failed" with no refs.
 func TestDelegate_UpstreamDown_Failed(t *testing.T) {
@@ -306,7 +329,7 @@ func TestDelegate_UpstreamDown_Failed(t *testing.T) {
 	dv, err := hc.Send(context.Background(), cl, message("ctx-d", "complete"), handoff.OfferParams{To: coder})
 	require.NoError(t, err)
 	assert.Equal(t, state.Failed, dv.State)
-	assert.Equal(t, a2a.TaskStateFailed, dv.Result.(*a2a.Task).Status.State)
+	assert.Equal(t, a2a.TaskStateFailed, taskOf(t, dv.Result).Status.State)
 }
 
 // The delegator's signed "canceled" is verified and applied, then the
@@ -325,7 +348,7 @@ func TestDelegate_Cancel(t *testing.T) {
 				hc, cl := delegator(t, p, base, overJSONRPC, a2a1hop.ClientConfig{SendConfig: &a2a.SendMessageConfig{ReturnImmediately: true}})
 				d, err := hc.Send(context.Background(), cl, message("ctx-c", "wait"), handoff.OfferParams{To: coder})
 				require.NoError(t, err)
-				task := d.Result.(*a2a.Task)
+				task := taskOf(t, d.Result)
 				eventually(t, func() bool {
 					t, err := cl.GetTask(context.Background(), &a2a.GetTaskRequest{ID: task.ID})
 					return err == nil && t.Metadata[gateway.UpstreamTaskKey] != nil

@@ -173,7 +173,7 @@ func TestDelegator_FollowUp_TheHopsHandoff(t *testing.T) {
 	cl := client(t, base, overJSONRPC)
 	res, err := cl.SendMessage(context.Background(), &a2a.SendMessageRequest{Message: message("ctx-f", "input")})
 	require.NoError(t, err)
-	task := res.(*a2a.Task)
+	task := taskOf(t, res)
 	require.Equal(t, a2a.TaskStateInputRequired, task.Status.State)
 	next := message(task.ContextID, "this file")
 	next.TaskID = task.ID
@@ -235,7 +235,7 @@ func TestDelegator_Cancel_Signed(t *testing.T) {
 	res, err := cl.SendMessage(context.Background(), &a2a.SendMessageRequest{Message: message("ctx-x", "wait"),
 		Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
 	require.NoError(t, err)
-	task := res.(*a2a.Task)
+	task := taskOf(t, res)
 	got, err := cl.CancelTask(context.Background(), &a2a.CancelTaskRequest{ID: task.ID})
 	require.NoError(t, err)
 	assert.Equal(t, a2a.TaskStateCanceled, got.Status.State)
@@ -303,7 +303,7 @@ func TestGateways_EndToEnd(t *testing.T) {
 	_, base := delegatorFor(t, w, p, dgURL, gateway.DelegatorConfig{})
 	res, err := client(t, base, overREST).SendMessage(context.Background(), &a2a.SendMessageRequest{Message: message("ctx-e2e", "ship it")})
 	require.NoError(t, err)
-	task := res.(*a2a.Task)
+	task := taskOf(t, res)
 	assert.Equal(t, a2a.TaskStateCompleted, task.Status.State)
 	require.Len(t, task.Artifacts, 1)
 	assert.Equal(t, "done: ship it", task.Artifacts[0].Parts[0].Text())

@@ -28,7 +28,11 @@
 //   - an accepted offer is taken ("accepted", TASK_STATE_WORKING), then the
 //     message is sent to the upstream, with the Handoff removed unless
 //     DelegateConfig.KeepHandoff, and the upstream's events come back as the
-//     gateway's task's own.
+//     gateway's task's own. It is sent as a message/stream whatever the
+//     client called, so that the upstream's task is known at once and a
+//     tasks/cancel reaches it; an upstream that does not stream gets a
+//     message/send. A task the upstream left working when its answer
+//     ended is followed (tasks/subscribe, else tasks/get) until it settles.
 //
 // The statuses of the hop follow what the upstream's task does, in the
 // metadata where the draft places them (TaskStatus.message of the reply

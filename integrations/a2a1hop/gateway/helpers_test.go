@@ -67,6 +67,32 @@ type seenMessage struct {
 type upstreamOptions struct {
 	restFirst   bool // list HTTP+JSON before JSON-RPC in the card
 	noStreaming bool
+	// atOnce answers a message/send with the task as it is when the work
+	// starts, and ends a message/stream after its first event: the work
+	// goes on, and the caller follows the task.
+	atOnce bool
+}
+
+// atOnce is the request handler of an upstream that answers at once.
+type atOnce struct{ a2asrv.RequestHandler }
+
+func (h atOnce) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) (a2a.SendMessageResult, error) {
+	cp, cfg := *req, a2a.SendMessageConfig{}
+	if req.Config != nil {
+		cfg = *req.Config
+	}
+	cfg.ReturnImmediately = true
+	cp.Config = &cfg
+	return h.RequestHandler.SendMessage(ctx, &cp)
+}
+
+func (h atOnce) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageRequest) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		for ev, err := range h.RequestHandler.SendStreamingMessage(ctx, req) {
+			yield(ev, err)
+			return
+		}
+	}
 }
 
 func newUpstream(t testing.TB, o upstreamOptions) *upstream {
@@ -86,6 +112,9 @@ func newUpstream(t testing.TB, o upstreamOptions) *upstream {
 		Capabilities: a2a.AgentCapabilities{Streaming: !o.noStreaming},
 		Skills:       []a2a.AgentSkill{{ID: "work", Name: "work", Description: "does the work", Tags: []string{"work"}}}}
 	h := a2asrv.NewHandler(u)
+	if o.atOnce {
+		h = atOnce{h}
+	}
 	mux := http.NewServeMux()
 	mux.Handle(gateway.CardPath, a2asrv.NewStaticAgentCardHandler(card))
 	mux.Handle("/a2a", a2asrv.NewJSONRPCHandler(h))
@@ -175,6 +204,15 @@ func (u *upstream) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 					say(a2a.TaskStateCanceled, "stopped")
 				}
 			}
+		case "slow":
+			if !say(a2a.TaskStateWorking, "working") {
+				return
+			}
+			select {
+			case <-time.After(200 * time.Millisecond):
+			case <-u.stop:
+			}
+			say(a2a.TaskStateCompleted, "done, slowly")
 		default:
 			if !say(a2a.TaskStateWorking, "working") ||
 				!yield(a2a.NewArtifactEvent(ec, a2a.NewTextPart("done: "+text)), nil) {
@@ -258,6 +296,14 @@ func message(dialog, text string) *a2a.Message {
 	m := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(text))
 	m.ContextID = dialog
 	return m
+}
+
+// taskOf returns the task a reply is, failing the test for a message.
+func taskOf(t *testing.T, res a2a.SendMessageResult) *a2a.Task {
+	t.Helper()
+	task, ok := res.(*a2a.Task)
+	require.True(t, ok, "a %T, not a task: %+v", res, res)
+	return task
 }
 
 // statusOf returns the signed status in the reply res carries: in a
