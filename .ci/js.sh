@@ -9,6 +9,10 @@
 #   - node --test: @a2a-js/sdk (A2A 1.0, against a2a1hop) and
 #     @modelcontextprotocol/sdk (against mcphop), with Handoffs made by
 #     `handoff offer` and statuses checked by `handoff verify-status`;
+#     `handoff gateway` in front of two JS A2A servers that know nothing of
+#     handoffs (integrations/js/servers/upstream, one reached over JSON-RPC,
+#     one over HTTP+JSON), with a bbolt store, and `handoff gateway
+#     --delegator` for a JS A2A client, in front of the Go agent;
 #   - @modelcontextprotocol/conformance (every server scenario) against the
 #     MCP SDK's conformance server, without and with the handoff middleware
 #     (calls without a Handoff let through): both runs must pass, and pass
@@ -74,10 +78,41 @@ wait_http "http://127.0.0.1:$plain/mcp" $!
 pids+=($!)
 wait_http "http://127.0.0.1:$guarded/mcp" $!
 
+# The JS A2A servers that know nothing of handoffs, and the gateways: the
+# coder's in front of each (its hops in a bbolt file), and the planner's
+# for the JS client, in front of the Go agent.
+# upstream VAR NAME [rest-first]: a JS server; its base URL in VAR.
+upstream() {
+	node integrations/js/servers/upstream/server.js "$tmp/$2.url" ${3:+"$3"} >"$tmp/$2.log" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 1 150); do [[ -s $tmp/$2.url ]] && break; sleep 0.1; done
+	[[ -s $tmp/$2.url ]] || { cat "$tmp/$2.log" >&2; return 1; }
+	printf -v "$1" '%s' "$(tr -d '\n' <"$tmp/$2.url")"
+}
+# gateway VAR NAME ARGS...: `handoff gateway ARGS` on a free port; its base
+# URL in VAR once its card answers.
+gateway() {
+	local var=$1 name=$2 gwport
+	shift 2
+	gwport=$(freeport)
+	"$tmp/handoff" gateway --listen "127.0.0.1:$gwport" --trust "$tmp/trust.json" "$@" >"$tmp/$name.log" 2>&1 &
+	pids+=($!)
+	wait_http "http://127.0.0.1:$gwport/.well-known/agent-card.json" $! || { cat "$tmp/$name.log" >&2; return 1; }
+	printf -v "$var" 'http://127.0.0.1:%s' "$gwport"
+}
+upstream up upstream
+upstream up_rest upstream-rest rest-first
+coder_gw=(--id "$coder" --key "$tmp/coder.jwk" --peer "$planner")
+gateway gw gateway "${coder_gw[@]}" --upstream "$up" --store "$tmp/gateway.db"
+gateway gw_rest gateway-rest "${coder_gw[@]}" --upstream "$up_rest" --store "$tmp/gateway-rest.db"
+gateway dg delegator --delegator --id "$planner" --key "$tmp/planner.jwk" --to "$coder" --upstream "$url"
+
 t=$SECONDS
-echo "== js: node --test (A2A and MCP clients)"
+echo "== js: node --test (A2A and MCP clients and servers, the gateway)"
 (cd integrations/js && HANDOFF_BIN="$tmp/handoff" HANDOFF_JS_DIR="$tmp" HANDOFF_INTEROP_URL="$url" \
-	HANDOFF_PLANNER="$planner" HANDOFF_CODER="$coder" node --test --test-reporter=spec test/)
+	HANDOFF_PLANNER="$planner" HANDOFF_CODER="$coder" \
+	HANDOFF_UPSTREAM_URL="$up" HANDOFF_GATEWAY_URL="$gw" HANDOFF_UPSTREAM_REST_URL="$up_rest" HANDOFF_GATEWAY_REST_URL="$gw_rest" \
+	HANDOFF_DELEGATOR_URL="$dg" node --test --test-reporter=spec test/)
 echo "== js: node --test: $((SECONDS - t))s"
 
 # conform NAME PORT: the whole suite against one server; its summary lines.

@@ -43,6 +43,7 @@ func commands() []command {
 		{"demo", "run a three-agent demonstration on built-in keys", runDemo},
 		{"evidence", "handoff packages: template, check, digest, audit", runEvidence},
 		{"card", "sign an A2A AgentCard, or verify its signatures for an agent", runCard},
+		{"gateway", "serve signed handoffs in front of an A2A agent or client in any language", runGateway},
 		{"conformance", "run the conformance vectors against another verify command", runConformance},
 	}
 }

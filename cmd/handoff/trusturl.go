@@ -21,6 +21,10 @@ import (
 type trustFlags struct {
 	path, docURL, cache *string
 	urls                listFlag
+	// src, once load has run, is the source of the keys the URLs publish,
+	// for a command that runs long enough to follow its updates; nil
+	// without a URL.
+	src *keyset.Source
 }
 
 func addTrustFlags(fs *flag.FlagSet) *trustFlags {
@@ -59,7 +63,7 @@ func (t *trustFlags) load(e *env, cmd string) (trust *handoff.Trust, done func()
 		}
 	}
 	if len(t.urls) > 0 || *t.docURL != "" {
-		remote, save, err := remoteTrust(context.Background(), trust, t.urls, *t.docURL, *t.cache, e.stderr)
+		remote, src, save, err := remoteTrust(context.Background(), trust, t.urls, *t.docURL, *t.cache, e.stderr)
 		if err != nil {
 			return nil, nil, e.usagef(cmd, "%v", err), false
 		}
@@ -68,7 +72,7 @@ func (t *trustFlags) load(e *env, cmd string) (trust *handoff.Trust, done func()
 				fmt.Fprintf(e.stderr, "handoff %s: %v\n", cmd, err)
 			}
 		}
-		trust = remote
+		trust, t.src = remote, src
 	}
 	return trust, done, 0, true
 }
@@ -80,15 +84,15 @@ func (t *trustFlags) load(e *env, cmd string) (trust *handoff.Trust, done func()
 // been used: it waits for a refresh an unknown kid started and saves the
 // cache.
 func remoteTrust(ctx context.Context, base *handoff.Trust, urls []string, doc, cacheFile string, stderr io.Writer) (
-	trust *handoff.Trust, done func() error, err error) {
+	trust *handoff.Trust, src *keyset.Source, done func() error, err error) {
 	agents := map[handoff.AgentID]keyset.Endpoint{}
 	for _, spec := range urls {
 		id, u, ok := cutSpec(spec)
 		if !ok || id == "" || u == "" {
-			return nil, nil, fmt.Errorf("--trust-url %q: want AGENT=URL", spec)
+			return nil, nil, nil, fmt.Errorf("--trust-url %q: want AGENT=URL", spec)
 		}
 		if _, dup := agents[handoff.AgentID(id)]; dup {
-			return nil, nil, fmt.Errorf("--trust-url: %s given twice", id)
+			return nil, nil, nil, fmt.Errorf("--trust-url: %s given twice", id)
 		}
 		agents[handoff.AgentID(id)] = keyset.Endpoint{URL: u}
 	}
@@ -99,13 +103,13 @@ func remoteTrust(ctx context.Context, base *handoff.Trust, urls []string, doc, c
 			state, err = nil, nil
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("--trust-cache: %v", err)
+			return nil, nil, nil, fmt.Errorf("--trust-cache: %v", err)
 		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	src, err := keyset.New(keyset.Config{Agents: agents, Document: doc, Base: base, State: state, Logger: log})
+	src, err = keyset.New(keyset.Config{Agents: agents, Document: doc, Base: base, State: state, Logger: log})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// A failed refresh is not fatal: the cached set serves until it is
 	// stale, and an agent without keys is refused as untrusted-key.
@@ -121,7 +125,7 @@ func remoteTrust(ctx context.Context, base *handoff.Trust, urls []string, doc, c
 		}
 		return writeFileAtomic(cacheFile, b)
 	}
-	return src.Trust(), done, nil
+	return src.Trust(), src, done, nil
 }
 
 // writeFileAtomic replaces path with b, never leaving a half-written file.

@@ -8,6 +8,9 @@
 //	/a2a                          A2A 1.0 JSON-RPC
 //	/mcp                          MCP streamable HTTP, tool "work" guarded
 //	/calls                        {"a2a": n, "mcp": m}: how often the work ran
+//	/seen                         the offers the A2A work ran for, oldest first:
+//	                              iss, aud, hop, dialog, chain (the chain's state)
+//	                              and handoff (the Handoff object)
 //
 // It signs with the private JWK -key as -id and trusts the agents of the
 // trust file -trust. Loopback authenticates nobody: every caller is taken
@@ -27,6 +30,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -93,14 +97,37 @@ func loadAgent(id, keyFile, trustFile string) (*handoff.Agent, error) {
 // reached it.
 type work struct {
 	a2a, mcp atomic.Int32
+
+	mu   sync.Mutex
+	seen []seenOffer
+}
+
+// seenOffer is an offer the A2A work ran for, as /seen shows it.
+type seenOffer struct {
+	Iss     handoff.AgentID    `json:"iss"`
+	Aud     handoff.AgentID    `json:"aud"`
+	Hop     handoff.HopID      `json:"hop"`
+	Dialog  string             `json:"dialog"`
+	Chain   handoff.ChainState `json:"chain"`
+	Handoff json.RawMessage    `json:"handoff"`
 }
 
 func (w *work) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
-		if _, ok := a2a1hop.FromContext(ctx); !ok {
+		in, ok := a2a1hop.FromContext(ctx)
+		if !ok {
 			yield(nil, errors.New("no accepted offer"))
 			return
 		}
+		h, err := in.Handoff().Encode(handoff.JSON)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		o := in.Offer()
+		w.mu.Lock()
+		w.seen = append(w.seen, seenOffer{Iss: o.Iss, Aud: o.Aud, Hop: o.Hop, Dialog: o.Dialog, Chain: in.Chain(), Handoff: h})
+		w.mu.Unlock()
 		w.a2a.Add(1)
 		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, nil), nil)
 	}
@@ -161,6 +188,12 @@ func run(id, keyFile, trustFile string, peer handoff.AgentID, addr, ready string
 	mux.HandleFunc("/calls", func(rw http.ResponseWriter, _ *http.Request) {
 		rw.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(rw).Encode(map[string]int32{"a2a": w.a2a.Load(), "mcp": w.mcp.Load()})
+	})
+	mux.HandleFunc("/seen", func(rw http.ResponseWriter, _ *http.Request) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		rw.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(rw).Encode(w.seen)
 	})
 	srv := &http.Server{Handler: mux}
 	done := make(chan error, 1)
