@@ -164,12 +164,14 @@ func TestDelegator_PlainClient_DelegatesWithAnOffer(t *testing.T) {
 }
 
 // A message that follows on the task of a hop the gateway sent carries
-// that hop's identical Handoff: the target answers it as a retransmission
-// and never processes it again (HC-38, HC-52).
+// that hop's identical Handoff: on a task the target paused for input, it
+// resumes the hop's work there (the same hop, never a new one), and the
+// hop then completes.
 func TestDelegator_FollowUp_TheHopsHandoff(t *testing.T) {
 	w := world(t)
 	tg := newTarget(t, w, nil)
-	_, base := delegatorFor(t, w, w.Agent(planner), tg.URL, gateway.DelegatorConfig{})
+	p := w.Agent(planner)
+	_, base := delegatorFor(t, w, p, tg.URL, gateway.DelegatorConfig{})
 	cl := client(t, base, overJSONRPC)
 	res, err := cl.SendMessage(context.Background(), &a2a.SendMessageRequest{Message: message("ctx-f", "input")})
 	require.NoError(t, err)
@@ -179,9 +181,15 @@ func TestDelegator_FollowUp_TheHopsHandoff(t *testing.T) {
 	next.TaskID = task.ID
 	res, err = cl.SendMessage(context.Background(), &a2a.SendMessageRequest{Message: next})
 	require.NoError(t, err)
-	assert.EqualValues(t, 1, tg.calls.Load(), "not processed again")
-	require.Len(t, tg.received(), 1)
-	w.AssertStatus(t, statusOf(res), tg.received()[0].Handoff().Offer, state.Accepted, "")
+	assert.EqualValues(t, 2, tg.calls.Load(), "the input resumes the work")
+	seen := tg.received()
+	require.Len(t, seen, 2)
+	hop := seen[0].Offer().Hop
+	assert.Equal(t, hop, seen[1].Offer().Hop, "resumed on the same hop")
+	w.AssertStatus(t, statusOf(res), seen[0].Handoff().Offer, state.Completed, "")
+	info, _, err := p.Hop(context.Background(), hop)
+	require.NoError(t, err)
+	assert.Equal(t, state.Completed, info.State)
 }
 
 // Streamed, the target's events come back as they are, and their statuses
