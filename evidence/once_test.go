@@ -117,7 +117,24 @@ func TestOnce_UnitOfWork(t *testing.T) {
 	late := unit
 	late.IdempotencyKey = "after-finish"
 	_, err = d.Once(ctx, late, work)
+	require.ErrorIs(t, err, ErrFinished)
 	require.ErrorIs(t, err, ErrStopped)
+	require.EqualValues(t, 2, runs.Load())
+	// A call claimed before the hop finished, presented again after it,
+	// on this guard or on one built anew: the contract still answers.
+	again, err := NewGuard(ctx, d.rep, GuardConfig{Ledger: d.ledger, Now: d.w.clock.Now})
+	require.NoError(t, err)
+	for _, g := range []*Guard{d.Guard, again} {
+		_, err = g.Once(ctx, unit, work)
+		require.ErrorIs(t, err, ErrReplayed)
+		var r *Refusal
+		require.ErrorAs(t, err, &r)
+		require.Equal(t, `{"state":"completed"}`, string(r.Outcome.Result))
+		_, err = g.Once(ctx, other, work)
+		require.ErrorIs(t, err, ErrIdempotencyConflict)
+		_, err = g.Do(ctx, Call{Hop: d.in.Digest(), Action: "ledger.read", OperationID: "never-claimed"}, work)
+		require.ErrorIs(t, err, ErrFinished, "nothing of it recorded: the hop's end")
+	}
 	require.EqualValues(t, 2, runs.Load())
 
 	e := newDoGuard(t, authority.NewMemory())
