@@ -79,7 +79,8 @@ func answer(params *mcp.CallToolParams, st string, content map[string]any) *mcp.
 // the pause is claimed in the ledger before the tool runs, and the tool
 // runs under its call's key; every other presentation is answered with
 // the contract's outcome (Idempotency: "replayed" with the recorded
-// result, or "in_flight"), and one approval is recorded.
+// result, or "in_flight"), and one approval is recorded (HC-38: a
+// delegate never does the work again).
 func TestMCP_OneAnswerOneResume(t *testing.T) {
 	ctx := context.Background()
 	t.Run("Replayed", func(t *testing.T) {

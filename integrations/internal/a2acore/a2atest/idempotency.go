@@ -112,7 +112,8 @@ func idempotency(r *Result) string {
 // it more than once. Now an answer resumes the work once: the pause is
 // claimed in the ledger before the executor runs, and every other
 // presentation of it is answered "replayed" (or "in flight" while it
-// runs), changing no task; one approval is recorded, one refund made.
+// runs), changing no task; one approval is recorded, one refund made
+// (HC-38: a delegate never does the work again).
 func pauseOneAnswerOneResume(t *testing.T, l Line) {
 	ctx := context.Background()
 	t.Run("Replayed", func(t *testing.T) {
