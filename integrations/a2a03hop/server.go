@@ -78,8 +78,9 @@
 // idempotency key contract (evidence.Guard.Once), claimed in the guard's
 // authority ledger before the executor runs: the execution for the
 // message that carried the offer under the hop (its offer's handoff
-// digest, with the message's parts as the call's arguments), the one
-// for an answer to a pause of AskApproval under that pause, once. The
+// digest, with the digest of the message's parts as the call's
+// arguments), the one for an answer to a pause of AskApproval under that
+// pause, once. The
 // reason: an A2A executor is an agent, whose effects are its own calls
 // (each asks the guard, with its tool and arguments, or is an ADK
 // agent's tool call, which adkhop runs once under its key); what the

@@ -660,7 +660,15 @@ func (s *server) runTool(ctx context.Context, r *mcp.CallToolRequest, in *handof
 		// "accepted" and a retransmission is told so (HC-39).
 		return t.res, false, t.herr
 	}
-	if err != nil && !errors.Is(err, evidence.ErrUnsettled) {
+	switch {
+	case errors.Is(err, evidence.ErrUnsettled):
+		// The tool ran; its outcome is not in the ledger, where the call
+		// stays in flight, never run again until an operator settles it.
+		if s.cfg.Logger != nil {
+			s.cfg.Logger.WarnContext(ctx, "handoff: the tool call's outcome is not in the authority ledger",
+				slog.String("hop", string(in.Offer().Hop)), slog.Any("error", err))
+		}
+	case err != nil:
 		return nil, false, err
 	}
 	ctr := t.res

@@ -333,6 +333,15 @@ func (s *Server) answer(ctx context.Context, c *call, in *handoff.Received) erro
 	return s.run(ctx, c, in, "accepted", st, chk.Guard)
 }
 
+// unit is the call of the execution for the message, with parts, that
+// carried the offer of in: named by the hop, its arguments the digest of
+// the message's parts (so that a message of any size has a call of a few
+// octets).
+func unit(in *handoff.Received, parts []byte) evidence.Call {
+	args := `{"parts":"` + digest.SHA256(parts).String() + `"}`
+	return evidence.Call{Hop: in.Digest(), Action: UnitAction, Args: []byte(args), IdempotencyKey: in.Digest().String()}
+}
+
 // UnitAction is the action an A2A execution is recorded under in the
 // authority ledger, when the wrapper claims it (Server.run): it is not an
 // action of the package, and authorizes nothing.
@@ -370,8 +379,8 @@ func (s *Server) resume(ctx context.Context, c *call, in *handoff.Received, acce
 // the idempotency key contract (evidence.Guard.Once), so that no message
 // runs the executor twice, on any replica sharing the guard's ledger: the
 // execution for the message that carried the offer is claimed under the
-// hop (its offer's handoff digest, with the message's parts as the call's
-// arguments); the one for an answer to a pause of Ask, under the pause,
+// hop (its offer's handoff digest, with the digest of the message's parts
+// as the call's arguments); the one for an answer to a pause of Ask, under the pause,
 // once, by the one answer that takes it (pause.Take), which records the
 // approval of exactly the paused call first. Any other presentation of
 // the same execution changes no task: it is answered with a message that
@@ -417,21 +426,32 @@ func (s *Server) run(ctx context.Context, c *call, in *handoff.Received, text st
 	switch {
 	case g == nil:
 		_, err = x.run(ctx)
-	case sealed != "":
+	case a != nil && sealed != "":
 		operator, ok := c.x.Operator(ctx)
 		if !ok {
 			operator = string(c.peer)
 		}
 		_, err = pause.Take(ctx, g, b, pause.AnswerOf(ans), operator, x.run)
 	case c.task == nil:
-		_, err = g.Once(ctx, evidence.Call{Hop: in.Digest(), Action: UnitAction, Args: c.x.Parts(), IdempotencyKey: in.Digest().String()}, x.run)
+		_, err = g.Once(ctx, unit(in, c.x.Parts()), x.run)
 	default:
 		_, err = x.run(ctx)
 	}
 	if x.ran || err == nil {
+		s.unsettled(ctx, in, err)
 		return x.err
 	}
 	return s.refused(ctx, c, in, g, err)
+}
+
+// unsettled logs an execution whose outcome the ledger did not record
+// (evidence.ErrUnsettled): it stays in flight there, and is never run
+// again until an operator settles it.
+func (s *Server) unsettled(ctx context.Context, in *handoff.Received, err error) {
+	if errors.Is(err, evidence.ErrUnsettled) && s.cfg.Logger != nil {
+		s.cfg.Logger.WarnContext(ctx, "handoff: the outcome of the hop's execution is not in the authority ledger",
+			slog.String("hop", string(hopwork.Verified(in).Hop)), slog.Any("error", err))
+	}
 }
 
 // refused answers a message whose execution did not run, for err: the
