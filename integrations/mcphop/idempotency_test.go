@@ -363,3 +363,57 @@ func TestMCP_LedgerSystemOfRecord(t *testing.T) {
 	require.NotEmpty(t, h.Ack.Findings)
 	require.Equal(t, string(state.Rejected), h.Final.State)
 }
+
+// A read (ServerConfig.ReadOnly, the readOnlyHint the server declares) is
+// decided by the guard and recorded nowhere: while its hop is open it runs
+// every time, on every replica, as a read must see the state as it is; a
+// read the package does not allow is refused, and the hop closed, as any
+// call.
+func TestMCP_ReadOnlyRunsEveryTime(t *testing.T) {
+	ctx := context.Background()
+	f := newPauseFixture(t)
+	var reads atomic.Int32
+	replica := func() *mcp.ClientSession {
+		ag, err := handoff.NewAgent(handoff.Config{ID: coder, Signer: f.ps[coder].Signer, Trust: f.ps[coder].Trust,
+			Store: replay.NewMemory(replay.MemoryOptions{}), Now: f.now.Now})
+		require.NoError(t, err)
+		mw, err := hmcp.Server(hmcp.ServerConfig{Agent: ag, Peer: func(*mcp.CallToolRequest) handoff.AgentID { return planner },
+			Approvals: &hmcp.Approvals{Key: stateKey, Guard: f.e.Guard, Now: f.now.Now},
+			ReadOnly:  func(r *mcp.CallToolRequest) bool { return r.Params.Name != "refund" }})
+		require.NoError(t, err)
+		srv := mcp.NewServer(&mcp.Implementation{Name: "coder", Version: "v1"}, nil)
+		srv.AddReceivingMiddleware(mw)
+		for _, name := range []string{agenttest.Allowed, agenttest.Denied} {
+			mcp.AddTool(srv, &mcp.Tool{Name: name, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+				func(ctx context.Context, _ *mcp.CallToolRequest, _ map[string]any) (*mcp.CallToolResult, any, error) {
+					reads.Add(1)
+					hmcp.Report(ctx, hmcp.Outcome{Effect: state.EffectUnknown}) // the hop stays open
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "INV-1042 paid"}}}, nil, nil
+				})
+		}
+		return dial(t, f.cl, srv, nil)
+	}
+	out, err := f.ps[planner].Agent.Offer(ctx, f.offer())
+	require.NoError(t, err)
+	read := func(cs *mcp.ClientSession, tool string) *mcp.CallToolResult {
+		res, err := cs.CallTool(hmcp.WithHandoff(ctx, out.Handoff), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"invoice": "INV-1042"}})
+		require.NoError(t, err)
+		return res
+	}
+	for range 2 {
+		res := read(replica(), agenttest.Allowed)
+		require.False(t, res.IsError, "%v", res.Content)
+		_, replayed := hmcp.IdempotencyOf(res)
+		require.False(t, replayed)
+	}
+	require.EqualValues(t, 2, reads.Load(), "the same read on two replicas: run on both")
+	rs, err := f.e.Ledger.Lookup(ctx, out.Handoff.Offer.Digest().String())
+	require.NoError(t, err)
+	require.Empty(t, rs, "a read is recorded nowhere")
+
+	out, err = f.ps[planner].Agent.Offer(ctx, f.offer())
+	require.NoError(t, err)
+	res := read(replica(), agenttest.Denied)
+	require.True(t, res.IsError)
+	require.EqualValues(t, 2, reads.Load(), "a denied read never runs")
+}

@@ -203,11 +203,12 @@ type ServerConfig struct {
 	// then lists the tools it allows, must ask for, and denies.
 	Action func(*mcp.CallToolRequest) string
 	// ReadOnly reports the tool calls that only read (the readOnlyHint the
-	// server declares for its tool, mcp.ToolAnnotations): the guard
-	// decides each (evidence.Guard.Authorize: allowed, denied, unlisted)
-	// and records nothing, and the tool runs every time it is called, as
-	// a read must see the state as it is now. A read whose action is
-	// "must ask" runs once per approval, as every other call. Nil means
+	// server declares for its tool, mcp.ToolAnnotations; the SDK does not
+	// let a middleware read a tool's annotations): the guard decides each
+	// (evidence.Guard.Authorize: allowed, denied, unlisted) and records
+	// nothing, and the tool runs every time it is called while its hop is
+	// open, as a read must see the state as it is now. A read whose action
+	// is "must ask" runs once per approval, as every other call. Nil means
 	// none: every call runs once under its key.
 	ReadOnly func(*mcp.CallToolRequest) bool
 }
