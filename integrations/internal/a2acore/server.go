@@ -777,6 +777,10 @@ func (s *Server) Cancel(ctx context.Context, r CancelRequest, cancel func(contex
 		// task goes on.
 		return fmt.Errorf("%w: cancel task %s: the handoff status was refused: %w", r.Invalid, r.TaskID, err)
 	}
+	if err := s.guards.Finish(ctx, nil, own.Offer, state.Canceled, "canceled by the delegator"); err != nil && s.cfg.Logger != nil {
+		s.cfg.Logger.WarnContext(ctx, "handoff: the hop's final disposition is not in the authority ledger",
+			slog.String("hop", string(own.Hop)), slog.Any("error", err))
+	}
 	if n := res.Notices; len(n) > 0 && s.cfg.OnNotices != nil {
 		s.cfg.OnNotices(ctx, n)
 	}

@@ -315,7 +315,8 @@ func replicasOneExecution(t *testing.T, l Line) {
 // middleware records the acknowledgement of a hop accepted with its
 // package, and the final disposition it signs, and a test reads both back
 // from the ledger (authority.Ledger.Hop): completed, failed (a declined
-// approval), rejected (a package that did not pass).
+// approval), canceled (by the delegator), rejected (a package that did
+// not pass).
 func ledgerSystemOfRecord(t *testing.T, l Line) {
 	ctx := context.Background()
 	hopOf := func(t *testing.T, f *PauseFixture, d *Delivery) authority.HopRecord {
@@ -346,17 +347,28 @@ func ledgerSystemOfRecord(t *testing.T, l Line) {
 		require.Equal(t, string(want), h.Final.State, "the final disposition the delegate signed")
 		require.Equal(t, want, f.HopState(t, d.Hop))
 	}
-	// A package that did not pass: acknowledged "rejected", with its
-	// findings, and final.
+	// Canceled by the delegator while paused: final, "canceled".
 	f := NewPauseFixture(t, l)
 	f.Package = true
 	r := f.Delegate(t, "refund-INV-1042")
+	d, _ := f.First(t, r)
+	_, _, err := r.Client.Cancel(ctx, d.Hop)
+	require.NoError(t, err)
+	h := hopOf(t, f, d)
+	require.NotNil(t, h.Final)
+	require.Equal(t, string(state.Canceled), h.Final.State)
+
+	// A package that did not pass: acknowledged "rejected", with its
+	// findings, and final.
+	f = NewPauseFixture(t, l)
+	f.Package = true
+	r = f.Delegate(t, "refund-INV-1042")
 	p := f.Offer()
 	p.Deliver = agenttest.OtherOffers(t, f.Ps[Planner].Agent, Coder)
-	d, err := r.Client.Send(ctx, Text("refund INV-1042"), p)
+	d, err = r.Client.Send(ctx, Text("refund INV-1042"), p)
 	require.NoError(t, err)
 	require.True(t, d.Refused)
-	h := hopOf(t, f, d)
+	h = hopOf(t, f, d)
 	require.NotNil(t, h.Ack)
 	require.Equal(t, authority.Rejected, h.Ack.Decision)
 	require.NotEmpty(t, h.Ack.Findings)
