@@ -236,7 +236,23 @@
 //
 // All three wrap ErrRepeated. The ledger counts the retries it suppressed
 // (authority.Record.Replays), so that an audit tells a suppressed retry
-// from a second action.
+// from a second action. A call claimed before its hop finished and
+// presented again after it is still answered so; any other call on a
+// finished hop is refused with ErrFinished.
+//
+// Guard.Claim and Claim.Settle are Do in two steps, for a host whose
+// framework runs the effect between two callbacks of its own (ADK's
+// before- and after-tool callbacks). Guard.Once runs a host's unit of
+// work once per call under the same contract without deciding its action:
+// a unit is not an effect the package authorizes, and each effect it
+// makes asks the guard as it comes.
+//
+// The hosts' middlewares derive each call and carry its key themselves
+// (integrations/mcphop, a2a1hop, a2a03hop, adkhop), so that a tool handler
+// or an executor written from their docs computes nothing: an MCP
+// tools/call and an ADK tool call are each one call, run with Do (Claim);
+// an A2A execution is a unit, run with Once, once per message, and the
+// answer to a pause once per pause.
 //
 // # Approvals bound to what they allow
 //

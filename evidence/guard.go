@@ -69,8 +69,15 @@ var (
 	// ErrOtherHop: the call is for another hop than the guard's.
 	ErrOtherHop = errors.New("evidence: the guard answers for another hop")
 	// ErrStopped: the guard was stopped, or its hop's final disposition is
-	// recorded in the ledger (hop canceled, rejected or done).
+	// recorded in the ledger (hop canceled, rejected or done: ErrFinished),
+	// or the offer expired.
 	ErrStopped = errors.New("evidence: guard stopped")
+	// ErrFinished: the hop's final disposition is recorded in the ledger,
+	// by this process or another sharing it: the hop takes no more
+	// effects. A call claimed on the hop before it finished and presented
+	// again is still answered by the contract (ErrReplayed, ErrInFlight,
+	// ErrIdempotencyConflict). Wraps ErrStopped.
+	ErrFinished = fmt.Errorf("%w: the hop's final disposition is recorded", ErrStopped)
 	// ErrLedger: the ledger could not answer; the call is refused.
 	ErrLedger = errors.New("evidence: authority ledger unavailable")
 	// ErrNotPassed: a guard is built, and a package accepted, only on a
@@ -292,7 +299,7 @@ func NewGuard(ctx context.Context, rep *Report, cfg GuardConfig) (*Guard, error)
 		return nil, fmt.Errorf("%w: %w", ErrLedger, err)
 	}
 	if h.Final != nil {
-		g.stop(fmt.Errorf("%w: hop finished %s", ErrStopped, h.Final.State))
+		g.stop(fmt.Errorf("%w: hop finished %s", ErrFinished, h.Final.State))
 		return g, nil
 	}
 	for _, a := range p.Completed {
@@ -383,10 +390,54 @@ func (g *Guard) Authorize(ctx context.Context, c Call) error {
 // returns f's result with an error wrapping ErrUnsettled. If f panics, the
 // claim stays in flight.
 func (g *Guard) Do(ctx context.Context, c Call, f func(context.Context) ([]byte, error)) ([]byte, error) {
-	cl, now, err := g.decide(c)
+	cl, err := g.Claim(ctx, c)
 	if err != nil {
 		return nil, err
 	}
+	return cl.run(ctx, f)
+}
+
+// Claim is Do in two steps, for a host whose framework runs the effect
+// between two callbacks of its own (ADK's before- and after-tool
+// callbacks): it decides c as Do does and claims it in the ledger under
+// its key, with the same refusals; the effect then runs, and
+// Claim.Settle records its outcome. A claim never settled stays in
+// flight: the call never runs again (ErrInFlight) until an operator
+// settles it from the system of record (authority.Ledger.Settle).
+func (g *Guard) Claim(ctx context.Context, c Call) (*Claim, error) {
+	cl, now, err := g.decide(c)
+	if err != nil {
+		return nil, g.finished(ctx, c, err)
+	}
+	return g.claim(ctx, c, cl, now)
+}
+
+// Once runs f, one execution of a host's unit of work, once per call c,
+// under the idempotency key contract as Do runs an effect: the same call
+// again, in this process or another sharing the ledger, gets ErrInFlight
+// or ErrReplayed with the recorded outcome, and the same name under
+// another call ErrIdempotencyConflict; f never runs twice. Unlike Do it
+// decides nothing of c's action, which need not be in the package's
+// authority: a unit of work is not an effect the package authorizes (the
+// execution of an A2A task for one message, the resumption of paused work
+// by one answer), and each effect it makes asks the guard as it comes
+// (Authorize, Do, Claim). Nothing runs for another hop, once the guard is
+// stopped or its hop finished, or after the offer's exp. A call that
+// names no operation id or idempotency key is named by its key.
+func (g *Guard) Once(ctx context.Context, c Call, f func(context.Context) ([]byte, error)) ([]byte, error) {
+	now, err := g.live(c)
+	if err != nil {
+		return nil, g.finished(ctx, c, err)
+	}
+	cl, err := g.claim(ctx, c, allowed, now)
+	if err != nil {
+		return nil, err
+	}
+	return cl.run(ctx, f)
+}
+
+// claim claims c, of class cl, decided at now.
+func (g *Guard) claim(ctx context.Context, c Call, cl class, now time.Time) (*Claim, error) {
 	b, err := c.bind(g.hopKey)
 	if err != nil {
 		return nil, &Refusal{Action: c.Action, Err: err}
@@ -397,15 +448,79 @@ func (g *Guard) Do(ctx context.Context, c Call, f func(context.Context) ([]byte,
 		e.IdempotencyKey = b.keyS
 	}
 	if err := g.perform(ctx, c, e, b); err != nil {
-		return nil, err
+		return nil, g.finished(ctx, c, err)
 	}
+	return &Claim{g: g, e: e, key: b.key}, nil
+}
+
+// finished answers a claim of c refused with err because its hop finished
+// (ErrFinished) as the contract does before: the same call, claimed on
+// this hop before it finished, is ErrReplayed with its outcome (or
+// ErrInFlight), and a name this hop used for another call
+// ErrIdempotencyConflict, so that a retry after the hop's end still gets
+// the recorded outcome. It reads the ledger's records of the call's names
+// made for a call on this hop only (authority.Ledger.Lookup); otherwise,
+// and for any other err, err is returned as it is.
+func (g *Guard) finished(ctx context.Context, c Call, err error) error {
+	if !errors.Is(err, ErrFinished) {
+		return err
+	}
+	b, berr := c.bind(g.hopKey)
+	if berr != nil {
+		return err
+	}
+	e := g.effect(c, allowed, b, time.Time{})
+	if e.OperationID == "" && e.IdempotencyKey == "" {
+		e.IdempotencyKey = b.keyS
+	}
+	for _, n := range e.Names() {
+		recs, lerr := g.ledger.Lookup(ctx, n)
+		if lerr != nil {
+			return err
+		}
+		for _, r := range recs {
+			if r.Hop != g.hopKey || r.Key == "" {
+				continue // another hop's, or recorded without a call
+			}
+			return g.repeated(c, e.Refuse(r))
+		}
+	}
+	return err
+}
+
+// Claim is a call claimed in the ledger under its key whose outcome is
+// not recorded yet (Guard.Claim).
+type Claim struct {
+	g   *Guard
+	e   authority.Effect
+	key digest.Digest
+}
+
+// Key returns the claimed call's key (Call.Key).
+func (c *Claim) Key() digest.Digest { return cloneDigest(c.key) }
+
+// Settle records the claimed call's outcome: result, the effect's result
+// in the host's encoding, and the text of err when the effect failed. The
+// same outcome again is a no-op. When the ledger cannot record it, Settle
+// returns an error wrapping ErrUnsettled and the claim stays in flight.
+// It records with a context that outlives ctx's cancellation.
+func (c *Claim) Settle(ctx context.Context, result []byte, err error) error {
+	o := authority.Outcome{Result: result, At: c.g.now()}
+	if err != nil {
+		o.Error = err.Error()
+	}
+	if serr := c.g.ledger.Settle(context.WithoutCancel(ctx), c.e, o); serr != nil {
+		return fmt.Errorf("%w: %w", ErrUnsettled, serr)
+	}
+	return nil
+}
+
+// run runs f, the claimed call's effect, and settles the claim with what
+// it returned.
+func (c *Claim) run(ctx context.Context, f func(context.Context) ([]byte, error)) ([]byte, error) {
 	res, ferr := f(ctx)
-	o := authority.Outcome{Result: res, At: g.now()}
-	if ferr != nil {
-		o.Error = ferr.Error()
-	}
-	if err := g.ledger.Settle(context.WithoutCancel(ctx), e, o); err != nil {
-		return res, errors.Join(ferr, fmt.Errorf("%w: %w", ErrUnsettled, err))
+	if err := c.Settle(ctx, res, ferr); err != nil {
+		return res, errors.Join(ferr, err)
 	}
 	return res, ferr
 }
@@ -414,17 +529,9 @@ func (g *Guard) Do(ctx context.Context, c Call, f func(context.Context) ([]byte,
 // offer's expiry and the action's class. It returns the class and the
 // time of the decision.
 func (g *Guard) decide(c Call) (class, time.Time, error) {
-	if !c.Hop.Equal(g.hop) {
-		return unlisted, time.Time{}, &Refusal{Action: c.Action, Err: ErrOtherHop}
-	}
-	select {
-	case <-g.stopped:
-		return unlisted, time.Time{}, &Refusal{Action: c.Action, Err: g.reason}
-	default:
-	}
-	now := g.now()
-	if !now.Before(g.exp) {
-		return unlisted, now, &Refusal{Action: c.Action, Err: fmt.Errorf("%w: the offer expired at %s", ErrStopped, g.exp.Format(time.RFC3339))}
+	now, err := g.live(c)
+	if err != nil {
+		return unlisted, now, err
 	}
 	cl := g.actions[c.Action]
 	switch cl {
@@ -434,6 +541,24 @@ func (g *Guard) decide(c Call) (class, time.Time, error) {
 		return cl, now, &Refusal{Action: c.Action, Err: ErrUnlisted}
 	}
 	return cl, now, nil
+}
+
+// live refuses c when it is for another hop, the guard is stopped or the
+// offer has expired; it returns the time of the decision.
+func (g *Guard) live(c Call) (time.Time, error) {
+	if !c.Hop.Equal(g.hop) {
+		return time.Time{}, &Refusal{Action: c.Action, Err: ErrOtherHop}
+	}
+	select {
+	case <-g.stopped:
+		return time.Time{}, &Refusal{Action: c.Action, Err: g.reason}
+	default:
+	}
+	now := g.now()
+	if !now.Before(g.exp) {
+		return now, &Refusal{Action: c.Action, Err: fmt.Errorf("%w: the offer expired at %s", ErrStopped, g.exp.Format(time.RFC3339))}
+	}
+	return now, nil
 }
 
 // effect is the ledger's effect of c, bound by b.
@@ -450,20 +575,7 @@ func (g *Guard) perform(ctx context.Context, c Call, e authority.Effect, b bindi
 	case err == nil:
 		return nil
 	case errors.Is(err, authority.ErrRepeated):
-		r := &Refusal{Action: c.Action, Key: c.OperationID, Err: ErrRepeated}
-		var held *authority.Refusal
-		if errors.As(err, &held) {
-			r.Key = held.Held.Name
-		}
-		switch {
-		case errors.Is(err, authority.ErrInFlight):
-			r.Err = ErrInFlight
-		case errors.Is(err, authority.ErrReplayed) && held != nil:
-			r.Err, r.Outcome = ErrReplayed, held.Held.Outcome
-		case errors.Is(err, authority.ErrKeyConflict):
-			r.Err = ErrIdempotencyConflict
-		}
-		return r
+		return g.repeated(c, err)
 	case errors.Is(err, authority.ErrApprovalMismatch):
 		p := g.pendingFor(c, b)
 		return &Refusal{Action: c.Action, Pending: &p, Err: ErrApprovalMismatch}
@@ -471,11 +583,30 @@ func (g *Guard) perform(ctx context.Context, c Call, e authority.Effect, b bindi
 		p := g.pendingFor(c, b)
 		return &Refusal{Action: c.Action, Pending: &p, Err: ErrApprovalRequired}
 	case errors.Is(err, authority.ErrFinished):
-		g.stop(fmt.Errorf("%w: %v", ErrStopped, err))
+		g.stop(fmt.Errorf("%w: %v", ErrFinished, err))
 		return &Refusal{Action: c.Action, Err: g.reason}
 	default:
 		return &Refusal{Action: c.Action, Err: fmt.Errorf("%w: %w", ErrLedger, err)}
 	}
+}
+
+// repeated is the refusal of c for err, the ledger's refusal of one of
+// its names (authority.ErrRepeated and the errors that wrap it).
+func (g *Guard) repeated(c Call, err error) *Refusal {
+	r := &Refusal{Action: c.Action, Key: c.OperationID, Err: ErrRepeated}
+	var held *authority.Refusal
+	if errors.As(err, &held) {
+		r.Key = held.Held.Name
+	}
+	switch {
+	case errors.Is(err, authority.ErrInFlight):
+		r.Err = ErrInFlight
+	case errors.Is(err, authority.ErrReplayed) && held != nil:
+		r.Err, r.Outcome = ErrReplayed, held.Held.Outcome
+	case errors.Is(err, authority.ErrKeyConflict):
+		r.Err = ErrIdempotencyConflict
+	}
+	return r
 }
 
 // pendingFor is the approval c, bound by b, waits for.
@@ -597,7 +728,7 @@ func (g *Guard) Finish(ctx context.Context, state state.State, detail string) er
 	if err := g.ledger.Finish(ctx, g.hopKey, authority.Final{State: string(state), Detail: detail, At: g.now()}); err != nil {
 		return fmt.Errorf("%w: %w", ErrLedger, err)
 	}
-	g.Stop("hop finished " + string(state))
+	g.stop(fmt.Errorf("%w: hop finished %s", ErrFinished, state))
 	return nil
 }
 

@@ -2,11 +2,15 @@ module github.com/agentproto/handoff/integrations
 
 go 1.26.0
 
-replace github.com/agentproto/handoff => ../
+replace (
+	github.com/agentproto/handoff => ../
+	github.com/agentproto/handoff/evidence/authority/boltauthority => ../evidence/authority/boltauthority
+)
 
 require (
 	github.com/a2aproject/a2a-go v0.3.15
 	github.com/agentproto/handoff v0.1.0
+	github.com/agentproto/handoff/evidence/authority/boltauthority v0.1.0
 	github.com/fxamacker/cbor/v2 v2.10.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/stretchr/testify v1.12.1
@@ -31,6 +35,7 @@ require (
 	github.com/veraison/go-cose v1.3.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
+	go.etcd.io/bbolt v1.5.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/net v0.62.0 // indirect

@@ -536,7 +536,9 @@ type Ledger interface {
 	// ErrConflict.
 	Settle(ctx context.Context, e Effect, o Outcome) error
 	// Lookup returns the records of name in every scope, ordered by hop:
-	// an operator's query (see Audit), never an answer to a call.
+	// an operator's query (see Audit), never an answer to a call but of
+	// the call's own hop's record (the guard answers a call presented
+	// again after its hop finished with the outcome recorded for it).
 	Lookup(ctx context.Context, name string) ([]Record, error)
 	// Grant records an approval (see Approval.Normalized for its defaults).
 	Grant(ctx context.Context, a Approval) error

@@ -14,7 +14,10 @@ import (
 
 // ApprovalKey is the status message's metadata key of a pending approval:
 // action, owner, hop (the offer's handoff digest), operation_id,
-// idempotency_key, item, and state, the request state to answer with.
+// idempotency_key, item, and, when the paused call carried them, tool,
+// args (the digest of its canonical arguments, evidence.ArgsDigest),
+// arguments and key (the call's key, evidence.Call.Key); and state, the
+// request state to answer with, sealed to that call.
 const ApprovalKey = a2acore.ApprovalKey
 
 // AnswerKey is the follow-up message's metadata key of the answer:
@@ -22,12 +25,25 @@ const ApprovalKey = a2acore.ApprovalKey
 // approval, compact JWS).
 const AnswerKey = a2acore.AnswerKey
 
+// IdempotencyOutcomeKey is the metadata key, in the message that answers
+// a message whose execution the wrapper did not run again, of the
+// idempotency key contract's answer: "outcome" ("replayed", "in_flight"
+// or "conflict"), "key", and for a replay "result", the recorded outcome
+// of the execution that ran ({"state": the task state it left, "status":
+// the hop's terminal status it signed, base64url}), and "error". A client
+// tells the three apart by "outcome": "replayed", the execution ran once
+// already (the same message, or another answer to the same pause);
+// "in_flight", it runs now, retry later; "conflict", the hop's execution
+// ran for another message. None changes the task.
+const IdempotencyOutcomeKey = a2acore.IdempotencyOutcomeKey
+
 // AskApproval returns the event that pauses the task for the approval err
-// asks for (err wraps evidence.ErrApprovalRequired): a final status update
-// to input-required (auth-required with Approvals.AuthRequired) whose
-// message carries the pending approval under ApprovalKey. It reports false
-// for any other error, or outside an execution the wrapper serves with
-// Approvals.
+// asks for (err wraps evidence.ErrApprovalRequired, or
+// evidence.ErrApprovalMismatch: the operation's approval is for another
+// call): a final status update to input-required (auth-required with
+// Approvals.AuthRequired) whose message carries the pending approval
+// under ApprovalKey. It reports false for any other error, or outside an
+// execution the wrapper serves with Approvals.
 func AskApproval(ctx context.Context, ec *a2asrv.RequestContext, err error) (a2a.Event, bool) {
 	p, ok := a2acore.Ask(ctx, err)
 	if !ok {

@@ -144,6 +144,13 @@ func (x *exec) Report(ctx context.Context, o a2atest.Outcome) bool {
 	return ha2a.Report(ctx, ha2a.Outcome(o))
 }
 
+func (x *exec) Meta() map[string]any {
+	if m := x.reqCtx.Message; m != nil {
+		return m.Metadata
+	}
+	return nil
+}
+
 // tasks is the task store that outlives a restart of the delegate, as a
 // database would.
 type tasks struct {

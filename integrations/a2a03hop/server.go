@@ -65,11 +65,31 @@
 // ErrForeignCancel before it is verified, and the task goes on. Authenticate
 // (or WithPeer) names the caller the transport authenticated.
 //
-// With ServerConfig.Approvals, a must-ask action of the hop's evidence
-// guard pauses the task in input-required for its owner's approval
-// (AskApproval), and the answer on the same task resumes it (Answer); an
-// auth-required state, like input-required, authorizes nothing: the guard
-// decides. See Approvals.
+// With ServerConfig.Approvals, a must-ask call of the hop's evidence guard
+// pauses the task in input-required for its owner's approval of exactly
+// that call (AskApproval), and the answer on the same task resumes it,
+// once (Answer); an auth-required state, like input-required, authorizes
+// nothing: the guard decides. See Approvals.
+//
+// # Each execution once
+//
+// With a guard (ServerConfig.Evidence's, or Approvals.Guard's), each
+// execution of the wrapped executor is the hop's unit of work under the
+// idempotency key contract (evidence.Guard.Once), claimed in the guard's
+// authority ledger before the executor runs: the execution for the
+// message that carried the offer under the hop (its offer's handoff
+// digest, with the digest of the message's parts as the call's
+// arguments), the one for an answer to a pause of AskApproval under that
+// pause, once. The
+// reason: an A2A executor is an agent, whose effects are its own calls
+// (each asks the guard, with its tool and arguments, or is an ADK
+// agent's tool call, which adkhop runs once under its key); what the
+// wrapper knows is the message, and it runs the executor once per
+// message, on any replica sharing the ledger, whatever its replay and
+// task stores. Another presentation of the same execution changes no
+// task: it is answered with a message that carries the contract's answer
+// under IdempotencyOutcomeKey. The hop's acknowledgement and final
+// disposition are recorded in the ledger as the wrapper signs them.
 //
 // # Delegator (client)
 //
@@ -97,6 +117,7 @@ package a2a03hop
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"time"
@@ -181,17 +202,24 @@ type ServerConfig struct {
 // approval in A2A's own terms: the wrapped executor writes AskApproval's
 // event, which puts the task in input-required (A2A 1.0's
 // TASK_STATE_INPUT_REQUIRED) with the pending
-// approval (action, owner, hop, operation) and a request state bound to
-// the hop's offer digest and the operation in the status message's
-// metadata under ApprovalKey. The delegator answers with a follow-up
+// approval (action, owner, hop, operation, and the call's tool, its
+// arguments and their digest) and a request state sealed to that call in
+// the status message's metadata under ApprovalKey. The delegator answers with a follow-up
 // message on the same task (Answer) carrying the identical Handoff
 // (Client.Retransmit) and the answer under AnswerKey: a local operator's
 // approval, which the delegate records under the operator it
 // authenticated (evidence.Guard.ApproveLocal), or a signed approval
 // (evidence.Guard.ApproveSigned). The executor wrapper checks the state
-// against the message's hop, records the answer in the guard's authority
-// ledger and runs the wrapped executor again: the guard, asked again,
-// allows the action once. The follow-up is the hop's work resumed, not its
+// against the message's hop, takes the pause once in the guard's
+// authority ledger, records the answer (the approval of exactly the
+// paused call: its action, operation, tool and arguments' digest) and
+// runs the wrapped executor again: the guard, asked again, allows that
+// call once, and refuses another (evidence.ErrApprovalMismatch), for
+// which the executor asks anew. The same answer again, or another answer
+// to the same pause, replayed or concurrent, on any replica sharing the
+// ledger, resumes nothing: it is answered under IdempotencyOutcomeKey
+// ("replayed", or "in_flight" while the first runs), and the task stays
+// as it is. The follow-up is the hop's work resumed, not its
 // offer processed again (HC-38): only a hop still "accepted", on its own
 // paused task, from its delegator, with a state this server sealed for it,
 // resumes.
@@ -397,8 +425,21 @@ func (x *exchange) Operator(ctx context.Context) (string, bool) {
 }
 
 // Reply writes a Message, which changes no task in a2a-go v0.3.
-func (x *exchange) Reply(ctx context.Context, text string, st *handoff.Signed) error {
-	return x.q.Write(ctx, reply(x.reqCtx, text, st))
+func (x *exchange) Reply(ctx context.Context, text string, st *handoff.Signed, meta map[string]any) error {
+	m := reply(x.reqCtx, text, st)
+	for k, v := range meta {
+		m.Metadata[k] = v
+	}
+	return x.q.Write(ctx, m)
+}
+
+func (x *exchange) Parts() []byte {
+	if m := x.reqCtx.Message; m != nil {
+		if b, err := json.Marshal(m.Parts); err == nil {
+			return b
+		}
+	}
+	return nil
 }
 
 // SetState writes a status update, final for any state but working.
@@ -409,7 +450,7 @@ func (x *exchange) SetState(ctx context.Context, s, text string, st *handoff.Sig
 }
 
 func (x *exchange) Refuse(ctx context.Context, text string, _ error) error {
-	return x.Reply(ctx, text, nil)
+	return x.Reply(ctx, text, nil, nil)
 }
 
 func (x *exchange) Plain(ctx context.Context) error {

@@ -17,17 +17,24 @@ import (
 // Approvals pauses a must-ask action of the evidence guard for its owner's
 // approval in A2A's own terms: the wrapped executor yields AskApproval's
 // event, which puts the task in TASK_STATE_INPUT_REQUIRED with the pending
-// approval (action, owner, hop, operation) and a request state bound to
-// the hop's offer digest and the operation in the status message's
-// metadata under ApprovalKey. The delegator answers with a follow-up
+// approval (action, owner, hop, operation, and the call's tool, its
+// arguments and their digest) and a request state sealed to that call in
+// the status message's metadata under ApprovalKey. The delegator answers with a follow-up
 // message on the same task (Answer) carrying the identical Handoff
 // (Client.Retransmit) and the answer under AnswerKey: a local operator's
 // approval, which the delegate records under the operator it
 // authenticated (evidence.Guard.ApproveLocal), or a signed approval
 // (evidence.Guard.ApproveSigned). The executor wrapper checks the state
-// against the message's hop, records the answer in the guard's authority
-// ledger and runs the wrapped executor again: the guard, asked again,
-// allows the action once. The follow-up is the hop's work resumed, not its
+// against the message's hop, takes the pause once in the guard's
+// authority ledger, records the answer (the approval of exactly the
+// paused call: its action, operation, tool and arguments' digest) and
+// runs the wrapped executor again: the guard, asked again, allows that
+// call once, and refuses another (evidence.ErrApprovalMismatch), for
+// which the executor asks anew. The same answer again, or another answer
+// to the same pause, replayed or concurrent, on any replica sharing the
+// ledger, resumes nothing: it is answered under IdempotencyOutcomeKey
+// ("replayed", or "in_flight" while the first runs), and the task stays
+// as it is. The follow-up is the hop's work resumed, not its
 // offer processed again (HC-38): only a hop still "accepted", on its own
 // paused task, from its delegator, with a state this server sealed for it,
 // resumes.
@@ -76,13 +83,28 @@ func (a *Approvals) core() *a2acore.Approvals {
 
 // ApprovalKey is the status message's metadata key of a pending approval:
 // action, owner, hop (the offer's handoff digest), operation_id,
-// idempotency_key, item, and state, the request state to answer with.
+// idempotency_key, item, and, when the paused call carried them, tool,
+// args (the digest of its canonical arguments, evidence.ArgsDigest),
+// arguments and key (the call's key, evidence.Call.Key); and state, the
+// request state to answer with, sealed to that call.
 const ApprovalKey = a2acore.ApprovalKey
 
 // AnswerKey is the follow-up message's metadata key of the answer:
 // "state", "decision" ("approve" or "deny") and "approval" (a signed
 // approval, compact JWS).
 const AnswerKey = a2acore.AnswerKey
+
+// IdempotencyOutcomeKey is the metadata key, in the message that answers
+// a message whose execution the wrapper did not run again, of the
+// idempotency key contract's answer: "outcome" ("replayed", "in_flight"
+// or "conflict"), "key", and for a replay "result", the recorded outcome
+// of the execution that ran ({"state": the task state it left, "status":
+// the hop's terminal status it signed, base64url}), and "error". A client
+// tells the three apart by "outcome": "replayed", the execution ran once
+// already (the same message, or another answer to the same pause);
+// "in_flight", it runs now, retry later; "conflict", the hop's execution
+// ran for another message. None changes the task.
+const IdempotencyOutcomeKey = a2acore.IdempotencyOutcomeKey
 
 // ErrApprovalState: the answer's request state was not sealed by this
 // server for the message's hop, or it expired.
@@ -92,10 +114,12 @@ var ErrApprovalState = a2acore.ErrApprovalState
 var ErrApprovalDeclined = a2acore.ErrApprovalDeclined
 
 // AskApproval returns the event that pauses the task for the approval err
-// asks for (err wraps evidence.ErrApprovalRequired): a status update to
-// TASK_STATE_INPUT_REQUIRED whose message carries the pending approval
-// under ApprovalKey. It reports false for any other error, or outside an
-// execution the wrapper serves with Approvals.
+// asks for (err wraps evidence.ErrApprovalRequired, or
+// evidence.ErrApprovalMismatch: the operation's approval is for another
+// call): a status update to TASK_STATE_INPUT_REQUIRED whose message
+// carries the pending approval under ApprovalKey. It reports false for
+// any other error, or outside an execution the wrapper serves with
+// Approvals.
 func AskApproval(ctx context.Context, ec *a2asrv.ExecutorContext, err error) (a2a.Event, bool) {
 	p, ok := a2acore.Ask(ctx, err)
 	if !ok {

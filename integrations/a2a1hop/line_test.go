@@ -170,6 +170,13 @@ func (x *exec) Report(ctx context.Context, o a2atest.Outcome) bool {
 	return a2a1hop.Report(ctx, a2a1hop.Outcome(o))
 }
 
+func (x *exec) Meta() map[string]any {
+	if m := x.ec.Message; m != nil {
+		return m.Metadata
+	}
+	return nil
+}
+
 // delegator is an A2A 1.0 client with the handoff Client.
 type delegator struct {
 	hc *a2a1hop.Client

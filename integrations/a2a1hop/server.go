@@ -44,10 +44,10 @@
 // metadata names its hop (under ExtensionURI + "/hop"), with the task
 // store, so that this holds after a restart.
 //
-// With ServerConfig.Approvals, a must-ask action of the hop's evidence
-// guard pauses the task in TASK_STATE_INPUT_REQUIRED for its owner's
-// approval (AskApproval), and the answer on the same task resumes it
-// (Answer); see Approvals.
+// With ServerConfig.Approvals, a must-ask call of the hop's evidence guard
+// pauses the task in TASK_STATE_INPUT_REQUIRED for its owner's approval
+// of exactly that call (AskApproval), and the answer on the same task
+// resumes it, once (Answer); see Approvals.
 //
 // # The package, the guard, and how a hop ends
 //
@@ -85,6 +85,26 @@
 // with the required flag the server chooses. a2acompat/a2av0 serves A2A 0.3
 // clients from the same executor with the handoff intact.
 //
+// # Each execution once
+//
+// With a guard (ServerConfig.Evidence's, or Approvals.Guard's), each
+// execution of the wrapped executor is the hop's unit of work under the
+// idempotency key contract (evidence.Guard.Once), claimed in the guard's
+// authority ledger before the executor runs: the execution for the
+// message that carried the offer under the hop (its offer's handoff
+// digest, with the digest of the message's parts as the call's
+// arguments), the one for an answer to a pause of AskApproval under that
+// pause, once. The
+// reason: an A2A executor is an agent, whose effects are its own calls
+// (each asks the guard, with its tool and arguments, or is an ADK
+// agent's tool call, which adkhop runs once under its key); what the
+// wrapper knows is the message, and it runs the executor once per
+// message, on any replica sharing the ledger, whatever its replay and
+// task stores. Another presentation of the same execution changes no
+// task: it is answered with a message that carries the contract's answer
+// under IdempotencyOutcomeKey. The hop's acknowledgement and final
+// disposition are recorded in the ledger as the wrapper signs them.
+//
 // # Delegator (client)
 //
 // A Client is an a2aclient.CallInterceptor: it attaches the Handoff that
@@ -111,6 +131,7 @@ package a2a1hop
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -289,6 +310,17 @@ func WithPeer(ctx context.Context, id handoff.AgentID) context.Context {
 	return a2acore.WithPeer(ctx, id)
 }
 
+// PeerFromContext returns, in the wrapped executor, the caller the
+// transport authenticated for the message it serves (ServerConfig.Peer's
+// answer, else Authenticate's or WithPeer's, else the SDK's authenticated
+// user): on the message that resumes a hop's task, the hop's delegator,
+// whom alone the wrapper lets change it. False when no one was
+// authenticated.
+func PeerFromContext(ctx context.Context) (handoff.AgentID, bool) {
+	id, ok := a2acore.PeerOf(ctx)
+	return id, ok && id != ""
+}
+
 // errStopped ends an execution whose consumer stopped, or whose error was
 // yielded already.
 var errStopped = errors.New("a2a1hop: the execution's events are no longer consumed")
@@ -385,11 +417,24 @@ func (x *exchange) stored() *a2a.Task {
 
 // Reply yields a Message, or, on a task that exists, a status update that
 // keeps the task's state: A2A 1.0 takes no Message there.
-func (x *exchange) Reply(_ context.Context, text string, st *handoff.Signed) error {
-	if t := x.stored(); t != nil {
-		return x.emit(a2a.NewStatusUpdateEvent(x.ec, t.Status.State, reply(x.ec, text, st)))
+func (x *exchange) Reply(_ context.Context, text string, st *handoff.Signed, meta map[string]any) error {
+	m := reply(x.ec, text, st)
+	for k, v := range meta {
+		m.Metadata[k] = v
 	}
-	return x.emit(reply(x.ec, text, st))
+	if t := x.stored(); t != nil {
+		return x.emit(a2a.NewStatusUpdateEvent(x.ec, t.Status.State, m))
+	}
+	return x.emit(m)
+}
+
+func (x *exchange) Parts() []byte {
+	if m := x.ec.Message; m != nil {
+		if b, err := json.Marshal(m.Parts); err == nil {
+			return b
+		}
+	}
+	return nil
 }
 
 // SetState yields the task itself when it does not exist yet (the first

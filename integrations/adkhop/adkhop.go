@@ -10,10 +10,13 @@
 //     activates the extension and hands every status that comes back to
 //     Agent.HandleStatus (package a2a1hop does both). An agent that runs a
 //     hop it received chains the offer to it (HC-46).
-//   - the delegate's side: NewPlugin returns a runner plugin whose
-//     before-tool callback checks every tool call of the receiving agent
-//     against the evidence guard of the hop it serves (evidence.Guard): a
-//     refused call never runs the tool, and the model is told why. The
+//   - the delegate's side: NewPlugin returns a runner plugin that runs
+//     every tool call of the receiving agent under the evidence guard of
+//     the hop it serves (evidence.Guard) and its idempotency key contract:
+//     the before-tool callback decides and claims the call, the
+//     after-tool callback records the tool's response; a refused call
+//     never runs the tool, and the model is told why; the same call again
+//     gets the recorded response, never a second run. The
 //     agent is served with a2a1hop.NewExecutor around ADK's A2A executor
 //     (server/adka2a/v2), which runs only for an accepted offer; with
 //     a2a1hop.ServerConfig.Evidence it checks the handoff package that
@@ -27,14 +30,46 @@
 // owner, hop, operation) as its payload, and the tool does not run. When
 // the user answers the "adk_request_confirmation" call and ADK runs the
 // original call again with the answer (agent.Context.ToolConfirmation), a
-// confirmation records the approval in the guard's authority ledger
-// (evidence.Guard.ApproveLocal under GuardConfig.Operator, or
-// ApproveSigned for a signed approval in the payload's "approval") and the
-// guard, asked again, allows the call once; a refusal records nothing and
-// the tool never runs. The confirmation only records an approval: the
-// guard decides. ADK binds the answer to the call it confirms (the
-// function call id, in the session); the guard binds the approval to its
-// hop and the call's operation.
+// confirmation records the approval of exactly that call in the guard's
+// authority ledger (evidence.Guard.ApproveLocal with
+// evidence.ApprovalRequest.Grant, under the operator the host
+// authenticated, GuardConfig.Operator; or ApproveSigned for a signed
+// approval in the payload's "approval") and the guard, asked again,
+// allows the call once; a refusal records nothing and the tool never
+// runs. The confirmation only records an approval: the guard decides.
+// ADK binds the answer to the call it confirms (the function call id, in
+// the session); the guard binds the approval to its hop, the call's
+// operation, its tool and the digest of its canonical arguments, which
+// the payload shows the user.
+//
+// # Each tool call once
+//
+// A tool call is the unit of the idempotency key contract, as an MCP
+// tools/call is in mcphop: its key is derived from the hop, the tool's
+// name (the action), the operation ("operation_id" or "idempotency_key"
+// among the arguments, or else the call's key itself) and the digest of
+// its canonical arguments (DefaultCall), so that a tool written for ADK
+// computes nothing. The reason: ADK runs a tool call between its before-
+// and after-tool callbacks, and may run it again (a confirmation, a
+// retried turn, a replayed answer, a replica): the plugin claims the call
+// in the first (evidence.Guard.Claim) and records its response in the
+// second (evidence.Claim.Settle). ADK has no read-only hint: a tool that
+// must run again with the same arguments is given an operation id of its
+// own by GuardConfig.Call.
+//
+// # The operator of a confirmation
+//
+// A confirmation is recorded under the operator the host authenticated,
+// never under a name the client chooses: by default the caller the A2A
+// transport authenticated for the message that carries it
+// (a2a1hop.PeerFromContext), which on a hop's task is the hop's
+// delegator, whom alone a2a1hop lets change it. ADK's A2A executor names
+// an unauthenticated user after the contextId the client chose, so the
+// session's user is never the default. With no authenticated caller (a
+// runner of its own, or an A2A server without Authenticate, Peer or an
+// authenticated user), a confirmation is not recorded (ErrNoOperator) and
+// the tool does not run: set GuardConfig.Operator to name who the host
+// authenticated.
 //
 // # How the answer travels
 //
@@ -50,8 +85,10 @@ package adkhop
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -64,9 +101,11 @@ import (
 
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/a2a"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence"
 
 	"github.com/agentproto/handoff/integrations/a2a1hop"
+	"github.com/agentproto/handoff/integrations/internal/hopcheck"
 	"github.com/agentproto/handoff/integrations/internal/pause"
 )
 
@@ -176,9 +215,9 @@ type GuardConfig struct {
 	// means the guard WithGuard put in the context.
 	Guard func(ctx context.Context) (*evidence.Guard, bool)
 	// Call returns the guard's view of a tool call. Nil means DefaultCall:
-	// the verified hop the call serves, the tool's name as the action, and
-	// the arguments "operation_id" and "idempotency_key", when they are
-	// strings, as its identifiers.
+	// the verified hop the call serves, the tool's name as the action and
+	// the tool, the arguments, and the arguments "operation_id" and
+	// "idempotency_key", when they are strings, as its names.
 	Call func(ctx agent.Context, t tool.Tool, args map[string]any) evidence.Call
 	// OnRefused, when set, is called with every refused call's error.
 	OnRefused func(ctx agent.Context, t tool.Tool, err error)
@@ -188,8 +227,14 @@ type GuardConfig struct {
 	Confirm bool
 	// Operator names the operator a confirmation is recorded under, as a
 	// local approval (evidence.Guard.ApproveLocal): who the host
-	// authenticated as the session's user. Nil means "adk-user:" and the
-	// session's UserID; an empty name records nothing.
+	// authenticated as the one who confirms. Nil means the caller the
+	// A2A transport authenticated for the message that carries the
+	// confirmation (a2a1hop.PeerFromContext: on the message that resumes
+	// a hop's task, the hop's delegator, whom alone a2a1hop lets change
+	// it). Never the session's user: over A2A, ADK names an
+	// unauthenticated user after the contextId the client chose. With no
+	// authenticated caller, and for an empty name, a confirmation is not
+	// recorded (ErrNoOperator) and the tool does not run.
 	Operator func(ctx agent.Context) string
 }
 
@@ -198,9 +243,16 @@ type GuardConfig struct {
 // run.
 var ErrApprovalDeclined = pause.ErrDeclined
 
+// ErrNoOperator is the refusal of a confirmation that names no operator
+// the host authenticated (GuardConfig.Operator): it is not recorded, and
+// the tool does not run.
+var ErrNoOperator = pause.ErrNoOperator
+
 // ConfirmationHint is the hint of the tool confirmation a must-ask call
 // asks for; its payload is the pending approval: action, owner, hop (the
-// offer's handoff digest), operation_id, idempotency_key, item.
+// offer's handoff digest), operation_id, idempotency_key, item, tool, args
+// (the digest of the call's canonical arguments), arguments and key (the
+// call's key, evidence.Call.Key).
 const ConfirmationHint = "handoff: the owner must approve this action"
 
 // WithGuard returns a context whose tool calls the plugin checks against g
@@ -217,11 +269,24 @@ func GuardFromContext(ctx context.Context) (*evidence.Guard, bool) {
 	return g, g != nil
 }
 
-// NewPlugin returns the plugin whose before-tool callback authorizes every
-// tool call with the hop's evidence guard (evidence.Guard.Authorize): a
-// call the guard refuses, or any call when there is no guard, never runs
-// the tool; its error (a *evidence.Refusal, or ErrNoGuard) becomes the
-// tool's response, which the model sees.
+// NewPlugin returns the plugin that runs every tool call of the agent
+// under the hop's evidence guard and its idempotency key contract. Its
+// before-tool callback decides the call (GuardConfig.Call's view) and
+// claims it under its key (evidence.Guard.Claim: the hop, the action, the
+// tool, the operation and the digest of the canonical arguments); its
+// after-tool callback records the tool's response as the call's outcome
+// (evidence.Claim.Settle). Each tool call is the unit: the same call
+// again on the hop (a retried model turn, a replayed confirmation, a
+// replica sharing the ledger) never runs the tool a second time, and gets
+// as its response the contract's answer, {"outcome": "replayed", "key":
+// ..., "result": the response recorded the first time} (the response the
+// model sees), or "in_flight" or "conflict" with an "error". A call the
+// guard refuses, or any call when there is no guard, never runs the tool;
+// its error (a *evidence.Refusal, or ErrNoGuard) becomes the tool's
+// response, which the model sees. A call whose tool the agent's own
+// before-tool callback answers is settled with that answer. A run that
+// ends between the two callbacks leaves the call in flight: it never runs
+// again until an operator settles it (authority.Ledger.Settle).
 func NewPlugin(cfg GuardConfig) (*plugin.Plugin, error) {
 	if cfg.Name == "" {
 		cfg.Name = "handoff-guard"
@@ -233,45 +298,89 @@ func NewPlugin(cfg GuardConfig) (*plugin.Plugin, error) {
 		cfg.Call = DefaultCall
 	}
 	if cfg.Operator == nil {
-		cfg.Operator = func(ctx agent.Context) string { return "adk-user:" + ctx.UserID() }
+		cfg.Operator = func(ctx agent.Context) string {
+			id, _ := a2a1hop.PeerFromContext(ctx)
+			return string(id)
+		}
 	}
+	var claims sync.Map // invocation and function call id -> *evidence.Claim
+	claimed := func(ctx agent.Context) string { return ctx.InvocationID() + "\x00" + ctx.FunctionCallID() }
 	return plugin.New(plugin.Config{
 		Name: cfg.Name,
 		BeforeToolCallback: func(ctx agent.Context, t tool.Tool, args map[string]any) (map[string]any, error) {
 			g, ok := cfg.Guard(ctx)
-			var err error
 			if !ok {
-				err = fmt.Errorf("%w: %q", ErrNoGuard, t.Name())
-			} else {
-				call := cfg.Call(ctx, t, args)
-				err = g.Authorize(ctx, call)
-				if req, ok := pause.Requested(err); ok && cfg.Confirm {
-					var paused map[string]any
-					if paused, err = confirm(ctx, g, cfg, req, call); paused != nil {
-						return paused, nil // the tool does not run; the user is asked
-					}
+				return refused(ctx, cfg, t, fmt.Errorf("%w: %q", ErrNoGuard, t.Name()))
+			}
+			call := cfg.Call(ctx, t, args)
+			cl, err := g.Claim(ctx, call)
+			if req, ok := pause.Requested(err); ok && cfg.Confirm {
+				var paused map[string]any
+				if cl, paused, err = confirm(ctx, g, cfg, req, call); paused != nil {
+					return paused, nil // the tool does not run; the user is asked
 				}
 			}
 			if err != nil {
-				if cfg.OnRefused != nil {
-					cfg.OnRefused(ctx, t, err)
+				if m, ok := hopcheck.Idempotent(err, keyOf(call)); ok {
+					return m, nil // the tool does not run: the contract answers
 				}
-				return nil, err // the tool does not run
+				return refused(ctx, cfg, t, err)
 			}
-			return nil, nil
+			claims.Store(claimed(ctx), cl)
+			return nil, nil // the tool runs
+		},
+		AfterToolCallback: func(ctx agent.Context, _ tool.Tool, _, result map[string]any, err error) (map[string]any, error) {
+			v, ok := claims.LoadAndDelete(claimed(ctx))
+			if !ok {
+				return nil, nil
+			}
+			res, merr := json.Marshal(result)
+			if merr != nil {
+				res = nil
+			}
+			if serr := v.(*evidence.Claim).Settle(ctx, res, err); serr != nil {
+				return result, errors.Join(err, serr)
+			}
+			return nil, nil // the tool's own response
 		},
 	})
+}
+
+// refused is the tool's response to a refused call: err, heard by
+// OnRefused.
+func refused(ctx agent.Context, cfg GuardConfig, t tool.Tool, err error) (map[string]any, error) {
+	if cfg.OnRefused != nil {
+		cfg.OnRefused(ctx, t, err)
+	}
+	return nil, err // the tool does not run
+}
+
+// keyOf is the call's key, zero for a call that has none.
+func keyOf(c evidence.Call) digest.Digest {
+	k, _ := c.Key()
+	return k
 }
 
 // DefaultCall is the guard's view of a tool call when GuardConfig.Call is
 // nil: the hop the call serves (the digest of the offer a2a1hop verified
 // for it; none when it serves no verified hop, which every guard refuses),
-// the tool's name, and the string arguments "operation_id" and
-// "idempotency_key".
+// the tool's name as the action and the tool, the arguments as JSON (the
+// guard binds the digest of their RFC 8785 form to the call's key and to
+// its approval), and the string arguments "operation_id" and
+// "idempotency_key". A call with neither is named by its key: the same
+// tool with the same arguments on one hop is one effect (give a tool that
+// must run again with the same arguments an operation id of its own).
+// Arguments that do not encode as JSON make a call the guard refuses
+// (evidence.ErrMalformedCall).
 func DefaultCall(ctx agent.Context, t tool.Tool, args map[string]any) evidence.Call {
-	c := evidence.Call{Action: t.Name()}
+	c := evidence.Call{Action: t.Name(), Tool: t.Name()}
 	if in, ok := a2a1hop.FromContext(ctx); ok {
 		c.Hop = in.Digest() // the guard answers only for its own hop
+	}
+	if b, err := json.Marshal(args); err == nil {
+		c.Args = b
+	} else {
+		c.Args = []byte{0xff} // no canonical form: refused, never unbound
 	}
 	if v, ok := args["operation_id"].(string); ok {
 		c.OperationID = v
@@ -284,16 +393,18 @@ func DefaultCall(ctx agent.Context, t tool.Tool, args map[string]any) evidence.C
 
 // confirm is the tool confirmation of a must-ask call the guard refused
 // for want of approval: with no answer yet it asks for one and returns the
-// tool's response meanwhile; with an answer it records a confirmation in
-// the ledger and asks the guard again, or refuses a declined one.
-func confirm(ctx agent.Context, g *evidence.Guard, cfg GuardConfig, req evidence.ApprovalRequest, call evidence.Call) (map[string]any, error) {
+// tool's response meanwhile; with an answer it records a confirmation of
+// exactly that call in the ledger (evidence.ApprovalRequest.Grant), under
+// the operator the host authenticated, and claims the call again, or
+// refuses a declined one.
+func confirm(ctx agent.Context, g *evidence.Guard, cfg GuardConfig, req evidence.ApprovalRequest, call evidence.Call) (*evidence.Claim, map[string]any, error) {
 	tc := ctx.ToolConfirmation()
 	if tc == nil {
 		pending := pause.Of(req).Map()
 		if err := ctx.RequestConfirmation(ConfirmationHint, pending); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return map[string]any{"status": "awaiting approval", "approval": pending}, nil
+		return nil, map[string]any{"status": "awaiting approval", "approval": pending}, nil
 	}
 	ans := pause.Answer{Approve: tc.Confirmed}
 	if p, ok := tc.Payload.(map[string]any); ok && tc.Confirmed {
@@ -302,7 +413,8 @@ func confirm(ctx agent.Context, g *evidence.Guard, cfg GuardConfig, req evidence
 		}
 	}
 	if err := pause.Record(ctx, g, pause.BoundOf(req, g.Hop(), time.Time{}), ans, cfg.Operator(ctx)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return nil, g.Authorize(ctx, call) // the guard decides, once
+	cl, err := g.Claim(ctx, call) // the guard decides, once
+	return cl, nil, err
 }

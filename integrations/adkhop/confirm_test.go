@@ -2,6 +2,9 @@ package adkhop_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,13 +79,21 @@ func refundTool(t *testing.T, n *atomic.Int32) tool.Tool {
 
 func (c *confirming) start(t *testing.T) *life {
 	t.Helper()
+	return c.startAs(t, func(agent.Context) string { return "console:alice" })
+}
+
+// startAs starts a life whose confirmations are recorded under the
+// operator op names: who the host authenticated at its console; nil
+// leaves GuardConfig.Operator to its default.
+func (c *confirming) startAs(t *testing.T, op func(agent.Context) string) *life {
+	t.Helper()
 	l := &life{}
 	model := &script{replies: []*genai.Content{call(agenttest.MustAsk, map[string]any{"invoice": "INV-1042", "operation_id": "refund-INV-1042"})}}
 	ag, err := llmagent.New(llmagent.Config{Name: "coder", Model: model, Tools: []tool.Tool{refundTool(t, &l.refunds)}})
 	require.NoError(t, err)
 	g, err := c.e.Guard(context.Background(), c.in)
 	require.NoError(t, err)
-	pl, err := adkhop.NewPlugin(adkhop.GuardConfig{Confirm: true,
+	pl, err := adkhop.NewPlugin(adkhop.GuardConfig{Confirm: true, Operator: op,
 		Guard: func(context.Context) (*evidence.Guard, bool) { return g, true },
 		Call: func(ctx agent.Context, tl tool.Tool, args map[string]any) evidence.Call {
 			cl := adkhop.DefaultCall(ctx, tl, args)
@@ -155,12 +166,60 @@ func TestADK_Confirm_Approve(t *testing.T) {
 	require.Equal(t, agenttest.Owner, p["owner"])
 	require.Equal(t, c.in.Digest().String(), p["hop"])
 	require.Equal(t, "refund-INV-1042", p["operation_id"])
+	// The owner is shown the call: its tool, its arguments and their
+	// digest, and its key.
+	args := map[string]any{"invoice": "INV-1042", "operation_id": "refund-INV-1042"}
+	require.Equal(t, agenttest.MustAsk, p["tool"])
+	require.Equal(t, args, p["arguments"])
+	enc, err := json.Marshal(args)
+	require.NoError(t, err)
+	d, err := evidence.ArgsDigest(enc)
+	require.NoError(t, err)
+	require.Equal(t, d.String(), p["args"])
+	k, err := evidence.Call{Hop: c.in.Digest(), Action: agenttest.MustAsk, Tool: agenttest.MustAsk, Args: enc, OperationID: "refund-INV-1042"}.Key()
+	require.NoError(t, err)
+	require.Equal(t, k.String(), p["key"])
 
 	l.run(t, answer(fc, true))
 	require.EqualValues(t, 1, l.refunds.Load(), "the confirmed refund runs once")
 	require.Equal(t, 1, c.approvals(t), "the approval is in the ledger")
 	l.run(t, answer(fc, true)) // the same answer again
 	require.EqualValues(t, 1, l.refunds.Load(), "once")
+	require.Equal(t, 1, c.approvals(t), "the same answer again records nothing: the call is replayed first")
+	rs, err := c.e.Ledger.Lookup(context.Background(), "refund-INV-1042")
+	require.NoError(t, err)
+	require.Len(t, rs, 1)
+	require.False(t, rs[0].InFlight, "settled with the tool's response")
+	require.JSONEq(t, `{"refunded":"INV-1042"}`, string(rs[0].Outcome.Result))
+}
+
+// Finding 5: the operator a confirmation is recorded under is never taken
+// from a value the client chooses. With no operator the host
+// authenticated (GuardConfig.Operator left to its default, and no A2A
+// caller authenticated: a runner of its own), the confirmation is not
+// recorded and the tool never runs; before, it was recorded under
+// "adk-user:" and the session's user, which ADK's A2A executor names
+// after the client's contextId when no user is authenticated.
+func TestADK_Confirm_NoAuthenticatedOperator(t *testing.T) {
+	c := newConfirming(t)
+	var refused []error
+	l := c.startAs(t, nil)
+	fc := asked(t, l.run(t, genai.NewContentFromText("refund INV-1042", genai.RoleUser)))
+	evs := l.run(t, answer(fc, true))
+	require.Zero(t, l.refunds.Load(), "a confirmation without an authenticated operator ran the refund")
+	require.Zero(t, c.approvals(t), "nor was it recorded")
+	for _, ev := range evs {
+		if ev.Content == nil {
+			continue
+		}
+		for _, p := range ev.Content.Parts {
+			if r := p.FunctionResponse; r != nil && r.Name == agenttest.MustAsk {
+				refused = append(refused, errors.New(fmt.Sprint(r.Response["error"])))
+			}
+		}
+	}
+	require.Len(t, refused, 1)
+	require.Contains(t, refused[0].Error(), adkhop.ErrNoOperator.Error())
 }
 
 // A declined confirmation records nothing and never runs the refund.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/evidence"
+	"github.com/agentproto/handoff/evidence/authority"
 	"github.com/agentproto/handoff/state"
 
 	"github.com/agentproto/handoff/integrations/a2a1hop"
@@ -134,6 +135,11 @@ func TestADK_Confirm_StaysOnItsHop(t *testing.T) {
 			if confirmed {
 				require.EqualValues(t, 1, co.refunds.Load(), "the confirmed refund runs once")
 				require.Len(t, approvals, 1, "the approval is recorded under the hop it answers")
+				// Finding 5: under the caller the transport authenticated,
+				// the hop's delegator, never a name made of the contextId
+				// the client chose.
+				require.Equal(t, string(pp.ID), string(approvals[0].Evidence), "the operator is the authenticated caller")
+				require.Equal(t, authority.SourceOperator, approvals[0].Source)
 			} else {
 				require.Zero(t, co.refunds.Load(), "a declined refund ran")
 				require.Empty(t, approvals)

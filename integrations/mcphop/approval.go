@@ -2,9 +2,9 @@ package mcphop
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -12,25 +12,45 @@ import (
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/evidence"
 
-	"github.com/agentproto/handoff/integrations/internal/hopwork"
+	"github.com/agentproto/handoff/integrations/internal/hopcheck"
 	"github.com/agentproto/handoff/integrations/internal/pause"
 )
 
-// Approvals pauses a must-ask action of the evidence guard for its owner's
-// approval with an MCP input request (protocol 2026-07-28, SEP-2322): the
-// tool returns AskApproval's result, an elicitation carrying the pending
-// approval with a request state bound to the hop's offer digest and the
-// operation; the client answers it and retries the call with the same
-// Handoff (and package), its input responses and the request state. The
-// middleware checks the state against the retried call's hop, records the
-// answer in the guard's authority ledger (a local approval, evidence.Guard.
-// ApproveLocal, or a signed one, ApproveSigned) and runs the tool again,
-// with the hop's accepted offer in its context (FromContext, through
-// handoff.Agent.Resume); the guard, asked again, allows the action once.
-// The retried call is the same hop's work resumed, not its offer processed
-// again (HC-38): only a hop still "accepted", with a state this server
-// sealed for it, resumes. The owner is asked once per approval, whatever
-// the client's protocol (see AskApproval for an older client's).
+// Approvals pauses a tool call whose action is "must ask" in the hop's
+// evidence package for its owner's approval, with an MCP input request
+// (protocol 2026-07-28, SEP-2322): the middleware, which runs every tool
+// call under the hop's guard, answers a call the guard refuses for want of
+// an approval with an elicitation carrying the pending approval (the
+// action, its owner, the hop, the operation, the tool, the call's
+// arguments and their digest, and the call's key) and a request state
+// sealed to exactly that call. The client answers it and retries the call
+// with the same Handoff (and package), the same arguments, its input
+// responses and the request state. The middleware checks the state against
+// the retried call: a state sealed for another hop, altered, or expired,
+// and a call that is not the one that paused (another tool, other
+// arguments: evidence.ErrApprovalMismatch), resume nothing. It then claims
+// the pause in the guard's authority ledger, once, records the answer (a
+// local approval of exactly the paused call, evidence.Guard.ApproveLocal
+// with ApprovalRequest.Grant, or the owner's signed one, ApproveSigned)
+// and runs the tool, with the hop's accepted offer in its context
+// (FromContext, through handoff.Agent.Resume), under the guard, which
+// consumes the approval with the call's claim, atomically. The retried
+// call is the same hop's work resumed, not its offer processed again
+// (HC-38): only a hop still "accepted", with a state this server sealed
+// for it, resumes.
+//
+// # One answer, one resumption
+//
+// A request state and its answer are used once, across every replica
+// sharing the ledger: the same answer presented again, replayed or
+// concurrent, or another answer to the same pause, resumes nothing; it is
+// answered with the outcome of the one that resumed ("replayed", with the
+// recorded result) or, while it runs, "in flight" (see Idempotency). The
+// tool runs once, and one approval is recorded. The owner is asked once
+// per approval, whatever the client's protocol: a client of an older
+// protocol, which cannot retry, is asked inside the call (elicitation/
+// create on the same request), and the tool runs once its answer is
+// recorded.
 //
 // # The client's side
 //
@@ -38,8 +58,8 @@ import (
 // handler of its options, and retries the call itself (its multi-round-
 // trip middleware, on by default): without a handler the call fails with
 // "client does not support elicitation". The handler shows the pending
-// approval (PendingApproval: action, owner, hop, operation_id, ...) to its
-// owner and answers with the form's content:
+// approval (PendingApproval: action, owner, hop, operation_id, tool, args,
+// arguments, key, ...) to its owner and answers with the form's content:
 //
 //	client := mcp.NewClient(impl, &mcp.ClientOptions{
 //		ElicitationHandler: func(ctx context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -56,24 +76,26 @@ import (
 //	client.AddSendingMiddleware(hc.Middleware())
 //
 // The answer's shape is {"decision": "approve"} for a local operator's
-// approval, recorded under the operator the delegate authenticated on the
-// retried call (Operator); {"decision": "approve", "approval": JWS} to
-// give the owner's signed approval statement (evidence.SignApproval),
-// which the guard verifies; {"decision": "deny"}, an Action "decline" or
-// "cancel", or anything else declines. The request state and the Handoff
-// travel with the retry without the handler's help.
+// approval of the call shown, recorded under the operator the delegate
+// authenticated on the retried call (Operator); {"decision": "approve",
+// "approval": JWS} to give the owner's signed approval statement
+// (evidence.SignApproval; evidence.ApprovalRequest.Statement approves
+// exactly the call shown), which the guard verifies; {"decision": "deny"},
+// an Action "decline" or "cancel", or anything else declines. The request
+// state and the Handoff travel with the retry without the handler's help.
 //
 // # A refused answer
 //
-// A declined answer records nothing and the tool does not run again: the
-// hop ends with "failed", no refs (the work took no effect, HC-44), reason
+// A declined answer records nothing and the tool does not run: the hop
+// ends with "failed", no refs (the work took no effect, HC-44), reason
 // "policy", in an error result, so that the delegator resolves it and may
 // offer the work again; so does an answer that comes once the offer, and
 // with it the request state, expired. A pause with no answer ends with the
 // offer: the request state expires at the offer's exp, and so does every
 // authority of the guard. Any other unusable answer (a state sealed for
-// another hop or altered, a signed approval the guard refuses) records
-// nothing, runs nothing, and leaves the hop "accepted", paused.
+// another hop or altered, a retried call that is not the paused one, a
+// signed approval the guard refuses) records nothing, runs nothing, and
+// leaves the hop "accepted", paused.
 type Approvals struct {
 	// Key seals the request states (HMAC-SHA256), at least 32 bytes. Keep
 	// it across restarts for a pause to outlive one; share it between
@@ -103,8 +125,10 @@ const ApprovalInput = "handoff.approval"
 
 // ApprovalMetaKey is the key, in the elicitation's _meta, of the pending
 // approval: action, owner, hop (the offer's handoff digest), operation_id,
-// idempotency_key, item. It is the draft's _meta key with "-approval", a
-// prefix and one name, as MCP's _meta keys are.
+// idempotency_key, item, tool, args (the digest of the call's canonical
+// arguments), arguments (as the call carried them) and key (the call's
+// key). It is the draft's _meta key with "-approval", a prefix and one
+// name, as MCP's _meta keys are.
 const ApprovalMetaKey = MetaKey + "-approval"
 
 // ErrApprovalState is the error of a retried call whose request state this
@@ -117,21 +141,6 @@ var ErrApprovalState = pause.ErrState
 // ends with "failed".
 var ErrApprovalDeclined = pause.ErrDeclined
 
-type pauser struct {
-	a   *Approvals
-	in  *handoff.Received
-	g   *evidence.Guard
-	s   *server
-	r   *mcp.CallToolRequest
-	mu  sync.Mutex
-	box *hopwork.Box // the running execution's
-	// again: an answer given inside the call (an older client) was
-	// recorded; the tool runs again.
-	again bool
-}
-
-type pauserKey struct{}
-
 func (a *Approvals) config() pause.Config {
 	return pause.Config{Key: a.Key, Now: a.Now}
 }
@@ -143,75 +152,14 @@ func (a *Approvals) validate() error {
 	return a.config().Validate()
 }
 
-// start is the start of an execution of the tool, with its box.
-func (p *pauser) start(box *hopwork.Box) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.box, p.again = box, false
-}
-
-// answered reports that the execution that ended was answered inside the
-// call, and the tool is to run again.
-func (p *pauser) answered() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.again
-}
-
-// AskApproval returns the input-required result of a call whose action the
-// guard refused for want of its owner's approval (err wraps
-// evidence.ErrApprovalRequired): an elicitation whose _meta carries the
-// pending approval under ApprovalMetaKey, with the request state bound to
-// the hop and the operation. It reports false for any other error,
-// outside a call the middleware serves with Approvals, and once the tool
-// reported an effect (Report) in this call: a pause declined ends the hop
-// with "failed" and no refs, which would say the work took none, so such a
-// call ends with the refusal and the outcome it reported.
-//
-// The owner is asked once per approval. A client of protocol 2026-07-28 or
-// later gets the input request and retries the call with the answer
-// (its SDK does so when it has an elicitation handler, see Approvals). A
-// client of an older protocol cannot retry: the MCP Go SDK would then ask
-// it itself, inside the call, past this middleware, which would record
-// nothing, and the tool would ask again. For such a client AskApproval
-// asks it, inside the call (elicitation/create, the same request), records
-// the answer in the guard's ledger, and returns a result the middleware
-// drops: the tool runs again, once, and the guard decides. A declined
-// answer comes back as an error result (ErrApprovalDeclined) that the
-// tool returns: the hop ends with "failed".
-func AskApproval(ctx context.Context, err error) (*mcp.CallToolResult, bool) {
-	p, ok := ctx.Value(pauserKey{}).(*pauser)
-	if !ok {
-		return nil, false
-	}
-	p.mu.Lock()
-	took := p.box != nil && p.box.TookEffect()
-	p.mu.Unlock()
-	if took {
-		return nil, false
-	}
-	req, state, ok := pause.Ask(p.a.Key, p.in, err)
-	if !ok {
-		return nil, false
-	}
-	ask := elicitation(req)
-	if ss := p.r.Session; ss != nil && !retries(ss) {
-		return p.inline(ctx, ss, req, ask)
-	}
-	return &mcp.CallToolResult{
-		Meta:          mcp.Meta{},
-		InputRequests: mcp.InputRequestMap{ApprovalInput: ask},
-		RequestState:  state,
-	}, true
-}
-
 // elicitation is the form that asks the owner for the approval of req:
 // "decision" ("approve" or "deny") and, optionally, "approval", a signed
 // approval (compact JWS); the pending approval is in its _meta.
 func elicitation(req evidence.ApprovalRequest) *mcp.ElicitParams {
 	return &mcp.ElicitParams{
-		Mode:    "form",
-		Message: fmt.Sprintf("%s must approve %q (operation %q)", req.Owner, req.Action, req.OperationID),
+		Mode: "form",
+		Message: fmt.Sprintf("%s must approve %q: tool %q, arguments %s (operation %q)", req.Owner, req.Action, req.Tool,
+			req.Args, req.OperationID),
 		RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{
 			"decision": map[string]any{"type": "string", "enum": []string{"approve", "deny"}},
 			"approval": map[string]any{"type": "string", "description": "a signed approval (compact JWS)"},
@@ -227,32 +175,8 @@ func retries(ss *mcp.ServerSession) bool {
 	return ip == nil || ip.ProtocolVersion >= "2026-07-28"
 }
 
-// inline asks an older client for the approval inside the call, and
-// records its answer in the guard's ledger (pause.Record): the tool runs
-// again once it returns the result; a declined or failed answer is an
-// error result the tool returns.
-func (p *pauser) inline(ctx context.Context, ss *mcp.ServerSession, req evidence.ApprovalRequest, ask *mcp.ElicitParams) (*mcp.CallToolResult, bool) {
-	var ans pause.Answer
-	res, err := ss.Elicit(ctx, ask)
-	if err == nil && res != nil && res.Action == "accept" {
-		ans = pause.AnswerOf(res.Content)
-	}
-	if err == nil {
-		err = pause.Record(ctx, p.g, pause.BoundOf(req, p.in.Digest(), hopwork.Verified(p.in).Exp.Std()), ans, p.s.operator(p.r))
-	}
-	if err != nil {
-		out := &mcp.CallToolResult{}
-		out.SetError(err)
-		return out, true
-	}
-	p.mu.Lock()
-	p.again = true
-	p.mu.Unlock()
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "approval recorded; the call runs again"}}}, true
-}
-
-// PendingApproval returns the pending approval an input request of
-// AskApproval carries, for the client to show its owner.
+// PendingApproval returns the pending approval an input request of the
+// middleware carries, for the client to show its owner.
 func PendingApproval(p *mcp.ElicitParams) (map[string]any, bool) {
 	if p == nil {
 		return nil, false
@@ -261,15 +185,69 @@ func PendingApproval(p *mcp.ElicitParams) (map[string]any, bool) {
 	return m, ok
 }
 
-// answer records the answer a retried call carries for the pause its
-// request state names; the call runs its tool only when it returns nil.
-func (s *server) answer(ctx context.Context, r *mcp.CallToolRequest, in *handoff.Received, g *evidence.Guard) error {
-	a := s.cfg.Approvals
-	var ans pause.Answer
+// answerOf is the answer a retried call carries.
+func answerOf(r *mcp.CallToolRequest) pause.Answer {
 	if er, ok := r.Params.InputResponses[ApprovalInput].(*mcp.ElicitResult); ok && er.Action == "accept" {
-		ans = pause.AnswerOf(er.Content)
+		return pause.AnswerOf(er.Content)
 	}
-	return pause.Take(ctx, a.Key, r.Params.RequestState, in, a.config().Time(), g, ans, s.operator(r))
+	return pause.Answer{}
+}
+
+// ask asks for the approval req: the input request and its sealed state
+// for a client that retries, or, for an older client, the question
+// inside the call, whose answer is recorded (true: the call is tried
+// again). A nil result and false: the approval cannot be asked for.
+func (s *server) ask(ctx context.Context, r *mcp.CallToolRequest, in *handoff.Received, g *evidence.Guard, err error) (*mcp.CallToolResult, bool, error) {
+	a := s.cfg.Approvals
+	req, state, ok := pause.Ask(a.Key, in, err)
+	if !ok {
+		return nil, false, err
+	}
+	ask := elicitation(req)
+	if ss := r.Session; ss != nil && !retries(ss) {
+		var ans pause.Answer
+		res, eerr := ss.Elicit(ctx, ask)
+		if eerr != nil {
+			return nil, false, eerr
+		}
+		if res != nil && res.Action == "accept" {
+			ans = pause.AnswerOf(res.Content)
+		}
+		b := pause.BoundOf(req, in.Digest(), time.Time{})
+		if err := pause.Record(ctx, g, b, ans, s.operator(r)); err != nil {
+			return nil, false, err
+		}
+		return nil, true, nil
+	}
+	return &mcp.CallToolResult{Meta: mcp.Meta{}, InputRequests: mcp.InputRequestMap{ApprovalInput: ask}, RequestState: state}, false, nil
+}
+
+// inputRequired returns res marked as an input-required result
+// (resultType "input_required", SEP-2322). The SDK marks a result so only
+// when its own tool handler returned it, and the middleware answers
+// before the tool: the mark is unexported, and travels in the result's
+// wire form, which carries it here.
+func inputRequired(res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	m["resultType"] = json.RawMessage(`"input_required"`)
+	if b, err = json.Marshal(m); err != nil {
+		return nil, err
+	}
+	out := &mcp.CallToolResult{}
+	if err := json.Unmarshal(b, out); err != nil {
+		return nil, err
+	}
+	if !out.NeedsInput() {
+		return nil, errors.New("mcphop: the SDK does not mark an input-required result from its wire form")
+	}
+	return out, nil
 }
 
 // operator is who a local approval carried by r is recorded under:
@@ -279,36 +257,6 @@ func (s *server) operator(r *mcp.CallToolRequest) string {
 		return a.Operator(r)
 	}
 	return string(s.peer(r))
-}
-
-// guarded returns the context the tool of an accepted or resumed hop runs
-// in: with its guard, g or the application's (Approvals.Guard), under
-// evidence's name (evidence.ContextWithGuard), and the pauser when
-// Approvals is set. A call that carries a request state is an answer,
-// recorded before the tool runs; the tool does not run when it is
-// refused (the error).
-func (s *server) guarded(ctx context.Context, r *mcp.CallToolRequest, in *handoff.Received, g *evidence.Guard) (context.Context, *pauser, error) {
-	g, err := s.guards.GuardOf(ctx, in, g)
-	if err != nil {
-		return ctx, nil, err
-	}
-	a := s.cfg.Approvals
-	if a != nil && r.Params.RequestState != "" {
-		if g == nil {
-			return ctx, nil, fmt.Errorf("handoff: no evidence guard for the hop to record the answer in")
-		}
-		if err := s.answer(ctx, r, in, g); err != nil {
-			return ctx, nil, err
-		}
-	}
-	if g != nil {
-		ctx = evidence.ContextWithGuard(ctx, g)
-	}
-	if a == nil || g == nil {
-		return ctx, nil, nil
-	}
-	p := &pauser{a: a, in: in, g: g, s: s, r: r}
-	return context.WithValue(ctx, pauserKey{}, p), p, nil
 }
 
 // resumable reports whether a retransmitted call is the answer to a pause
@@ -321,10 +269,79 @@ func (s *server) resumable(r *mcp.CallToolRequest, in *handoff.Received) (handof
 	return pause.Accepted(in)
 }
 
-func refusedAnswer(err error, accepted *handoff.Signed) *mcp.CallToolResult {
-	msg := "approval refused: " + err.Error()
+func refusedAnswer(err error, st *handoff.Signed) *mcp.CallToolResult {
+	msg := "refused: " + err.Error()
 	if errors.Is(err, pause.ErrDeclined) {
 		msg = "approval declined"
 	}
-	return errorResult(msg, accepted)
+	return errorResult(msg, st)
+}
+
+// Idempotency is the structured content of the result of a tool call the
+// middleware did not run because the idempotency key contract answered
+// for it (evidence.Guard.Do): the same call replayed, in flight, or its
+// operation used by another call. Such a result has isError set and no
+// other structured content; a client tells the three apart by Outcome
+// (and tells them from the tool's own results by IdempotencyOf):
+//
+//   - "replayed" (evidence.ErrReplayed): the call ran once already, on
+//     this hop; Result is the result it returned then, as recorded (the
+//     JSON of its CallToolResult), and Error the protocol error it ended
+//     with, if any. Use Result; do not call again for the same effect.
+//   - "in_flight" (evidence.ErrInFlight): the same call is running, or
+//     its process died before its outcome was recorded; retry later, and
+//     get the result once it is recorded.
+//   - "conflict" (evidence.ErrIdempotencyConflict): the call's operation
+//     (its operation_id or idempotency_key argument, else the hop) was
+//     used on this hop by another call: other arguments, another tool or
+//     action. Nothing ran.
+//
+// Key is the call's key (evidence.Call.Key). The hop's status travels in
+// _meta as with every result: the hop's work is not closed by any of
+// them.
+type Idempotency struct {
+	Outcome string `json:"outcome"`
+	Key     string `json:"key,omitempty"`
+	Result  any    `json:"result,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// The outcomes of Idempotency.
+const (
+	Replayed = hopcheck.Replayed
+	InFlight = hopcheck.InFlight
+	Conflict = hopcheck.Conflict
+)
+
+// IdempotencyOf returns the Idempotency a result carries: false for a
+// result the tool made, or any other.
+func IdempotencyOf(res *mcp.CallToolResult) (Idempotency, bool) {
+	if res == nil || !res.IsError || res.StructuredContent == nil {
+		return Idempotency{}, false
+	}
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		return Idempotency{}, false
+	}
+	var id Idempotency
+	if json.Unmarshal(b, &id) != nil {
+		return Idempotency{}, false
+	}
+	switch id.Outcome {
+	case Replayed, InFlight, Conflict:
+		return id, true
+	}
+	return Idempotency{}, false
+}
+
+// idempotentResult is the result of a call the idempotency key contract
+// answered for (hopcheck.Idempotent), with st, the hop's status, if any.
+func idempotentResult(m map[string]any, st *handoff.Signed) *mcp.CallToolResult {
+	text := "idempotency: " + fmt.Sprint(m["outcome"])
+	if e, ok := m["error"].(string); ok {
+		text += ": " + e
+	}
+	res := errorResult(text, st)
+	res.StructuredContent = m
+	return res
 }

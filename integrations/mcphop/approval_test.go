@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence"
 	"github.com/agentproto/handoff/evidence/authority"
 	"github.com/agentproto/handoff/replay"
@@ -22,26 +23,37 @@ import (
 )
 
 type refundArgs struct {
-	Operation string `json:"operation_id"`
+	Operation string `json:"operation_id,omitempty"`
+	Amount    int    `json:"amount,omitempty"`
 }
 
 // pausing is one life of the delegate: an MCP server whose "refund" tool
-// asks the hop's evidence guard before the must-ask refund, and pauses
-// for its owner's approval when the guard asks for one. A restart is a
-// new pausing over the same replay store, ledger and sealing key.
+// is the must-ask refund of the hop's evidence package
+// (ServerConfig.Action), which the middleware runs under the hop's guard
+// and pauses for its owner's approval. A restart is a new pausing over the
+// same replay store, ledger and sealing key.
 type pausing struct {
 	server  *mcp.Server
 	refunds atomic.Int32 // the refund's invocations: the action ran
-	calls   atomic.Int32 // the tool's invocations
+	mu      sync.Mutex
+	amounts []int // the amounts refunded
 }
 
 var stateKey = []byte("0123456789abcdef0123456789abcdef")
+
+// refundAction maps the "refund" tool to the package's must-ask action.
+func refundAction(r *mcp.CallToolRequest) string {
+	if r.Params.Name == "refund" {
+		return agenttest.MustAsk
+	}
+	return r.Params.Name
+}
 
 func newPausing(t *testing.T, p *agenttest.Party, store replay.Store, e *agenttest.Evidence, now *agenttest.Clock) *pausing {
 	t.Helper()
 	ag, err := handoff.NewAgent(handoff.Config{ID: p.ID, Signer: p.Signer, Trust: p.Trust, Store: store, Now: now.Now})
 	require.NoError(t, err)
-	mw, err := hmcp.Server(hmcp.ServerConfig{Agent: ag,
+	mw, err := hmcp.Server(hmcp.ServerConfig{Agent: ag, Action: refundAction,
 		Peer:      func(*mcp.CallToolRequest) handoff.AgentID { return planner },
 		Approvals: &hmcp.Approvals{Key: stateKey, Guard: e.Guard, Now: now.Now},
 	})
@@ -49,17 +61,10 @@ func newPausing(t *testing.T, p *agenttest.Party, store replay.Store, e *agentte
 	d := &pausing{server: mcp.NewServer(&mcp.Implementation{Name: "coder", Version: "v1"}, nil)}
 	d.server.AddReceivingMiddleware(mw)
 	mcp.AddTool(d.server, &mcp.Tool{Name: "refund"}, func(ctx context.Context, req *mcp.CallToolRequest, a refundArgs) (*mcp.CallToolResult, any, error) {
-		d.calls.Add(1)
-		in, _ := hmcp.FromContext(ctx)
-		g := evidence.GuardFromContext(ctx)
-		err := g.Authorize(ctx, evidence.Call{Hop: in.Digest(), Action: agenttest.MustAsk, OperationID: a.Operation})
-		if res, ok := hmcp.AskApproval(ctx, err); ok {
-			return res, nil, nil // paused for the owner's approval
-		}
-		if err != nil {
-			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil, nil
-		}
-		d.refunds.Add(1)
+		d.refunds.Add(1) // the effect: the middleware runs the tool only once the guard allows it
+		d.mu.Lock()
+		d.amounts = append(d.amounts, a.Amount)
+		d.mu.Unlock()
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "refunded"}}}, nil, nil
 	})
 	return d
@@ -114,6 +119,19 @@ func refund(op string) *mcp.CallToolParams {
 	return &mcp.CallToolParams{Name: "refund", Arguments: refundArgs{Operation: op}}
 }
 
+// pendingOf is the pending approval the pause of a refund of op shows on
+// hop: the call, its arguments and their digest, and its key.
+func pendingOf(t *testing.T, hop digest.Digest, op string) map[string]any {
+	t.Helper()
+	args := []byte(`{"operation_id":"` + op + `"}`)
+	d, err := evidence.ArgsDigest(args)
+	require.NoError(t, err)
+	k, err := evidence.Call{Hop: hop, Action: agenttest.MustAsk, Tool: "refund", Args: args, OperationID: op}.Key()
+	require.NoError(t, err)
+	return map[string]any{"action": agenttest.MustAsk, "owner": agenttest.Owner, "hop": hop.String(), "operation_id": op,
+		"item": "refund", "tool": "refund", "args": d.String(), "arguments": map[string]any{"operation_id": op}, "key": k.String()}
+}
+
 type pauseFixture struct {
 	ps    map[handoff.AgentID]*agenttest.Party
 	e     *agenttest.Evidence
@@ -143,7 +161,7 @@ func (f *pauseFixture) first(t *testing.T, cs *mcp.ClientSession, op string) (*h
 	t.Helper()
 	d, err := f.cl.Call(context.Background(), cs, refund(op), f.offer())
 	require.NoError(t, err)
-	require.True(t, d.Result.NeedsInput(), "the must-ask refund paused the call")
+	require.True(t, d.Result.NeedsInput(), "the must-ask refund paused the call: %+v", d.Result)
 	require.Contains(t, d.Result.InputRequests, hmcp.ApprovalInput)
 	require.NotEmpty(t, d.Result.RequestState)
 	require.Equal(t, state.Accepted, d.State, "the paused hop is \"accepted\"")
@@ -185,11 +203,9 @@ func TestMCP_Pause_Approve(t *testing.T) {
 	require.False(t, d.Result.IsError, "%v", d.Result.Content)
 	require.Equal(t, state.Completed, d.State)
 	require.EqualValues(t, 1, a.asked.Load())
-	require.EqualValues(t, 1, srv.refunds.Load(), "the approved refund runs once")
-	require.EqualValues(t, 2, srv.calls.Load(), "the paused call and the resumed one")
+	require.EqualValues(t, 1, srv.refunds.Load(), "the approved refund runs once, the paused call never")
 	a.mu.Lock()
-	require.Equal(t, map[string]any{"action": agenttest.MustAsk, "owner": agenttest.Owner, "hop": d.Offer.Handoff.Offer.Digest().String(),
-		"operation_id": "refund-INV-1042", "item": "refund"}, a.pending[0])
+	require.Equal(t, pendingOf(t, d.Offer.Handoff.Offer.Digest(), "refund-INV-1042"), a.pending[0], "the owner is shown the call")
 	a.mu.Unlock()
 	as, err := f.e.Ledger.Approvals(context.Background(), d.Offer.Handoff.Offer.Digest().String())
 	require.NoError(t, err)
@@ -201,8 +217,7 @@ func TestMCP_Pause_Approve(t *testing.T) {
 	manual := dial(t, f.cl, srv.server, nil)
 	res := f.retry(t, manual, d.Hop, "refund-INV-1042", "hs1.x.y", "approve")
 	require.False(t, res.NeedsInput())
-	require.EqualValues(t, 1, srv.refunds.Load())
-	require.EqualValues(t, 2, srv.calls.Load(), "a finished hop's retransmission never reaches the tool")
+	require.EqualValues(t, 1, srv.refunds.Load(), "a finished hop's retransmission never reaches the tool")
 }
 
 // A declined approval records nothing and never runs the refund: the hop
@@ -218,7 +233,6 @@ func TestMCP_Pause_Deny(t *testing.T) {
 		require.True(t, d.Result.IsError, "decision %q", decision)
 		require.EqualValues(t, 1, a.asked.Load())
 		require.Zero(t, srv.refunds.Load(), "a declined refund ran")
-		require.EqualValues(t, 1, srv.calls.Load(), "the tool is not run again for a declined answer")
 		agenttest.RequireClosed(t, f.ps[planner].Agent, d.Hop)
 		as, err := f.e.Ledger.Approvals(context.Background(), d.Offer.Handoff.Offer.Digest().String())
 		require.NoError(t, err)
@@ -320,10 +334,14 @@ func TestMCP_Pause_StateBoundToHopAndOperation(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, as, "nothing recorded")
 	}
-	// Hop A's own state, retried for another operation: the approval is for
-	// refund-A only, so the call for refund-Z pauses again.
+	// Hop A's own state, retried for another operation: the state is
+	// sealed to the call that paused, refund-A, and resumes nothing else;
+	// the pause still waits.
 	res = f.retry(t, cs, hopA.Hop, "refund-Z", pausedA.RequestState, "approve")
-	require.True(t, res.NeedsInput(), "refund-Z needs its own approval")
+	require.True(t, res.IsError)
+	require.False(t, res.NeedsInput())
+	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, evidence.ErrApprovalMismatch.Error())
+	require.Equal(t, state.Accepted, f.state(t, hopA.Hop), "paused still")
 	require.Zero(t, srv.refunds.Load(), "no refund ran on a replayed or misbound state")
 	res = f.retry(t, cs, hopA.Hop, "refund-A", pausedA.RequestState, "approve")
 	require.False(t, res.IsError, "%v", res.Content)
@@ -354,8 +372,8 @@ func TestMCP_Pause_SignedApproval(t *testing.T) {
 }
 
 // A client of a protocol before 2026-07-28 is asked once per approval
-// (finding 6): AskApproval asks it inside the call, the answer is
-// recorded, and the tool runs again in the same call; the SDK's own
+// (issue 32, finding 6): the middleware asks it inside the call, the
+// answer is recorded, and the tool runs in the same call; the SDK's own
 // fallback, which would ask it again past the middleware, never sees an
 // input request. The refund runs once, on one approval.
 func TestMCP_Pause_OlderClient(t *testing.T) {
@@ -375,8 +393,7 @@ func TestMCP_Pause_OlderClient(t *testing.T) {
 	d, err := f.cl.Call(ctx, cs, refund("refund-INV-1042"), f.offer())
 	require.NoError(t, err)
 	require.EqualValues(t, 1, a.asked.Load(), "one question for one approval")
-	require.EqualValues(t, 1, srv.refunds.Load())
-	require.EqualValues(t, 2, srv.calls.Load(), "asked, then run again with the approval")
+	require.EqualValues(t, 1, srv.refunds.Load(), "run once, with the approval")
 	require.Equal(t, 1, f.approvals(t, d), "the answer is recorded")
 	require.Equal(t, state.Completed, d.State)
 
@@ -398,43 +415,38 @@ func (f *pauseFixture) approvals(t *testing.T, d *hmcp.Delivery) int {
 	return len(as)
 }
 
-// A tool that asks an older client for one approval after another, each
-// for another operation, runs a bounded number of times in one call; the
-// call then ends with an error result and the hop stays "accepted": what
-// the work did is not known.
+// An older client that answers, inside the call, with approvals that do
+// not unlock it (signed for another operation) is asked a bounded number
+// of times in one call; the call then ends with the guard's refusal, and
+// the hop, whose work took no effect, with "failed".
 func TestMCP_Pause_OlderClientAskedWithoutEnd(t *testing.T) {
 	f := newPauseFixture(t)
-	ag, err := handoff.NewAgent(handoff.Config{ID: coder, Signer: f.ps[coder].Signer, Trust: f.ps[coder].Trust, Store: f.store, Now: f.now.Now})
-	require.NoError(t, err)
-	mw, err := hmcp.Server(hmcp.ServerConfig{Agent: ag, Peer: func(*mcp.CallToolRequest) handoff.AgentID { return planner },
-		Approvals: &hmcp.Approvals{Key: stateKey, Guard: f.e.Guard, Now: f.now.Now}})
-	require.NoError(t, err)
-	srv := mcp.NewServer(&mcp.Implementation{Name: "coder", Version: "v1"}, nil)
-	srv.AddReceivingMiddleware(mw)
-	var calls atomic.Int32
-	mcp.AddTool(srv, &mcp.Tool{Name: "refund"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ refundArgs) (*mcp.CallToolResult, any, error) {
-		n := calls.Add(1)
-		in, _ := hmcp.FromContext(ctx)
-		err := evidence.GuardFromContext(ctx).Authorize(ctx, evidence.Call{Hop: in.Digest(), Action: agenttest.MustAsk, OperationID: fmt.Sprintf("op-%d", n)})
-		res, _ := hmcp.AskApproval(ctx, err)
-		return res, nil, nil // always another operation to approve
-	})
-	a := &approver{decision: "approve"}
+	sign := f.e.SignedApprovals()
+	srv := newPausing(t, f.ps[coder], f.store, f.e, f.now)
+	var asked atomic.Int32
 	ctx := context.Background()
 	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(ctx, st, nil)
+	ss, err := srv.server.Connect(ctx, st, nil)
 	require.NoError(t, err)
 	defer ss.Close()
-	cl := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "v1"}, &mcp.ClientOptions{ElicitationHandler: a.handle})
+	cl := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "v1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			n := asked.Add(1)
+			p, _ := hmcp.PendingApproval(r.Params)
+			hop, err := digest.Parse(p["hop"].(string))
+			require.NoError(t, err)
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "approve",
+				"approval": string(sign(hop, fmt.Sprintf("other-%d", n)))}}, nil
+		}})
 	cl.AddSendingMiddleware(f.cl.Middleware())
 	cs, err := cl.Connect(ctx, f.cl.Transport(ct), &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	require.NoError(t, err)
 	defer cs.Close()
-	d, err := f.cl.Call(ctx, cs, refund("x"), f.offer())
+	d, err := f.cl.Call(ctx, cs, refund("refund-INV-1042"), f.offer())
 	require.NoError(t, err)
 	require.True(t, d.Result.IsError)
-	require.Contains(t, d.Result.Content[0].(*mcp.TextContent).Text, "more than")
-	require.Equal(t, calls.Load(), a.asked.Load(), "one question per run")
-	require.Less(t, calls.Load(), int32(20), "bounded")
-	require.Equal(t, state.Accepted, d.State, "the outcome is not known")
+	require.Less(t, asked.Load(), int32(20), "bounded")
+	require.Greater(t, asked.Load(), int32(1), "asked again after an answer that did not unlock the call")
+	require.Zero(t, srv.refunds.Load())
+	agenttest.RequireClosed(t, f.ps[planner].Agent, d.Hop)
 }

@@ -37,6 +37,30 @@
 //     that took an effect before it was refused says so with Report
 //     (EffectPartial, with refs), which wins.
 //
+// # The tool call under the hop's guard
+//
+// With a guard (ServerConfig.Evidence's, or Approvals.Guard's) the tool
+// call is the unit of the idempotency key contract, and the middleware
+// keeps it whole, so that a handler written from these docs is the effect
+// and nothing else: it computes no key and asks no guard. The reason: an
+// MCP tools/call is one hop and one effect, whose delegator signed one
+// offer for it; retransmissions, the SDK's retries and the call that
+// resumes a pause carry the same Handoff, the same tool and the same
+// arguments. The middleware derives the call (evidence.Call: the hop,
+// the action, ServerConfig.Action's or the tool's name, the tool, the
+// arguments as they came, and as names the "operation_id" and
+// "idempotency_key" arguments, or else the hop itself) and runs the
+// handler with evidence.Guard.Do: the guard decides the action (allowed
+// runs, denied and unlisted are refused, must-ask needs its approval),
+// claims the call under its key in the authority ledger and records the
+// handler's result. The same call again, on any replica sharing the
+// ledger, never runs the handler: it gets an error result whose
+// structured content says why (Idempotency: "replayed" with the recorded
+// result, "in_flight", "conflict"). ServerConfig.ReadOnly names the reads,
+// which run every time, after the guard's decision. The hop's
+// acknowledgement and its final disposition are recorded in the ledger
+// (the system of record) as the middleware signs them.
+//
 // A notifications/cancelled whose _meta carries the delegator's signed
 // "canceled" is handed to Agent.HandleStatus (HC-28) when it names a hop
 // the middleware accepted on the same session, signed by that hop's
@@ -48,13 +72,13 @@
 // signed or not, before a middleware sees it: MCP cancellation is the
 // transport's, and the hop's state is the handoff's.
 //
-// With ServerConfig.Approvals, a must-ask action of the hop's evidence
-// guard pauses the call with an MCP input request for its owner's approval
-// (AskApproval), and the retried call with the answer (and the hop's
-// identical Handoff and package) resumes it: the handler runs again with
-// the hop's accepted offer in FromContext (handoff.Agent.Resume), and an
-// answer that declines ends the hop with "failed"; see Approvals, which
-// shows the client's set-up and the answer's shape.
+// With ServerConfig.Approvals, a call whose action is must-ask pauses with
+// an MCP input request for its owner's approval, which shows the call and
+// is sealed to it, and the retried call with the answer (and the hop's
+// identical Handoff, package and arguments) resumes it, once: the handler
+// runs with the hop's accepted offer in FromContext (handoff.Agent.Resume),
+// and an answer that declines ends the hop with "failed"; see Approvals,
+// which shows the client's set-up and the answer's shape.
 //
 // # Delegator (client)
 //
@@ -81,6 +105,7 @@ package mcphop
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -88,6 +113,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence"
 	carry "github.com/agentproto/handoff/mcp"
 	"github.com/agentproto/handoff/reason"
@@ -97,6 +123,7 @@ import (
 	"github.com/agentproto/handoff/integrations/internal/binding"
 	"github.com/agentproto/handoff/integrations/internal/hopcheck"
 	"github.com/agentproto/handoff/integrations/internal/hopwork"
+	"github.com/agentproto/handoff/integrations/internal/pause"
 	"github.com/agentproto/handoff/integrations/observe"
 )
 
@@ -153,20 +180,37 @@ type ServerConfig struct {
 	// it (a slog.LogValuer), with the transport. Nil is silent. Give the
 	// Agent a logger too (handoff.Config.Logger) for its own decisions.
 	Logger *slog.Logger
-	// Approvals, when set, pauses a must-ask action of the hop's evidence
-	// guard for its owner's approval with an MCP input request
-	// (AskApproval); nil leaves it to the tool.
+	// Approvals, when set, pauses a tool call whose action is must-ask
+	// for its owner's approval with an MCP input request (Approvals); nil
+	// refuses it (evidence.ErrApprovalRequired), which ends the hop with
+	// "failed".
 	Approvals *Approvals
 	// Evidence, when set, checks the handoff package that comes beside
 	// each offer (under PackageKey in params._meta) right after the offer
 	// passed the receive checks, before the tool runs: a package that
 	// fails, or none, is answered with an error result carrying
 	// "rejected", reason "policy", with the findings in the status
-	// detail; one that passes gives the hop's guard, in the tool's context
-	// (evidence.GuardFromContext). A retried call that resumes the hop
-	// carries the package again, and it is checked again against the same
-	// offer. Nil checks no package: the guard, if any, is Approvals.Guard's.
+	// detail; one that passes gives the hop's guard, under which the tool
+	// call runs, and which the tool finds in its context
+	// (evidence.GuardFromContext). The hop's acknowledgement and its
+	// final disposition are recorded in the guard's authority ledger, the
+	// system of record. A retried call that resumes the hop carries the
+	// package again, and it is checked again against the same offer. Nil
+	// checks no package: the guard, if any, is Approvals.Guard's.
 	Evidence *evidence.HostConfig
+	// Action names the action of the hop's package a tool call is, by
+	// which the guard decides it. Nil means the tool's name: a package
+	// then lists the tools it allows, must ask for, and denies.
+	Action func(*mcp.CallToolRequest) string
+	// ReadOnly reports the tool calls that only read (the readOnlyHint the
+	// server declares for its tool, mcp.ToolAnnotations; the SDK does not
+	// let a middleware read a tool's annotations): the guard decides each
+	// (evidence.Guard.Authorize: allowed, denied, unlisted) and records
+	// nothing, and the tool runs every time it is called while its hop is
+	// open, as a read must see the state as it is now. A read whose action
+	// is "must ask" runs once per approval, as every other call. Nil means
+	// none: every call runs once under its key.
+	ReadOnly func(*mcp.CallToolRequest) bool
 }
 
 // PackageKey is the params._meta key of the handoff package beside the
@@ -394,6 +438,9 @@ func (s *server) callTool(ctx context.Context, r *mcp.CallToolRequest, next mcp.
 	if err != nil {
 		return nil, fmt.Errorf("handoff: offer not decided: %w", err) // fail closed
 	}
+	if err := s.guards.Acknowledge(ctx, chk); err != nil {
+		return nil, fmt.Errorf("handoff: offer not decided: %w", err) // fail closed
+	}
 	if chk.Refused {
 		st, err := s.cfg.Agent.Reply(ctx, in, state.Rejected, chk.Rejected())
 		if err != nil {
@@ -443,81 +490,189 @@ func (s *server) run(ctx context.Context, r *mcp.CallToolRequest, in *handoff.Re
 	return res, err
 }
 
+// toolCall is one tools/call of a hop the middleware runs: the call as
+// the guard sees it, and what the tool did.
+type toolCall struct {
+	s    *server
+	r    *mcp.CallToolRequest
+	in   *handoff.Received
+	next mcp.MethodHandler
+	g    *evidence.Guard
+	call evidence.Call
+
+	ran  bool                // the tool ran
+	res  *mcp.CallToolResult // what it returned
+	herr error               // the protocol error it ended with
+	box  *hopwork.Box        // the outcome it reported
+}
+
+// Call returns the guard's view of a tools/call of the hop in: the hop,
+// the action (ServerConfig.Action's, else the tool's name), the tool,
+// the arguments as they came (the guard binds the digest of their RFC 8785
+// form), and the names of the effect: the arguments "operation_id" and
+// "idempotency_key" when they are strings, else, as idempotency key, the
+// hop itself (its offer's handoff digest): one tools/call is one hop, so
+// that the same hop with other arguments is a conflict.
+func (s *server) callOf(r *mcp.CallToolRequest, in *handoff.Received) evidence.Call {
+	c := evidence.Call{Hop: in.Digest(), Action: r.Params.Name, Tool: r.Params.Name, Args: r.Params.Arguments}
+	if s.cfg.Action != nil {
+		c.Action = s.cfg.Action(r)
+	}
+	var names struct {
+		OperationID    any `json:"operation_id"`
+		IdempotencyKey any `json:"idempotency_key"`
+	}
+	if json.Unmarshal(r.Params.Arguments, &names) == nil {
+		c.OperationID, _ = names.OperationID.(string)
+		c.IdempotencyKey, _ = names.IdempotencyKey.(string)
+	}
+	if c.OperationID == "" && c.IdempotencyKey == "" {
+		c.IdempotencyKey = in.Digest().String()
+	}
+	return c
+}
+
+// exec runs the tool once; the JSON of its result is the call's outcome.
+func (t *toolCall) exec(ctx context.Context) ([]byte, error) {
+	hctx, box, done := t.s.running.Start(context.WithValue(ctx, keyReceived, t.in), t.in)
+	res, herr := t.next(context.WithValue(hctx, keyOutcome, box), methodCallTool, t.r)
+	done()
+	t.ran, t.box, t.herr = true, box, herr
+	t.res, _ = res.(*mcp.CallToolResult)
+	switch {
+	case herr != nil:
+		return nil, herr
+	case t.res == nil:
+		return nil, nil
+	}
+	b, err := json.Marshal(t.res)
+	if err != nil {
+		return nil, fmt.Errorf("mcphop: the tool's result does not encode: %w", err)
+	}
+	return b, nil
+}
+
+// effect runs the tool under the hop's guard: once, under the call's key
+// (evidence.Guard.Do); a read (ServerConfig.ReadOnly) is decided with
+// Authorize, which records nothing, and runs every time, unless its
+// action is "must ask", whose approval is for one call.
+func (t *toolCall) effect(ctx context.Context) ([]byte, error) {
+	if ro := t.s.cfg.ReadOnly; ro != nil && ro(t.r) {
+		read := t.call
+		read.OperationID, read.IdempotencyKey = "", ""
+		err := t.g.Authorize(ctx, read)
+		if err == nil {
+			return t.exec(ctx)
+		}
+		if !errors.Is(err, evidence.ErrUnnamed) {
+			return nil, err
+		}
+	}
+	return t.g.Do(ctx, t.call, t.exec)
+}
+
+// resume runs the retried call that answers a pause (Approvals): its
+// request state must open for the hop and name this very call, and the
+// pause is taken once (pause.Take) before the tool runs under the guard.
+// mismatch reports a state this call does not answer.
+func (t *toolCall) resume(ctx context.Context) (mismatch bool, err error) {
+	a := t.s.cfg.Approvals
+	b, err := pause.Open(a.Key, t.r.Params.RequestState, t.in.Digest(), a.config().Time())
+	if err != nil {
+		return true, err
+	}
+	if err := b.Matches(t.call); err != nil {
+		return true, err
+	}
+	_, err = pause.Take(ctx, t.g, b, answerOf(t.r), t.s.operator(t.r), t.effect)
+	return false, err
+}
+
 // runTool is run; final reports that the answer ended the hop.
+//
+// With a guard (the package's, or Approvals.Guard's), every tool call runs
+// under it: the middleware derives the call (callOf) and runs the tool
+// with evidence.Guard.Do, which decides the call's action, claims it under
+// its key, runs the tool once and records its result; a call the guard
+// refuses never reaches the tool. A must-ask call with Approvals pauses
+// for its owner's approval (Approvals), and the retried call that answers
+// resumes it.
 //
 // A refusal before any effect ends the hop with "failed", no refs and
 // reason "policy" (hopcheck.Closes; section 4: "failed" with no refs says
-// the work took no effect, HC-44): an answer that declines the approval,
-// or comes once the offer expired, before the tool runs; a result whose
-// error (CallToolResult.GetError, which the SDK sets from a typed
-// handler's error) is a refusal of the hop's guard, unless the tool
-// reported another outcome (Report), which wins.
+// the work took no effect, HC-44): a call the guard refuses (denied,
+// unlisted, already performed, approval required without Approvals), an
+// answer that declines the approval, or comes once the offer expired; a
+// result whose error (CallToolResult.GetError, which the SDK sets from a
+// typed handler's error) is a refusal of the hop's guard, unless the tool
+// reported another outcome (Report), which wins. The idempotency key
+// contract's answers (replayed, in flight, conflict: Idempotency) end
+// nothing: the hop's work ran, or runs, under that key.
 func (s *server) runTool(ctx context.Context, r *mcp.CallToolRequest, in *handoff.Received, accepted handoff.Signed, g *evidence.Guard, next mcp.MethodHandler) (_ mcp.Result, final bool, _ error) {
-	hop := hopwork.Verified(in).Hop
-	ctx, p, err := s.guarded(ctx, r, in, g)
-	if err != nil {
-		if hopcheck.Closes(err) {
-			st, serr := s.final(ctx, in, hop, &hopwork.Box{}, hopcheck.Closed)
-			if serr != nil {
-				return nil, false, serr
+	t := &toolCall{s: s, r: r, in: in, next: next}
+	g, err := s.guards.GuardOf(ctx, in, g)
+	switch {
+	case err != nil:
+		return s.refused(ctx, t, accepted, err)
+	case g == nil:
+		_, err = t.exec(ctx) // no guard: the tool runs with the offer alone
+	default:
+		t.g, t.call = g, s.callOf(r, in)
+		ctx = evidence.ContextWithGuard(ctx, g)
+		mismatch := false
+		if s.cfg.Approvals != nil && r.Params.RequestState != "" {
+			mismatch, err = t.resume(ctx)
+		} else {
+			_, err = t.effect(ctx)
+		}
+		// Asked for an approval: a client that retries gets the input
+		// request; an older one is asked inside the call, and the call is
+		// tried again once its answer is recorded.
+		for asks := 0; err != nil && !t.ran && !mismatch && s.cfg.Approvals != nil && asks < maxAsks; asks++ {
+			if _, ok := pause.Requested(err); !ok {
+				break
 			}
-			return refusedAnswer(err, st), true, nil // the tool does not run
-		}
-		st, serr := s.accepted(ctx, in, accepted)
-		if serr != nil {
-			return nil, false, serr
-		}
-		return refusedAnswer(err, st), false, nil // the tool does not run
-	}
-	var (
-		res  mcp.Result
-		herr error
-		box  *hopwork.Box
-	)
-	// A client of a protocol before 2026-07-28 is asked inside the call
-	// (AskApproval): the tool then runs again, once per answer.
-	for range maxAsks {
-		hctx, b, done := s.running.Start(context.WithValue(ctx, keyReceived, in), in)
-		box = b
-		if p != nil {
-			p.start(b)
-		}
-		res, herr = next(context.WithValue(hctx, keyOutcome, box), methodCallTool, r)
-		done()
-		if p == nil || !p.answered() || herr != nil {
-			break
+			paused, again, aerr := s.ask(ctx, r, in, g, err)
+			switch {
+			case aerr != nil:
+				err = aerr
+			case !again:
+				// The work paused for input: the hop stays "accepted"
+				// until the retried call resumes it.
+				st, serr := s.accepted(ctx, in, accepted)
+				if serr != nil {
+					return nil, false, serr
+				}
+				if st != nil {
+					carry.AttachStatus(paused.Meta, *st)
+				}
+				res, err := inputRequired(paused)
+				return res, false, err
+			default:
+				_, err = t.effect(ctx)
+			}
 		}
 	}
-	if herr != nil {
+	if !t.ran {
+		return s.refused(ctx, t, accepted, err)
+	}
+	if t.herr != nil {
 		// A protocol error: the outcome is unknown, the hop stays
 		// "accepted" and a retransmission is told so (HC-39).
-		return res, false, herr
+		return t.res, false, t.herr
 	}
-	if p != nil && p.answered() {
-		// Still asking after maxAsks answers: the work did not end, and
-		// what it did is unknown; the hop stays "accepted".
-		st, err := s.accepted(ctx, in, accepted)
-		if err != nil {
-			return nil, false, err
+	switch {
+	case errors.Is(err, evidence.ErrUnsettled):
+		// The tool ran; its outcome is not in the ledger, where the call
+		// stays in flight, never run again until an operator settles it.
+		if s.cfg.Logger != nil {
+			s.cfg.Logger.WarnContext(ctx, "handoff: the tool call's outcome is not in the authority ledger",
+				slog.String("hop", string(in.Offer().Hop)), slog.Any("error", err))
 		}
-		return errorResult(fmt.Sprintf("handoff: the tool asked for more than %d approvals in one call", maxAsks), st), false, nil
+	case err != nil:
+		return nil, false, err
 	}
-	ctr, _ := res.(*mcp.CallToolResult)
-	if ctr != nil && ctr.InputRequests != nil {
-		// The work paused for input (AskApproval): the hop stays
-		// "accepted" until the retried call resumes it.
-		st, err := s.accepted(ctx, in, accepted)
-		if err != nil {
-			return nil, false, err
-		}
-		if ctr.Meta == nil {
-			ctr.Meta = mcp.Meta{}
-		}
-		if st != nil {
-			carry.AttachStatus(ctr.Meta, *st)
-		}
-		return ctr, false, nil
-	}
+	ctr := t.res
 	otherwise := hopwork.Outcome{Effect: state.EffectFull}
 	if ctr != nil && ctr.IsError {
 		otherwise.Effect = state.EffectUnknown
@@ -525,7 +680,7 @@ func (s *server) runTool(ctx context.Context, r *mcp.CallToolRequest, in *handof
 			otherwise = hopcheck.Closed
 		}
 	}
-	st, err := s.final(ctx, in, hop, box, otherwise)
+	st, err := s.final(ctx, in, g, t.box, otherwise)
 	if err != nil {
 		return nil, false, err
 	}
@@ -547,23 +702,74 @@ func (s *server) runTool(ctx context.Context, r *mcp.CallToolRequest, in *handof
 	return ctr, ended, nil
 }
 
-// maxAsks bounds the runs of a tool in one call of an older client, each
-// after an answer the client gave inside the call.
+// refused answers a call whose tool did not run, for err: the idempotency
+// key contract's answer (Idempotency), the hop still "accepted"; the hop's
+// end, recorded in the ledger (by a replica), with no status; a refusal
+// before any effect (hopcheck.Closes), which ends the hop with
+// "failed" and no refs; any other, which leaves the hop "accepted" (a
+// pause waits for a usable answer).
+func (s *server) refused(ctx context.Context, t *toolCall, accepted handoff.Signed, err error) (mcp.Result, bool, error) {
+	if m, ok := hopcheck.Idempotent(err, t.key()); ok {
+		st, serr := s.accepted(ctx, t.in, accepted)
+		if serr != nil {
+			return nil, false, serr
+		}
+		return idempotentResult(m, st), false, nil
+	}
+	if hopcheck.Ended(err) {
+		// Ended, here or on a replica: nothing to sign.
+		return errorResult("handoff: the hop ended: "+err.Error(), nil), false, nil
+	}
+	if hopcheck.Closes(err) {
+		st, serr := s.final(ctx, t.in, t.g, &hopwork.Box{}, hopcheck.Closed)
+		if serr != nil {
+			return nil, false, serr
+		}
+		return refusedAnswer(err, st), st != nil, nil
+	}
+	st, serr := s.accepted(ctx, t.in, accepted)
+	if serr != nil {
+		return nil, false, serr
+	}
+	return refusedAnswer(err, st), false, nil
+}
+
+// key is the call's key, zero without a guard or for a call without one.
+func (t *toolCall) key() digest.Digest {
+	if t.g == nil {
+		return digest.Digest{}
+	}
+	k, _ := t.call.Key()
+	return k
+}
+
+// maxAsks bounds the approvals asked for in one call: an answer recorded
+// that does not unlock the call (a signed approval of another call) is
+// followed by another question, at most this many times.
 const maxAsks = 8
 
 // final signs the terminal status the outcome the work reported in box
-// asks for, otherwise when it reported none: nil for an unknown outcome
-// (HC-45).
-func (s *server) final(ctx context.Context, in *handoff.Received, hop handoff.HopID, box *hopwork.Box, otherwise hopwork.Outcome) (*handoff.Signed, error) {
+// asks for, otherwise when it reported none, and records it as the hop's
+// final disposition in the authority ledger (hopcheck.Config.Finish,
+// through g): nil for an unknown outcome (HC-45), and when the hop moved
+// on meanwhile (canceled, or ended by another call).
+func (s *server) final(ctx context.Context, in *handoff.Received, g *evidence.Guard, box *hopwork.Box, otherwise hopwork.Outcome) (*handoff.Signed, error) {
 	want, o := box.Final(otherwise)
 	if want == "" {
 		return nil, nil
 	}
 	st, err := s.cfg.Agent.Reply(ctx, in, want, handoff.ReplyOptions{Effect: o.Effect, Reason: o.Reason, Refs: o.Refs})
-	if err != nil {
+	switch {
+	case errors.Is(err, handoff.ErrState):
+		return nil, nil
+	case err != nil:
 		return nil, err
 	}
-	s.sent(ctx, hop, st)
+	s.sent(ctx, in.Offer().Hop, st)
+	if err := s.guards.Finish(ctx, g, in.Digest(), want, string(o.Reason)); err != nil && s.cfg.Logger != nil {
+		s.cfg.Logger.WarnContext(ctx, "handoff: the hop's final disposition is not in the authority ledger",
+			slog.String("hop", string(in.Offer().Hop)), slog.Any("error", err))
+	}
 	return &st, nil
 }
 
@@ -617,6 +823,10 @@ func (s *server) cancelled(ctx context.Context, ss *mcp.ServerSession, p *mcp.Ca
 	}
 	if binding.Confirm(res, own) != nil {
 		return
+	}
+	if err := s.guards.Finish(ctx, nil, own.Offer, state.Canceled, "canceled by the delegator"); err != nil && s.cfg.Logger != nil {
+		s.cfg.Logger.WarnContext(ctx, "handoff: the hop's final disposition is not in the authority ledger",
+			slog.String("hop", string(own.Hop)), slog.Any("error", err))
 	}
 	if n := res.Notices; len(n) > 0 && s.cfg.OnNotices != nil {
 		s.cfg.OnNotices(ctx, n)

@@ -17,13 +17,24 @@ import (
 
 // ApprovalKey is the status message's metadata key of a pending approval:
 // action, owner, hop (the offer's handoff digest), operation_id,
-// idempotency_key, item, and state, the request state to answer with.
+// idempotency_key, item, and, when the paused call carried them, tool,
+// args (the digest of its canonical arguments), arguments and key (the
+// call's key); and state, the request state to answer with, sealed to
+// that call.
 const ApprovalKey = carry.ExtensionURI + "/approval"
 
 // AnswerKey is the follow-up message's metadata key of the answer:
 // "state", "decision" ("approve" or "deny") and "approval" (a signed
 // approval, compact JWS).
 const AnswerKey = carry.ExtensionURI + "/approval-answer"
+
+// IdempotencyOutcomeKey is the metadata key, in the message that answers instead
+// of running an execution again, of the idempotency key contract's answer
+// (hopcheck.Idempotent): "outcome" ("replayed", "in_flight" or
+// "conflict"), "key", and for a replay "result", the execution's recorded
+// outcome ({"state": the task state it left, "status": the hop's terminal
+// status it signed, base64url}), and "error".
+const IdempotencyOutcomeKey = carry.ExtensionURI + "/idempotency"
 
 // Errors of an answer to a pause.
 var (
@@ -83,8 +94,11 @@ func Ask(ctx context.Context, err error) (Pause, bool) {
 	}
 	pending := pause.Of(req).Map()
 	pending["state"] = sealed
-	return Pause{State: p.a.Pause, Text: fmt.Sprintf("%s must approve %q (operation %q)", req.Owner, req.Action, req.OperationID),
-		Meta: map[string]any{ApprovalKey: pending}}, true
+	text := fmt.Sprintf("%s must approve %q (operation %q)", req.Owner, req.Action, req.OperationID)
+	if !req.Args.IsZero() {
+		text = fmt.Sprintf("%s must approve %q: tool %q, arguments %s (operation %q)", req.Owner, req.Action, req.Tool, req.Args, req.OperationID)
+	}
+	return Pause{State: p.a.Pause, Text: text, Meta: map[string]any{ApprovalKey: pending}}, true
 }
 
 // Pending returns the pending approval a message's metadata carries.
@@ -167,40 +181,6 @@ func (s *Server) resumable(c *call, in *handoff.Received, mine bool) (handoff.Si
 		return handoff.Signed{}, false
 	}
 	return pause.Accepted(in)
-}
-
-// guarded returns the wrapped executor's context, with the hop's guard,
-// g or the application's (Approvals.Guard), under evidence's name
-// (evidence.ContextWithGuard), and the pauser when Approvals is set; an
-// answer the message carries is recorded first, and the executor does not
-// run when it is refused.
-func (s *Server) guarded(ctx context.Context, c *call, in *handoff.Received, g *evidence.Guard) (context.Context, *pauser, error) {
-	g, err := s.guards.GuardOf(ctx, in, g)
-	if err != nil {
-		return ctx, nil, err
-	}
-	a := s.cfg.Approvals
-	meta, _ := c.x.Message()
-	if ans, sealed := answerOf(meta); a != nil && sealed != "" {
-		if g == nil {
-			return ctx, nil, fmt.Errorf("handoff: no evidence guard for the hop to record the answer in")
-		}
-		operator, ok := c.x.Operator(ctx)
-		if !ok {
-			operator = string(c.peer)
-		}
-		if err := pause.Take(ctx, a.Key, sealed, in, a.config().Time(), g, pause.AnswerOf(ans), operator); err != nil {
-			return ctx, nil, err
-		}
-	}
-	if g != nil {
-		ctx = evidence.ContextWithGuard(ctx, g)
-	}
-	if a == nil || g == nil {
-		return ctx, nil, nil
-	}
-	p := &pauser{a: a, in: in}
-	return context.WithValue(ctx, keyPauser, p), p, nil
 }
 
 func refusedText(err error) string {

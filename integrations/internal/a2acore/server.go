@@ -43,6 +43,8 @@ package a2acore
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -59,6 +61,7 @@ import (
 	"github.com/agentproto/handoff/integrations/internal/binding"
 	"github.com/agentproto/handoff/integrations/internal/hopcheck"
 	"github.com/agentproto/handoff/integrations/internal/hopwork"
+	"github.com/agentproto/handoff/integrations/internal/pause"
 	"github.com/agentproto/handoff/integrations/observe"
 )
 
@@ -148,9 +151,12 @@ type Exchange interface {
 	// Operator returns Approvals.Operator's answer, false when it is nil.
 	Operator(ctx context.Context) (string, bool)
 
-	// Reply answers without changing any task's state, with text and st
-	// (nil: none) in the answer's message.
-	Reply(ctx context.Context, text string, st *handoff.Signed) error
+	// Reply answers without changing any task's state, with text, st
+	// (nil: none) and meta merged into the answer's message metadata.
+	Reply(ctx context.Context, text string, st *handoff.Signed, meta map[string]any) error
+	// Parts returns the message's parts as JSON (nil without a message):
+	// the arguments of the call its execution is (Server.run).
+	Parts() []byte
 	// SetState puts the task in the state s (A2A 1.0 spelling), with text
 	// and st in its status message and meta merged into its metadata; a
 	// new task is made then.
@@ -189,7 +195,7 @@ func (s *Server) Execute(ctx context.Context, x Exchange) error {
 		end(nil, nil)
 		text := "handoff required: " + err.Error()
 		if c.task != nil {
-			return x.Reply(ctx, text, nil) // the task stays as it is
+			return x.Reply(ctx, text, nil, nil) // the task stays as it is
 		}
 		return x.Refuse(ctx, text, err)
 	}
@@ -214,7 +220,7 @@ func (s *Server) Execute(ctx context.Context, x Exchange) error {
 	span.Received(in, err)
 	if err != nil {
 		if c.task != nil {
-			return x.Reply(ctx, "handoff: the offer could not be decided", nil) // the task stays as it is
+			return x.Reply(ctx, "handoff: the offer could not be decided", nil, nil) // the task stays as it is
 		}
 		return fmt.Errorf("handoff: offer refused: %w", err) // fail closed
 	}
@@ -237,13 +243,13 @@ func (s *Server) answer(ctx context.Context, c *call, in *handoff.Received) erro
 		if mine {
 			return c.x.SetState(ctx, Rejected, text, st, nil)
 		}
-		return c.x.Reply(ctx, text, st)
+		return c.x.Reply(ctx, text, st, nil)
 	}
 	sign := func(want state.State, o handoff.ReplyOptions) (*handoff.Signed, error) {
 		st, err := s.reply(ctx, in, hop, want, o)
 		if err != nil && !mine {
 			// A stranger's message does not end the task with an error.
-			return nil, c.x.Reply(ctx, "handoff: no status could be signed", nil)
+			return nil, c.x.Reply(ctx, "handoff: no status could be signed", nil, nil)
 		}
 		return &st, err
 	}
@@ -259,16 +265,16 @@ func (s *Server) answer(ctx context.Context, c *call, in *handoff.Received) erro
 		// Never processed again (HC-38): answer with what was sent before.
 		if last, ok := in.LastStatus(); ok {
 			s.sent(ctx, hop, last)
-			return c.x.Reply(ctx, "retransmission: last status resent", &last)
+			return c.x.Reply(ctx, "retransmission: last status resent", &last, nil)
 		}
 		if in.OwesAccepted() {
 			st, err := sign(state.Accepted, handoff.ReplyOptions{})
 			if st == nil || err != nil {
 				return err
 			}
-			return c.x.Reply(ctx, "retransmission: work taken", st)
+			return c.x.Reply(ctx, "retransmission: work taken", st, nil)
 		}
-		return c.x.Reply(ctx, "retransmission: not decided yet", nil)
+		return c.x.Reply(ctx, "retransmission: not decided yet", nil, nil)
 
 	case in.Equivocation() != "":
 		if in.Equivocation() == state.AnswerFinishFirst {
@@ -302,12 +308,15 @@ func (s *Server) answer(ctx context.Context, c *call, in *handoff.Received) erro
 		if st == nil || err != nil {
 			return err
 		}
-		return c.x.Reply(ctx, "rejected: the task runs another hop", st)
+		return c.x.Reply(ctx, "rejected: the task runs another hop", st, nil)
 	}
 	// The handoff package beside the offer, checked before any work
 	// (ServerConfig.Evidence): one that fails is the offer's refusal.
 	chk, err := s.check(ctx, c, in)
 	if err != nil {
+		return fmt.Errorf("handoff: offer not decided: %w", err) // fail closed
+	}
+	if err := s.guards.Acknowledge(ctx, chk); err != nil {
 		return fmt.Errorf("handoff: offer not decided: %w", err) // fail closed
 	}
 	if chk.Refused {
@@ -323,6 +332,20 @@ func (s *Server) answer(ctx context.Context, c *call, in *handoff.Received) erro
 	}
 	return s.run(ctx, c, in, "accepted", st, chk.Guard)
 }
+
+// unit is the call of the execution for the message, with parts, that
+// carried the offer of in: named by the hop, its arguments the digest of
+// the message's parts (so that a message of any size has a call of a few
+// octets).
+func unit(in *handoff.Received, parts []byte) evidence.Call {
+	args := `{"parts":"` + digest.SHA256(parts).String() + `"}`
+	return evidence.Call{Hop: in.Digest(), Action: UnitAction, Args: []byte(args), IdempotencyKey: in.Digest().String()}
+}
+
+// UnitAction is the action an A2A execution is recorded under in the
+// authority ledger, when the wrapper claims it (Server.run): it is not an
+// action of the package, and authorizes nothing.
+const UnitAction = "a2a.message"
 
 // check checks the handoff package the message carries beside the offer
 // of in (hopcheck.Config.Check).
@@ -340,9 +363,9 @@ func (s *Server) resume(ctx context.Context, c *call, in *handoff.Received, acce
 	chk, err := s.check(ctx, c, in)
 	switch {
 	case err != nil:
-		return c.x.Reply(ctx, "handoff: the hop's work does not resume: "+err.Error(), nil)
+		return c.x.Reply(ctx, "handoff: the hop's work does not resume: "+err.Error(), nil, nil)
 	case chk.Refused:
-		return c.x.Reply(ctx, "handoff: the hop's work does not resume: "+chk.Detail, nil)
+		return c.x.Reply(ctx, "handoff: the hop's work does not resume: "+chk.Detail, nil, nil)
 	}
 	return s.run(ctx, c, in, "resumed", accepted, chk.Guard)
 }
@@ -351,6 +374,22 @@ func (s *Server) resume(ctx context.Context, c *call, in *handoff.Received, acce
 // for work resumed) and the task's binding to the hop, and runs the
 // wrapped executor of an accepted or resumed hop with the Received in its
 // context, and g, the guard its package gave, or the application's.
+//
+// With a guard, each execution is the hop's unit of work, run once under
+// the idempotency key contract (evidence.Guard.Once), so that no message
+// runs the executor twice, on any replica sharing the guard's ledger: the
+// execution for the message that carried the offer is claimed under the
+// hop (its offer's handoff digest, with the digest of the message's parts
+// as the call's arguments); the one for an answer to a pause of Ask, under the pause,
+// once, by the one answer that takes it (pause.Take), which records the
+// approval of exactly the paused call first. Any other presentation of
+// the same execution changes no task: it is answered with a message that
+// carries the contract's answer under IdempotencyOutcomeKey (replayed, with the
+// recorded outcome; in flight; conflict) and the hop's last status. The
+// execution that resumes the executor's own pause (the input it asked
+// for, as ADK's tool confirmation) is not claimed here: the executor
+// binds its answer, and ADK's plugin runs each tool call once under its
+// key.
 //
 // A refusal before any effect closes the hop (hopcheck.Closes): an answer
 // that declines the approval, or comes once the offer expired, before the
@@ -361,45 +400,141 @@ func (s *Server) resume(ctx context.Context, c *call, in *handoff.Received, acce
 // several messages (a pause and its answer): the terminal status of its
 // hop, in the status message of the task's terminal state, closes both.
 func (s *Server) run(ctx context.Context, c *call, in *handoff.Received, text string, st handoff.Signed, g *evidence.Guard) error {
-	hop := hopwork.Verified(in).Hop
-	gctx, p, err := s.guarded(ctx, c, in, g)
+	g, err := s.guards.GuardOf(ctx, in, g)
 	if err != nil {
-		if hopcheck.Closes(err) {
-			sts, _, serr := s.final(ctx, in, hop, hopcheck.Closed)
-			if serr != nil {
-				return serr
-			}
-			return c.x.SetState(ctx, Failed, refusedText(err), sts, nil) // the executor does not run
+		return s.refused(ctx, c, in, nil, err)
+	}
+	a := s.cfg.Approvals
+	meta, _ := c.x.Message()
+	ans, sealed := answerOf(meta)
+	var b pause.Bound
+	if a != nil && sealed != "" {
+		if g == nil {
+			return s.refused(ctx, c, in, nil, fmt.Errorf("handoff: no evidence guard for the hop to record the answer in"))
 		}
-		return c.x.SetState(ctx, s.paused(), refusedText(err), nil, nil) // the executor does not run
+		if b, err = pause.Open(a.Key, sealed, in.Digest(), a.config().Time()); err != nil {
+			return s.refused(ctx, c, in, g, err)
+		}
 	}
+	if g != nil {
+		ctx = evidence.ContextWithGuard(ctx, g)
+	}
+	x := &execution{s: s, c: c, in: in, text: text, st: st, g: g}
+	if a != nil && g != nil {
+		x.p = &pauser{a: a, in: in}
+	}
+	switch {
+	case g == nil:
+		_, err = x.run(ctx)
+	case a != nil && sealed != "":
+		operator, ok := c.x.Operator(ctx)
+		if !ok {
+			operator = string(c.peer)
+		}
+		_, err = pause.Take(ctx, g, b, pause.AnswerOf(ans), operator, x.run)
+	case c.task == nil:
+		_, err = g.Once(ctx, unit(in, c.x.Parts()), x.run)
+	default:
+		_, err = x.run(ctx)
+	}
+	if x.ran || err == nil {
+		s.unsettled(ctx, in, err)
+		return x.err
+	}
+	return s.refused(ctx, c, in, g, err)
+}
+
+// unsettled logs an execution whose outcome the ledger did not record
+// (evidence.ErrUnsettled): it stays in flight there, and is never run
+// again until an operator settles it.
+func (s *Server) unsettled(ctx context.Context, in *handoff.Received, err error) {
+	if errors.Is(err, evidence.ErrUnsettled) && s.cfg.Logger != nil {
+		s.cfg.Logger.WarnContext(ctx, "handoff: the outcome of the hop's execution is not in the authority ledger",
+			slog.String("hop", string(hopwork.Verified(in).Hop)), slog.Any("error", err))
+	}
+}
+
+// refused answers a message whose execution did not run, for err: the
+// idempotency key contract's answer, and no task changed; the hop's end,
+// recorded in the ledger (by a replica), and no task changed; a refusal before any effect (hopcheck.Closes), which ends
+// the hop with "failed" and no refs, in TASK_STATE_FAILED; any other,
+// which leaves the task paused (an answer that cannot be used). A hop
+// that ended meanwhile changes no task.
+func (s *Server) refused(ctx context.Context, c *call, in *handoff.Received, g *evidence.Guard, err error) error {
+	if m, ok := hopcheck.Idempotent(err, digest.Digest{}); ok {
+		return c.x.Reply(ctx, "idempotency: "+fmt.Sprint(m["outcome"]), nil, map[string]any{IdempotencyOutcomeKey: m})
+	}
+	if hopcheck.Ended(err) {
+		return c.x.Reply(ctx, "handoff: the hop ended: "+err.Error(), nil, nil)
+	}
+	if hopcheck.Closes(err) {
+		sts, _, serr := s.final(ctx, in, g, hopwork.Verified(in).Hop, hopcheck.Closed)
+		switch {
+		case serr != nil:
+			return serr
+		case sts == nil:
+			return c.x.Reply(ctx, "handoff: the hop ended: "+refusedText(err), nil, nil)
+		}
+		return c.x.SetState(ctx, Failed, refusedText(err), sts, nil) // the executor does not run
+	}
+	return c.x.SetState(ctx, s.paused(), refusedText(err), nil, nil) // the task stays paused
+}
+
+// execution is one run of the wrapped executor for a message of the hop.
+type execution struct {
+	s    *Server
+	c    *call
+	in   *handoff.Received
+	text string
+	st   handoff.Signed
+	g    *evidence.Guard
+	p    *pauser
+
+	ran bool  // the executor's run started
+	err error // the error it ended with, as the line returns it
+}
+
+// run sets the task working and runs the executor; the outcome it returns
+// is the task state the execution left, and the hop's terminal status if
+// it signed one, as JSON.
+func (x *execution) run(ctx context.Context) ([]byte, error) {
+	s, c, in := x.s, x.c, x.in
+	x.ran = true
 	bind := Bind(in)
-	if err := c.x.SetState(ctx, Working, text, &st, bind); err != nil {
-		return err
+	if err := c.x.SetState(ctx, Working, x.text, &x.st, bind); err != nil {
+		x.err = err
+		return nil, err
 	}
-	wctx, box, done := s.running.Start(context.WithValue(gctx, keyReceived, in), in)
+	if x.p != nil {
+		ctx = context.WithValue(ctx, keyPauser, x.p)
+	}
+	if c.peer != "" {
+		ctx = WithPeer(ctx, c.peer) // who the transport authenticated for this message
+	}
+	wctx, box, done := s.running.Start(context.WithValue(ctx, keyReceived, in), in)
 	defer done()
-	if p != nil {
-		p.box = box
+	if x.p != nil {
+		x.p.box = box
 	}
-	w := &Work{s: s, ctx: ctx, in: in, box: box, bind: bind}
-	err = c.x.Run(context.WithValue(wctx, keyOutcome, box), w)
-	if err == nil || !hopcheck.Closes(err) {
-		return err
+	w := &Work{s: s, ctx: ctx, in: in, g: x.g, box: box, bind: bind}
+	err := c.x.Run(context.WithValue(wctx, keyOutcome, box), w)
+	if err != nil && hopcheck.Closes(err) {
+		// The executor ended with a refusal of the hop's guard: the hop
+		// ends with what the work reported, or with no effect.
+		if sts, hs, serr := w.final(hopcheck.Closed); serr == nil && sts != nil {
+			err = c.x.SetState(ctx, TaskState(hs), err.Error(), sts, nil)
+			w.set(TaskState(hs))
+		}
 	}
-	// The executor ended with a refusal of the hop's guard: the hop ends
-	// with what the work reported, or with no effect.
-	sts, hs, serr := w.final(hopcheck.Closed)
-	if serr != nil || sts == nil {
-		return err
-	}
-	return c.x.SetState(ctx, TaskState(hs), err.Error(), sts, nil)
+	x.err = err
+	return w.outcome(), err
 }
 
 // final signs the terminal status of an outcome o, for a hop whose work
-// did not run; nil when the hop moved on meanwhile (canceled and
-// answered, or ended by another call).
-func (s *Server) final(ctx context.Context, in *handoff.Received, hop handoff.HopID, o hopwork.Outcome) (*handoff.Signed, state.State, error) {
+// did not run, and records it as the hop's final disposition in the
+// authority ledger (through g); nil when the hop moved on meanwhile
+// (canceled and answered, or ended by another call).
+func (s *Server) final(ctx context.Context, in *handoff.Received, g *evidence.Guard, hop handoff.HopID, o hopwork.Outcome) (*handoff.Signed, state.State, error) {
 	var b hopwork.Box
 	want, o := b.Final(o)
 	st, err := s.reply(ctx, in, hop, want, handoff.ReplyOptions{Effect: o.Effect, Reason: o.Reason, Refs: o.Refs})
@@ -409,7 +544,18 @@ func (s *Server) final(ctx context.Context, in *handoff.Received, hop handoff.Ho
 	case err != nil:
 		return nil, want, err
 	}
+	s.finished(ctx, in, g, want, o)
 	return &st, want, nil
+}
+
+// finished records the hop's final disposition, the terminal state it
+// signed, in the authority ledger (hopcheck.Config.Finish); a ledger that
+// cannot record it is logged, and the status, signed, goes out.
+func (s *Server) finished(ctx context.Context, in *handoff.Received, g *evidence.Guard, want state.State, o hopwork.Outcome) {
+	if err := s.guards.Finish(ctx, g, in.Digest(), want, string(o.Reason)); err != nil && s.cfg.Logger != nil {
+		s.cfg.Logger.WarnContext(ctx, "handoff: the hop's final disposition is not in the authority ledger",
+			slog.String("hop", string(hopwork.Verified(in).Hop)), slog.Any("error", err))
+	}
 }
 
 // paused is the task state of a pause whose answer was refused.
@@ -446,11 +592,38 @@ type Work struct {
 	s    *Server
 	ctx  context.Context // the call's, not canceled with the work
 	in   *handoff.Received
+	g    *evidence.Guard // the hop's, if any
 	box  *hopwork.Box
 	bind map[string]any
 
-	mu   sync.Mutex
-	done bool // a terminal status was signed
+	mu     sync.Mutex
+	done   bool            // a terminal status was signed
+	last   string          // the last task state the execution set
+	status *handoff.Signed // the terminal status signed
+}
+
+// set records ts as the last task state the execution set.
+func (w *Work) set(ts string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.last = ts
+}
+
+// outcome is the execution's outcome, as the ledger records it: the last
+// task state it set and the hop's terminal status if it signed one
+// ({"state": ..., "status": base64url}).
+func (w *Work) outcome() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	o := map[string]any{}
+	if w.last != "" {
+		o["state"] = w.last
+	}
+	if w.status != nil {
+		o["status"] = base64.RawURLEncoding.EncodeToString(w.status.Octets)
+	}
+	b, _ := json.Marshal(o)
+	return b
 }
 
 // Status returns the status to attach to the status message of the task
@@ -459,6 +632,7 @@ type Work struct {
 // when the outcome is known; nil for the host protocol's own states, for
 // an unknown outcome (HC-45), or once a terminal status was signed.
 func (w *Work) Status(ts string) (*handoff.Signed, state.State, error) {
+	w.set(ts)
 	var otherwise hopwork.Outcome
 	switch ts {
 	case Completed:
@@ -489,6 +663,10 @@ func (w *Work) final(otherwise hopwork.Outcome) (*handoff.Signed, state.State, e
 		w.mu.Unlock()
 		return nil, "", err
 	}
+	w.mu.Lock()
+	w.status = &st
+	w.mu.Unlock()
+	w.s.finished(w.ctx, w.in, w.g, want, o)
 	return &st, want, nil
 }
 
@@ -598,6 +776,10 @@ func (s *Server) Cancel(ctx context.Context, r CancelRequest, cancel func(contex
 		// Not the delegator's verified "canceled" of this task's hop: the
 		// task goes on.
 		return fmt.Errorf("%w: cancel task %s: the handoff status was refused: %w", r.Invalid, r.TaskID, err)
+	}
+	if err := s.guards.Finish(ctx, nil, own.Offer, state.Canceled, "canceled by the delegator"); err != nil && s.cfg.Logger != nil {
+		s.cfg.Logger.WarnContext(ctx, "handoff: the hop's final disposition is not in the authority ledger",
+			slog.String("hop", string(own.Hop)), slog.Any("error", err))
 	}
 	if n := res.Notices; len(n) > 0 && s.cfg.OnNotices != nil {
 		s.cfg.OnNotices(ctx, n)

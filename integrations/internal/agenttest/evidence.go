@@ -5,6 +5,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +18,8 @@ import (
 	"github.com/agentproto/handoff/evidence"
 	"github.com/agentproto/handoff/evidence/authority"
 	"github.com/agentproto/handoff/integrations/internal/hopwork"
+	"github.com/agentproto/handoff/internal/ecsig"
+	"github.com/agentproto/handoff/jws"
 	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/state"
@@ -78,6 +84,26 @@ func Deliver(o *handoff.Offer) (ref.Ref, ref.Object, error) {
 	return evidence.NewBuilder(Package(o)).Deliver(evidence.BuildOptions{})(o)
 }
 
+// OtherOffers is a Deliver that carries a package bound to another offer
+// of the delegator a to to, under this offer's reference to it: a package
+// the check refuses.
+func OtherOffers(tb testing.TB, a *handoff.Agent, to handoff.AgentID) func(*handoff.Offer) (ref.Ref, ref.Object, error) {
+	return func(o *handoff.Offer) (ref.Ref, ref.Object, error) {
+		var other ref.Object
+		_, err := a.Offer(context.Background(), handoff.OfferParams{To: to, Dialog: o.Dialog,
+			Deliver: func(o2 *handoff.Offer) (ref.Ref, ref.Object, error) {
+				r, obj, err := Deliver(o2)
+				other = obj
+				return r, obj, err
+			}})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		r, _, err := Deliver(o)
+		return r, other, err
+	}
+}
+
 // Host is the delegate's evidence.HostConfig over the Evidence's ledger,
 // trust and clock, with the artifact the package cites.
 func (e *Evidence) Host() *evidence.HostConfig {
@@ -112,6 +138,12 @@ func Package(o *handoff.Offer) evidence.Package {
 // Guard checks the package delivered with in's offer and returns the
 // guard of its hop, over the shared ledger.
 func (e *Evidence) Guard(ctx context.Context, in *handoff.Received) (*evidence.Guard, error) {
+	return e.GuardOn(ctx, in, e.Ledger)
+}
+
+// GuardOn is Guard over the ledger l: a replica's own handle on a ledger
+// replicas share.
+func (e *Evidence) GuardOn(ctx context.Context, in *handoff.Received, l authority.Ledger) (*evidence.Guard, error) {
 	e.mu.Lock()
 	pkg := e.pkgs[hopwork.Verified(in).Hop]
 	e.mu.Unlock()
@@ -123,13 +155,30 @@ func (e *Evidence) Guard(ctx context.Context, in *handoff.Received) (*evidence.G
 	if !rep.Acceptable() {
 		e.tb.Errorf("the package did not pass: %v", rep.Findings())
 	}
-	return evidence.NewGuard(ctx, rep, evidence.GuardConfig{Ledger: e.Ledger, Trust: e.Trust, Now: e.Now})
+	return evidence.NewGuard(ctx, rep, evidence.GuardConfig{Ledger: l, Trust: e.Trust, Now: e.Now})
 }
 
 // SignedApprovals gives the owner of the package's pending approval a key
 // the guards' Trust binds to it, and returns the owner's signer of
 // approval statements for one operation on a hop, valid for a minute.
 func (e *Evidence) SignedApprovals() func(hop digest.Digest, op string) []byte {
+	o := e.Owner()
+	return func(hop digest.Digest, op string) []byte {
+		return o.Sign(o.Statement(hop, op))
+	}
+}
+
+// OwnerKey is the key of the owner of the package's pending approval,
+// which the guards' Trust binds to it.
+type OwnerKey struct {
+	e   *Evidence
+	key *ecdsa.PrivateKey
+	kid string
+}
+
+// Owner gives the owner of the package's pending approval a key the
+// guards' Trust binds to it.
+func (e *Evidence) Owner() *OwnerKey {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		e.tb.Fatal(err)
@@ -141,18 +190,87 @@ func (e *Evidence) SignedApprovals() func(hop digest.Digest, op string) []byte {
 	if e.Trust, err = handoff.NewTrust(map[handoff.AgentID][]handoff.TrustedKey{Owner: {sg.Key()}}); err != nil {
 		e.tb.Fatal(err)
 	}
-	return func(hop digest.Digest, op string) []byte {
-		now := time.Now()
-		if e.Now != nil {
-			now = e.Now()
-		}
-		signed, err := evidence.SignApproval(evidence.ApprovalStatement{Hop: hop.String(), Action: MustAsk, OperationID: op,
-			Approver: Owner, Iat: now.Add(-time.Second).Unix(), Exp: now.Add(time.Minute).Unix()}, key, "ES256")
-		if err != nil {
-			e.tb.Fatal(err)
-		}
-		return signed
+	kid, err := jws.Thumbprint(key.Public())
+	if err != nil {
+		e.tb.Fatal(err)
 	}
+	return &OwnerKey{e: e, key: key, kid: kid}
+}
+
+// Statement is the owner's statement approving MustAsk for operation op
+// on hop, valid for a minute from the Evidence's now.
+func (o *OwnerKey) Statement(hop digest.Digest, op string) evidence.ApprovalStatement {
+	now := time.Now()
+	if o.e.Now != nil {
+		now = o.e.Now()
+	}
+	return evidence.ApprovalStatement{Hop: hop.String(), Action: MustAsk, OperationID: op,
+		Approver: Owner, Iat: now.Add(-time.Second).Unix(), Exp: now.Add(time.Minute).Unix()}
+}
+
+// Sign signs st (evidence.SignApproval).
+func (o *OwnerKey) Sign(st evidence.ApprovalStatement) []byte {
+	signed, err := evidence.SignApproval(st, o.key, jws.ES256)
+	if err != nil {
+		o.e.tb.Fatal(err)
+	}
+	return signed
+}
+
+// Variants returns st signed, and three other presentations of the same
+// statement that anyone relaying it can make or the owner may send: the
+// high-S twin (r, n-s) of that signature, which needs no key; a second
+// signature; and a re-encoding of the statement (members in another
+// order, white space, an escape), signed. All four are one grant.
+func (o *OwnerKey) Variants(st evidence.ApprovalStatement) [][]byte {
+	signed := o.Sign(st)
+	parts := strings.Split(string(signed), ".")
+	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil {
+		o.e.tb.Fatal(err)
+	}
+	twinSig, err := ecsig.Twin(jws.ES256, sig)
+	if err != nil {
+		o.e.tb.Fatal(err)
+	}
+	twin := []byte(parts[0] + "." + parts[1] + "." + base64.RawURLEncoding.EncodeToString(twinSig))
+	st.Type = evidence.ApprovalType
+	payload, err := json.Marshal(st)
+	if err != nil {
+		o.e.tb.Fatal(err)
+	}
+	again, err := jws.Sign(payload, o.key, jws.ES256, o.kid, rand.Reader)
+	if err != nil {
+		o.e.tb.Fatal(err)
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &members); err != nil {
+		o.e.tb.Fatal(err)
+	}
+	names := make([]string, 0, len(members))
+	for n := range members {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	slices.Reverse(names)
+	var b strings.Builder
+	b.WriteString(" {")
+	for i, n := range names {
+		if i > 0 {
+			b.WriteString(" ,\n ")
+		}
+		v := string(members[n])
+		if n == "type" {
+			v = `"\u0061pproval"`
+		}
+		b.WriteString(`"` + n + `" : ` + v)
+	}
+	b.WriteString("} ")
+	reencoded, err := jws.Sign([]byte(b.String()), o.key, jws.ES256, o.kid, nil)
+	if err != nil {
+		o.e.tb.Fatal(err)
+	}
+	return [][]byte{signed, twin, again, reencoded}
 }
 
 // Clock is a settable clock: a hop's timeout passes without a sleep.

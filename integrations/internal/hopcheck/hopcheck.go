@@ -2,19 +2,26 @@
 // package that travels beside an offer (evidence.HostConfig): it is read
 // from the host's metadata after the offer passed the receive checks,
 // checked against the verified offer before any work (evidence.
-// CheckReceived), and gives the hop's guard (evidence.NewGuard); and,
-// with or without a package, which source gives a hop its guard, and
-// which refusals of the guard end the hop with "failed" (Closes).
+// CheckReceived), and gives the hop's guard (evidence.NewGuard); the
+// system of record's copy of the hop's acknowledgement and final
+// disposition (Acknowledge, Finish); and, with or without a package,
+// which source gives a hop its guard, which refusals of the guard end
+// the hop with "failed" (Closes), and how a refusal of the idempotency
+// key contract travels (Idempotent).
 package hopcheck
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/carriage"
+	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence"
+	"github.com/agentproto/handoff/evidence/authority"
 	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/state"
@@ -58,6 +65,8 @@ type Checked struct {
 	// Detail (the failing findings), and no work runs.
 	Refused bool
 	Detail  string
+
+	rep *evidence.Report // the report, when the package was checked
 }
 
 // Check checks obj, the package that came beside in's offer (read is how
@@ -94,14 +103,64 @@ func (c Config) Check(ctx context.Context, in *handoff.Received, obj ref.Object,
 		return refused("evidence: " + err.Error()), nil // it does not decode, or is too large
 	case !rep.Acceptable():
 		ch := refused(rep.Detail())
-		ch.Refs = []ref.Ref{rep.PackageRef()}
+		ch.Refs, ch.rep = []ref.Ref{rep.PackageRef()}, rep
 		return ch, nil
 	}
 	g, err := evidence.NewGuard(ctx, rep, h.Guard)
 	if err != nil {
 		return Checked{}, fmt.Errorf("handoff: no evidence guard for the hop: %w", err)
 	}
-	return Checked{Guard: g, Refs: []ref.Ref{rep.PackageRef()}}, nil
+	return Checked{Guard: g, Refs: []ref.Ref{rep.PackageRef()}, rep: rep}, nil
+}
+
+// Acknowledge records in the authority ledger, the system of record, the
+// acknowledgement of the hop whose package ch checked, as the delegate
+// answers the offer: "accepted", or "rejected" with the finding codes
+// (evidence.RecordAcknowledgement); for a rejected one, also its final
+// disposition, "rejected". A hop acknowledged already the same way, by
+// this process or a replica, is left as it is. It records nothing for an
+// offer whose package was not checked (none came, or it did not decode).
+// The error is the ledger's: the offer is then not decided.
+func (c Config) Acknowledge(ctx context.Context, ch Checked) error {
+	if c.Evidence == nil || ch.rep == nil {
+		return nil
+	}
+	l, now := c.Evidence.Guard.Ledger, c.now()
+	err := evidence.RecordAcknowledgement(ctx, l, ch.rep, now)
+	if err == nil && ch.Refused {
+		err = l.Finish(ctx, ch.rep.OfferDigest().String(), authority.Final{State: string(state.Rejected), Detail: ch.Detail, At: now})
+	}
+	if errors.Is(err, authority.ErrConflict) {
+		return nil // acknowledged first by a replica: its record stands
+	}
+	return err
+}
+
+// Finish records the final disposition of a hop in the authority ledger:
+// the terminal state the delegate signed, through g (evidence.Guard.
+// Finish, which stops every guard of the hop), or, with no guard at hand
+// (a "canceled" the delegator sent), in the ledger of ServerConfig.
+// Evidence under the hop's offer digest. A hop finished already is left
+// as it is: its first disposition stands.
+func (c Config) Finish(ctx context.Context, g *evidence.Guard, offer digest.Digest, s state.State, detail string) error {
+	var err error
+	switch {
+	case g != nil:
+		err = g.Finish(ctx, s, detail)
+	case c.Evidence != nil && !offer.IsZero():
+		err = c.Evidence.Guard.Ledger.Finish(ctx, offer.String(), authority.Final{State: string(s), Detail: detail, At: c.now()})
+	}
+	if errors.Is(err, authority.ErrConflict) {
+		return nil
+	}
+	return err
+}
+
+func (c Config) now() time.Time {
+	if c.Evidence != nil && c.Evidence.Guard.Now != nil {
+		return c.Evidence.Guard.Now()
+	}
+	return time.Now()
 }
 
 func refused(detail string) Checked { return Checked{Refused: true, Detail: detail} }
@@ -137,10 +196,78 @@ func (c Config) GuardOf(ctx context.Context, in *handoff.Received, checked *evid
 // took no effect, and the draft's "failed" with no refs says exactly that
 // (section 4: '"failed" with no refs tells the delegator that the work
 // took no effect', HC-44); "rejected" is not for a hop taken (HC-24).
+//
+// A refusal of the idempotency key contract (Idempotent: the same call
+// replayed, in flight, or its operation used by another call) does not:
+// the hop's work ran, or runs, under that key, and its outcome is the
+// hop's. Neither does an answer for another call than the one that paused
+// (evidence.ErrApprovalMismatch): the pause still waits for its own; nor
+// a refusal because the hop's final disposition is recorded
+// (evidence.ErrFinished, Ended): it ended, here or on a replica.
 func Closes(err error) bool {
 	var r *evidence.Refusal
+	switch {
+	case errors.Is(err, evidence.ErrInFlight), errors.Is(err, evidence.ErrReplayed),
+		errors.Is(err, evidence.ErrIdempotencyConflict), errors.Is(err, evidence.ErrApprovalMismatch),
+		Ended(err):
+		return false
+	}
 	return errors.As(err, &r) || errors.Is(err, pause.ErrDeclined) || errors.Is(err, pause.ErrExpired)
 }
+
+// The outcomes of the idempotency key contract, as every host names them
+// in the answer it gives instead of running the work again (the
+// agentic-commerce protocol's Idempotent-Replayed, idempotency_in_flight
+// and idempotency_conflict).
+const (
+	Replayed = "replayed"
+	InFlight = "in_flight"
+	Conflict = "conflict"
+)
+
+// Idempotent returns the answer to a call the idempotency key contract
+// refused (err wraps evidence.ErrReplayed, ErrInFlight or
+// ErrIdempotencyConflict), as every host carries it: a JSON object with
+// "outcome" (Replayed, InFlight or Conflict), "key" (the call's key,
+// evidence.Call.Key) and, for a replay, "result", the outcome recorded
+// the first time (a JSON value as the host recorded it), and "error", the
+// error it ended with, if any; "error" says why for the other two. It
+// reports false for any other error.
+func Idempotent(err error, key digest.Digest) (map[string]any, bool) {
+	var r *evidence.Refusal
+	m := map[string]any{}
+	if !key.IsZero() {
+		m["key"] = key.String()
+	}
+	switch {
+	case errors.Is(err, evidence.ErrReplayed):
+		m["outcome"] = Replayed
+		if errors.As(err, &r) && r.Outcome != nil {
+			var v any
+			if len(r.Outcome.Result) > 0 && json.Unmarshal(r.Outcome.Result, &v) == nil {
+				m["result"] = v
+			} else if len(r.Outcome.Result) > 0 {
+				m["result"] = string(r.Outcome.Result)
+			}
+			if r.Outcome.Error != "" {
+				m["error"] = r.Outcome.Error
+			}
+		}
+	case errors.Is(err, evidence.ErrInFlight):
+		m["outcome"], m["error"] = InFlight, "the same call is in flight: retry later"
+	case errors.Is(err, evidence.ErrIdempotencyConflict):
+		m["outcome"], m["error"] = Conflict, "the operation was used by another call (other arguments, action or tool)"
+	default:
+		return nil, false
+	}
+	return m, true
+}
+
+// Ended reports whether err is a refusal because the hop's final
+// disposition is recorded in the authority ledger (evidence.ErrFinished):
+// the hop ended, here or on a replica sharing the ledger, and the answer
+// changes nothing of it.
+func Ended(err error) bool { return errors.Is(err, evidence.ErrFinished) }
 
 // Closed is the outcome of a hop's work ended by a refusal before any
 // effect: "failed", no refs, reason "policy".

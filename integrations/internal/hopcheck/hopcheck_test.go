@@ -13,7 +13,9 @@ import (
 	"github.com/agentproto/handoff/carriage"
 	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence"
+	"github.com/agentproto/handoff/evidence/authority"
 	"github.com/agentproto/handoff/ref"
+	"github.com/agentproto/handoff/state"
 
 	"github.com/agentproto/handoff/integrations/internal/agenttest"
 	"github.com/agentproto/handoff/integrations/internal/hopcheck"
@@ -45,16 +47,23 @@ func received(t *testing.T, p handoff.OfferParams) (*handoff.Received, ref.Objec
 	return in, obj
 }
 
+// checked is the check of a package that passes, by a host over a ledger
+// of its own.
+func checked(t *testing.T) (*agenttest.Evidence, hopcheck.Config, *handoff.Received, hopcheck.Checked) {
+	t.Helper()
+	e := agenttest.NewEvidence(t)
+	cfg := hopcheck.Config{Evidence: e.Host()}
+	in, obj := received(t, handoff.OfferParams{Deliver: agenttest.Deliver})
+	ch, err := cfg.Check(context.Background(), in, obj, nil)
+	require.NoError(t, err)
+	return e, cfg, in, ch
+}
+
 // Each way a package can come with an offer, or not, and what the check
 // makes of it: a guard, a refusal with the findings, or nothing to check.
 func TestCheck(t *testing.T) {
 	ctx := context.Background()
-	e := agenttest.NewEvidence(t)
-	cfg := hopcheck.Config{Evidence: e.Host()}
-
-	in, obj := received(t, handoff.OfferParams{Deliver: agenttest.Deliver})
-	ch, err := cfg.Check(ctx, in, obj, nil)
-	require.NoError(t, err)
+	e, _, in, ch := checked(t)
 	require.False(t, ch.Refused, ch.Detail)
 	require.NotNil(t, ch.Guard)
 	require.True(t, ch.Guard.Hop().Equal(in.Digest()))
@@ -88,7 +97,7 @@ func TestCheck(t *testing.T) {
 			assert.Equal(t, evidence.ReasonEvidence, ch.Rejected().Reason, name)
 		}
 	}
-	ch, err = hopcheck.Config{}.Check(ctx, in, ref.Object{}, absent)
+	ch, err := hopcheck.Config{}.Check(ctx, in, ref.Object{}, absent)
 	require.NoError(t, err)
 	assert.Equal(t, hopcheck.Checked{}, ch, "a host that checks no package")
 }
@@ -122,4 +131,78 @@ func TestCloses(t *testing.T) {
 	assert.True(t, hopcheck.Closes(err), "a pause the offer's expiry ended")
 	assert.False(t, hopcheck.Closes(errors.New("other")))
 	assert.False(t, hopcheck.Closes(nil))
+	// The idempotency key contract's answers, an answer for another call,
+	// and a hop finished (by a replica) close nothing.
+	for _, e := range []error{evidence.ErrReplayed, evidence.ErrInFlight, evidence.ErrIdempotencyConflict, evidence.ErrApprovalMismatch, evidence.ErrFinished} {
+		assert.False(t, hopcheck.Closes(&evidence.Refusal{Action: "a", Err: e}), "%v", e)
+	}
+	assert.True(t, hopcheck.Ended(&evidence.Refusal{Action: "a", Err: evidence.ErrFinished}))
+	assert.False(t, hopcheck.Ended(&evidence.Refusal{Action: "a", Err: evidence.ErrStopped}), "stopped, not finished")
+}
+
+// The idempotency key contract's answer, as every host carries it.
+func TestIdempotent(t *testing.T) {
+	key := digest.SHA256([]byte("a call"))
+	m, ok := hopcheck.Idempotent(&evidence.Refusal{Action: "a", Err: evidence.ErrReplayed,
+		Outcome: &authority.Outcome{Result: []byte(`{"refund":"re_1"}`), Error: "partial"}}, key)
+	require.True(t, ok)
+	assert.Equal(t, map[string]any{"outcome": hopcheck.Replayed, "key": key.String(), "result": map[string]any{"refund": "re_1"}, "error": "partial"}, m)
+	m, ok = hopcheck.Idempotent(&evidence.Refusal{Action: "a", Err: evidence.ErrReplayed, Outcome: &authority.Outcome{Result: []byte("not json")}}, digest.Digest{})
+	require.True(t, ok)
+	assert.Equal(t, map[string]any{"outcome": hopcheck.Replayed, "result": "not json"}, m)
+	m, ok = hopcheck.Idempotent(&evidence.Refusal{Action: "a", Err: evidence.ErrInFlight}, key)
+	require.True(t, ok)
+	assert.Equal(t, hopcheck.InFlight, m["outcome"])
+	m, ok = hopcheck.Idempotent(&evidence.Refusal{Action: "a", Err: evidence.ErrIdempotencyConflict}, key)
+	require.True(t, ok)
+	assert.Equal(t, hopcheck.Conflict, m["outcome"])
+	for _, err := range []error{nil, &evidence.Refusal{Action: "a", Err: evidence.ErrRepeated}, &evidence.Refusal{Action: "a", Err: evidence.ErrDenied}} {
+		_, ok := hopcheck.Idempotent(err, key)
+		assert.False(t, ok, "%v", err)
+	}
+}
+
+// The acknowledgement and the final disposition go to the ledger, the
+// system of record: accepted, or rejected (with its findings, and final);
+// once, the first standing; nothing for a package never checked.
+func TestAcknowledgeAndFinish(t *testing.T) {
+	ctx := context.Background()
+	e, cfg, in, ch := checked(t)
+	require.NoError(t, cfg.Acknowledge(ctx, ch))
+	require.NoError(t, cfg.Acknowledge(ctx, ch), "again: the first stands")
+	h, err := e.Ledger.Hop(ctx, in.Digest().String())
+	require.NoError(t, err)
+	require.NotNil(t, h.Ack)
+	assert.Equal(t, authority.Accepted, h.Ack.Decision)
+	assert.Nil(t, h.Final)
+	require.NoError(t, cfg.Finish(ctx, ch.Guard, in.Digest(), state.Completed, ""))
+	require.NoError(t, cfg.Finish(ctx, nil, in.Digest(), state.Failed, ""), "the first disposition stands")
+	h, err = e.Ledger.Hop(ctx, in.Digest().String())
+	require.NoError(t, err)
+	assert.Equal(t, string(state.Completed), h.Final.State)
+	require.ErrorIs(t, ch.Guard.Authorize(ctx, evidence.Call{Hop: in.Digest(), Action: agenttest.Allowed}), evidence.ErrFinished)
+
+	_, other := received(t, handoff.OfferParams{Deliver: agenttest.Deliver}) // a package bound to another offer
+	in, _ = received(t, handoff.OfferParams{Deliver: agenttest.Deliver})
+	ch, err = cfg.Check(ctx, in, other, nil)
+	require.NoError(t, err)
+	require.True(t, ch.Refused)
+	require.NoError(t, cfg.Acknowledge(ctx, ch))
+	h, err = e.Ledger.Hop(ctx, in.Digest().String())
+	require.NoError(t, err)
+	assert.Equal(t, authority.Rejected, h.Ack.Decision)
+	assert.Equal(t, string(state.Rejected), h.Final.State)
+
+	in, _ = received(t, handoff.OfferParams{})
+	ch, err = cfg.Check(ctx, in, ref.Object{}, carriage.ErrAbsent)
+	require.NoError(t, err)
+	require.NoError(t, cfg.Acknowledge(ctx, ch))
+	h, err = e.Ledger.Hop(ctx, in.Digest().String())
+	require.NoError(t, err)
+	assert.Nil(t, h.Ack, "no package checked, nothing acknowledged in the ledger")
+	require.NoError(t, cfg.Finish(ctx, nil, in.Digest(), state.Canceled, "canceled"))
+	h, err = e.Ledger.Hop(ctx, in.Digest().String())
+	require.NoError(t, err)
+	assert.Equal(t, string(state.Canceled), h.Final.State, "a cancel with no guard at hand, by the offer's digest")
+	require.NoError(t, hopcheck.Config{}.Finish(ctx, nil, in.Digest(), state.Canceled, ""), "no ledger: nothing to record")
 }

@@ -1,18 +1,28 @@
 // Package pause is what the A2A and MCP delegates share about a must-ask
-// action that waits for its owner: the pending approval as the host shows
-// it (action, owner, hop, operation), the approver's answer, and the state
-// a host hands out with the pause and takes back with the answer, bound to
-// the hop's offer digest and the operation so that it cannot be replayed
-// onto another hop or operation.
+// call that waits for its owner: the pending approval as the host shows
+// it (action, owner, hop, operation, tool, the arguments and their
+// digest), the approver's answer, and the state a host hands out with the
+// pause and takes back with the answer, sealed to the paused call (the
+// hop's offer digest, the action, the operation, the tool, the digest of
+// the call's canonical arguments and the call's key), so that it resumes
+// nothing else.
 //
-// The answer only ever records an approval in the guard's authority ledger
-// (evidence.Guard.ApproveLocal, ApproveSigned): the guard decides, when the
-// work asks it again, and consumes the approval once.
+// An answer is used once (Resume): the host claims the pause in the
+// hop's authority ledger (evidence.Guard.Once, under a name the sealed
+// state alone gives), atomically across replicas, before the answer is
+// recorded and the work resumed; the same answer again, or another answer
+// to the same pause, gets the recorded outcome (evidence.ErrReplayed), or
+// "in flight" while the first runs, and never resumes the work a second
+// time. The answer only ever records an approval of exactly the paused
+// call in the guard's ledger (evidence.Guard.ApproveLocal with
+// ApprovalRequest.Grant, ApproveSigned): the guard decides, when the work
+// asks it again, and consumes the approval once.
 package pause
 
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -24,6 +34,7 @@ import (
 	"github.com/agentproto/handoff"
 	"github.com/agentproto/handoff/digest"
 	"github.com/agentproto/handoff/evidence"
+	"github.com/agentproto/handoff/evidence/authority"
 	"github.com/agentproto/handoff/integrations/internal/hopwork"
 	"github.com/agentproto/handoff/state"
 )
@@ -50,7 +61,8 @@ var (
 const MinKey = 32
 
 // Pending is the wire form of an evidence.ApprovalRequest, as a host shows
-// it to the approver (A2A status metadata, an MCP elicitation's _meta).
+// it to the approver (A2A status metadata, an MCP elicitation's _meta, an
+// ADK confirmation's payload): what the approval would allow.
 type Pending struct {
 	Action         string `json:"action"`
 	Owner          string `json:"owner"`
@@ -58,30 +70,53 @@ type Pending struct {
 	OperationID    string `json:"operation_id,omitempty"`
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	Item           string `json:"item,omitempty"`
+	// Tool, Args (the digest of the call's canonical arguments,
+	// evidence.ArgsDigest), Arguments (as the call carried them) and Key
+	// (the call's key, evidence.Call.Key): the call the approval binds.
+	Tool      string `json:"tool,omitempty"`
+	Args      string `json:"args,omitempty"`
+	Arguments []byte `json:"-"`
+	Key       string `json:"key,omitempty"`
 }
 
 // Of returns the wire form of an approval request.
 func Of(r evidence.ApprovalRequest) Pending {
-	return Pending{Action: r.Action, Owner: r.Owner, Hop: r.Hop.String(), OperationID: r.OperationID,
-		IdempotencyKey: r.IdempotencyKey, Item: r.Item}
+	p := Pending{Action: r.Action, Owner: r.Owner, Hop: r.Hop.String(), OperationID: r.OperationID,
+		IdempotencyKey: r.IdempotencyKey, Item: r.Item, Tool: r.Tool, Arguments: r.Arguments}
+	if !r.Args.IsZero() {
+		p.Args = r.Args.String()
+	}
+	if !r.Key.IsZero() {
+		p.Key = r.Key.String()
+	}
+	return p
 }
 
-// Map returns p as a JSON object value, for metadata maps.
+// Map returns p as a JSON object value, for metadata maps: the members
+// set, and "arguments", the call's arguments as a JSON value, when they
+// are one.
 func (p Pending) Map() map[string]any {
 	m := map[string]any{"action": p.Action, "owner": p.Owner, "hop": p.Hop}
-	for k, v := range map[string]string{"operation_id": p.OperationID, "idempotency_key": p.IdempotencyKey, "item": p.Item} {
+	for k, v := range map[string]string{"operation_id": p.OperationID, "idempotency_key": p.IdempotencyKey, "item": p.Item,
+		"tool": p.Tool, "args": p.Args, "key": p.Key} {
 		if v != "" {
 			m[k] = v
 		}
+	}
+	var args any
+	if len(p.Arguments) > 0 && json.Unmarshal(p.Arguments, &args) == nil {
+		m["arguments"] = args
 	}
 	return m
 }
 
 // Requested returns the approval request err carries: a *evidence.Refusal
-// wrapping evidence.ErrApprovalRequired with its Pending.
+// wrapping evidence.ErrApprovalRequired, or evidence.ErrApprovalMismatch
+// (the operation's approval is for another call: this one needs its own),
+// with its Pending.
 func Requested(err error) (evidence.ApprovalRequest, bool) {
 	var r *evidence.Refusal
-	if !errors.As(err, &r) || !errors.Is(err, evidence.ErrApprovalRequired) || r.Pending == nil {
+	if !errors.As(err, &r) || !(errors.Is(err, evidence.ErrApprovalRequired) || errors.Is(err, evidence.ErrApprovalMismatch)) || r.Pending == nil {
 		return evidence.ApprovalRequest{}, false
 	}
 	return *r.Pending, true
@@ -110,48 +145,169 @@ func AnswerOf(m map[string]any) Answer {
 	return a
 }
 
-// Record records the answer to the pause of req in the ledger of g: a
-// signed approval as given, a local one for req's operation only, by req's
-// owner, under operator (who the host authenticated). A declined answer records nothing (ErrDeclined).
-func Record(ctx context.Context, g *evidence.Guard, req Bound, a Answer, operator string) error {
+// Record records the answer a, given inside the call that paused (an
+// older MCP client's, asked on the same request), to the pause of b in the
+// ledger of g: a signed approval as given (the guard checks whose it is
+// and what it allows), or a local one of exactly the paused call
+// (evidence.ApprovalRequest.Grant: its action, operation, tool and
+// arguments' digest, one use, by its owner), under operator, whom the host
+// authenticated. A declined answer records nothing (ErrDeclined), and a
+// local approval with no operator neither (ErrNoOperator).
+func Record(ctx context.Context, g *evidence.Guard, b Bound, a Answer, operator string) error {
+	if err := precheck(ctx, g, nil, a, operator); err != nil {
+		return err
+	}
+	return grant(ctx, g, b, a, operator)
+}
+
+// precheck records a signed approval (ApproveSigned: one statement is one
+// grant however often, and however encoded or signed, it is presented)
+// and refuses it, recorded, when it does not approve the paused call of
+// b (when b is set); and it refuses a local approval without an operator:
+// what can be refused before the pause is claimed, so that an unusable
+// answer leaves the pause waiting for a usable one.
+func precheck(ctx context.Context, g *evidence.Guard, b *Bound, a Answer, operator string) error {
 	switch {
 	case len(a.Signed) > 0:
-		_, err := g.ApproveSigned(ctx, a.Signed)
-		return err
-	case !a.Approve:
-		return ErrDeclined
-	case operator == "":
+		ap, err := g.ApproveSigned(ctx, a.Signed)
+		if err != nil || b == nil {
+			return err
+		}
+		e := authority.Effect{Hop: b.Hop, Action: b.Action, OperationID: b.OperationID, IdempotencyKey: b.IdempotencyKey,
+			Tool: b.Tool, Args: b.Args, At: ap.Issued}
+		if e.OperationID == "" && e.IdempotencyKey == "" {
+			e.IdempotencyKey = b.Call // the name a call without one is given (evidence.Guard.Do)
+		}
+		if !ap.Matches(e) {
+			return fmt.Errorf("%w: the signed approval does not approve the call that paused", evidence.ErrApprovalMismatch)
+		}
+	case a.Approve && operator == "":
 		return ErrNoOperator
 	}
-	// One effect only: the operation id, or the idempotency key (an
-	// approval's operation id matches either, authority.Approval.Matches),
-	// which the ledger lets pass once: an answer presented again can
-	// record another grant but never unlock a second effect.
-	op := req.OperationID
-	if op == "" {
-		op = req.IdempotencyKey
+	return nil
+}
+
+// grant records a local approval of exactly the paused call, or refuses a
+// declined answer; a signed one is recorded already (precheck).
+func grant(ctx context.Context, g *evidence.Guard, b Bound, a Answer, operator string) error {
+	switch {
+	case len(a.Signed) > 0:
+		return nil
+	case !a.Approve:
+		return ErrDeclined
 	}
-	gr := evidence.Grant{Action: req.Action, OperationID: op, Approver: req.Owner}
-	_, err := g.ApproveLocal(ctx, gr, operator)
+	req, err := b.Request()
+	if err != nil {
+		return err
+	}
+	_, err = g.ApproveLocal(ctx, req.Grant(), operator)
 	return err
 }
 
-// Bound is what a request state binds: the offer's handoff digest, the
-// action, its owner, the operation and the offer's exp.
+// Take uses the answer a to the pause b (from Open) once and resumes the
+// work, f: a signed approval is recorded first (a statement the guard
+// refuses, and a local approval with no operator, leave the pause
+// waiting, untaken); then the pause is claimed (Resume) and, by the one
+// answer that claims it, a local approval of exactly the paused call is
+// recorded under operator, or a declined answer refused (ErrDeclined),
+// before f runs. Every other answer to the pause gets evidence.ErrInFlight
+// or evidence.ErrReplayed with what the one that took it ended with.
+func Take(ctx context.Context, g *evidence.Guard, b Bound, a Answer, operator string, f func(context.Context) ([]byte, error)) ([]byte, error) {
+	if err := precheck(ctx, g, &b, a, operator); err != nil {
+		return nil, err
+	}
+	return Resume(ctx, g, b, func(ctx context.Context) ([]byte, error) {
+		if err := grant(ctx, g, b, a, operator); err != nil {
+			return nil, err
+		}
+		return f(ctx)
+	})
+}
+
+// Bound is what a request state binds: the paused call (the offer's
+// handoff digest, the action, its owner, the operation, the tool, the
+// digest of the call's canonical arguments and the call's key), the
+// offer's exp, and a nonce that makes each pause one of its own.
 type Bound struct {
 	Hop            string `json:"hop"`
 	Action         string `json:"action"`
 	Owner          string `json:"owner"`
 	OperationID    string `json:"op,omitempty"`
 	IdempotencyKey string `json:"key,omitempty"`
+	Tool           string `json:"tool,omitempty"`
+	Args           string `json:"args,omitempty"`
+	Call           string `json:"call,omitempty"`
 	Exp            int64  `json:"exp"`
+	Nonce          string `json:"n,omitempty"`
+
+	id string // the SHA-256 of the sealed payload, once opened
 }
 
 // BoundOf returns the binding of a pending approval on the hop whose offer
 // has the handoff digest hop and expires at exp.
 func BoundOf(r evidence.ApprovalRequest, hop digest.Digest, exp time.Time) Bound {
-	return Bound{Hop: hop.String(), Action: r.Action, Owner: r.Owner, OperationID: r.OperationID,
-		IdempotencyKey: r.IdempotencyKey, Exp: exp.Unix()}
+	b := Bound{Hop: hop.String(), Action: r.Action, Owner: r.Owner, OperationID: r.OperationID,
+		IdempotencyKey: r.IdempotencyKey, Tool: r.Tool, Exp: exp.Unix()}
+	if !r.Args.IsZero() {
+		b.Args = r.Args.String()
+	}
+	if !r.Key.IsZero() {
+		b.Call = r.Key.String()
+	}
+	return b
+}
+
+// Request returns the approval request b binds: the one the pause showed,
+// without its arguments (the digest binds them) and its item.
+func (b Bound) Request() (evidence.ApprovalRequest, error) {
+	hop, err := digest.Parse(b.Hop)
+	if err != nil {
+		return evidence.ApprovalRequest{}, fmt.Errorf("%w: hop: %v", ErrState, err)
+	}
+	r := evidence.ApprovalRequest{Action: b.Action, Owner: b.Owner, Hop: hop, OperationID: b.OperationID,
+		IdempotencyKey: b.IdempotencyKey, Tool: b.Tool}
+	if b.Args != "" {
+		if r.Args, err = digest.Parse(b.Args); err != nil {
+			return evidence.ApprovalRequest{}, fmt.Errorf("%w: args: %v", ErrState, err)
+		}
+	}
+	if b.Call != "" {
+		if r.Key, err = digest.Parse(b.Call); err != nil {
+			return evidence.ApprovalRequest{}, fmt.Errorf("%w: call: %v", ErrState, err)
+		}
+	}
+	return r, nil
+}
+
+// Matches refuses c, the call a resumption makes, unless it is the paused
+// call: its key (evidence.Call.Key, which covers the hop, the action, the
+// tool, the operation and the arguments' digest) is the one sealed. The
+// refusal is an *evidence.Refusal wrapping evidence.ErrApprovalMismatch,
+// with the approval the pause asked for.
+func (b Bound) Matches(c evidence.Call) error {
+	k, err := c.Key()
+	if err == nil && b.Call != "" && k.String() == b.Call {
+		return nil
+	}
+	req, rerr := b.Request()
+	if rerr != nil {
+		return rerr
+	}
+	return &evidence.Refusal{Action: c.Action, Pending: &req, Err: fmt.Errorf("%w: the call that resumes is not the call that paused", evidence.ErrApprovalMismatch)}
+}
+
+// Resume runs f, the work b's answer resumes, once per pause: under
+// evidence.Guard.Once, named by the sealed state, so that of any number
+// of answers to one pause, replayed or concurrent, on any replica sharing
+// the ledger, exactly one runs f; the others get evidence.ErrInFlight
+// while it runs and evidence.ErrReplayed with its recorded outcome once
+// it ran. b must come from Open.
+func Resume(ctx context.Context, g *evidence.Guard, b Bound, f func(context.Context) ([]byte, error)) ([]byte, error) {
+	hop, err := digest.Parse(b.Hop)
+	if err != nil || b.id == "" {
+		return nil, fmt.Errorf("%w: not an opened state", ErrState)
+	}
+	return g.Once(ctx, evidence.Call{Hop: hop, Action: b.Action, Tool: b.Tool, IdempotencyKey: "pause " + b.id}, f)
 }
 
 const sealPrefix = "hs1."
@@ -208,33 +364,33 @@ func Open(key []byte, state string, hop digest.Digest, now time.Time) (Bound, er
 	if !now.Before(time.Unix(b.Exp, 0)) {
 		return Bound{}, fmt.Errorf("%w: %w", ErrState, ErrExpired)
 	}
+	b.id = digest.SHA256(payload).String()
 	return b, nil
 }
 
+// ID returns the pause's identity: the SHA-256 of its sealed payload
+// (empty for a Bound that Open did not return).
+func (b Bound) ID() string { return b.id }
+
 // Ask returns the approval request err carries for the hop in runs, and
-// the request state that binds its answer to that hop and operation until
-// the offer's exp. It reports false for any other error, or a request of
-// another hop.
+// the request state that binds its answer to that call until the offer's
+// exp. It reports false for any other error, or a request of another hop.
 func Ask(key []byte, in *handoff.Received, err error) (evidence.ApprovalRequest, string, bool) {
 	req, ok := Requested(err)
 	if !ok || in == nil || hopwork.Verified(in) == nil || !req.Hop.Equal(in.Digest()) {
 		return evidence.ApprovalRequest{}, "", false
 	}
-	state, serr := Seal(key, BoundOf(req, in.Digest(), hopwork.Verified(in).Exp.Std()))
+	b := BoundOf(req, in.Digest(), hopwork.Verified(in).Exp.Std())
+	var n [16]byte
+	if _, err := rand.Read(n[:]); err != nil {
+		return evidence.ApprovalRequest{}, "", false
+	}
+	b.Nonce = base64.RawURLEncoding.EncodeToString(n[:])
+	state, serr := Seal(key, b)
 	if serr != nil {
 		return evidence.ApprovalRequest{}, "", false
 	}
 	return req, state, true
-}
-
-// Take checks the request state of an answer against the hop in runs and
-// records the answer in the ledger of g (Record).
-func Take(ctx context.Context, key []byte, state string, in *handoff.Received, now time.Time, g *evidence.Guard, a Answer, operator string) error {
-	b, err := Open(key, state, in.Digest(), now)
-	if err != nil {
-		return err
-	}
-	return Record(ctx, g, b, a, operator)
 }
 
 // Accepted returns the last status of a retransmitted hop when it is

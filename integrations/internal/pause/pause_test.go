@@ -32,8 +32,12 @@ func TestSealOpen(t *testing.T) {
 	b, err := pause.Open(key, s, hop, now)
 	require.NoError(t, err)
 	require.Equal(t, "op-1", b.OperationID)
-	require.Equal(t, pause.Bound{Action: "refund_issue", Owner: "finance-lead", Hop: hop.String(), OperationID: "op-1",
-		Exp: now.Add(time.Minute).Unix()}, b)
+	id := b.ID()
+	require.NotEmpty(t, id, "an opened state has its identity")
+	b2, err := pause.Open(key, s, hop, now)
+	require.NoError(t, err)
+	require.Equal(t, id, b2.ID(), "the same state, the same pause")
+	require.NotEqual(t, id, pause.Bound{}.ID())
 
 	_, err = pause.Open(key, s, other, now)
 	require.ErrorIs(t, err, pause.ErrState, "another hop")
@@ -73,4 +77,47 @@ func TestRequestedAndAnswerOf(t *testing.T) {
 	require.Equal(t, pause.Answer{}, pause.AnswerOf(map[string]any{"decision": "deny"}))
 	require.Equal(t, pause.Answer{}, pause.AnswerOf(map[string]any{"decision": true}))
 	require.Equal(t, pause.Answer{Signed: []byte("a.b.c")}, pause.AnswerOf(map[string]any{"approval": "a.b.c"}))
+}
+
+// A state binds the paused call: the same call, its arguments encoded
+// otherwise, matches; other arguments, another tool or operation do not,
+// and the refusal is a mismatch naming the approval the pause asked for.
+func TestBoundMatchesThePausedCall(t *testing.T) {
+	hop := digest.SHA256([]byte("offer A"))
+	call := evidence.Call{Hop: hop, Action: "refund_issue", Tool: "refund", Args: []byte(`{"amount":10,"invoice":"INV-1"}`), OperationID: "op-1"}
+	args, err := evidence.ArgsDigest(call.Args)
+	require.NoError(t, err)
+	k, err := call.Key()
+	require.NoError(t, err)
+	req := evidence.ApprovalRequest{Action: "refund_issue", Owner: "finance-lead", Hop: hop, OperationID: "op-1", Tool: "refund", Args: args, Key: k}
+	now := time.Now()
+	s, err := pause.Seal(key, pause.BoundOf(req, hop, now.Add(time.Minute)))
+	require.NoError(t, err)
+	b, err := pause.Open(key, s, hop, now)
+	require.NoError(t, err)
+	got, err := b.Request()
+	require.NoError(t, err)
+	require.Equal(t, req.Grant(), got.Grant(), "the approval of exactly the paused call")
+
+	same := call
+	same.Args = []byte(` { "invoice" : "INV-1", "amount" : 1e1 } `)
+	require.NoError(t, b.Matches(same), "the same arguments, encoded otherwise")
+	for name, c := range map[string]evidence.Call{
+		"OtherArguments": {Hop: hop, Action: "refund_issue", Tool: "refund", Args: []byte(`{"amount":1000000,"invoice":"INV-1"}`), OperationID: "op-1"},
+		"OtherTool":      {Hop: hop, Action: "refund_issue", Tool: "wire", Args: call.Args, OperationID: "op-1"},
+		"OtherOperation": {Hop: hop, Action: "refund_issue", Tool: "refund", Args: call.Args, OperationID: "op-2"},
+		"Malformed":      {Hop: hop, Action: "refund_issue", Tool: "refund", Args: []byte(`{"amount":`), OperationID: "op-1"},
+	} {
+		err := b.Matches(c)
+		require.ErrorIs(t, err, evidence.ErrApprovalMismatch, name)
+		var r *evidence.Refusal
+		require.ErrorAs(t, err, &r, name)
+		require.Equal(t, req.Key, r.Pending.Key, name)
+	}
+	// A state sealed before the call was bound (no key) matches nothing.
+	s, err = pause.Seal(key, pause.BoundOf(evidence.ApprovalRequest{Action: "refund_issue", Owner: "finance-lead", Hop: hop, OperationID: "op-1"}, hop, now.Add(time.Minute)))
+	require.NoError(t, err)
+	b, err = pause.Open(key, s, hop, now)
+	require.NoError(t, err)
+	require.ErrorIs(t, b.Matches(call), evidence.ErrApprovalMismatch)
 }

@@ -155,6 +155,8 @@ type Exec interface {
 	Ask(ctx context.Context, err error) (bool, error)
 	// Report is the line's Report.
 	Report(ctx context.Context, o Outcome) bool
+	// Meta is the metadata of the message the execution serves.
+	Meta() map[string]any
 }
 
 // Outcome is the line's Outcome.

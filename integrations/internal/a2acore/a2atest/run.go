@@ -64,6 +64,10 @@ func Scenarios(l Line) []Scenario {
 		{"Pause_PackageAcrossRestart", pausePackageAcrossRestart},
 		{"Send_WithoutContextID", sendWithoutContext},
 		{"Send_TransportError_StateOffered", sendTransportError},
+		{"Pause_OneAnswerOneResume", pauseOneAnswerOneResume},
+		{"Pause_AnswerBoundToTheCall", pauseAnswerBoundToTheCall},
+		{"Replicas_OneExecutionPerMessage", replicasOneExecution},
+		{"Ledger_SystemOfRecord", ledgerSystemOfRecord},
 	}
 	if l.PausesAuthRequired() {
 		s = append(s, Scenario{"Pause_AuthRequiredAuthorizesNothing", pauseAuthRequired})

@@ -70,7 +70,7 @@ func packageCarried(t *testing.T, l Line) {
 		"NoPackage":        {To: Coder},
 		"NamedNotCarried":  {To: Coder, Prepare: e.Prepare},
 		"NotTheNamedOne":   {To: Coder, Deliver: corrupt},
-		"FromAnotherOffer": {To: Coder, Deliver: otherOffers(t, ps[Planner].Agent)},
+		"FromAnotherOffer": {To: Coder, Deliver: agenttest.OtherOffers(t, ps[Planner].Agent, Coder)},
 	} {
 		d, err := cl.Send(ctx, Text("refund INV-1042"), p)
 		require.NoError(t, err, name)
@@ -82,23 +82,6 @@ func packageCarried(t *testing.T, l Line) {
 		require.Equal(t, a2acore.Rejected, d.Result.State, name)
 	}
 	require.EqualValues(t, 1, co.Work.Calls.Load(), "the executor ran for a refused package")
-}
-
-// otherOffers is a Deliver that carries a package bound to another offer
-// of the same delegator, under this offer's reference to it.
-func otherOffers(t *testing.T, a *handoff.Agent) func(*handoff.Offer) (ref.Ref, ref.Object, error) {
-	return func(o *handoff.Offer) (ref.Ref, ref.Object, error) {
-		var other ref.Object
-		_, err := a.Offer(context.Background(), handoff.OfferParams{To: Coder, Dialog: o.Dialog,
-			Deliver: func(o2 *handoff.Offer) (ref.Ref, ref.Object, error) {
-				r, obj, err := agenttest.Deliver(o2)
-				other = obj
-				return r, obj, err
-			}})
-		require.NoError(t, err)
-		r, _, err := agenttest.Deliver(o)
-		return r, other, err
-	}
 }
 
 // The message that answers a pause runs the executor with the hop's
