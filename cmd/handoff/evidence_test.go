@@ -256,7 +256,6 @@ func TestEvidenceTemplate(t *testing.T) {
 	mustCode(t, r, 1)
 }
 
-
 // "offer --package" binds a package to the offer it signs and names it in
 // the refs; "evidence check" then checks the bound package against that
 // offer and it passes, salted or not; the package as given, unbound, does
