@@ -50,7 +50,7 @@ const (
 	coder   = handoff.AgentID("spiffe://b.example/agent/coder")
 	dialog  = "ctx-rotation"
 	// grace is how long the coder honours a key the planner retired.
-	grace = 500 * time.Millisecond
+	grace = time.Second
 )
 
 func main() {

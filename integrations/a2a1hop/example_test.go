@@ -56,7 +56,7 @@ func exPackage() evidence.Package {
 	}
 }
 
-// exPayments is the payments agent's own executor. It takes the action to
+// exPaymentsWork is the payments agent's own executor. It takes the action to
 // do from the hop's offer (its task), asks the hop's guard before the
 // effect, pauses for an approval the guard asks for, and returns any
 // other refusal as its error, which ends the hop "failed".
