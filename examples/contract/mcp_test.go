@@ -252,7 +252,9 @@ func TestContract_MCP(t *testing.T) {
 	if _, err := c.hc.Cancel(ctx, open[0].Hop); err != nil {
 		t.Fatal(err)
 	}
-	dl = <-calls // MCP asks the delegate not to answer a cancellation
+	if dl = <-calls; dl == nil { // MCP asks the delegate not to answer a cancellation
+		t.Fatal("the canceled call made no delivery")
+	}
 	var sts []*handoff.StatusResult
 	for range 50 { // the delegator learns the outcome by asking again
 		if sts = c.retransmit(dl); len(sts) == 1 && sts[0].State == state.Failed {
