@@ -25,9 +25,9 @@ func Example() {
 	if err != nil {
 		log.Fatal(err) // wraps authority.ErrUnavailable: serve nothing
 	}
-	// The guard of each hop served, for the report CheckReceived gave.
-	guardFor := func(rep *evidence.Report) (*evidence.Guard, error) {
-		return evidence.NewGuard(ctx, rep, evidence.GuardConfig{Ledger: ledger})
-	}
-	_ = guardFor
+	// Every hop's guard records in it: give it to the host's middleware
+	// (a2a1hop, a2a03hop or mcphop ServerConfig.Evidence), which checks
+	// the package beside each offer and builds the hop's guard over it.
+	host := &evidence.HostConfig{Guard: evidence.GuardConfig{Ledger: ledger}}
+	_ = host
 }
