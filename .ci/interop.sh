@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Installs what the interop tests (interop/) need: the system Python 3 with
+# Installs what the interop tests (interop/) need, and curl, which the
+# gateway guide's commands use (cmd/handoff TestREADME_Gateway): the system Python 3 with
 # Debian's jwcrypto, cbor2 and cryptography packages, which the independent
 # peer (interop/peer/peer.py) uses. Idempotent: when every package is already
 # installed it changes nothing and does not touch the package lists.
 set -euo pipefail
 
-pkgs=(python3 python3-jwcrypto python3-cbor2 python3-cryptography)
+pkgs=(python3 python3-jwcrypto python3-cbor2 python3-cryptography curl)
 
 missing=()
 for p in "${pkgs[@]}"; do
