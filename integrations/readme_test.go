@@ -256,8 +256,8 @@ func TestMarkdown_Links(t *testing.T) {
 
 var linkRE = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 
-// links returns the targets of the inline links of md, outside code blocks.
-func links(md []byte) []string {
+// prose returns the lines of md outside its fenced code blocks.
+func prose(md []byte) []string {
 	var out []string
 	fenced := false
 	for _, l := range strings.Split(string(md), "\n") {
@@ -265,9 +265,17 @@ func links(md []byte) []string {
 			fenced = !fenced
 			continue
 		}
-		if fenced {
-			continue
+		if !fenced {
+			out = append(out, l)
 		}
+	}
+	return out
+}
+
+// links returns the targets of the inline links of md, outside code blocks.
+func links(md []byte) []string {
+	var out []string
+	for _, l := range prose(md) {
 		for _, m := range linkRE.FindAllStringSubmatch(l, -1) {
 			out = append(out, m[1])
 		}
@@ -280,13 +288,8 @@ func links(md []byte) []string {
 // hyphens.
 func anchors(md []byte) []string {
 	var out []string
-	fenced := false
-	for _, l := range strings.Split(string(md), "\n") {
-		if strings.HasPrefix(strings.TrimSpace(l), "```") {
-			fenced = !fenced
-			continue
-		}
-		if fenced || !strings.HasPrefix(l, "#") {
+	for _, l := range prose(md) {
+		if !strings.HasPrefix(l, "#") {
 			continue
 		}
 		var b strings.Builder
