@@ -57,7 +57,7 @@ func (k Key) alg() jose.SignatureAlgorithm {
 }
 
 // Checker checks "learnlog-head" references. Register it in
-// handoff.Config.RefCheckers under handoff.KindLearnlogHead. The zero value
+// handoff.Config.RefCheckers under ref.KindLearnlogHead. The zero value
 // trusts no key, so every head is unverifiable.
 type Checker struct {
 	// Keys are the keys the caller trusts for the producer of the records

@@ -59,7 +59,7 @@ type Key struct {
 }
 
 // Checker checks "scitt-receipt" references. Register it in
-// handoff.Config.RefCheckers under handoff.KindSCITTReceipt. The zero value
+// handoff.Config.RefCheckers under ref.KindSCITTReceipt. The zero value
 // trusts no key, so every receipt is unverifiable.
 type Checker struct {
 	// Keys are the transparency-service keys the caller trusts.

@@ -69,7 +69,7 @@ func servePlainAt(t *testing.T, addr string) (string, *plainAgent) {
 	srv := httptest.NewUnstartedServer(nil)
 	if addr != "" {
 		ln, err := net.Listen("tcp", addr)
-		require.NoError(t, err, "the address the README names for the agent is taken")
+		require.NoError(t, err, "the address the A2A guide names for the agent is taken")
 		srv.Listener.Close()
 		srv.Listener = ln
 	}
@@ -395,11 +395,11 @@ func TestGateway_Usage(t *testing.T) {
 	}
 }
 
-// readmeBlock returns the one ```sh block of the README section under
-// heading.
-func readmeBlock(t *testing.T, heading string) string {
+// guideBlock returns the one ```sh block of the section under heading in
+// the Markdown file at path.
+func guideBlock(t *testing.T, path, heading string) string {
 	t.Helper()
-	md, err := os.ReadFile("../../README.md")
+	md, err := os.ReadFile(path)
 	require.NoError(t, err)
 	var blocks []string
 	in, inBlock := false, false
@@ -418,20 +418,20 @@ func readmeBlock(t *testing.T, heading string) string {
 			inBlock = true
 		}
 	}
-	require.Len(t, blocks, 1, "the README section %q shows one shell block", heading)
+	require.Len(t, blocks, 1, "the section %q of %s shows one shell block", heading, path)
 	return blocks[0]
 }
 
-// The README's section on the gateway, run as written with bash in an
+// The A2A guide's section on the gateway, run as written with bash in an
 // empty directory, the handoff binary on PATH, and an A2A agent that knows
 // nothing of handoffs where the section says one listens. The agent works
 // once; the card verifies; the reply carries the coder's signed
 // "completed" to the planner.
-func TestREADME_Gateway(t *testing.T) {
+func TestDocs_Gateway(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Fatalf("the README's section uses curl: %v", err)
+		t.Fatalf("the guide's section uses curl: %v", err)
 	}
-	script := readmeBlock(t, "An agent in any language: `handoff gateway`")
+	script := guideBlock(t, "../../docs/a2a.md", "An agent in any language: `handoff gateway`")
 	_, plain := servePlainAt(t, "127.0.0.1:9700")
 	dir := t.TempDir()
 	// The harness's own lines: stop on the first failure, and stop the

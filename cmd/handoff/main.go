@@ -3,7 +3,7 @@
 //
 // Run "handoff -h" for the commands, and "handoff COMMAND -h" for each
 // command's flags and examples. The verify command's output and exit status
-// are a stable contract for scripts and test suites (see README.md).
+// are a stable contract for scripts and test suites (see docs/cli.md).
 package main
 
 import "os"

@@ -25,7 +25,7 @@ import (
 )
 
 // verifyOutput is the one JSON object verify prints. Its members are a
-// contract: see README.md.
+// contract: see docs/cli.md.
 type verifyOutput struct {
 	Accepted       bool       `json:"accepted"`
 	Retransmission bool       `json:"retransmission"`
@@ -122,7 +122,7 @@ dialog, chain, references. The first failure ends processing.
 Prints exactly one JSON object on stdout: "accepted", "retransmission",
 "reason" (the draft's reason code; "" when accepted or a retransmission),
 "detail", "equivocation", "offer_digest", "chain", "iss", "aud", "hop",
-"dialog", "refs", "checks" and more (see README.md).
+"dialog", "refs", "checks" and more (see docs/cli.md).
 
 With --summary, prints one line instead: "accepted: ...", "retransmission:
 ...", or "refused: REASON at check N (NAME): DETAIL".

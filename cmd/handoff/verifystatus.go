@@ -52,7 +52,7 @@ iss ("offer_verified" reports it; it does not decide validity).
 Prints exactly one JSON object: "valid", "reason" and "detail" (why it is
 not valid, the draft's reason code; "" when valid), "state",
 "status_reason", "status_detail", "iss", "aud", "hop" and more (see
-README.md). Exit status: 0 valid, 1 not valid, 2 usage or I/O error.`, `  handoff verify-status --trust trust.json --offer h.json accepted.jws
+docs/cli.md). Exit status: 0 valid, 1 not valid, 2 usage or I/O error.`, `  handoff verify-status --trust trust.json --offer h.json accepted.jws
   handoff status --key coder.jwk --offer h.json --state completed | \
       handoff verify-status --trust trust.json --offer h.json -`)
 	}
