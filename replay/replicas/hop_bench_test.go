@@ -38,9 +38,12 @@ import (
 // receive and per accepted reply (from the server's INFO commandstats,
 // script-internal commands included) and the server's memory per hop
 // (averaged over the hops with and without a status, from MEMORY USAGE
-// of each key). It reports figures, not pass or fail:
+// of each key); for PostgreSQL the same throughput ratios, the statements
+// per fresh receive and per accepted reply, and the table's size per hop
+// (hopPostgres). It reports figures, not pass or fail:
 //
-//	HANDOFF_REDIS_ADDR=127.0.0.1:6399 go test -run '^$' -bench Hop -benchtime 1x ./replay/replicas
+//	HANDOFF_REDIS_ADDR=127.0.0.1:6399 HANDOFF_POSTGRES_DSN=postgres://handoff@127.0.0.1:5439/postgres?sslmode=disable \
+//	  go test -run '^$' -bench Hop -benchtime 1x ./replay/replicas
 const (
 	hopOffers    = 4000
 	hopReceivers = 32
@@ -352,4 +355,5 @@ func BenchmarkHop(b *testing.B) {
 		fmt.Fprintf(os.Stderr, "redis: %.2f commands per fresh receive, %.2f per accepted reply; %.0f B per hop (half with a status), %.0f without a status, %.0f added by a status\n",
 			perReceive, perReply, perHop, bare, perStat)
 	})
+	b.Run("postgresql", func(b *testing.B) { hopPostgres(b, w, ratio) })
 }
