@@ -28,8 +28,8 @@ import (
 // x-memory-alternating-sum); the statements sent per fresh receive and per
 // accepted reply, counted by a wrapper of the driver (each statement is
 // one round trip); and the table's size on the server per hop, heap and
-// indexes (pg_total_relation_size, before any vacuum), after the receives
-// (B/hop-without-status) and after the replies to half of them (B/hop).
+// indexes after a VACUUM, after the receives (B/hop-without-status) and
+// after the replies to half of them (B/hop).
 func hopPostgres(b *testing.B, w *hopWorld, ratio func(*testing.B, time.Duration)) {
 	dsn := os.Getenv("HANDOFF_POSTGRES_DSN")
 	if dsn == "" {
@@ -66,9 +66,18 @@ func hopPostgres(b *testing.B, w *hopWorld, ratio func(*testing.B, time.Duration
 			b.Fatal(err)
 		}
 	}
+	// size is the table's size after a VACUUM, which frees the dead row
+	// versions the replies left and truncates the empty pages that
+	// concurrent inserts added at the end: the main fork of the heap and
+	// of each index, without the free space and visibility maps.
 	size := func(table string) int64 {
+		if _, err := db.ExecContext(ctx, `VACUUM "`+table+`"`); err != nil {
+			b.Fatal(err)
+		}
 		var n int64
-		if err := db.QueryRowContext(ctx, `SELECT pg_total_relation_size($1::regclass)`, `"`+table+`"`).Scan(&n); err != nil {
+		if err := db.QueryRowContext(ctx, `SELECT pg_relation_size($1::regclass, 'main') +
+	coalesce((SELECT sum(pg_relation_size(indexrelid, 'main')) FROM pg_index WHERE indrelid = $1::regclass), 0)::bigint`,
+			`"`+table+`"`).Scan(&n); err != nil {
 			b.Fatal(err)
 		}
 		return n
