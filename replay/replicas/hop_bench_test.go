@@ -148,6 +148,38 @@ func (w *hopWorld) replyHalf(b *testing.B, a *handoff.Agent, ins []*handoff.Rece
 	return (len(ins) + 1) / 2
 }
 
+// alternatingRatio runs hopRounds rounds of one pass of the memory store
+// and one pass of the store open returns, alternating, each with a fresh
+// store, so that a drift of the machine's load weighs on both alike; the
+// order changes every round, so that a drift within a round does too. It
+// returns the median of the rounds' ratios, which a burst of another
+// process's load during one pass moves little (the one to read on a
+// loaded machine), and the ratio of the summed times. open returns the
+// round's store and what to do once its pass is over.
+func (w *hopWorld) alternatingRatio(b *testing.B, open func(round int) (replay.Store, func())) (median, summed float64) {
+	var mem, other time.Duration
+	rounds := make([]float64, 0, hopRounds)
+	for round := range hopRounds {
+		var dm, do time.Duration
+		passes := []func(){
+			func() {
+				_, dm = w.receiveAll(b, w.agent(b, replay.NewMemory(replay.MemoryOptions{})))
+			},
+			func() {
+				st, done := open(round)
+				defer done()
+				_, do = w.receiveAll(b, w.agent(b, st))
+			},
+		}
+		passes[round%2]()
+		passes[1-round%2]()
+		mem, other = mem+dm, other+do
+		rounds = append(rounds, dm.Seconds()/do.Seconds())
+	}
+	sort.Float64s(rounds)
+	return (rounds[(hopRounds-1)/2] + rounds[hopRounds/2]) / 2, mem.Seconds() / other.Seconds()
+}
+
 func (w *hopWorld) agent(b *testing.B, st replay.Store) *handoff.Agent {
 	a, err := handoff.NewAgent(handoff.Config{ID: replicaID, Signer: w.self, Trust: w.trust, Store: st})
 	if err != nil {
@@ -311,37 +343,10 @@ func BenchmarkHop(b *testing.B) {
 				}
 			}
 			clear(prefix)
-			// The throughput ratio: passes of the memory store and of
-			// Redis, alternating, each with a fresh store, so that a
-			// drift of the machine's load weighs on both alike. The
-			// order changes every round (memory first, then Redis
-			// first), so that a drift within a round weighs on both
-			// alike too. The ratio reported is the median of the
-			// rounds' ratios, so that a burst of another process's load
-			// during one pass moves it little; the ratio of the sums is
-			// reported beside it.
-			var mem, red time.Duration
-			rounds := make([]float64, 0, hopRounds)
-			for round := range hopRounds {
+			alternating, summed = w.alternatingRatio(b, func(round int) (replay.Store, func()) {
 				p := fmt.Sprintf("%s-%d", prefix, round)
-				var dm, dr time.Duration
-				passes := []func(){
-					func() {
-						_, dm = w.receiveAll(b, w.agent(b, replay.NewMemory(replay.MemoryOptions{})))
-					},
-					func() {
-						_, dr = w.receiveAll(b, w.agent(b, redisstore.New(c, redisstore.Options{Prefix: p})))
-					},
-				}
-				passes[round%2]()
-				passes[1-round%2]()
-				clear(p)
-				mem, red = mem+dm, red+dr
-				rounds = append(rounds, dm.Seconds()/dr.Seconds())
-			}
-			sort.Float64s(rounds)
-			alternating = (rounds[(hopRounds-1)/2] + rounds[hopRounds/2]) / 2
-			summed = mem.Seconds() / red.Seconds()
+				return redisstore.New(c, redisstore.Options{Prefix: p}), func() { clear(p) }
+			})
 			b.StartTimer()
 		}
 		ratio(b, d)

@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"sort"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,8 +27,8 @@ import (
 // x-memory-alternating-sum); the statements sent per fresh receive and per
 // accepted reply, counted by a wrapper of the driver (each statement is
 // one round trip); and the table's size on the server per hop, heap and
-// indexes after a VACUUM, after the receives (B/hop-without-status) and
-// after the replies to half of them (B/hop).
+// indexes compacted by VACUUM FULL, after the receives
+// (B/hop-without-status) and after the replies to half of them (B/hop).
 func hopPostgres(b *testing.B, w *hopWorld, ratio func(*testing.B, time.Duration)) {
 	dsn := os.Getenv("HANDOFF_POSTGRES_DSN")
 	if dsn == "" {
@@ -66,12 +65,12 @@ func hopPostgres(b *testing.B, w *hopWorld, ratio func(*testing.B, time.Duration
 			b.Fatal(err)
 		}
 	}
-	// size is the table's size after a VACUUM, which frees the dead row
-	// versions the replies left and truncates the empty pages that
-	// concurrent inserts added at the end: the main fork of the heap and
-	// of each index, without the free space and visibility maps.
+	// size is the table's size once compacted by VACUUM FULL, which drops
+	// the dead row versions the replies left and the free space that
+	// concurrent inserts leave in pages they extend ahead (how much varies
+	// from run to run): the main fork of the heap and of each index.
 	size := func(table string) int64 {
-		if _, err := db.ExecContext(ctx, `VACUUM "`+table+`"`); err != nil {
+		if _, err := db.ExecContext(ctx, `VACUUM FULL "`+table+`"`); err != nil {
 			b.Fatal(err)
 		}
 		var n int64
@@ -89,8 +88,6 @@ func hopPostgres(b *testing.B, w *hopWorld, ratio func(*testing.B, time.Duration
 		alternating, summed   float64
 		tables                []string
 		rb                    [6]byte
-		mem, pg               time.Duration
-		rounds                []float64
 		ins                   []*handoff.Received
 		replied               int
 		s0, s1, s2, s3        int64
@@ -121,33 +118,12 @@ func hopPostgres(b *testing.B, w *hopWorld, ratio func(*testing.B, time.Duration
 		bare = float64(sizeReceived) / float64(len(ins))
 		perHop = float64(sizeAll) / float64(len(ins))
 		b.StopTimer()
-		// The throughput ratio, as for Redis: passes of the memory store
-		// and of PostgreSQL alternating, each first in turn, each with a
-		// fresh store (and table); the median of the rounds' ratios and
-		// the ratio of the summed times.
-		mem, pg, rounds = 0, 0, rounds[:0]
-		for round := range hopRounds {
+		alternating, summed = w.alternatingRatio(b, func(round int) (replay.Store, func()) {
 			t := fmt.Sprintf("%s_%d", table, round)
 			tables = append(tables, t)
-			var dm, dp time.Duration
-			passes := []func(){
-				func() {
-					_, dm = w.receiveAll(b, w.agent(b, replay.NewMemory(replay.MemoryOptions{})))
-				},
-				func() {
-					st := open(t)
-					defer st.Close()
-					_, dp = w.receiveAll(b, w.agent(b, st))
-				},
-			}
-			passes[round%2]()
-			passes[1-round%2]()
-			mem, pg = mem+dm, pg+dp
-			rounds = append(rounds, dm.Seconds()/dp.Seconds())
-		}
-		sort.Float64s(rounds)
-		alternating = (rounds[(hopRounds-1)/2] + rounds[hopRounds/2]) / 2
-		summed = mem.Seconds() / pg.Seconds()
+			st := open(t)
+			return st, func() { st.Close() }
+		})
 		b.StartTimer()
 	}
 	ratio(b, d)
