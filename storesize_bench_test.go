@@ -28,8 +28,10 @@ func BenchmarkReceiveStoreSize(b *testing.B) {
 	for i := range offers {
 		offers[i] = encodeHandoff(b, handoffOf(w.offer(stPlanner, stWorker, nil)), JSON)
 	}
-	var empty []float64
-	var full float64
+	// per[round] holds each run's time per receive of that round's
+	// sub-benchmark: -count runs each sub-benchmark count times in a row,
+	// so that the k-th full run is paired with the k-th empty runs.
+	var per [3][]float64
 	for round, size := range []int{0, 1_000_000, 0} {
 		b.Run(fmt.Sprint("records=", size), func(b *testing.B) {
 			st := replay.NewMemory(replay.MemoryOptions{MaxEntries: 2 * size, MaxPerIssuer: -1, Now: w.clock.Now})
@@ -45,14 +47,9 @@ func BenchmarkReceiveStoreSize(b *testing.B) {
 				}
 				i++
 			}
-			per := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
-			if size == 0 {
-				empty = append(empty, per)
-			} else {
-				full = per
-			}
-			if round == 2 && full > 0 {
-				b.ReportMetric(full/((empty[0]+empty[len(empty)-1])/2), "x-empty")
+			per[round] = append(per[round], float64(b.Elapsed().Nanoseconds())/float64(b.N))
+			if k := len(per[2]) - 1; round == 2 && k < len(per[0]) && k < len(per[1]) {
+				b.ReportMetric(per[1][k]/((per[0][k]+per[2][k])/2), "x-empty")
 			}
 		})
 	}

@@ -38,9 +38,12 @@ import (
 // receive and per accepted reply (from the server's INFO commandstats,
 // script-internal commands included) and the server's memory per hop
 // (averaged over the hops with and without a status, from MEMORY USAGE
-// of each key). It reports figures, not pass or fail:
+// of each key); for PostgreSQL the same throughput ratios, the statements
+// per fresh receive and per accepted reply, and the table's size per hop
+// (hopPostgres). It reports figures, not pass or fail:
 //
-//	HANDOFF_REDIS_ADDR=127.0.0.1:6399 go test -run '^$' -bench Hop -benchtime 1x ./replay/replicas
+//	HANDOFF_REDIS_ADDR=127.0.0.1:6399 HANDOFF_POSTGRES_DSN=postgres://handoff@127.0.0.1:5439/postgres?sslmode=disable \
+//	  go test -run '^$' -bench Hop -benchtime 1x ./replay/replicas
 const (
 	hopOffers    = 4000
 	hopReceivers = 32
@@ -143,6 +146,38 @@ func (w *hopWorld) replyHalf(b *testing.B, a *handoff.Agent, ins []*handoff.Rece
 	}
 	wg.Wait()
 	return (len(ins) + 1) / 2
+}
+
+// alternatingRatio runs hopRounds rounds of one pass of the memory store
+// and one pass of the store open returns, alternating, each with a fresh
+// store, so that a drift of the machine's load weighs on both alike; the
+// order changes every round, so that a drift within a round does too. It
+// returns the median of the rounds' ratios, which a burst of another
+// process's load during one pass moves little (the one to read on a
+// loaded machine), and the ratio of the summed times. open returns the
+// round's store and what to do once its pass is over.
+func (w *hopWorld) alternatingRatio(b *testing.B, open func(round int) (replay.Store, func())) (median, summed float64) {
+	var mem, other time.Duration
+	rounds := make([]float64, 0, hopRounds)
+	for round := range hopRounds {
+		var dm, do time.Duration
+		passes := []func(){
+			func() {
+				_, dm = w.receiveAll(b, w.agent(b, replay.NewMemory(replay.MemoryOptions{})))
+			},
+			func() {
+				st, done := open(round)
+				defer done()
+				_, do = w.receiveAll(b, w.agent(b, st))
+			},
+		}
+		passes[round%2]()
+		passes[1-round%2]()
+		mem, other = mem+dm, other+do
+		rounds = append(rounds, dm.Seconds()/do.Seconds())
+	}
+	sort.Float64s(rounds)
+	return (rounds[(hopRounds-1)/2] + rounds[hopRounds/2]) / 2, mem.Seconds() / other.Seconds()
 }
 
 func (w *hopWorld) agent(b *testing.B, st replay.Store) *handoff.Agent {
@@ -308,37 +343,10 @@ func BenchmarkHop(b *testing.B) {
 				}
 			}
 			clear(prefix)
-			// The throughput ratio: passes of the memory store and of
-			// Redis, alternating, each with a fresh store, so that a
-			// drift of the machine's load weighs on both alike. The
-			// order changes every round (memory first, then Redis
-			// first), so that a drift within a round weighs on both
-			// alike too. The ratio reported is the median of the
-			// rounds' ratios, so that a burst of another process's load
-			// during one pass moves it little; the ratio of the sums is
-			// reported beside it.
-			var mem, red time.Duration
-			rounds := make([]float64, 0, hopRounds)
-			for round := range hopRounds {
+			alternating, summed = w.alternatingRatio(b, func(round int) (replay.Store, func()) {
 				p := fmt.Sprintf("%s-%d", prefix, round)
-				var dm, dr time.Duration
-				passes := []func(){
-					func() {
-						_, dm = w.receiveAll(b, w.agent(b, replay.NewMemory(replay.MemoryOptions{})))
-					},
-					func() {
-						_, dr = w.receiveAll(b, w.agent(b, redisstore.New(c, redisstore.Options{Prefix: p})))
-					},
-				}
-				passes[round%2]()
-				passes[1-round%2]()
-				clear(p)
-				mem, red = mem+dm, red+dr
-				rounds = append(rounds, dm.Seconds()/dr.Seconds())
-			}
-			sort.Float64s(rounds)
-			alternating = (rounds[(hopRounds-1)/2] + rounds[hopRounds/2]) / 2
-			summed = mem.Seconds() / red.Seconds()
+				return redisstore.New(c, redisstore.Options{Prefix: p}), func() { clear(p) }
+			})
 			b.StartTimer()
 		}
 		ratio(b, d)
@@ -352,4 +360,5 @@ func BenchmarkHop(b *testing.B) {
 		fmt.Fprintf(os.Stderr, "redis: %.2f commands per fresh receive, %.2f per accepted reply; %.0f B per hop (half with a status), %.0f without a status, %.0f added by a status\n",
 			perReceive, perReply, perHop, bare, perStat)
 	})
+	b.Run("postgresql", func(b *testing.B) { hopPostgres(b, w, ratio) })
 }
