@@ -72,6 +72,35 @@
 // signed or not, before a middleware sees it: MCP cancellation is the
 // transport's, and the hop's state is the handoff's.
 //
+// # The outcome of a canceled hop
+//
+// A verified "canceled" is recorded in the authority ledger as the hop's
+// final disposition (with ServerConfig.Evidence), its first terminal
+// state, so that no guard of the hop takes an effect after it. The
+// delegate then still owes the outcome of the hop's work (section 4: a
+// "canceled" does not show that the work took no effect), which MCP,
+// answering no canceled call, carries in the hop's last status for the
+// delegator's next retransmission (Client.Retransmit):
+//
+//   - a tool whose context the cancel ended reports what its work did
+//     (Report): EffectNone, stopped before its effect, ends the hop
+//     "failed" with no refs; its result is signed and kept whether or not
+//     its caller still waits;
+//   - a hop whose tool does not run (paused for an approval, or its call
+//     ended "accepted") and whose authority ledger holds no effect of it
+//     (authority.HopRecord.Effects: every tool call runs under the hop's
+//     guard, claimed in the ledger) took none and can take none: it ends
+//     "failed", no refs, as the "canceled" is applied;
+//   - any other, the tool's outcome unknown, or no ledger at hand
+//     (Approvals.Guard alone: no guard is built for a "canceled"), stays
+//     "accepted" (HC-25), unresolved at the delegator (HC-40).
+//
+// The delegator's "canceled" and the tool's own "failed" or "completed"
+// may cross (section 5.5): each party keeps the first terminal state it
+// knew, the ledger the first one recorded. Over streamable HTTP a cancel
+// counts only on a session, while the hop's call is in flight; see
+// Client.Cancel for what a delegator does otherwise.
+//
 // With ServerConfig.Approvals, a call whose action is must-ask pauses with
 // an MCP input request for its owner's approval, which shows the call and
 // is sealed to it, and the retried call with the answer (and the hop's
@@ -653,6 +682,11 @@ func (s *server) runTool(ctx context.Context, r *mcp.CallToolRequest, in *handof
 			}
 		}
 	}
+	// The call's answer is signed and recorded whether or not its caller
+	// still waits for it: a call canceled (MCP's notifications/cancelled,
+	// which ends the request's context first) gets no reply, and its
+	// delegator learns the hop's last status by asking again.
+	ctx = context.WithoutCancel(ctx)
 	if !t.ran {
 		return s.refused(ctx, t, accepted, err)
 	}
@@ -824,9 +858,21 @@ func (s *server) cancelled(ctx context.Context, ss *mcp.ServerSession, p *mcp.Ca
 	if binding.Confirm(res, own) != nil {
 		return
 	}
-	if err := s.guards.Finish(ctx, nil, own.Offer, state.Canceled, "canceled by the delegator"); err != nil && s.cfg.Logger != nil {
-		s.cfg.Logger.WarnContext(ctx, "handoff: the hop's final disposition is not in the authority ledger",
-			slog.String("hop", string(own.Hop)), slog.Any("error", err))
+	// The revocation first: once it is recorded no guard of the hop takes
+	// an effect, so that a ledger that holds none knows the outcome.
+	if err := s.guards.Finish(ctx, nil, own.Offer, state.Canceled, "canceled by the delegator"); err != nil {
+		if s.cfg.Logger != nil {
+			s.cfg.Logger.WarnContext(ctx, "handoff: the hop's final disposition is not in the authority ledger",
+				slog.String("hop", string(own.Hop)), slog.Any("error", err))
+		}
+	} else if !s.running.Runs(own.Iss, own.Hop) && s.guards.NoEffect(ctx, nil, own.Offer) {
+		// No tool of the hop runs (it paused, or its call ended with an
+		// unknown outcome) and the ledger holds no effect of it: its work
+		// took none, and can take none now.
+		st, err := s.cfg.Agent.ReplyHop(ctx, own.Iss, own.Hop, state.Failed, handoff.ReplyOptions{Effect: state.EffectNone})
+		if err == nil {
+			s.sent(ctx, own.Hop, st)
+		}
 	}
 	if n := res.Notices; len(n) > 0 && s.cfg.OnNotices != nil {
 		s.cfg.OnNotices(ctx, n)
