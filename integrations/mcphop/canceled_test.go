@@ -2,8 +2,6 @@ package mcphop_test
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -43,14 +41,7 @@ func TestMCP_Cancel_ToolReportsItsOutcome(t *testing.T) {
 		pc, err := hmcp.NewClient(hmcp.ClientConfig{Agent: ps[planner].Agent, Attempts: -1})
 		require.NoError(t, err)
 		s := connect(t, pc, co.server, httpT)
-		out, err := ps[planner].Agent.Offer(ctx, handoff.OfferParams{To: coder, Dialog: dialog})
-		require.NoError(t, err)
-		errc := make(chan error, 1)
-		go func() {
-			_, err := s.CallTool(hmcp.WithHandoff(ctx, out.Handoff), call("x"))
-			errc <- err
-		}()
-		<-started
+		out, errc := callInFlight(t, ps[planner].Agent, s, started)
 		_, err = pc.Cancel(ctx, out.Offer.Hop)
 		require.NoError(t, err)
 		require.ErrorIs(t, <-errc, context.Canceled)
@@ -133,16 +124,7 @@ func TestMCP_Cancel_Stateless(t *testing.T) {
 	ctx := context.Background()
 	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.COSE})
 	co := newNode(t, ps[coder], planner, nil)
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return co.server },
-		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true}))
-	t.Cleanup(hs.Close)
-	pc, err := hmcp.NewClient(hmcp.ClientConfig{Agent: ps[planner].Agent, Attempts: -1})
-	require.NoError(t, err)
-	cl := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "v1"}, nil)
-	cl.AddSendingMiddleware(pc.Middleware())
-	s, err := cl.Connect(ctx, pc.Transport(&mcp.StreamableClientTransport{Endpoint: hs.URL, DisableStandaloneSSE: true}), nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
+	pc, s := statelessSession(t, co, ps[planner].Agent)
 
 	// A call in flight: the call ends, the "canceled" does not count.
 	started := make(chan struct{})
@@ -152,15 +134,8 @@ func TestMCP_Cancel_Stateless(t *testing.T) {
 		hmcp.Report(ctx, hmcp.Outcome{Effect: state.EffectNone})
 		return nil, context.Cause(ctx)
 	}
-	out, err := ps[planner].Agent.Offer(ctx, handoff.OfferParams{To: coder, Dialog: dialog})
-	require.NoError(t, err)
-	errc := make(chan error, 1)
-	go func() {
-		_, err := s.CallTool(hmcp.WithHandoff(ctx, out.Handoff), call("x"))
-		errc <- err
-	}()
-	<-started
-	_, err = pc.Cancel(ctx, out.Offer.Hop)
+	out, errc := callInFlight(t, ps[planner].Agent, s, started)
+	_, err := pc.Cancel(ctx, out.Offer.Hop)
 	require.NoError(t, err, "sent")
 	require.ErrorIs(t, <-errc, context.Canceled)
 	var sts []*handoff.StatusResult
@@ -189,4 +164,21 @@ func TestMCP_Cancel_Stateless(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, info.Canceled, "a cancel that could not be sent is not signed")
 	require.Equal(t, state.Accepted, info.State)
+}
+
+// callInFlight makes an offer of planner's to the coder and calls the tool
+// with it, in the background; it returns once the tool runs (started),
+// with the offer and the error the call will end with.
+func callInFlight(t *testing.T, planner *handoff.Agent, s *mcp.ClientSession, started <-chan struct{}) (*handoff.Outgoing, <-chan error) {
+	t.Helper()
+	ctx := context.Background()
+	out, err := planner.Offer(ctx, handoff.OfferParams{To: coder, Dialog: dialog})
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.CallTool(hmcp.WithHandoff(ctx, out.Handoff), call("x"))
+		errc <- err
+	}()
+	<-started
+	return out, errc
 }

@@ -64,8 +64,9 @@
 // A notifications/cancelled whose _meta carries the delegator's signed
 // "canceled" is handed to Agent.HandleStatus (HC-28) when it names a hop
 // the middleware accepted on the same session, signed by that hop's
-// delegator, and the hop has not ended ("completed" or "failed" sent); any
-// other "canceled" is refused before it is verified
+// delegator, and the hop has not ended ("completed" or "failed" sent), or
+// ended with the call the cancellation ended; any other "canceled" is
+// refused before it is verified
 // (ErrForeignCancel) and changes the state of no hop. The cancels the
 // agent signs for the hops passed on go to ServerConfig.OnNotices. The SDK
 // itself ends the named request's context on any notifications/cancelled,
@@ -510,10 +511,13 @@ func (s *server) check(ctx context.Context, r *mcp.CallToolRequest, in *handoff.
 // when its octets are set, with g, the guard its package gave, or the
 // application's, and answers with the status its outcome asks for. Once
 // that status ends the hop, the hop is no longer bound to the session: a
-// hop that ended is not canceled.
+// hop that ended is not canceled. A call whose context ended (the SDK
+// ends it on notifications/cancelled, before the middleware sees the
+// notification) keeps its hop bound, so that the "canceled" that ended it
+// is heard whichever comes first, its handling or the tool's outcome.
 func (s *server) run(ctx context.Context, r *mcp.CallToolRequest, in *handoff.Received, accepted handoff.Signed, g *evidence.Guard, next mcp.MethodHandler) (mcp.Result, error) {
 	res, final, err := s.runTool(ctx, r, in, accepted, g, next)
-	if b, ok := binding.Of(in); ok && final && r.Session != nil {
+	if b, ok := binding.Of(in); ok && final && r.Session != nil && ctx.Err() == nil {
 		s.served.Forget(r.Session, b)
 	}
 	return res, err
