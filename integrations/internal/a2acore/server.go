@@ -31,7 +31,9 @@
 //     (hopcheck.Closes);
 //   - Work.Status: the signed status of each task state the executor sets;
 //   - Server.Cancel: a Cancel Task request's "canceled", checked against
-//     the task's hop, verified and applied before the executor's Cancel.
+//     the task's hop, verified, applied and recorded before the executor's
+//     Cancel, whose task state carries the canceled work's outcome when it
+//     is known (reported, or no effect of the hop in the ledger).
 //
 // A message on a task that exists changes that task only when it carries
 // the verified offer of the hop bound to the task, from the delegator the
