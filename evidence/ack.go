@@ -176,11 +176,19 @@ func CheckResult(ctx context.Context, st *handoff.Status, sent ref.Ref, src ref.
 }
 
 // Disposition is what the delegate's store keeps of a hop: its state and
-// the last status it sent, with the package that status acknowledged.
+// the last status it sent, with the package that status names.
 type Disposition struct {
 	State  state.State
 	Status *handoff.Status // nil when no status was sent
-	// Package is the package reference in the last status, if any.
+	// Package is the package reference in the last status, if any: the
+	// acknowledgement ("accepted", "rejected") names the package it
+	// acknowledged, and a terminal status names it only when its refs do
+	// (a specialist's "completed" that returns its result with the
+	// package, ReturnResult); "failed" never does, its refs naming what
+	// took effect (HC-44). Once the hop ended, the acknowledged package
+	// is in the authority ledger, beside the final disposition
+	// (authority.Ledger.Hop: Ack.Package and Final), which an audit
+	// after the fact reads.
 	Package *ref.Ref
 }
 

@@ -88,6 +88,8 @@ func SignApproval(st ApprovalStatement, key crypto.Signer, alg string) ([]byte, 
 // signature must verify with a key the guard's Trust binds to the
 // approver, the approver must be the owner the package names for the
 // action, the hop must be the guard's and the time now inside [iat, exp).
+// A guard stopped, or whose offer expired, refuses it first, as it refuses
+// every call then (a *Refusal wrapping ErrStopped); so does ApproveLocal.
 // The statement is decoded strictly (no duplicate member names, names
 // compared exactly). The ledger keeps the signed statement first presented
 // as the approval's evidence; one statement is one grant however often,
@@ -95,6 +97,10 @@ func SignApproval(st ApprovalStatement, key crypto.Signer, alg string) ([]byte, 
 func (g *Guard) ApproveSigned(ctx context.Context, signed []byte) (authority.Approval, error) {
 	if g.trust == nil {
 		return authority.Approval{}, fmt.Errorf("%w: the guard has no trust configuration", ErrApproval)
+	}
+	if _, err := g.live(Call{Hop: g.hop}); err != nil {
+		// Stopped, or the offer expired: no approval can be used any more.
+		return authority.Approval{}, err
 	}
 	lookup := func(_ jws.Header, payload []byte) ([]jws.Key, error) {
 		var st ApprovalStatement

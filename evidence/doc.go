@@ -23,9 +23,13 @@
 // stable codes (Code) and JSON Pointer paths. It acknowledges through the
 // hop's status (Reply): "accepted" when the package passed, "rejected" with
 // reason "policy" and a detail naming the findings otherwise; the status
-// refs carry the package reference, so the acknowledged digest is kept with
-// the hop's last status in the delegate's store (Recorded), and in the
-// authority ledger (RecordAcknowledgement). A package that passed against
+// refs carry the package reference. The authority ledger keeps the
+// acknowledged digest with the hop's final disposition
+// (RecordAcknowledgement, authority.Ledger.Hop): the record an audit
+// reads once the hop ended. The delegate's store keeps the last status
+// only (Recorded), which names the package while it is the
+// acknowledgement, and no longer once "completed" or "failed" replaced it
+// ("failed" refs name what took effect, HC-44). A package that passed against
 // its offer (Report.Acceptable, from CheckReceived) yields a Guard for that
 // hop, which the receiving agent consults before every tool call or
 // mutation, and whose memory of effects and approvals is an

@@ -307,7 +307,8 @@ func NewGuard(ctx context.Context, rep *Report, cfg GuardConfig) (*Guard, error)
 		if !ok {
 			continue // outside the verified chain: never recorded
 		}
-		e := authority.Effect{Hop: hop, Chain: chain, Action: a.Action, OperationID: a.OperationID, IdempotencyKey: a.IdempotencyKey, At: p.Handoff.Time}
+		e := authority.Effect{Hop: hop, Chain: chain, Action: a.Action, OperationID: a.OperationID, IdempotencyKey: a.IdempotencyKey,
+			Marker: true, At: p.Handoff.Time}
 		if e.Validate() != nil {
 			continue
 		}
@@ -335,6 +336,25 @@ func (g *Guard) scope(hop string) (string, []string, bool) {
 
 // Hop returns the handoff digest of the guard's offer.
 func (g *Guard) Hop() digest.Digest { return cloneDigest(g.hop) }
+
+// Effects reports whether the ledger holds an effect taken under the
+// guard's hop, by any guard of the hop in any process sharing the ledger
+// (authority.HopRecord.Effects): a call Authorize recorded (one that names
+// an effect), or Do or Claim claimed, whatever became of it. The
+// package's completed actions and the units of work of Once are not
+// effects. False, once no effect of the hop can be taken any more (its
+// final disposition recorded, or the offer expired), shows that the hop's
+// work took no effect through its guards: what a host that ran every
+// effect of the hop under them knows of its outcome (draft section 4,
+// "Knowing the Outcome"). An effect taken without asking the guard, or
+// asked with Authorize under no name, the ledger cannot know of.
+func (g *Guard) Effects(ctx context.Context) (bool, error) {
+	h, err := g.ledger.Hop(ctx, g.hopKey)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrLedger, err)
+	}
+	return h.Effects, nil
+}
 
 // Authorize decides a call, for the guard's hop only (ErrOtherHop): an
 // action in "denied" is refused, one in "allowed" passes, one in "must
@@ -409,7 +429,7 @@ func (g *Guard) Claim(ctx context.Context, c Call) (*Claim, error) {
 	if err != nil {
 		return nil, g.finished(ctx, c, err)
 	}
-	return g.claim(ctx, c, cl, now)
+	return g.claim(ctx, c, cl, now, false)
 }
 
 // Once runs f, one execution of a host's unit of work, once per call c,
@@ -429,21 +449,22 @@ func (g *Guard) Once(ctx context.Context, c Call, f func(context.Context) ([]byt
 	if err != nil {
 		return nil, g.finished(ctx, c, err)
 	}
-	cl, err := g.claim(ctx, c, allowed, now)
+	cl, err := g.claim(ctx, c, allowed, now, true)
 	if err != nil {
 		return nil, err
 	}
 	return cl.run(ctx, f)
 }
 
-// claim claims c, of class cl, decided at now.
-func (g *Guard) claim(ctx context.Context, c Call, cl class, now time.Time) (*Claim, error) {
+// claim claims c, of class cl, decided at now: an effect, or a host's
+// unit of work (unit), which the ledger records as a marker.
+func (g *Guard) claim(ctx context.Context, c Call, cl class, now time.Time, unit bool) (*Claim, error) {
 	b, err := c.bind(g.hopKey)
 	if err != nil {
 		return nil, &Refusal{Action: c.Action, Err: err}
 	}
 	e := g.effect(c, cl, b, now)
-	e.Claim = true
+	e.Claim, e.Marker = true, unit
 	if e.OperationID == "" && e.IdempotencyKey == "" {
 		e.IdempotencyKey = b.keyS
 	}
@@ -662,7 +683,9 @@ type Grant struct {
 
 // ApproveLocal records an approval given by a local operator whom the host
 // has authenticated (operator names that session, for the record): the
-// ledger's record is its only evidence (authority.SourceOperator).
+// ledger's record is its only evidence (authority.SourceOperator). A guard
+// stopped, or whose offer expired, refuses it (a *Refusal wrapping
+// ErrStopped): no approval can be used any more.
 func (g *Guard) ApproveLocal(ctx context.Context, gr Grant, operator string) (authority.Approval, error) {
 	if operator == "" {
 		return authority.Approval{}, fmt.Errorf("%w: a local approval names the authenticated operator", ErrNotApprover)
@@ -671,6 +694,10 @@ func (g *Guard) ApproveLocal(ctx context.Context, gr Grant, operator string) (au
 }
 
 func (g *Guard) grant(ctx context.Context, gr Grant, src authority.Source, evidence []byte, stmtID string, issued time.Time) (authority.Approval, error) {
+	if _, err := g.live(Call{Hop: g.hop, Action: gr.Action}); err != nil {
+		// Stopped, or the offer expired: no approval can be used any more.
+		return authority.Approval{}, err
+	}
 	q, ok := g.pending[gr.Action]
 	if g.actions[gr.Action] != mustAsk || !ok || q.Owner == "" {
 		return authority.Approval{}, fmt.Errorf("%w: %q has no pending approval", ErrNotApprover, gr.Action)

@@ -452,3 +452,61 @@ func TestGuard_AcknowledgementAndDispositionRecorded(t *testing.T) {
 	require.Equal(t, []string{"next-action-denied"}, h.Ack.Findings)
 	require.ErrorIs(t, RecordAcknowledgement(ctx, ledger, &Report{}, w.clock.Now()), ErrNotPassed)
 }
+
+// An approval given once the offer expired is the guard's refusal, as any
+// use of the hop's authority then is (a *Refusal wrapping ErrStopped), not
+// a record the ledger refuses as invalid: a host ends the hop with it.
+func TestGuard_ApprovalAfterExpiryRefused(t *testing.T) {
+	ctx := context.Background()
+	g := passedGuard(t)
+	g.w.clock.Add(121 * time.Second)
+	req := ApprovalRequest{Action: "refund.issue", Owner: "finance-lead", Hop: g.in.Digest(), OperationID: "refund-1"}
+	_, err := g.ApproveLocal(ctx, req.Grant(), "console:finance-lead")
+	require.ErrorIs(t, err, ErrStopped)
+	require.NotErrorIs(t, err, authority.ErrInvalid)
+	var r *Refusal
+	require.ErrorAs(t, err, &r)
+	as, err := g.ledger.Approvals(ctx, g.in.Digest().String())
+	require.NoError(t, err)
+	require.Empty(t, as, "nothing is recorded")
+
+	g.Stop("hop canceled")
+	_, err = g.ApproveLocal(ctx, req.Grant(), "console:finance-lead")
+	require.ErrorIs(t, err, ErrStopped)
+}
+
+// What the ledger knows of the hop's outcome (Effects): the package's
+// completed actions, a unit of work run with Once, a read under no name
+// and a refused call are no effect; a call Authorize records, and one Do
+// claims, are, whatever became of them.
+func TestGuard_Effects(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, handoff.JWS, nil)
+	ledger := authority.NewMemory()
+	g := newHopGuard(t, w, refundPackage(), ledger)
+	took := func() bool {
+		t.Helper()
+		ok, err := g.Effects(ctx)
+		require.NoError(t, err)
+		return ok
+	}
+	require.False(t, took(), "the package's completed action is not the hop's effect")
+	_, err := g.Once(ctx, Call{Hop: g.in.Digest(), Action: "a2a.message", IdempotencyKey: "unit-1"},
+		func(context.Context) ([]byte, error) { return nil, nil })
+	require.NoError(t, err)
+	require.NoError(t, g.authorize("ledger.read", "", ""))
+	require.ErrorIs(t, g.authorize("card.charge", "charge-1", ""), ErrDenied)
+	require.ErrorIs(t, g.authorize("ledger.read", "", "notify-INV-1042-1"), ErrRepeated, "the completed action's name")
+	require.False(t, took(), "units, unnamed reads and refusals are no effect")
+
+	_, err = g.Do(ctx, Call{Hop: g.in.Digest(), Action: "ledger.read", Tool: "ledger", Args: []byte(`{}`)},
+		func(context.Context) ([]byte, error) { return nil, errors.New("the tool failed") })
+	require.Error(t, err)
+	require.True(t, took(), "a claimed call is an effect, whatever became of it")
+
+	other := newHopGuard(t, w, refundPackage(), ledger)
+	require.NoError(t, other.authorize("ledger.read", "read-1", ""))
+	ok, err := other.Effects(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+}

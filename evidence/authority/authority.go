@@ -81,6 +81,11 @@
 //   - Acknowledge and Finish record a hop's acknowledgement and final
 //     disposition once each; the same value again is a no-op, another is
 //     ErrConflict.
+//   - Perform notes, in the same atomic step, that the hop took an effect
+//     (HopRecord.Effects) when it records an effect in its hop's own
+//     scope that is not a Marker; nothing else sets it, and nothing
+//     clears it. Read after Finish, it is final: every later effect of
+//     the hop is refused.
 //   - Records are kept until the ledger is deleted: effects are how a
 //     receiver knows, after any delay, that an action was taken.
 //   - A ledger that cannot answer returns an error (wrapping
@@ -167,6 +172,13 @@ type Effect struct {
 	// once, by Settle. It needs a Key. Without it the effect is recorded
 	// as performed, with no outcome.
 	Claim bool
+	// Marker says the record only marks its names as used and is not an
+	// effect the hop's delegate takes: a package's completed action, done
+	// before the hop (evidence.NewGuard), or the claim of a host's unit
+	// of work, which authorizes nothing (evidence.Guard.Once). It is
+	// refused and recorded as any effect is; HopRecord.Effects does not
+	// count it.
+	Marker bool
 	// At is when the effect is performed, by the caller's clock.
 	At time.Time
 }
@@ -511,6 +523,17 @@ type Final struct {
 type HopRecord struct {
 	Ack   *Ack   `json:"ack,omitempty"`
 	Final *Final `json:"final,omitempty"`
+	// Effects reports that an effect is recorded in the hop's own scope
+	// (an Effect whose Hop is this hop, not a Marker): performed, or
+	// claimed and in flight, whatever became of it. False shows that the
+	// hop's delegate took no effect through the ledger so far, and for
+	// good once no effect of the hop can be recorded any more: its final
+	// disposition is recorded (Perform then refuses every effect of the
+	// hop), or every authority it had expired. It is what a host knows of
+	// a hop's outcome from the system of record (draft section 4, "Knowing
+	// the Outcome": a record written in the same atomic step as the
+	// effect).
+	Effects bool `json:"effects,omitempty"`
 }
 
 // SameAck reports whether two acknowledgements are one.

@@ -138,6 +138,10 @@ func (m *Memory) Perform(ctx context.Context, e Effect) error {
 		}
 		m.put(scoped{e.Hop, n}, r)
 	}
+	if h := m.hops[e.Hop]; !e.Marker && !h.Effects {
+		h.Effects = true
+		m.hops[e.Hop] = h
+	}
 	return nil
 }
 
@@ -286,7 +290,7 @@ func (m *Memory) Hop(ctx context.Context, hop string) (HopRecord, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h := m.hops[hop]
-	out := HopRecord{}
+	out := HopRecord{Effects: h.Effects}
 	if h.Ack != nil {
 		a := *h.Ack
 		a.Findings = slices.Clone(a.Findings)

@@ -52,21 +52,13 @@ func (x a2aWork) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.S
 	}
 }
 
-// Cancel ends the task. Nothing of the canceled hop's work took effect
-// (it was paused for its approval), and the delegate says so: "failed"
-// with no refs (HC-44), signed for the hop the verified "canceled" names
-// (Agent.ReplyHop, which a hop its delegator canceled allows), which the
-// delegator learns by asking again.
-func (x a2aWork) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+// Cancel ends the task. The wrapper signs the canceled hop's outcome on
+// it: the paused hop took no effect, which the authority ledger knows
+// (no effect of the hop in it, none possible once the "canceled" is
+// recorded), so "failed" with no refs (HC-44).
+func (x a2aWork) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		x.e.count("cancel")
-		if res, ok := a2a1hop.CancelFromContext(ctx); ok && res.Status != nil {
-			if _, err := x.e.agent.ReplyHop(ctx, res.Status.Iss, res.Status.Hop, state.Failed,
-				handoff.ReplyOptions{Effect: state.EffectNone}); err != nil {
-				yield(nil, err)
-				return
-			}
-		}
 		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
 	}
 }
@@ -156,6 +148,16 @@ func lastStatus(t *testing.T, hc *a2a1hop.Client, cl *a2aclient.Client, hop hand
 	return sts[0].State
 }
 
+// requireResolved checks that the delegator holds hop in state want,
+// resolved.
+func requireResolved(t *testing.T, w *world, hop handoff.HopID, want state.State) {
+	t.Helper()
+	info, ok, err := w.agent.Hop(context.Background(), hop)
+	if err != nil || !ok || info.State != want || !info.Resolved {
+		t.Fatalf("hop %s: %q (resolved %v), want %q, resolved: %v", hop, info.State, info.Resolved, want, err)
+	}
+}
+
 func requireTask(t *testing.T, what string, task *a2a.Task, want a2a.TaskState) {
 	t.Helper()
 	if task.Status.State != want {
@@ -175,7 +177,7 @@ func TestContract_A2A1(t *testing.T) {
 	dl, task := c.send(offer(actRead, ledgerEntry, evidence.TransferOwnership))
 	requireTask(t, "allowed", task, a2a.TaskStateCompleted)
 	requireAcknowledged(t, dl.Statuses[0].Status, dl.Offer)
-	w.record("allowed", dl.Offer, state.Completed, "", authority.Accepted)
+	w.record("allowed", dl.Offer, state.Completed, "", authority.Accepted).took()
 	requireState(t, "allowed, asked again", lastStatus(t, c.hc, c.cl, dl.Hop), state.Completed)
 
 	for _, refused := range []struct{ name, action string }{
@@ -190,7 +192,7 @@ func TestContract_A2A1(t *testing.T) {
 	requireTask(t, "must ask", task, a2a.TaskStateInputRequired)
 	requirePending(t, task.Status.Message, dl.Offer)
 	requireTask(t, "must ask, approved", c.answer(dl, task, "approve"), a2a.TaskStateCompleted)
-	w.record("must ask", dl.Offer, state.Completed, "", authority.Accepted).approvals = 1
+	w.record("must ask", dl.Offer, state.Completed, "", authority.Accepted).took().approvals = 1
 
 	// Rejected before any work: a package whose ledger entry is no longer
 	// the system of record's, and one that carries a credential.
@@ -226,9 +228,10 @@ func TestContract_A2A1(t *testing.T) {
 		t.Fatal(err)
 	}
 	requireTask(t, "canceled", canceled, a2a.TaskStateCanceled)
-	// The delegator learns the outcome by asking again.
+	// The canceled task carries the outcome, and so does asking again.
+	requireResolved(t, w, dl.Hop, state.Failed)
 	requireState(t, "canceled, asked again", lastStatus(t, c.hc, c.cl, dl.Hop), state.Failed)
-	w.record("canceled", dl.Offer, state.Failed, "", authority.Accepted)
+	w.record("canceled", dl.Offer, state.Failed, "", authority.Accepted).canceled(false)
 	requireCounts(t, d.counts(), map[string]int{"handler": 1, "cancel": 1, actRefund: 0})
 	d.kill()
 
@@ -239,7 +242,7 @@ func TestContract_A2A1(t *testing.T) {
 	dl, task = c.send(offer(actReport, ledgerEntry, evidence.SpecialistReturnsResult))
 	requireTask(t, "return", task, a2a.TaskStateCompleted)
 	requireResult(t, w, dl.Statuses[len(dl.Statuses)-1].Status, dl.Offer)
-	w.record("return to sender", dl.Offer, state.Completed, "", authority.Accepted)
+	w.record("return to sender", dl.Offer, state.Completed, "", authority.Accepted).took()
 	requireCounts(t, d.counts(), map[string]int{"handler": 1, actReport: 1})
 	d.kill()
 

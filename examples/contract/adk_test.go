@@ -77,8 +77,10 @@ type adkArgs struct {
 // each offer; the guard plugin checks every tool call against the hop's
 // guard, and asks for ADK's tool confirmation for a must-ask one. The
 // specialist's result is returned with the hop's "completed"
-// (a2a1hop.Report). A canceled hop that took no effect is answered
-// "failed", no refs (Agent.ReplyHop).
+// (a2a1hop.Report). A run whose tool call the guard refused, with no
+// effect of the hop in the ledger, ends "failed", no refs, "policy"; a
+// canceled hop that took no effect ends "failed", no refs: the wrapper
+// knows both from the ledger.
 func (e *env) adkHandler() (http.Handler, error) {
 	var tools []tool.Tool
 	for action := range names {
@@ -118,14 +120,9 @@ func (e *env) adkHandler() (http.Handler, error) {
 			},
 		}),
 		Evidence: e.evidence(),
-		OnCancel: func(ctx context.Context, res *handoff.StatusResult) {
-			if res.Err() != nil {
-				return
-			}
-			e.count("cancel")
-			if _, err := e.agent.ReplyHop(ctx, res.Status.Iss, res.Status.Hop, state.Failed,
-				handoff.ReplyOptions{Effect: state.EffectNone}); err != nil {
-				e.count("cancel-unanswered")
+		OnCancel: func(_ context.Context, res *handoff.StatusResult) {
+			if res.Err() == nil {
+				e.count("cancel")
 			}
 		},
 	})
@@ -254,16 +251,17 @@ func TestContract_ADK(t *testing.T) {
 
 	out, _ := c.ask(offer(actRead, ledgerEntry, evidence.TransferOwnership))
 	requireState(t, "allowed", c.hopState(out).State, state.Completed)
-	w.record("allowed", out, state.Completed, "", authority.Accepted)
+	w.record("allowed", out, state.Completed, "", authority.Accepted).took()
 
 	// A refused tool call never runs the tool; the model is told why, and
-	// the agent's run, and with it the hop, completes.
+	// the agent's run ends; the hop, which took no effect, ends "failed",
+	// no refs, "policy" (adkhop: how a hop ends).
 	for _, refused := range []struct{ name, action string }{
 		{"denied", actCharge}, {"unlisted", actUnknown}, {"already performed", actNotify},
 	} {
 		out, _ := c.ask(offer(refused.action, ledgerEntry, evidence.TransferOwnership))
-		requireState(t, refused.name, c.hopState(out).State, state.Completed)
-		w.record(refused.name, out, state.Completed, "", authority.Accepted)
+		requireState(t, refused.name, c.hopState(out).State, state.Failed)
+		w.record(refused.name, out, state.Failed, reason.Policy, authority.Accepted)
 	}
 
 	out, fc := c.askConfirm()
@@ -274,7 +272,7 @@ func TestContract_ADK(t *testing.T) {
 	if c.offers != offers {
 		t.Errorf("the confirmation made an offer of its own: it must travel on the hop it answers")
 	}
-	w.record("must ask", out, state.Completed, "", authority.Accepted).approvals = 1
+	w.record("must ask", out, state.Completed, "", authority.Accepted).took().approvals = 1
 
 	out, _ = c.ask(offer(actRead, staleEntry, evidence.TransferOwnership))
 	requireState(t, "stale", c.hopState(out).State, state.Rejected)
@@ -294,8 +292,8 @@ func TestContract_ADK(t *testing.T) {
 	requireOverdue(t, out)
 	d.advance(31 * time.Second)
 	c.confirm(fc, true)
-	requireState(t, "timeout, confirmed late", c.hopState(out).State, state.Completed)
-	w.record("timeout", out, state.Completed, "", authority.Accepted)
+	requireState(t, "timeout, confirmed late", c.hopState(out).State, state.Failed)
+	w.record("timeout", out, state.Failed, reason.Policy, authority.Accepted)
 	requireCounts(t, d.counts(), map[string]int{"handler": 2, actRefund: 0})
 	d.kill()
 
@@ -310,8 +308,9 @@ func TestContract_ADK(t *testing.T) {
 	if task.Status.State != a2a.TaskStateCanceled {
 		t.Fatalf("the canceled task is %s", task.Status.State)
 	}
+	requireResolved(t, w, out.Offer.Hop, state.Failed)
 	requireState(t, "canceled, asked again", lastStatus(t, c.hc, c.cl, out.Offer.Hop), state.Failed)
-	w.record("canceled", out, state.Failed, "", authority.Accepted)
+	w.record("canceled", out, state.Failed, "", authority.Accepted).canceled(false)
 	requireCounts(t, d.counts(), map[string]int{"handler": 1, "cancel": 1, actRefund: 0})
 	d.kill()
 
@@ -326,7 +325,7 @@ func TestContract_ADK(t *testing.T) {
 		t.Fatal(err)
 	}
 	requireResult(t, w, st, out)
-	w.record("return to sender", out, state.Completed, "", authority.Accepted)
+	w.record("return to sender", out, state.Completed, "", authority.Accepted).took()
 	requireCounts(t, d.counts(), map[string]int{"handler": 1, actReport: 1})
 	d.kill()
 

@@ -26,12 +26,21 @@
 //     credential;
 //   - a timeout: the must-ask action's approval comes after the offer
 //     expired, and nothing runs; the package's timeout names its owner;
-//   - a cancellation: the delegator cancels the paused hop;
+//   - a cancellation: the delegator cancels the paused hop (MCP: a call in
+//     flight), whose work took no effect: the delegate ends it "failed",
+//     no refs, knowing it from its authority ledger (A2A, ADK) or from
+//     the tool's report (MCP);
 //   - return to sender: the specialist returns its result as the hop's
 //     "completed", naming the result by digest (evidence.CheckResult).
 //
 // At the end every hop's final acknowledgement and disposition are read
 // back from the files: the delegate's authority ledger
-// (authority.Ledger.Hop), its replay store (evidence.Recorded), and the
-// delegator's own hop store (Agent.Hop), each opened anew.
+// (authority.Ledger.Hop: the acknowledgement with its package, the final
+// disposition, whether the hop took an effect), its replay store
+// (evidence.Recorded), and the delegator's own hop store (Agent.Hop),
+// each opened anew. The ledger's final disposition is the hop's first
+// terminal state: for a canceled hop the delegator's "canceled", the
+// revocation recorded as it is applied, while the delegate's outcome that
+// follows ("failed", no refs) is the hop's last status in both parties'
+// stores.
 package contract

@@ -18,20 +18,30 @@ import (
 	"github.com/agentproto/handoff/integrations/mcphop"
 )
 
-// mcpArgs are a tool's arguments: Wait has the tool wait, once the guard
-// allowed it and before its effect, until its call is canceled.
+// mcpArgs are a tool's arguments: the names the package gives the
+// action's effect, which the middleware keys the call by, and Wait, which
+// has the tool wait, before its effect, until its call is canceled.
 type mcpArgs struct {
-	Wait bool `json:"wait,omitempty"`
+	Invoice        string `json:"invoice"`
+	OperationID    string `json:"operation_id,omitempty"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	Wait           bool   `json:"wait,omitempty"`
+}
+
+// argsOf are the arguments of a call of action.
+func argsOf(action string) mcpArgs {
+	return mcpArgs{Invoice: "INV-1042", OperationID: names[action].op, IdempotencyKey: names[action].key}
 }
 
 // mcpHandler serves the delegate's actions as MCP tools over streamable
 // HTTP: stateless (protocol 2026-07-28) at "/", and with sessions at
 // "/session", where a notifications/cancelled belongs to the session of
-// the call it cancels. Each tool asks the hop's guard, pauses for an
-// approval the guard asks for, returns any other refusal as its error, and
-// returns the specialist's result with the hop's "completed". A call
-// canceled before its effect records that none took place: "failed", no
-// refs (Agent.ReplyHop, which a hop its delegator canceled allows).
+// the call it cancels. The middleware runs each tool call under the hop's
+// guard: a denied, unlisted or repeated call never reaches its tool, and
+// a must-ask one pauses for its owner's approval before it does. The tool
+// is the effect; the specialist's result goes back with the hop's
+// "completed" (mcphop.Report). A tool canceled before its effect reports
+// that none took place: the hop ends "failed", no refs.
 func (e *env) mcpHandler() (http.Handler, error) {
 	mw, err := mcphop.Server(mcphop.ServerConfig{
 		Agent: e.agent,
@@ -58,24 +68,11 @@ func (e *env) mcpHandler() (http.Handler, error) {
 		mcp.AddTool(server, &mcp.Tool{Name: action}, func(ctx context.Context, _ *mcp.CallToolRequest, a mcpArgs) (*mcp.CallToolResult, any, error) {
 			e.count("handler")
 			in, _ := mcphop.FromContext(ctx)
-			err := e.ask(ctx, in, action)
-			if res, ok := mcphop.AskApproval(ctx, err); ok {
-				return res, nil, nil
-			}
-			if err != nil {
-				return nil, nil, err
-			}
 			if a.Wait {
 				select {
 				case <-ctx.Done():
-					// Canceled before its effect. The middleware sends no
-					// reply to a canceled call (MCP asks for none): the
-					// outcome is signed for the delegator's next
-					// retransmission.
-					if _, err := e.agent.ReplyHop(context.WithoutCancel(ctx), in.Offer().Iss, in.Offer().Hop, state.Failed,
-						handoff.ReplyOptions{Effect: state.EffectNone}); err != nil {
-						return nil, nil, err
-					}
+					// Canceled before its effect: none took place.
+					mcphop.Report(ctx, mcphop.Outcome{Effect: state.EffectNone})
 					return nil, nil, context.Cause(ctx)
 				case <-time.After(10 * time.Second):
 				}
@@ -142,7 +139,7 @@ func dialMCP(t *testing.T, w *world, url string) *mcpDelegator {
 
 func (c *mcpDelegator) call(p handoff.OfferParams) *mcphop.Delivery {
 	c.t.Helper()
-	return c.callWith(context.Background(), p, mcpArgs{})
+	return c.callWith(context.Background(), p, argsOf(p.Task))
 }
 
 func (c *mcpDelegator) callWith(ctx context.Context, p handoff.OfferParams, a mcpArgs) *mcphop.Delivery {
@@ -183,7 +180,7 @@ func TestContract_MCP(t *testing.T) {
 
 	dl := c.call(offer(actRead, ledgerEntry, evidence.TransferOwnership))
 	requireState(t, "allowed", dl.State, state.Completed)
-	w.record("allowed", dl.Offer, state.Completed, "", authority.Accepted)
+	w.record("allowed", dl.Offer, state.Completed, "", authority.Accepted).took()
 	if sts := c.retransmit(dl); len(sts) != 1 || sts[0].State != state.Completed {
 		t.Fatalf("a retransmission of the completed hop: %v", sts)
 	}
@@ -203,7 +200,7 @@ func TestContract_MCP(t *testing.T) {
 	if c.asked != 1 || pending["action"] != actRefund || pending["owner"] != owner || pending["hop"] != dl.Offer.Digest.String() {
 		t.Errorf("the owner was asked %d times, for %v", c.asked, pending)
 	}
-	w.record("must ask", dl.Offer, state.Completed, "", authority.Accepted).approvals = 1
+	w.record("must ask", dl.Offer, state.Completed, "", authority.Accepted).took().approvals = 1
 
 	dl = c.call(offer(actRead, staleEntry, evidence.TransferOwnership))
 	requireState(t, "stale", dl.State, state.Rejected)
@@ -212,8 +209,9 @@ func TestContract_MCP(t *testing.T) {
 	requireState(t, "restricted", dl.State, state.Rejected)
 	w.record("restricted data", dl.Offer, state.Rejected, reason.Policy, authority.Rejected, string(evidence.CodeRestricted))
 
-	// The paused call and its resumption make two handler runs.
-	requireCounts(t, d.counts(), map[string]int{"handler": 6, actRead: 1, actRefund: 1, actCharge: 0, actUnknown: 0, actNotify: 0})
+	// The tool runs only for a call the guard allowed: the allowed read
+	// and the approved refund, once each; the paused call never reached it.
+	requireCounts(t, d.counts(), map[string]int{"handler": 2, actRead: 1, actRefund: 1, actCharge: 0, actUnknown: 0, actNotify: 0})
 	d.kill()
 
 	// Timeout: the owner answers once the offer expired.
@@ -227,17 +225,22 @@ func TestContract_MCP(t *testing.T) {
 	requireState(t, "timeout, answered late", dl.State, state.Failed)
 	requireOverdue(t, dl.Offer)
 	w.record("timeout", dl.Offer, state.Failed, reason.Policy, authority.Accepted)
-	requireCounts(t, d.counts(), map[string]int{"handler": 1, actRefund: 0})
+	requireCounts(t, d.counts(), map[string]int{"handler": 0, actRefund: 0})
 	d.kill()
 
 	// Cancellation of a call in flight, on a session: the delegator's
 	// signed "canceled" rides in notifications/cancelled, and the tool,
-	// stopped before its effect, reports none.
+	// stopped before its effect, reports none. The SDK ends the tool's
+	// context before the middleware sees the notification, so that the
+	// tool's "failed" and the "canceled" may cross (draft section 5.5):
+	// the delegate keeps the first it knew.
 	d = w.startDelegate("mcp")
 	c = dialMCP(t, w, d.url+"/session")
 	calls := make(chan *mcphop.Delivery, 1)
 	go func() {
-		dl, _ := c.hc.Call(ctx, c.session, &mcp.CallToolParams{Name: actRead, Arguments: mcpArgs{Wait: true}},
+		args := argsOf(actRead)
+		args.Wait = true
+		dl, _ := c.hc.Call(ctx, c.session, &mcp.CallToolParams{Name: actRead, Arguments: args},
 			handoff.OfferParams{To: payments, Dialog: "case-77", Task: actRead, TTL: 30 * time.Second,
 				Deliver: offer(actRead, ledgerEntry, evidence.TransferOwnership).Deliver})
 		calls <- dl
@@ -262,10 +265,12 @@ func TestContract_MCP(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if len(sts) != 1 || sts[0].State != state.Failed {
+	if len(sts) != 1 || sts[0].State != state.Failed || len(sts[0].Status.Refs) != 0 {
 		t.Fatalf("a retransmission of the canceled hop: %v", sts)
 	}
-	w.record("canceled", dl.Offer, state.Failed, "", authority.Accepted)
+	// The call was claimed under the hop before the tool ran: an effect
+	// for the ledger, whatever became of it; the tool's report says none.
+	w.record("canceled", dl.Offer, state.Failed, "", authority.Accepted).took().canceled(true)
 	requireCounts(t, d.counts(), map[string]int{"handler": 1, "cancel": 1, actRead: 0})
 	d.kill()
 
@@ -275,7 +280,7 @@ func TestContract_MCP(t *testing.T) {
 	dl = c.call(offer(actReport, ledgerEntry, evidence.SpecialistReturnsResult))
 	requireState(t, "return", dl.State, state.Completed)
 	requireResult(t, w, dl.Statuses[len(dl.Statuses)-1].Status, dl.Offer)
-	w.record("return to sender", dl.Offer, state.Completed, "", authority.Accepted)
+	w.record("return to sender", dl.Offer, state.Completed, "", authority.Accepted).took()
 	requireCounts(t, d.counts(), map[string]int{"handler": 1, actReport: 1})
 	d.kill()
 

@@ -5,20 +5,22 @@
 //
 // The triage agent calls the payments agent's refund_issue tool with a
 // signed offer and the handoff package beside it. The payments agent's
-// middleware checks both (ServerConfig.Evidence) before the tool runs; the
-// tool asks the hop's guard, which refuses until the finance lead
-// approves, and mcphop.AskApproval turns the refusal into an MCP input
-// request carrying the pending approval. The triage agent's MCP client
-// answers it with its elicitation handler, which shows the approval to its
-// owner, and the SDK retries the call with the answer; the middleware
-// records the approval in the guard's authority ledger and runs the tool
-// again as the hop's work resumed.
+// middleware checks both (ServerConfig.Evidence) and runs the tool call
+// under the hop's guard: the refund must be approved by the finance lead,
+// so before the tool runs the call pauses with an MCP input request
+// carrying the pending approval of exactly that call (its tool, its
+// arguments and their digest). The triage agent's MCP client answers it
+// with its elicitation handler, which shows the approval to its owner,
+// and the SDK retries the call with the answer; the middleware records
+// the approval in the guard's authority ledger and runs the tool once, as
+// the hop's work resumed. The tool is the refund and nothing else.
 //
 //   - refund INV-1042: the finance lead signs an approval statement for
-//     exactly that hop, action and operation (evidence.SignApproval), the
-//     answer {"decision": "approve", "approval": "<JWS>"}; the guard
-//     verifies it against the key it trusts for the finance lead, and the
-//     refund runs once. The hop completes.
+//     exactly that hop, action, operation, tool and arguments
+//     (evidence.SignApproval), the answer {"decision": "approve",
+//     "approval": "<JWS>"}; the guard verifies it against the key it
+//     trusts for the finance lead, and the refund runs once. The hop
+//     completes.
 //   - refund INV-2001: the finance lead declines ({"decision": "deny"}).
 //     Nothing is recorded, the refund never runs, and the hop ends
 //     "failed" with no refs, reason "policy": resolved, so the work may be
@@ -117,19 +119,12 @@ func (p *paymentsServer) handler(w io.Writer, agent *handoff.Agent, ledger autho
 	server.AddReceivingMiddleware(mw)
 	mcp.AddTool(server, &mcp.Tool{Name: "refund_issue", Description: "refund an invoice"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, a refundArgs) (*mcp.CallToolResult, any, error) {
+			// The middleware ran the guard: the refund is approved, for
+			// exactly this call, and runs once.
 			p.calls.Add(1)
-			in, _ := mcphop.FromContext(ctx) // the hop's accepted offer, on the retried call too
-			err := evidence.GuardFromContext(ctx).Authorize(ctx, evidence.Call{Hop: in.Digest(), Action: "refund_issue", OperationID: a.OperationID})
-			if res, ok := mcphop.AskApproval(ctx, err); ok {
-				fmt.Fprintf(w, "payments: the refund of %s waits for its owner's approval\n", a.Invoice)
-				return res, nil, nil
-			}
-			if err != nil {
-				fmt.Fprintf(w, "payments: the refund of %s refused: %v\n", a.Invoice, err)
-				return nil, nil, err // ends the hop "failed", no refs
-			}
+			in, _ := mcphop.FromContext(ctx) // the hop's accepted offer, on the resumed call too
 			p.refunds.Add(1)
-			fmt.Fprintf(w, "payments: refunded %s\n", a.Invoice)
+			fmt.Fprintf(w, "payments: refunded %s for hop %s\n", a.Invoice, in.Offer().Hop)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Invoice + " refunded"}}}, nil, nil
 		})
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true}), nil
@@ -155,11 +150,15 @@ func (o *owner) answer(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResu
 		fmt.Fprintf(o.w, "finance lead: declines %v (operation %s)\n", pending["action"], op)
 		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "deny"}}, nil
 	}
-	// A signed approval of exactly this hop, action and operation.
+	// A signed approval of exactly this call: its hop, action, operation,
+	// tool and the digest of its arguments, as the pending approval shows
+	// them.
 	hop, _ := pending["hop"].(string)
 	action, _ := pending["action"].(string)
+	tool, _ := pending["tool"].(string)
+	args, _ := pending["args"].(string)
 	now := time.Now()
-	signed, err := evidence.SignApproval(evidence.ApprovalStatement{Hop: hop, Action: action, OperationID: op,
+	signed, err := evidence.SignApproval(evidence.ApprovalStatement{Hop: hop, Action: action, OperationID: op, Tool: tool, Args: args,
 		Approver: string(financeLead), Iat: now.Add(-time.Second).Unix(), Exp: now.Add(5 * time.Minute).Unix()}, o.key, "ES256")
 	if err != nil {
 		return nil, err

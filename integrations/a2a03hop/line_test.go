@@ -128,7 +128,7 @@ func (x *exec) Received(ctx context.Context) (*handoff.Received, bool) { return 
 
 func (x *exec) Write(ctx context.Context, s string) error {
 	ev := a2a.NewStatusUpdateEvent(x.reqCtx, a2a.TaskState(a2acore.V03(s)), nil)
-	ev.Final = a2acore.Terminal(s)
+	ev.Final = a2acore.Terminal(s) || s == a2acore.InputRequired // the blocking send returns
 	return x.q.Write(ctx, ev)
 }
 

@@ -81,6 +81,36 @@
 // hop's delegator: any other is refused with ErrForeignCancel before it is
 // verified, and the task goes on.
 //
+// # The outcome of a canceled hop
+//
+// A verified "canceled" is recorded in the authority ledger as the hop's
+// final disposition (with ServerConfig.Evidence), its first terminal
+// state, so that no guard of the hop takes an effect after it. The
+// delegate still owes the outcome of the hop's work (section 4: a
+// "canceled" does not show that the work took no effect), which the
+// wrapper signs on the task state the wrapped executor's Cancel sets
+// (its TASK_STATE_CANCELED status message: the Cancel Task request
+// returns it, and a retransmission gets the same octets):
+//
+//   - the outcome the executor's Cancel reports with Report, which works
+//     there as in Execute: EffectNone "failed" with no refs, EffectPartial
+//     "failed" with the refs of what took effect, EffectFull "completed";
+//   - else, when the ledger holds no effect of the hop
+//     (authority.HopRecord.Effects) and none can be taken after the
+//     "canceled": "failed", no refs, the work took none; it is signed
+//     even if the executor's Cancel sets no task state;
+//   - else none: the outcome is not known, and the hop stays "accepted"
+//     (HC-25), unresolved at the delegator (HC-40), until the executor,
+//     or an operator, learns it and signs it (Agent.ReplyHop). So does a
+//     hop with no ledger at hand (Approvals.Guard alone: the wrapper
+//     builds no guard for a "canceled").
+//
+// The ledger knows the effects asked of the hop's guard under a name
+// (evidence.Guard.Do, Claim, or Authorize with an operation id or
+// idempotency key, and every tool call of adkhop's plugin); an executor
+// that takes an effect without asking the guard so reports its outcome
+// itself.
+//
 // Declare lists the extension in an AgentCard's capabilities.extensions,
 // with the required flag the server chooses. a2acompat/a2av0 serves A2A 0.3
 // clients from the same executor with the handoff intact.
@@ -292,8 +322,10 @@ type Outcome struct {
 // wrapped executor yields its final state. Without it TASK_STATE_COMPLETED
 // counts as EffectFull, TASK_STATE_FAILED as EffectUnknown: no status, and
 // an execution that ends with a refusal of the hop's guard as its error
-// as EffectNone: "failed" with no refs. It reports false outside a
-// wrapped execution.
+// as EffectNone: "failed" with no refs. In the wrapped executor's Cancel
+// of a hop its delegator canceled, it reports the canceled work's outcome
+// (see "The outcome of a canceled hop"). It reports false outside a
+// wrapped execution or Cancel.
 func Report(ctx context.Context, o Outcome) bool { return a2acore.Report(ctx, a2acore.Outcome(o)) }
 
 // Authenticate returns a handler that puts the caller's identity in the
@@ -336,7 +368,7 @@ func (e *Executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 func (e *Executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return e.serve(ec, func(x *exchange) error {
 		r := a2acore.CancelRequest{Meta: ec.Metadata, TaskID: string(ec.TaskID), Task: taskOf(ec.StoredTask), Invalid: a2a.ErrInvalidParams}
-		return e.core.Cancel(ctx, r, func(ctx context.Context) error { return x.forward(e.cfg.Executor.Cancel(ctx, ec), nil) })
+		return e.core.Cancel(ctx, r, func(ctx context.Context, w *a2acore.Work) error { return x.forward(e.cfg.Executor.Cancel(ctx, ec), w) })
 	})
 }
 

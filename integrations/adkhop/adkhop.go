@@ -71,6 +71,25 @@
 // the tool does not run: set GuardConfig.Operator to name who the host
 // authenticated.
 //
+// # How a hop ends
+//
+// The hop ends with the task ADK's A2A executor ends (a2a1hop): its
+// terminal state carries the hop's terminal status. "completed" says the
+// work took full effect (HC-25), which a run that did nothing the model
+// was asked for cannot claim: a run one of whose tool calls the guard
+// refused before any effect (denied, unlisted, already performed,
+// approval declined, confirmed once the offer expired) ends its hop
+// "failed", no refs, reason "policy", when the hop's authority ledger
+// holds no effect of it (authority.HopRecord.Effects: every tool call the
+// plugin let run is claimed there, on every execution of the hop), since
+// its work then took none (section 4: '"failed" with no refs tells the
+// delegator that the work took no effect'); the delegator resolves it and
+// may offer the work again. A run whose tools all ran, or which called
+// none (the model's answer is the work), completes; so does a run with a
+// refused call and an effect taken, whose outcome the model's answer
+// tells: a tool or callback that knows the work fell short says so with
+// a2a1hop.Report (EffectPartial, with refs), which wins.
+//
 // # How the answer travels
 //
 // Over A2A, ADK's A2A executor turns the confirmation into
@@ -105,6 +124,7 @@ import (
 	"github.com/agentproto/handoff/evidence"
 
 	"github.com/agentproto/handoff/integrations/a2a1hop"
+	"github.com/agentproto/handoff/integrations/internal/a2acore"
 	"github.com/agentproto/handoff/integrations/internal/hopcheck"
 	"github.com/agentproto/handoff/integrations/internal/pause"
 )
@@ -310,7 +330,7 @@ func NewPlugin(cfg GuardConfig) (*plugin.Plugin, error) {
 		BeforeToolCallback: func(ctx agent.Context, t tool.Tool, args map[string]any) (map[string]any, error) {
 			g, ok := cfg.Guard(ctx)
 			if !ok {
-				return refused(ctx, cfg, t, fmt.Errorf("%w: %q", ErrNoGuard, t.Name()))
+				return refused(ctx, cfg, nil, t, fmt.Errorf("%w: %q", ErrNoGuard, t.Name()))
 			}
 			call := cfg.Call(ctx, t, args)
 			cl, err := g.Claim(ctx, call)
@@ -324,7 +344,7 @@ func NewPlugin(cfg GuardConfig) (*plugin.Plugin, error) {
 				if m, ok := hopcheck.Idempotent(err, keyOf(call)); ok {
 					return m, nil // the tool does not run: the contract answers
 				}
-				return refused(ctx, cfg, t, err)
+				return refused(ctx, cfg, g, t, err)
 			}
 			claims.Store(claimed(ctx), cl)
 			return nil, nil // the tool runs
@@ -347,8 +367,13 @@ func NewPlugin(cfg GuardConfig) (*plugin.Plugin, error) {
 }
 
 // refused is the tool's response to a refused call: err, heard by
-// OnRefused.
-func refused(ctx agent.Context, cfg GuardConfig, t tool.Tool, err error) (map[string]any, error) {
+// OnRefused. A refusal before any effect (the guard's, a confirmation
+// declined or given once the offer expired) is noted for the hop's end
+// (see "How a hop ends").
+func refused(ctx agent.Context, cfg GuardConfig, g *evidence.Guard, t tool.Tool, err error) (map[string]any, error) {
+	if g != nil && hopcheck.Closes(err) {
+		a2acore.Refused(ctx, g)
+	}
 	if cfg.OnRefused != nil {
 		cfg.OnRefused(ctx, t, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
@@ -93,7 +94,7 @@ func (pl *delegator) run(t *testing.T, msg *genai.Content) []*session.Event {
 // the coder resumes that hop, records the approval under it, and the
 // refund runs once; the hop completes and the planner's Unresolved lists
 // none. A declined confirmation runs nothing and leaves no hop open
-// either.
+// either: the hop took no effect and ends "failed", no refs, "policy".
 func TestADK_Confirm_StaysOnItsHop(t *testing.T) {
 	for _, carried := range []bool{false, true} {
 		for _, confirmed := range []bool{true, false} {
@@ -152,10 +153,69 @@ func TestADK_Confirm_StaysOnItsHop(t *testing.T) {
 			info, ok, err := pp.Agent.Hop(context.Background(), hop.Offer.Hop)
 			require.NoError(t, err)
 			require.True(t, ok)
+			if !confirmed {
+				// Nothing took effect: "failed", no refs, "policy".
+				agenttest.RequireClosed(t, pp.Agent, hop.Offer.Hop)
+				continue
+			}
 			require.Equal(t, state.Completed, info.State, "the hop ends with its task")
 			open, err := pp.Agent.Unresolved(context.Background())
 			require.NoError(t, err)
 			require.Empty(t, open, "no hop is left unresolved")
 		}
+	}
+}
+
+// How a hop ends (adkhop's doc): a run one of whose tool calls the guard
+// refused before any effect, whose hop the authority ledger holds no
+// effect of, ends "failed", no refs, "policy": the work took no effect
+// (HC-25: "completed" is for work that took full effect). A run that took
+// an effect, or called no tool, completes. Each counts the tools' runs.
+func TestADK_RefusedRun_EndsFailed(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		replies []*genai.Content
+		late    bool // the must-ask call is confirmed once the offer expired
+		want    state.State
+		ran     int32
+	}{
+		{"Denied", []*genai.Content{call(agenttest.Denied, map[string]any{"invoice": "INV-1042"})}, false, state.Failed, 0},
+		{"AlreadyPerformed", []*genai.Content{call(agenttest.Allowed, map[string]any{"invoice": "INV-1042", "operation_id": agenttest.Performed})}, false, state.Failed, 0},
+		{"ConfirmedLate", []*genai.Content{call(agenttest.MustAsk, map[string]any{"invoice": "INV-1042", "operation_id": "refund-INV-1042"})}, true, state.Failed, 0},
+		{"AllowedThenDenied", []*genai.Content{call(agenttest.Allowed, map[string]any{"invoice": "INV-1042"}),
+			call(agenttest.Denied, map[string]any{"invoice": "INV-1042"})}, false, state.Completed, 1},
+		{"NoTool", []*genai.Content{genai.NewContentFromText("INV-1042 is paid", genai.RoleModel)}, false, state.Completed, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.JWS}, agenttest.Spec{ID: coder, Format: handoff.COSE})
+			e := agenttest.NewEvidence(t)
+			clock := agenttest.NewClock(time.Now())
+			e.Now = clock.Now
+			var ran, execs atomic.Int32
+			ag, err := llmagent.New(llmagent.Config{Name: "coder", Model: &script{replies: c.replies},
+				Tools: []tool.Tool{counted(t, agenttest.Allowed, &ran), counted(t, agenttest.Denied, &ran), counted(t, agenttest.MustAsk, &ran)}})
+			require.NoError(t, err)
+			pl, err := adkhop.NewPlugin(adkhop.GuardConfig{Confirm: true})
+			require.NoError(t, err)
+			url := serveADK(t, ag, pl, &execs, a2a1hop.ServerConfig{Agent: ps[coder].Agent, Evidence: e.Host()})
+			d := newPlanner(t, ps[planner], url, handoff.OfferParams{To: coder, Task: "refund-INV-1042", TTL: time.Minute, Deliver: agenttest.Deliver})
+
+			evs := d.run(t, genai.NewContentFromText("refund INV-1042", genai.RoleUser))
+			if c.late {
+				fc := asked(t, evs)
+				clock.Add(2 * time.Minute) // past the offer's exp
+				d.run(t, answer(fc, true))
+			}
+			require.Equal(t, c.ran, ran.Load(), "the tools' runs")
+			require.Len(t, d.offers.all(), 1)
+			hop := d.offers.all()[0].Offer.Hop
+			if c.want == state.Failed {
+				agenttest.RequireClosed(t, ps[planner].Agent, hop)
+				return
+			}
+			info, _, err := ps[planner].Agent.Hop(context.Background(), hop)
+			require.NoError(t, err)
+			require.Equal(t, c.want, info.State)
+		})
 	}
 }

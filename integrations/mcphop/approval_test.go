@@ -378,18 +378,9 @@ func TestMCP_Pause_SignedApproval(t *testing.T) {
 // input request. The refund runs once, on one approval.
 func TestMCP_Pause_OlderClient(t *testing.T) {
 	f := newPauseFixture(t)
-	srv := newPausing(t, f.ps[coder], f.store, f.e, f.now)
 	a := &approver{decision: "approve"}
 	ctx := context.Background()
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.server.Connect(ctx, st, nil)
-	require.NoError(t, err)
-	defer ss.Close()
-	cl := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "v1"}, &mcp.ClientOptions{ElicitationHandler: a.handle})
-	cl.AddSendingMiddleware(f.cl.Middleware())
-	cs, err := cl.Connect(ctx, f.cl.Transport(ct), &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	require.NoError(t, err)
-	defer cs.Close()
+	srv, cs := f.olderClient(t, a.handle)
 	d, err := f.cl.Call(ctx, cs, refund("refund-INV-1042"), f.offer())
 	require.NoError(t, err)
 	require.EqualValues(t, 1, a.asked.Load(), "one question for one approval")
@@ -408,6 +399,67 @@ func TestMCP_Pause_OlderClient(t *testing.T) {
 	agenttest.RequireClosed(t, f.ps[planner].Agent, d.Hop)
 }
 
+// A client of a protocol before 2026-07-28 that answers, inside the call,
+// once the offer expired: the approval is the guard's refusal (the offer
+// expired), nothing is recorded, the tool never runs, and the hop, whose
+// work took no effect, ends "failed" with no refs, as the Approvals doc
+// says, not "accepted" with the ledger's "invalid record".
+func TestMCP_Pause_OlderClientAnsweredLate(t *testing.T) {
+	for _, signed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Local", true: "Signed"}[signed], func(t *testing.T) {
+			f := newPauseFixture(t)
+			sign := f.e.SignedApprovals()
+			var asked atomic.Int32
+			srv, cs := f.olderClient(t, func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				asked.Add(1)
+				answer := map[string]any{"decision": "approve"}
+				if signed {
+					answer["approval"] = string(sign(pendingHop(t, r), "refund-INV-1042")) // signed while the offer was live
+				}
+				f.now.Add(2 * time.Minute) // the owner answers once the offer expired
+				return &mcp.ElicitResult{Action: "accept", Content: answer}, nil
+			})
+			d, err := f.cl.Call(context.Background(), cs, refund("refund-INV-1042"), f.offer())
+			require.NoError(t, err)
+			require.True(t, d.Result.IsError)
+			require.EqualValues(t, 1, asked.Load())
+			require.Zero(t, srv.refunds.Load(), "the tool ran")
+			require.Zero(t, f.approvals(t, d), "an approval was recorded")
+			require.NotContains(t, d.Result.Content[0].(*mcp.TextContent).Text, "invalid record")
+			agenttest.RequireClosed(t, f.ps[planner].Agent, d.Hop)
+		})
+	}
+}
+
+// olderClient starts the delegate and connects to it a client of a
+// protocol before 2026-07-28, which cannot retry a call: the middleware
+// asks it inside the call, and handle answers.
+func (f *pauseFixture) olderClient(t *testing.T, handle func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)) (*pausing, *mcp.ClientSession) {
+	t.Helper()
+	ctx := context.Background()
+	srv := newPausing(t, f.ps[coder], f.store, f.e, f.now)
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.server.Connect(ctx, st, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { ss.Close() })
+	cl := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "v1"}, &mcp.ClientOptions{ElicitationHandler: handle})
+	cl.AddSendingMiddleware(f.cl.Middleware())
+	cs, err := cl.Connect(ctx, f.cl.Transport(ct), &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	require.NoError(t, err)
+	t.Cleanup(func() { cs.Close() })
+	return srv, cs
+}
+
+// pendingHop is the hop of the pending approval an input request shows.
+func pendingHop(t *testing.T, r *mcp.ElicitRequest) digest.Digest {
+	t.Helper()
+	p, ok := hmcp.PendingApproval(r.Params)
+	require.True(t, ok)
+	hop, err := digest.Parse(p["hop"].(string))
+	require.NoError(t, err)
+	return hop
+}
+
 func (f *pauseFixture) approvals(t *testing.T, d *hmcp.Delivery) int {
 	t.Helper()
 	as, err := f.e.Ledger.Approvals(context.Background(), d.Offer.Handoff.Offer.Digest().String())
@@ -422,27 +474,13 @@ func (f *pauseFixture) approvals(t *testing.T, d *hmcp.Delivery) int {
 func TestMCP_Pause_OlderClientAskedWithoutEnd(t *testing.T) {
 	f := newPauseFixture(t)
 	sign := f.e.SignedApprovals()
-	srv := newPausing(t, f.ps[coder], f.store, f.e, f.now)
 	var asked atomic.Int32
-	ctx := context.Background()
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.server.Connect(ctx, st, nil)
-	require.NoError(t, err)
-	defer ss.Close()
-	cl := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "v1"}, &mcp.ClientOptions{
-		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			n := asked.Add(1)
-			p, _ := hmcp.PendingApproval(r.Params)
-			hop, err := digest.Parse(p["hop"].(string))
-			require.NoError(t, err)
-			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "approve",
-				"approval": string(sign(hop, fmt.Sprintf("other-%d", n)))}}, nil
-		}})
-	cl.AddSendingMiddleware(f.cl.Middleware())
-	cs, err := cl.Connect(ctx, f.cl.Transport(ct), &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	require.NoError(t, err)
-	defer cs.Close()
-	d, err := f.cl.Call(ctx, cs, refund("refund-INV-1042"), f.offer())
+	srv, cs := f.olderClient(t, func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		n := asked.Add(1)
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "approve",
+			"approval": string(sign(pendingHop(t, r), fmt.Sprintf("other-%d", n)))}}, nil
+	})
+	d, err := f.cl.Call(context.Background(), cs, refund("refund-INV-1042"), f.offer())
 	require.NoError(t, err)
 	require.True(t, d.Result.IsError)
 	require.Less(t, asked.Load(), int32(20), "bounded")

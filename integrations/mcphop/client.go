@@ -295,13 +295,44 @@ func (c *Client) retry(ctx context.Context, o *handoff.Offer, send func(context.
 	return asking.Retransmit(ctx, o, c.cfg.Attempts, c.cfg.Now, send)
 }
 
+// ErrCancelNotSent is the error of Cancel for a hop that has no call in
+// flight and no connection of this client's Transport to send a
+// cancellation on (streamable HTTP once the hop's call returned): no
+// "canceled" was signed, and the hop's state is unchanged on both sides.
+// It wraps handoff.ErrArgument.
+var ErrCancelNotSent = fmt.Errorf("%w: no call of the hop in flight, nor a connection of this client's Transport to send a cancellation on", handoff.ErrArgument)
+
 // Cancel signs a "canceled" for hop (Agent.Cancel) and sends it in the _meta
 // of notifications/cancelled (HC-28, HC-67): the cancellation of the call in
 // flight for hop, or, when none is, a notification naming the hop's last
 // request. It needs the session's transport wrapped by Client.Transport.
 // MCP asks the receiver not to answer a cancellation: the hop stays
-// unresolved until a retransmission learns its status (HC-41).
+// unresolved until a retransmission learns its status (HC-41), the
+// delegate's outcome of the canceled work ("failed" with no refs when it
+// took none).
+//
+// A delegate takes a "canceled" only on the session of the hop's call
+// (ErrForeignCancel), so that over streamable HTTP a cancel counts only
+// with sessions, and only while the hop's call is in flight. With no call
+// in flight over streamable HTTP, Cancel signs nothing and returns
+// ErrCancelNotSent: a hop paused for an approval is ended by declining
+// the approval instead (the elicitation handler's {"decision": "deny"}),
+// which ends it "failed" with no refs; work that outlasts its call is
+// followed with Retransmit until it ends, or left to its exp. Over a
+// stateless server (StreamableHTTPOptions.Stateless) every request is a
+// session of its own and no "canceled" ever counts: the cancel of a call
+// in flight ends the call (the tool's context, with
+// StreamableHTTPOptions.PropagateRequestCancellation), and the tool that
+// stops before its effect reports none (Report, EffectNone), so that the
+// hop ends "failed", no refs, which Retransmit learns.
 func (c *Client) Cancel(ctx context.Context, hop handoff.HopID) (handoff.Notice, error) {
+	c.mu.Lock()
+	_, inflight := c.inflight[hop]
+	last, known := c.ids[hop]
+	c.mu.Unlock()
+	if !inflight && (!known || last.write == nil) {
+		return handoff.Notice{}, fmt.Errorf("%w: hop %s", ErrCancelNotSent, hop)
+	}
 	n, err := c.cfg.Agent.Cancel(ctx, hop)
 	if err != nil {
 		return n, err
@@ -309,7 +340,7 @@ func (c *Client) Cancel(ctx context.Context, hop handoff.HopID) (handoff.Notice,
 	pc := &pendingCancel{status: n.Status, done: make(chan struct{})}
 	c.mu.Lock()
 	cancel, inflight := c.inflight[hop]
-	last, known := c.ids[hop]
+	last, known = c.ids[hop]
 	known = known && last.write != nil
 	if inflight || known {
 		c.pending[hop] = pc
@@ -329,7 +360,8 @@ func (c *Client) Cancel(ctx context.Context, hop handoff.HopID) (handoff.Notice,
 		}
 		pc.written()
 	default:
-		return n, fmt.Errorf("%w: hop %s has no call in flight, nor a connection of this client's Transport to send a cancellation on", handoff.ErrArgument, hop)
+		// The call ended between the check above and the signature.
+		return n, fmt.Errorf("%w: hop %s (its call ended meanwhile; the \"canceled\" is signed)", ErrCancelNotSent, hop)
 	}
 	select {
 	case <-pc.done:

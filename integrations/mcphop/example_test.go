@@ -42,10 +42,11 @@ func exPackage() evidence.Package {
 }
 
 // exCoderServer is the delegate: an MCP server whose every tool runs only
-// for an offer that passed every check and whose package passed, with the
-// hop's guard in its context. Each tool asks the guard before its effect,
-// pauses for an approval the guard asks for, and returns any other
-// refusal as its error, which ends the hop "failed".
+// for an offer that passed every check and whose package passed. The
+// middleware runs each tool call under the hop's guard, keyed by the call
+// (the tool, its arguments, the hop): the tool is the effect and nothing
+// else. A denied call never reaches its tool and ends the hop "failed"; a
+// must-ask call pauses for its owner's approval before its tool runs.
 func exCoderServer(agent *handoff.Agent) *mcp.Server {
 	mw, err := hmcp.Server(hmcp.ServerConfig{
 		Agent: agent,
@@ -61,17 +62,8 @@ func exCoderServer(agent *handoff.Agent) *mcp.Server {
 	server := mcp.NewServer(&mcp.Implementation{Name: "coder", Version: "v1"}, nil)
 	server.AddReceivingMiddleware(mw)
 	for _, name := range []string{"write_patch", "merge_patch", "push_main"} {
-		mcp.AddTool(server, &mcp.Tool{Name: name}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		mcp.AddTool(server, &mcp.Tool{Name: name}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			in, _ := hmcp.FromContext(ctx) // the hop's accepted offer, on a resumed call too
-			err := evidence.GuardFromContext(ctx).Authorize(ctx, evidence.Call{Hop: in.Digest(), Action: name, OperationID: name + "-pager"})
-			if res, ok := hmcp.AskApproval(ctx, err); ok {
-				fmt.Println("coder:", name, "waits for its owner's approval")
-				return res, nil, nil // an input request: the client answers and retries
-			}
-			if err != nil {
-				fmt.Println("coder:", name, "refused:", err)
-				return nil, nil, err // the refusal ends the hop "failed", no refs
-			}
 			fmt.Println("coder:", name, "done for hop from", in.Offer().Iss, "chain", in.Chain())
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
 		})
@@ -103,9 +95,10 @@ func exCall(ctx context.Context, pc *hmcp.Client, session *mcp.ClientSession, to
 
 // A planner calls a coder's tools with signed offers, each with the handoff
 // package beside it. One middleware on each side does the draft's work and
-// carries and checks the package; the tool asks the hop's guard. The
-// allowed patch completes; the denied push is refused, and its hop ends
-// "failed" (reason "policy"), resolved at the planner.
+// carries and checks the package, and the delegate's runs each tool call
+// under the hop's guard. The allowed patch completes; the denied push
+// never reaches its tool, and its hop ends "failed" (reason "policy"), no
+// refs, resolved at the planner.
 func Example() {
 	ctx := context.Background()
 	plannerAgent, coderAgent := exAgents()
@@ -124,20 +117,21 @@ func Example() {
 	for _, tool := range []string{"write_patch", "push_main"} {
 		d := exCall(ctx, pc, session, tool)
 		hop, _, _ := plannerAgent.Hop(ctx, d.Hop)
-		fmt.Printf("planner: %s: %q (reason %q) signed by %s, resolved %v\n", tool, d.State, hop.Reason, d.Statuses[0].Status.Iss, hop.Resolved)
+		fmt.Printf("planner: %s: %q (reason %q) signed by %s, resolved %v: %s\n", tool, d.State, hop.Reason,
+			d.Statuses[0].Status.Iss, hop.Resolved, d.Result.Content[0].(*mcp.TextContent).Text)
 	}
 	// Output:
 	// coder: write_patch done for hop from spiffe://a.example/planner chain full
-	// planner: write_patch: "completed" (reason "") signed by spiffe://b.example/coder, resolved true
-	// coder: push_main refused: evidence: action denied: "push_main"
-	// planner: push_main: "failed" (reason "policy") signed by spiffe://b.example/coder, resolved true
+	// planner: write_patch: "completed" (reason "") signed by spiffe://b.example/coder, resolved true: ok
+	// planner: push_main: "failed" (reason "policy") signed by spiffe://b.example/coder, resolved true: refused: evidence: action denied: "push_main"
 }
 
-// A must-ask action pauses the call with an MCP input request carrying the
-// pending approval. The MCP Go SDK answers it with the client's
-// elicitation handler and retries the call itself, with the hop's
-// identical Handoff and package; the tool runs again as the hop's work
-// resumed, and the guard allows the action once. The owner is asked once.
+// A must-ask action pauses the call, before its tool runs, with an MCP
+// input request carrying the pending approval. The MCP Go SDK answers it
+// with the client's elicitation handler and retries the call itself, with
+// the hop's identical Handoff and package; the middleware records the
+// approval of exactly that call and runs the tool once, as the hop's work
+// resumed. The owner is asked once.
 func Example_approval() {
 	ctx := context.Background()
 	plannerAgent, coderAgent := exAgents()
@@ -152,7 +146,7 @@ func Example_approval() {
 			if !ok {
 				return &mcp.ElicitResult{Action: "decline"}, nil // not an approval
 			}
-			fmt.Println("reviewer: approves", pending["action"], "asked of", pending["owner"])
+			fmt.Println("reviewer: approves", pending["action"], "asked of", pending["owner"], "for the tool", pending["tool"])
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "approve"}}, nil
 		},
 	})
@@ -166,8 +160,7 @@ func Example_approval() {
 	d := exCall(ctx, pc, session, "merge_patch")
 	fmt.Printf("planner: merge_patch: %q\n", d.State)
 	// Output:
-	// coder: merge_patch waits for its owner's approval
-	// reviewer: approves merge_patch asked of reviewer
+	// reviewer: approves merge_patch asked of reviewer for the tool merge_patch
 	// coder: merge_patch done for hop from spiffe://a.example/planner chain full
 	// planner: merge_patch: "completed"
 }

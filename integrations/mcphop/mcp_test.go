@@ -420,14 +420,7 @@ func TestMCP_Cancel_SignedInNotificationsCancelled_HC28_HC67(t *testing.T) {
 		pc, err := hmcp.NewClient(hmcp.ClientConfig{Agent: ps[planner].Agent, Attempts: -1})
 		require.NoError(t, err)
 		s := connect(t, pc, co.server, httpT)
-		out, err := ps[planner].Agent.Offer(ctx, handoff.OfferParams{To: coder, Dialog: dialog})
-		require.NoError(t, err)
-		errc := make(chan error, 1)
-		go func() {
-			_, err := s.CallTool(hmcp.WithHandoff(ctx, out.Handoff), call("x"))
-			errc <- err
-		}()
-		<-started
+		out, errc := callInFlight(t, ps[planner].Agent, s, started)
 		n, err := pc.Cancel(ctx, out.Offer.Hop)
 		require.NoError(t, err)
 		require.ErrorIs(t, <-errc, context.Canceled)

@@ -64,13 +64,43 @@
 // A notifications/cancelled whose _meta carries the delegator's signed
 // "canceled" is handed to Agent.HandleStatus (HC-28) when it names a hop
 // the middleware accepted on the same session, signed by that hop's
-// delegator, and the hop has not ended ("completed" or "failed" sent); any
-// other "canceled" is refused before it is verified
+// delegator, and the hop has not ended ("completed" or "failed" sent), or
+// ended with the call the cancellation ended; any other "canceled" is
+// refused before it is verified
 // (ErrForeignCancel) and changes the state of no hop. The cancels the
 // agent signs for the hops passed on go to ServerConfig.OnNotices. The SDK
 // itself ends the named request's context on any notifications/cancelled,
 // signed or not, before a middleware sees it: MCP cancellation is the
 // transport's, and the hop's state is the handoff's.
+//
+// # The outcome of a canceled hop
+//
+// A verified "canceled" is recorded in the authority ledger as the hop's
+// final disposition (with ServerConfig.Evidence), its first terminal
+// state, so that no guard of the hop takes an effect after it. The
+// delegate then still owes the outcome of the hop's work (section 4: a
+// "canceled" does not show that the work took no effect), which MCP,
+// answering no canceled call, carries in the hop's last status for the
+// delegator's next retransmission (Client.Retransmit):
+//
+//   - a tool whose context the cancel ended reports what its work did
+//     (Report): EffectNone, stopped before its effect, ends the hop
+//     "failed" with no refs; its result is signed and kept whether or not
+//     its caller still waits;
+//   - a hop whose tool does not run (paused for an approval, or its call
+//     ended "accepted") and whose authority ledger holds no effect of it
+//     (authority.HopRecord.Effects: every tool call runs under the hop's
+//     guard, claimed in the ledger) took none and can take none: it ends
+//     "failed", no refs, as the "canceled" is applied;
+//   - any other, the tool's outcome unknown, or no ledger at hand
+//     (Approvals.Guard alone: no guard is built for a "canceled"), stays
+//     "accepted" (HC-25), unresolved at the delegator (HC-40).
+//
+// The delegator's "canceled" and the tool's own "failed" or "completed"
+// may cross (section 5.5): each party keeps the first terminal state it
+// knew, the ledger the first one recorded. Over streamable HTTP a cancel
+// counts only on a session, while the hop's call is in flight; see
+// Client.Cancel for what a delegator does otherwise.
 //
 // With ServerConfig.Approvals, a call whose action is must-ask pauses with
 // an MCP input request for its owner's approval, which shows the call and
@@ -481,10 +511,13 @@ func (s *server) check(ctx context.Context, r *mcp.CallToolRequest, in *handoff.
 // when its octets are set, with g, the guard its package gave, or the
 // application's, and answers with the status its outcome asks for. Once
 // that status ends the hop, the hop is no longer bound to the session: a
-// hop that ended is not canceled.
+// hop that ended is not canceled. A call whose context ended (the SDK
+// ends it on notifications/cancelled, before the middleware sees the
+// notification) keeps its hop bound, so that the "canceled" that ended it
+// is heard whichever comes first, its handling or the tool's outcome.
 func (s *server) run(ctx context.Context, r *mcp.CallToolRequest, in *handoff.Received, accepted handoff.Signed, g *evidence.Guard, next mcp.MethodHandler) (mcp.Result, error) {
 	res, final, err := s.runTool(ctx, r, in, accepted, g, next)
-	if b, ok := binding.Of(in); ok && final && r.Session != nil {
+	if b, ok := binding.Of(in); ok && final && r.Session != nil && ctx.Err() == nil {
 		s.served.Forget(r.Session, b)
 	}
 	return res, err
@@ -653,6 +686,11 @@ func (s *server) runTool(ctx context.Context, r *mcp.CallToolRequest, in *handof
 			}
 		}
 	}
+	// The call's answer is signed and recorded whether or not its caller
+	// still waits for it: a call canceled (MCP's notifications/cancelled,
+	// which ends the request's context first) gets no reply, and its
+	// delegator learns the hop's last status by asking again.
+	ctx = context.WithoutCancel(ctx)
 	if !t.ran {
 		return s.refused(ctx, t, accepted, err)
 	}
@@ -824,9 +862,21 @@ func (s *server) cancelled(ctx context.Context, ss *mcp.ServerSession, p *mcp.Ca
 	if binding.Confirm(res, own) != nil {
 		return
 	}
-	if err := s.guards.Finish(ctx, nil, own.Offer, state.Canceled, "canceled by the delegator"); err != nil && s.cfg.Logger != nil {
-		s.cfg.Logger.WarnContext(ctx, "handoff: the hop's final disposition is not in the authority ledger",
-			slog.String("hop", string(own.Hop)), slog.Any("error", err))
+	// The revocation first: once it is recorded no guard of the hop takes
+	// an effect, so that a ledger that holds none knows the outcome.
+	if err := s.guards.Finish(ctx, nil, own.Offer, state.Canceled, "canceled by the delegator"); err != nil {
+		if s.cfg.Logger != nil {
+			s.cfg.Logger.WarnContext(ctx, "handoff: the hop's final disposition is not in the authority ledger",
+				slog.String("hop", string(own.Hop)), slog.Any("error", err))
+		}
+	} else if !s.running.Runs(own.Iss, own.Hop) && s.guards.NoEffect(ctx, nil, own.Offer) {
+		// No tool of the hop runs (it paused, or its call ended with an
+		// unknown outcome) and the ledger holds no effect of it: its work
+		// took none, and can take none now.
+		st, err := s.cfg.Agent.ReplyHop(ctx, own.Iss, own.Hop, state.Failed, handoff.ReplyOptions{Effect: state.EffectNone})
+		if err == nil {
+			s.sent(ctx, own.Hop, st)
+		}
 	}
 	if n := res.Notices; len(n) > 0 && s.cfg.OnNotices != nil {
 		s.cfg.OnNotices(ctx, n)

@@ -30,16 +30,7 @@ func TestMCP_StatelessProtocol20260728_EachCallOnItsOwn(t *testing.T) {
 	ctx := context.Background()
 	ps := agenttest.New(t, agenttest.Spec{ID: planner, Format: handoff.COSE}, agenttest.Spec{ID: coder, Format: handoff.JWS})
 	co := newNode(t, ps[coder], planner, nil)
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return co.server },
-		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true}))
-	t.Cleanup(hs.Close)
-	pc, err := hmcp.NewClient(hmcp.ClientConfig{Agent: ps[planner].Agent, Attempts: -1})
-	require.NoError(t, err)
-	cl := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "v1"}, nil)
-	cl.AddSendingMiddleware(pc.Middleware())
-	s, err := cl.Connect(ctx, pc.Transport(&mcp.StreamableClientTransport{Endpoint: hs.URL, DisableStandaloneSSE: true}), nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
+	pc, s := statelessSession(t, co, ps[planner].Agent)
 	require.Equal(t, "2026-07-28", s.InitializeResult().ProtocolVersion)
 
 	d1, err := pc.Call(ctx, s, call("one"), handoff.OfferParams{To: coder, Dialog: dialog})
@@ -100,4 +91,22 @@ func TestMCP_StatelessProtocol20260728_EachCallOnItsOwn(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, info.Resolved)
 	t.Logf("the handler's context ended with cause %q", got)
+}
+
+// statelessSession serves co over a stateless streamable HTTP server on
+// loopback, whose requests' cancellation reaches the tool, and returns the
+// planner's handoff Client and a session of it to the server.
+func statelessSession(t *testing.T, co *node, planner *handoff.Agent) (*hmcp.Client, *mcp.ClientSession) {
+	t.Helper()
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return co.server },
+		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true}))
+	t.Cleanup(hs.Close)
+	pc, err := hmcp.NewClient(hmcp.ClientConfig{Agent: planner, Attempts: -1})
+	require.NoError(t, err)
+	cl := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "v1"}, nil)
+	cl.AddSendingMiddleware(pc.Middleware())
+	s, err := cl.Connect(context.Background(), pc.Transport(&mcp.StreamableClientTransport{Endpoint: hs.URL, DisableStandaloneSSE: true}), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return pc, s
 }

@@ -465,6 +465,47 @@ func Run(t *testing.T, open OpenFunc, opt Options) {
 		require.ErrorIs(t, l.Acknowledge(ctx, "", ack), authority.ErrInvalid)
 		require.ErrorIs(t, l.Finish(ctx, hopA, authority.Final{}), authority.ErrInvalid)
 	})
+	// What the ledger knows of a hop's outcome: an effect recorded in the
+	// hop's own scope sets HopRecord.Effects, in the same step; a marker
+	// (a package's completed action, a host's unit of work), a refused
+	// effect and an effect of a later hop of the chain do not; after
+	// Finish nothing changes it.
+	t.Run("HopEffects", func(t *testing.T) {
+		l := open(t)
+		effects := func(hop string) bool {
+			t.Helper()
+			h, err := l.Hop(ctx, hop)
+			require.NoError(t, err)
+			return h.Effects
+		}
+		require.False(t, effects(hopA), "a hop the ledger never saw")
+		marker := effect("notify", "", "done-before")
+		marker.Marker = true
+		require.NoError(t, l.Perform(ctx, marker))
+		unit := call(hopA, nil, "", "sha-256:unit", "")
+		unit.IdempotencyKey, unit.Marker = unit.Key, true
+		require.NoError(t, l.Perform(ctx, unit))
+		require.ErrorIs(t, l.Perform(ctx, effect("notify", "done-before", "")), authority.ErrRepeated)
+		needs := effect("refund.issue", "op-ask", "")
+		needs.NeedsApproval = true
+		require.ErrorIs(t, l.Perform(ctx, needs), authority.ErrNoApproval)
+		require.NoError(t, l.Acknowledge(ctx, hopA, authority.Ack{Decision: authority.Accepted, At: t0}))
+		require.False(t, effects(hopA), "markers and refusals are no effect")
+		require.NoError(t, l.Perform(ctx, call(hopB, []string{hopA}, "op-b", "sha-256:kb", "")))
+		require.False(t, effects(hopA), "an effect of a later hop is its own")
+		require.True(t, effects(hopB), "a claim in flight is an effect")
+		require.NoError(t, l.Perform(ctx, effect("ledger.read", "op-1", "")))
+		require.True(t, effects(hopA))
+		require.NoError(t, l.Finish(ctx, hopA, authority.Final{State: "canceled", At: t0}))
+		h, err := l.Hop(ctx, hopA)
+		require.NoError(t, err)
+		require.True(t, h.Effects && h.Ack != nil && h.Final != nil, "%+v", h)
+
+		require.NoError(t, l.Finish(ctx, hopC, authority.Final{State: "canceled", At: t0}))
+		c := call(hopC, nil, "op-c", "sha-256:kc", "")
+		require.ErrorIs(t, l.Perform(ctx, c), authority.ErrFinished)
+		require.False(t, effects(hopC), "a finished hop takes no effect, and says so for good")
+	})
 	t.Run("CanceledContext", func(t *testing.T) {
 		l := open(t)
 		cctx, cancel := context.WithCancel(ctx)

@@ -16,10 +16,11 @@
 // in every hop's scope, are the keys that start with EffectKey(name, "").
 // "approvals" holds each authority.Approval under its hop, a zero octet
 // and its ID; "ids" maps each approval ID to its hop; "hops" holds each
-// hop's authority.HopRecord under the hop. A claim (authority.Effect.Claim)
-// is written, and synced, before Perform returns: a process killed between
-// the claim and its outcome leaves the claim in flight, and the names it
-// holds refused, when the file is opened again.
+// hop's authority.HopRecord under the hop (its Effects set by the
+// transaction that records the hop's first effect). A claim
+// (authority.Effect.Claim) is written, and synced, before Perform returns:
+// a process killed between the claim and its outcome leaves the claim in
+// flight, and the names it holds refused, when the file is opened again.
 package boltauthority
 
 import (
@@ -243,7 +244,11 @@ func (l *Ledger) Perform(ctx context.Context, e authority.Effect) error {
 				return err
 			}
 		}
-		return nil
+		if e.Marker || h.Effects {
+			return nil
+		}
+		h.Effects = true
+		return put(tx.Bucket(bucketHops), []byte(e.Hop), h)
 	})
 	if err != nil {
 		return err

@@ -211,7 +211,7 @@ func (l *Ledger) Perform(ctx context.Context, e authority.Effect) error {
 		var r effectRow
 		err := l.db.QueryRowContext(ctx, l.q.perform, []byte(e.Hop), []byte(e.Action), bound, own, others,
 			[]byte(e.OperationID), []byte(e.IdempotencyKey), e.NeedsApproval, s, ns, []byte(e.Tool), []byte(e.Key),
-			[]byte(e.Args), e.Claim, encodeStrings(e.Chain),
+			[]byte(e.Args), e.Claim, encodeStrings(e.Chain), e.Marker,
 		).Scan(append([]any{&outcome}, r.dest()...)...)
 		switch {
 		case err != nil && transient(err):
@@ -511,15 +511,16 @@ func (l *Ledger) Hop(ctx context.Context, hop string) (authority.HopRecord, erro
 	var ackDecision, ackReason, ackFindings, ackPackage, finalState, finalDetail []byte
 	var ackS, finalS sql.NullInt64
 	var ackNS, finalNS sql.NullInt32
+	var effects bool
 	err := l.db.QueryRowContext(ctx, l.q.hop, []byte(hop)).Scan(&ackDecision, &ackReason, &ackFindings, &ackPackage,
-		&ackS, &ackNS, &finalState, &finalDetail, &finalS, &finalNS)
+		&ackS, &ackNS, &finalState, &finalDetail, &finalS, &finalNS, &effects)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return authority.HopRecord{}, nil
 	case err != nil:
 		return authority.HopRecord{}, fail(ctx, "hop", err)
 	}
-	var h authority.HopRecord
+	h := authority.HopRecord{Effects: effects}
 	if ackDecision != nil {
 		at, err := fromColumns(ackS, ackNS)
 		if err != nil {

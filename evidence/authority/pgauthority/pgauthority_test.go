@@ -443,7 +443,7 @@ func TestRestartSeesRecords(t *testing.T) {
 	require.Equal(t, 0, as[0].Remaining)
 	h, err := r.Hop(ctx, hop)
 	require.NoError(t, err)
-	require.Equal(t, authority.HopRecord{Ack: &ack, Final: &fin}, h)
+	require.Equal(t, authority.HopRecord{Ack: &ack, Final: &fin, Effects: true}, h)
 	err = r.Perform(ctx, effect("op-2", ""))
 	require.ErrorIs(t, err, authority.ErrFinished)
 }

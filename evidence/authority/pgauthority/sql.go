@@ -79,6 +79,11 @@ func newStatements(name string) statements {
 	replays INTEGER NOT NULL DEFAULT 0
 )`,
 			`CREATE INDEX IF NOT EXISTS "` + name + `_effects_name" ON ` + effects + ` (nk)`,
+			// marker: the record only marks its names as used
+			// (authority.Effect.Marker); the hop's effects are the rows of
+			// its own scope that are not markers (Hop).
+			`ALTER TABLE ` + effects + ` ADD COLUMN IF NOT EXISTS marker BOOLEAN NOT NULL DEFAULT false`,
+			`CREATE INDEX IF NOT EXISTS "` + name + `_effects_hop" ON ` + effects + ` (sha256(hop)) WHERE NOT marker`,
 			// Every approval, with the uses it has left; operation, tool
 			// and args are empty when it does not bind them.
 			`CREATE TABLE IF NOT EXISTS ` + approvals + ` (
@@ -149,7 +154,7 @@ func newStatements(name string) statements {
 			// in the second column).
 			`CREATE OR REPLACE FUNCTION ` + perform + `(p_hop BYTEA, p_action BYTEA, p_names BYTEA[], p_own BYTEA[], p_others BYTEA[],
 	p_op BYTEA, p_ikey BYTEA, p_need BOOLEAN, p_at_s BIGINT, p_at_ns INTEGER, p_tool BYTEA, p_key BYTEA, p_args BYTEA,
-	p_claim BOOLEAN, p_chain BYTEA)
+	p_claim BOOLEAN, p_chain BYTEA, p_marker BOOLEAN)
 RETURNS TABLE (o_outcome TEXT, o_name BYTEA, o_hop BYTEA, o_chain BYTEA, o_action BYTEA, o_tool BYTEA, o_key BYTEA,
 	o_args BYTEA, o_at_s BIGINT, o_at_ns INTEGER, o_approval BYTEA, o_in_flight BOOLEAN, o_outcome_result BYTEA,
 	o_outcome_error BYTEA, o_outcome_at_s BIGINT, o_outcome_at_ns INTEGER, o_replays INTEGER)
@@ -202,8 +207,8 @@ BEGIN
 	END IF;
 
 	WITH ins AS (
-		INSERT INTO ` + effects + ` (k, nk, name, hop, chain, action, tool, key, args, at_s, at_ns, approval, in_flight)
-		SELECT u.k, sha256(u.nm), u.nm, p_hop, p_chain, p_action, p_tool, p_key, p_args, p_at_s, p_at_ns, v_approval_id, p_claim
+		INSERT INTO ` + effects + ` (k, nk, name, hop, chain, action, tool, key, args, at_s, at_ns, approval, in_flight, marker)
+		SELECT u.k, sha256(u.nm), u.nm, p_hop, p_chain, p_action, p_tool, p_key, p_args, p_at_s, p_at_ns, v_approval_id, p_claim, p_marker
 		FROM unnest(p_own, p_names) AS u(k, nm) ORDER BY u.k
 		ON CONFLICT (k) DO NOTHING
 		RETURNING k
@@ -234,10 +239,10 @@ $body$`,
 		// $1 hop, $2 action, $3 names, $4 their keys in the hop, $5 in
 		// the chain's hops, $6 operation id, $7 idempotency key, $8 needs
 		// approval, $9 $10 at, $11 tool, $12 call key, $13 args, $14 claim,
-		// $15 chain.
+		// $15 chain, $16 marker.
 		perform: `SELECT o_outcome, o_name, o_hop, o_chain, o_action, o_tool, o_key, o_args, o_at_s, o_at_ns, o_approval,
 	o_in_flight, o_outcome_result, o_outcome_error, o_outcome_at_s, o_outcome_at_ns, o_replays
-FROM ` + perform + `($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+FROM ` + perform + `($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 		// $1 name: its records in every hop, ordered by hop.
 		lookup: `SELECT ` + effectColumns + ` FROM ` + effects + ` e WHERE e.nk = sha256($1::BYTEA) AND e.name = $1::BYTEA ORDER BY e.hop`,
 		// $1 keys: the records a Settle would change, locked, in the order
@@ -271,7 +276,10 @@ ON CONFLICT (k) DO UPDATE SET final_state = EXCLUDED.final_state, final_detail =
 	final_at_s = EXCLUDED.final_at_s, final_at_ns = EXCLUDED.final_at_ns
 WHERE h.final_state IS NULL
 RETURNING true`,
-		// $1 hop.
-		hop: `SELECT ` + hopColumns + ` FROM ` + hops + ` h WHERE h.k = sha256($1::BYTEA) AND h.hop = $1::BYTEA`,
+		// $1 hop: its row, and whether an effect that is not a marker is
+		// recorded in its scope (Perform makes the row first).
+		hop: `SELECT ` + hopColumns + `, EXISTS (SELECT 1 FROM ` + effects + ` e
+	WHERE sha256(e.hop) = sha256($1::BYTEA) AND e.hop = $1::BYTEA AND NOT e.marker)
+FROM ` + hops + ` h WHERE h.k = sha256($1::BYTEA) AND h.hop = $1::BYTEA`,
 	}
 }

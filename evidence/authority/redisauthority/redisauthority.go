@@ -100,8 +100,10 @@ func encodeApproval(a authority.Approval) (string, error) {
 // after hop), and the names' index keys; ARGV needsApproval, at (ms),
 // action, operation id, idempotency key, hop, at (RFC 3339), call key,
 // args, tool, claim, chain (JSON or ""), the count of names, the count of
-// chain hops, then the names. It refuses, changing nothing but the count
-// of a suppressed retry, or records all.
+// chain hops, the names, then marker ("1" for a record that is not an
+// effect: authority.Effect.Marker). It refuses, changing nothing but the
+// count of a suppressed retry, or records all, and notes in the hop's
+// hash ("effects") that the hop took an effect unless it is a marker.
 var perform = redis.NewScript(`
 if redis.call('HEXISTS', KEYS[1], 'final') == 1 then
 	return {'finished', redis.call('HGET', KEYS[1], 'final')}
@@ -158,6 +160,7 @@ for i = 1, n do
 	if ARGV[11] == '1' then redis.call('HSET', k, 'in_flight', '1') end
 	redis.call('SADD', KEYS[3 + n * (c + 1) + i], ARGV[6])
 end
+if ARGV[15 + n] ~= '1' then redis.call('HSET', KEYS[1], 'effects', '1') end
 return {'ok', approval}
 `)
 
@@ -197,6 +200,11 @@ func (l *Ledger) Perform(ctx context.Context, e authority.Effect) error {
 	for _, n := range names {
 		args = append(args, n)
 	}
+	marker := "0"
+	if e.Marker {
+		marker = "1"
+	}
+	args = append(args, marker)
 	res, err := perform.Run(ctx, l.client, keys, args...).StringSlice()
 	if err != nil {
 		return unavailable(err)
@@ -471,5 +479,6 @@ func (l *Ledger) Hop(ctx context.Context, hop string) (authority.HopRecord, erro
 			return authority.HopRecord{}, unavailable(err)
 		}
 	}
+	h.Effects = m["effects"] == "1"
 	return h, nil
 }

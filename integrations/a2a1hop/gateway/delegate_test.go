@@ -475,3 +475,89 @@ func TestNewDelegate_Errors(t *testing.T) {
 	require.ErrorIs(t, err, gateway.ErrUpstream)
 	assert.False(t, errors.Is(err, handoff.ErrConfig))
 }
+
+// The upstream pauses its task for input (TASK_STATE_INPUT_REQUIRED); the
+// client answers on the gateway's task with the hop's identical Handoff
+// (a2a1hop's Client.Retransmit, or a plain client through the Delegator,
+// which attaches the task's hop), which a2a1hop's executor runs as the
+// hop's work resumed: the gateway sends the answer on the SAME upstream
+// task (UpstreamTaskKey), which completes, and so does the hop. The
+// upstream ran twice, on one task, whether it streams or not, or answers
+// at once.
+func TestDelegate_FollowUp_ContinuesTheUpstreamTask(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		b     binding
+		plain bool // a plain client through the Delegator
+		o     upstreamOptions
+	}{
+		{"jsonrpc", overJSONRPC, false, upstreamOptions{}},
+		{"rest", overREST, false, upstreamOptions{}},
+		{"upstream-not-streaming", overJSONRPC, false, upstreamOptions{noStreaming: true}},
+		{"upstream-at-once", overJSONRPC, false, upstreamOptions{atOnce: true}},
+		{"plain-client-through-both-gateways", overREST, true, upstreamOptions{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			w := world(t)
+			up := newUpstream(t, c.o)
+			_, base := delegate(t, w, up, gateway.DelegateConfig{})
+			p := w.Agent(planner)
+			send := func(m *a2a.Message) a2a.SendMessageResult {
+				t.Helper()
+				res, err := client(t, base, c.b).SendMessage(ctx, &a2a.SendMessageRequest{Message: m})
+				require.NoError(t, err)
+				return res
+			}
+			var hop handoff.HopID
+			if c.plain {
+				_, dl := delegatorFor(t, w, p, base, gateway.DelegatorConfig{})
+				base = dl
+			} else {
+				hc, cl := delegator(t, p, base, c.b, a2a1hop.ClientConfig{})
+				send = func(m *a2a.Message) a2a.SendMessageResult {
+					t.Helper()
+					if hop == "" {
+						d, err := hc.Send(ctx, cl, m, handoff.OfferParams{To: coder})
+						require.NoError(t, err)
+						hop = d.Hop
+						return d.Result
+					}
+					res, _, err := hc.Retransmit(ctx, cl, m, hop)
+					require.NoError(t, err)
+					return res
+				}
+			}
+			task := taskOf(t, send(message("ctx-f", "input")))
+			require.Equal(t, a2a.TaskStateInputRequired, task.Status.State)
+			open, err := p.Unresolved(ctx)
+			require.NoError(t, err)
+			require.Len(t, open, 1, "the paused hop is \"accepted\"")
+			hop = open[0].Hop
+			info := open[0]
+
+			answer := message(task.ContextID, "pager.go")
+			answer.TaskID = task.ID
+			done := taskOf(t, send(answer))
+			require.Equal(t, task.ID, done.ID, "the gateway's task goes on")
+			require.Equal(t, a2a.TaskStateCompleted, done.Status.State)
+			require.NotEmpty(t, done.Artifacts)
+			assert.Equal(t, "done: pager.go", done.Artifacts[len(done.Artifacts)-1].Parts[0].Text())
+			require.NotNil(t, statusOf(done), "the answer carries the hop's \"completed\"")
+			info, _, err = p.Hop(ctx, hop)
+			require.NoError(t, err)
+			require.Equal(t, state.Completed, info.State)
+			require.True(t, info.Resolved)
+
+			require.EqualValues(t, 2, up.calls.Load(), "the upstream ran for the message and for the answer")
+			seen := up.messages()
+			require.Len(t, seen, 2)
+			assert.Empty(t, seen[0].task, "a new task upstream")
+			assert.NotEmpty(t, seen[1].task)
+			if upTask, ok := task.Metadata[gateway.UpstreamTaskKey].(string); assert.True(t, ok, "%v", task.Metadata) {
+				assert.Equal(t, a2a.TaskID(upTask), seen[1].task, "the answer continues the upstream task the gateway's names")
+			}
+			assert.NotContains(t, seen[1].meta, a2a1hop.ExtensionURI, "the Handoff is removed by default")
+		})
+	}
+}

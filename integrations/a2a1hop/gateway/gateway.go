@@ -58,7 +58,14 @@
 //
 // The gateway's task is its own (its id is not the upstream's); its
 // metadata names the upstream's task under UpstreamTaskKey, for tasks/get,
-// tasks/cancel and the messages that follow. Its AgentCard is the
+// tasks/cancel and the messages that follow. A message that follows on a
+// task the upstream paused (TASK_STATE_INPUT_REQUIRED: the client's
+// answer, with the hop's identical Handoff, as a2a1hop's Client.Retransmit
+// or the Delegator sends it) is the hop's work resumed (a2a1hop,
+// handoff.Agent.Resume): it is sent on that same upstream task, never a
+// new one, and the hop's statuses follow the task as before, so that the
+// hop completes when the upstream's task does
+// (TestDelegate_FollowUp_ContinuesTheUpstreamTask). Its AgentCard is the
 // upstream's with the gateway's interfaces, the extension declared in
 // capabilities.extensions (required unless Optional), and signed with
 // DelegateConfig.CardKey (package agentcard, A2A 1.0 section 8.4).

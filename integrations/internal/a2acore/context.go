@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/evidence"
 	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/state"
@@ -66,6 +67,21 @@ func Report(ctx context.Context, o Outcome) bool {
 	b, ok := ctx.Value(keyOutcome).(*hopwork.Box)
 	if ok {
 		b.Report(hopwork.Outcome(o))
+	}
+	return ok
+}
+
+// Refused notes, in the execution ctx serves, that g, the hop's guard,
+// refused one of its calls before any effect (hopcheck.Closes): adkhop's
+// plugin does for each tool call it refuses. It reports false outside a
+// wrapped execution. An execution that ends in a terminal task state with
+// a call refused, no outcome reported, and no effect of the hop in the
+// authority ledger ends the hop "failed", no refs, reason "policy"
+// (Work.Status).
+func Refused(ctx context.Context, g *evidence.Guard) bool {
+	b, ok := ctx.Value(keyOutcome).(*hopwork.Box)
+	if ok {
+		b.Refuse(g)
 	}
 	return ok
 }

@@ -31,7 +31,9 @@
 //     (hopcheck.Closes);
 //   - Work.Status: the signed status of each task state the executor sets;
 //   - Server.Cancel: a Cancel Task request's "canceled", checked against
-//     the task's hop, verified and applied before the executor's Cancel.
+//     the task's hop, verified, applied and recorded before the executor's
+//     Cancel, whose task state carries the canceled work's outcome when it
+//     is known (reported, or no effect of the hop in the ledger).
 //
 // A message on a task that exists changes that task only when it carries
 // the verified offer of the hop bound to the task, from the delegator the
@@ -516,7 +518,8 @@ func (x *execution) run(ctx context.Context) ([]byte, error) {
 	if x.p != nil {
 		x.p.box = box
 	}
-	w := &Work{s: s, ctx: ctx, in: in, g: x.g, box: box, bind: bind}
+	o := hopwork.Verified(in)
+	w := &Work{s: s, ctx: ctx, in: in, hop: binding.Hop{Iss: o.Iss, Hop: o.Hop, Offer: in.Digest()}, g: x.g, box: box, bind: bind}
 	err := c.x.Run(context.WithValue(wctx, keyOutcome, box), w)
 	if err != nil && hopcheck.Closes(err) {
 		// The executor ended with a refusal of the hop's guard: the hop
@@ -544,17 +547,18 @@ func (s *Server) final(ctx context.Context, in *handoff.Received, g *evidence.Gu
 	case err != nil:
 		return nil, want, err
 	}
-	s.finished(ctx, in, g, want, o)
+	s.finished(ctx, in.Digest(), hop, g, want, o)
 	return &st, want, nil
 }
 
 // finished records the hop's final disposition, the terminal state it
 // signed, in the authority ledger (hopcheck.Config.Finish); a ledger that
-// cannot record it is logged, and the status, signed, goes out.
-func (s *Server) finished(ctx context.Context, in *handoff.Received, g *evidence.Guard, want state.State, o hopwork.Outcome) {
-	if err := s.guards.Finish(ctx, g, in.Digest(), want, string(o.Reason)); err != nil && s.cfg.Logger != nil {
+// cannot record it is logged, and the status, signed, goes out. A hop
+// whose delegator canceled it keeps "canceled" there, its first.
+func (s *Server) finished(ctx context.Context, offer digest.Digest, hop handoff.HopID, g *evidence.Guard, want state.State, o hopwork.Outcome) {
+	if err := s.guards.Finish(ctx, g, offer, want, string(o.Reason)); err != nil && s.cfg.Logger != nil {
 		s.cfg.Logger.WarnContext(ctx, "handoff: the hop's final disposition is not in the authority ledger",
-			slog.String("hop", string(hopwork.Verified(in).Hop)), slog.Any("error", err))
+			slog.String("hop", string(hop)), slog.Any("error", err))
 	}
 }
 
@@ -587,14 +591,19 @@ func (s *Server) sent(ctx context.Context, hop handoff.HopID, st handoff.Signed)
 }
 
 // Work is one execution of the wrapped executor for an accepted or
-// resumed hop: the adapter hands it every task state the executor sets.
+// resumed hop, or the wrapped executor's Cancel of a hop its delegator
+// canceled: the adapter hands it every task state the executor sets.
 type Work struct {
 	s    *Server
-	ctx  context.Context // the call's, not canceled with the work
-	in   *handoff.Received
+	ctx  context.Context   // the call's, not canceled with the work
+	in   *handoff.Received // nil for a Cancel
+	hop  binding.Hop
 	g    *evidence.Guard // the hop's, if any
 	box  *hopwork.Box
 	bind map[string]any
+	// none: the authority ledger knows that the hop took no effect and
+	// can take none (its delegator's "canceled" is recorded there).
+	none bool
 
 	mu     sync.Mutex
 	done   bool            // a terminal status was signed
@@ -627,20 +636,39 @@ func (w *Work) outcome() []byte {
 }
 
 // Status returns the status to attach to the status message of the task
-// state ts (HC-29), and the hop state it names: "completed" for
-// completed, unless the work reported less (Report); "failed" for failed
-// when the outcome is known; nil for the host protocol's own states, for
-// an unknown outcome (HC-45), or once a terminal status was signed.
+// state ts (HC-29), and the hop state it names; the outcome the work
+// reported (Report) wins, and otherwise:
+//
+//   - a terminal state (completed, failed, canceled) of an execution one
+//     of whose calls the hop's guard refused before any effect (Refused),
+//     when the authority ledger holds no effect of the hop: "failed", no
+//     refs, reason "policy", the work took no effect (HC-44);
+//   - failed or canceled on a hop its delegator canceled, when the ledger
+//     holds no effect of the hop (none): "failed", no refs;
+//   - completed: "completed";
+//   - any other: nil, for the host protocol's own states and an unknown
+//     outcome (HC-25, HC-45), and once a terminal status was signed.
 func (w *Work) Status(ts string) (*handoff.Signed, state.State, error) {
 	w.set(ts)
 	var otherwise hopwork.Outcome
 	switch ts {
-	case Completed:
-		otherwise.Effect = state.EffectFull // unless the work reported less
-	case Failed:
-		// EffectUnknown unless the work reported its outcome.
+	case Completed, Failed, Canceled:
 	default:
 		return nil, "", nil
+	}
+	_, reported := w.box.Reported()
+	refused, g := w.box.Refused()
+	if w.g != nil {
+		g = w.g
+	}
+	switch {
+	case reported:
+	case refused && w.s.guards.NoEffect(w.ctx, g, w.hop.Offer):
+		otherwise = hopcheck.Closed
+	case w.none && ts != Completed:
+		otherwise = hopcheck.None
+	case ts == Completed:
+		otherwise.Effect = state.EffectFull
 	}
 	return w.final(otherwise)
 }
@@ -656,7 +684,14 @@ func (w *Work) final(otherwise hopwork.Outcome) (*handoff.Signed, state.State, e
 	}
 	w.done = true
 	w.mu.Unlock()
-	st, err := w.s.reply(w.ctx, w.in, hopwork.Verified(w.in).Hop, want, handoff.ReplyOptions{Effect: o.Effect, Reason: o.Reason, Refs: o.Refs})
+	opt := handoff.ReplyOptions{Effect: o.Effect, Reason: o.Reason, Refs: o.Refs}
+	var st handoff.Signed
+	var err error
+	if w.in != nil {
+		st, err = w.s.reply(w.ctx, w.in, w.hop.Hop, want, opt)
+	} else if st, err = w.s.cfg.Agent.ReplyHop(w.ctx, w.hop.Iss, w.hop.Hop, want, opt); err == nil {
+		w.s.sent(w.ctx, w.hop.Hop, st)
+	}
 	if err != nil {
 		w.mu.Lock()
 		w.done = false
@@ -666,7 +701,7 @@ func (w *Work) final(otherwise hopwork.Outcome) (*handoff.Signed, state.State, e
 	w.mu.Lock()
 	w.status = &st
 	w.mu.Unlock()
-	w.s.finished(w.ctx, w.in, w.g, want, o)
+	w.s.finished(w.ctx, w.hop.Offer, w.hop.Hop, w.g, want, o)
 	return &st, want, nil
 }
 
@@ -697,7 +732,11 @@ func Attach(meta map[string]any, exts []string, st handoff.Signed) (map[string]a
 // accepted offer in (BindingKey).
 func Bind(in *handoff.Received) map[string]any {
 	o := hopwork.Verified(in)
-	return map[string]any{BindingKey: map[string]any{"iss": string(o.Iss), "hop": string(o.Hop), "offer": in.Digest().String()}}
+	return bindOf(binding.Hop{Iss: o.Iss, Hop: o.Hop, Offer: in.Digest()})
+}
+
+func bindOf(h binding.Hop) map[string]any {
+	return map[string]any{BindingKey: map[string]any{"iss": string(h.Iss), "hop": string(h.Hop), "offer": h.Offer.String()}}
 }
 
 // hop returns the hop bound to t, false when none is (or t is nil).
@@ -742,16 +781,23 @@ type CancelRequest struct {
 
 // Cancel serves a Cancel Task request: a "canceled" in its metadata must
 // name the hop the task runs, with that hop's offer, signed by that hop's
-// delegator; it is verified and applied (HC-28, HC-55) before cancel, the
+// delegator; it is verified and applied (HC-28, HC-55), and recorded as
+// the hop's final disposition in the authority ledger, before cancel, the
 // wrapped executor's Cancel, runs with the result in its context
-// (CancelFromContext). Any other "canceled" is refused with
-// ErrForeignCancel before it is verified, the state of no hop changes and
-// the task goes on.
-func (s *Server) Cancel(ctx context.Context, r CancelRequest, cancel func(context.Context) error) error {
+// (CancelFromContext) and w, which signs the hop's outcome on the task
+// state it sets (Work.Status): the one it reports (Report, which works in
+// Cancel as in Execute), else "failed" with no refs when the ledger holds
+// no effect of the hop, else none, the hop staying "accepted" (HC-25). A
+// hop known to have taken no effect gets its "failed" even when the
+// wrapped executor's Cancel sets no task state. Any other "canceled" is
+// refused with ErrForeignCancel before it is verified, the state of no hop
+// changes and the task goes on; a request without one (and not
+// RequireSignedCancel) runs cancel with a nil w, and no hop changes.
+func (s *Server) Cancel(ctx context.Context, r CancelRequest, cancel func(context.Context, *Work) error) error {
 	octets, err := carry.Status(r.Meta)
 	switch {
 	case errors.Is(err, carry.ErrAbsent) && !s.cfg.RequireSignedCancel:
-		return cancel(ctx)
+		return cancel(ctx, nil)
 	case err != nil:
 		return fmt.Errorf("%w: cancel task: %w", r.Invalid, err)
 	}
@@ -777,12 +823,25 @@ func (s *Server) Cancel(ctx context.Context, r CancelRequest, cancel func(contex
 		// task goes on.
 		return fmt.Errorf("%w: cancel task %s: the handoff status was refused: %w", r.Invalid, r.TaskID, err)
 	}
-	if err := s.guards.Finish(ctx, nil, own.Offer, state.Canceled, "canceled by the delegator"); err != nil && s.cfg.Logger != nil {
-		s.cfg.Logger.WarnContext(ctx, "handoff: the hop's final disposition is not in the authority ledger",
-			slog.String("hop", string(own.Hop)), slog.Any("error", err))
+	// The revocation first: once it is recorded no guard of the hop takes
+	// an effect, so that a ledger that holds none knows the outcome.
+	w := &Work{s: s, ctx: ctx, hop: own, box: &hopwork.Box{}, bind: bindOf(own)}
+	if err := s.guards.Finish(ctx, nil, own.Offer, state.Canceled, "canceled by the delegator"); err != nil {
+		if s.cfg.Logger != nil {
+			s.cfg.Logger.WarnContext(ctx, "handoff: the hop's final disposition is not in the authority ledger",
+				slog.String("hop", string(own.Hop)), slog.Any("error", err))
+		}
+	} else {
+		w.none = s.guards.NoEffect(ctx, nil, own.Offer)
 	}
 	if n := res.Notices; len(n) > 0 && s.cfg.OnNotices != nil {
 		s.cfg.OnNotices(ctx, n)
 	}
-	return cancel(context.WithValue(ctx, keyCancel, res))
+	err = cancel(context.WithValue(context.WithValue(ctx, keyCancel, res), keyOutcome, w.box), w)
+	if _, reported := w.box.Reported(); w.none || reported {
+		if _, _, serr := w.final(hopcheck.None); serr != nil && err == nil {
+			err = serr
+		}
+	}
+	return err
 }

@@ -137,11 +137,19 @@ func (c Config) Acknowledge(ctx context.Context, ch Checked) error {
 }
 
 // Finish records the final disposition of a hop in the authority ledger:
-// the terminal state the delegate signed, through g (evidence.Guard.
-// Finish, which stops every guard of the hop), or, with no guard at hand
-// (a "canceled" the delegator sent), in the ledger of ServerConfig.
-// Evidence under the hop's offer digest. A hop finished already is left
-// as it is: its first disposition stands.
+// the hop's first terminal state, which stops every guard of the hop and
+// refuses every later effect (Perform: authority.ErrFinished). It is the
+// terminal status the delegate signed ("completed", "failed",
+// "rejected"), through g (evidence.Guard.Finish), or the delegator's
+// verified "canceled", the revocation of the hop, recorded as it is
+// applied, with no guard at hand, in the ledger of ServerConfig.Evidence
+// under the hop's offer digest. A hop finished already is left as it is:
+// its first disposition stands, as each party of a hop keeps the first
+// terminal state it verified (draft section 5.5). The delegate's outcome
+// signed after a "canceled" ("failed" with no refs when the hop took no
+// effect) is the hop's last status in the delegate's store, and the
+// ledger's effects (authority.HopRecord.Effects, the records of the
+// hop's scope) say what took effect.
 func (c Config) Finish(ctx context.Context, g *evidence.Guard, offer digest.Digest, s state.State, detail string) error {
 	var err error
 	switch {
@@ -155,6 +163,34 @@ func (c Config) Finish(ctx context.Context, g *evidence.Guard, offer digest.Dige
 	}
 	return err
 }
+
+// NoEffect reports whether the authority ledger knows that the hop whose
+// offer has the handoff digest offer took no effect
+// (authority.HopRecord.Effects false): asked through g, the hop's guard,
+// when it is at hand, else the ledger of ServerConfig.Evidence. It is
+// false, the outcome unknown, when neither is, and when the ledger
+// cannot answer. The caller makes sure that no effect of the hop can be
+// taken any more: its final disposition ("canceled") is recorded, or
+// its work ended with the host's terminal state. The knowledge is that of
+// the effects asked of the hop's guards: a host's delegate runs every
+// effect under them (mcphop: each tool call; adkhop: each tool call; an
+// A2A executor: each effect it asks the guard for, under a name).
+func (c Config) NoEffect(ctx context.Context, g *evidence.Guard, offer digest.Digest) bool {
+	switch {
+	case g != nil:
+		took, err := g.Effects(ctx)
+		return err == nil && !took
+	case c.Evidence != nil && !offer.IsZero():
+		h, err := c.Evidence.Guard.Ledger.Hop(ctx, offer.String())
+		return err == nil && !h.Effects
+	}
+	return false
+}
+
+// None is the outcome of a hop's work known to have taken no effect, with
+// no refusal to name: "failed", no refs, no reason (section 4: '"failed"
+// with no refs tells the delegator that the work took no effect').
+var None = hopwork.Outcome{Effect: state.EffectNone}
 
 func (c Config) now() time.Time {
 	if c.Evidence != nil && c.Evidence.Guard.Now != nil {

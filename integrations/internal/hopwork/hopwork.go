@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/agentproto/handoff"
+	"github.com/agentproto/handoff/evidence"
 	"github.com/agentproto/handoff/reason"
 	"github.com/agentproto/handoff/ref"
 	"github.com/agentproto/handoff/state"
@@ -34,6 +35,27 @@ type Box struct {
 	mu          sync.Mutex
 	o           *Outcome
 	equivocated bool
+	refused     bool
+	guard       *evidence.Guard // the guard that refused, when known
+}
+
+// Refuse notes that g, the hop's guard (nil when not at hand), refused
+// one of the execution's calls before any effect (a tool call adkhop's
+// plugin refused).
+func (b *Box) Refuse(g *evidence.Guard) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refused = true
+	if g != nil {
+		b.guard = g
+	}
+}
+
+// Refused reports whether Refuse was called, with the guard it named.
+func (b *Box) Refused() (bool, *evidence.Guard) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.refused, b.guard
 }
 
 // Report records o as the execution's outcome.
@@ -126,6 +148,14 @@ func (r *Running) Start(ctx context.Context, in *handoff.Received) (context.Cont
 		r.mu.Unlock()
 		cancel(nil)
 	}
+}
+
+// Runs reports whether an execution of the hop (iss, hop) runs now.
+func (r *Running) Runs(iss handoff.AgentID, hop handoff.HopID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.m[key{iss, hop}]
+	return ok
 }
 
 // Stop ends the execution of the hop (iss, hop), if one runs, with

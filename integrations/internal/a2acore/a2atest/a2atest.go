@@ -139,6 +139,8 @@ type Work struct {
 	Calls, Cancels atomic.Int32
 	// Body is one execution of an offer; nil completes the task.
 	Body func(ctx context.Context, in *handoff.Received, x Exec) error
+	// CancelBody is the executor's Cancel; nil cancels the task.
+	CancelBody func(ctx context.Context, x Exec) error
 
 	mu   sync.Mutex
 	seen []*handoff.Received
@@ -184,10 +186,24 @@ func (w *Work) Execute(ctx context.Context, x Exec) error {
 	return body(ctx, in, x)
 }
 
-// Cancel is the wrapped executor's Cancel: the task is canceled.
+// Cancel is the wrapped executor's Cancel: CancelBody, or the task is
+// canceled.
 func (w *Work) Cancel(ctx context.Context, x Exec) error {
 	w.Cancels.Add(1)
+	w.mu.Lock()
+	body := w.CancelBody
+	w.mu.Unlock()
+	if body != nil {
+		return body(ctx, x)
+	}
 	return x.Write(ctx, a2acore.Canceled)
+}
+
+// OnCancel sets the body of the executor's Cancel.
+func (w *Work) OnCancel(body func(ctx context.Context, x Exec) error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.CancelBody = body
 }
 
 // Do sets the body of the executions to come.

@@ -46,6 +46,8 @@ func Scenarios(l Line) []Scenario {
 		{"Cancel_OnlyItsOwnHopsTask_HC28_HC55", cancelOwnTask},
 		{"Cancel_RefusedFromAnotherSigner_HC55", cancelOtherSigner},
 		{"Cancel_RequireSignedCancel", requireSignedCancel},
+		{"Cancel_ExecutorReportsOutcome", cancelReportsOutcome},
+		{"Cancel_LedgerKnowsNoEffect", cancelLedgerKnows},
 		{"MissingInterceptor_TypedError_And_DeliveryOutcome", missingInterceptor},
 		{"TraceContext_ParentIsTheDelegators", traceParent},
 		{"TraceContext_DecidesNothing", traceDecidesNothing},
