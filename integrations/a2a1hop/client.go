@@ -225,9 +225,19 @@ func (c *Client) Retransmit(ctx context.Context, cl *a2aclient.Client, msg *a2a.
 func (c *Client) Cancel(ctx context.Context, cl *a2aclient.Client, hop handoff.HopID) (*a2a.Task, handoff.Notice, error) {
 	var t *a2a.Task
 	n, err := c.core.Cancel(ctx, hop, func(ctx context.Context, task string) error {
-		var err error
-		t, err = cl.CancelTask(ctx, &a2a.CancelTaskRequest{ID: a2a.TaskID(task)})
-		return err
+		return a2acore.CancelInterrupted(ctx, []error{a2a.ErrTaskNotCancelable, a2a.ErrInternalError},
+			func(ctx context.Context) (string, error) {
+				got, err := cl.GetTask(ctx, &a2a.GetTaskRequest{ID: a2a.TaskID(task)})
+				if err != nil {
+					return "", err
+				}
+				return string(got.Status.State), nil
+			},
+			func(ctx context.Context) error {
+				var err error
+				t, err = cl.CancelTask(ctx, &a2a.CancelTaskRequest{ID: a2a.TaskID(task)})
+				return err
+			})
 	})
 	return t, n, err
 }

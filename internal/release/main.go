@@ -3,7 +3,7 @@
 //
 //	release vX.Y.Z        the release: set, sync, check -test, api -write, tags
 //	release set vX.Y.Z    every go.mod requires its siblings at vX.Y.Z
-//	release sync          refresh the go.sum of each module without replace
+//	release sync          refresh the go.sum of each module that requires a sibling
 //	                      directives (cmd/handoff, the demo, examples) from
 //	                      a proxy of the tree, after a sibling changed
 //	release proxy DIR     a GOPROXY directory of every module at the version
@@ -208,14 +208,16 @@ func (r *repo) withProxy(f func(dir string) error) error {
 	return f(dir)
 }
 
-// sync refreshes the go.sum lines of the repository's modules in every
-// module that reaches its siblings through the proxy (no replace
-// directive): those lines are the hashes of the siblings' zips, which
-// change with their files. With check, it only reports a stale go.sum.
+// sync tidies every module that requires a sibling: in a module that
+// reaches its siblings through the proxy (no replace directive) the
+// go.sum lines of the repository's modules are the hashes of the
+// siblings' zips, which change with their files; in one that replaces
+// them by their directories, a sibling's new requirement adds go.sum
+// lines. With check, it only reports a stale go.sum.
 func (r *repo) sync(proxy string, check bool) error {
 	var stale []string
 	for _, m := range r.Modules {
-		if m.Replaces || len(m.Siblings) == 0 {
+		if len(m.Siblings) == 0 {
 			continue
 		}
 		name := filepath.Join(r.Root, m.Dir, "go.sum")

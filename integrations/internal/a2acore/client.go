@@ -401,3 +401,40 @@ func notIntercepted(answer error) error {
 	}
 	return fmt.Errorf("%w (the server answered: %w)", ErrNotIntercepted, answer)
 }
+
+// cancelWaits are the pauses between the tries of a Cancel Task request
+// that CancelInterrupted makes: five tries within 0.62 s.
+var cancelWaits = [...]time.Duration{20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond, 160 * time.Millisecond, 320 * time.Millisecond}
+
+// CancelInterrupted sends a Cancel Task request (send) and sends it again
+// while the SDK answers with one of retry (its "task cannot be canceled"
+// and internal errors) and the task, as state reads it, is still
+// interrupted (TASK_STATE_INPUT_REQUIRED or TASK_STATE_AUTH_REQUIRED).
+// Both a2a-go lines answer so a Cancel Task request that arrives while
+// the task's execution winds down: after the executor set the interrupted
+// state and the reply went out, before its Execute returned. The
+// execution takes the cancel on its own event queue and resolves to the
+// interrupted state, so the cancel is dropped (a2a-go's local task
+// manager, handleCancelWithConcurrentRun, names it as a known gap). Once
+// the execution has ended, the same request cancels the task. The
+// "canceled" it carries is the same signed octets each time; the
+// delegate checks it again as a retransmission (HC-39).
+func CancelInterrupted(ctx context.Context, retry []error, state func(context.Context) (string, error), send func(context.Context) error) error {
+	err := send(ctx)
+	for _, wait := range cancelWaits {
+		if err == nil || !slices.ContainsFunc(retry, func(e error) bool { return errors.Is(err, e) }) {
+			return err
+		}
+		s, serr := state(ctx)
+		if serr != nil || (s != InputRequired && s != AuthRequired) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		err = send(ctx)
+	}
+	return err
+}

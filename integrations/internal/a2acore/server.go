@@ -52,6 +52,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/agentproto/handoff"
 	carry "github.com/agentproto/handoff/a2a"
@@ -103,6 +104,64 @@ type Server struct {
 	cfg     ServerConfig
 	guards  hopcheck.Config // where a hop's guard comes from
 	running hopwork.Running // accepted hops whose executor runs
+	// canceled holds the outcome signed in a Cancel, for a Cancel Task
+	// request the SDK drops and the delegator sends again.
+	canceled canceledOutcomes
+}
+
+// canceledOutcomes are the final statuses signed in the wrapped
+// executor's Cancel in the last canceledHold. An a2a-go task manager
+// that takes a Cancel Task request while the task's execution winds down
+// drops the canceled task it resolves to (CancelInterrupted): the
+// delegator sends the same "canceled" again, the hop's outcome is already
+// signed, and the second canceled task carries the same octets (HC-39).
+type canceledOutcomes struct {
+	mu   sync.Mutex
+	held map[canceledKey]canceledOutcome
+}
+
+type canceledKey struct {
+	iss handoff.AgentID
+	hop handoff.HopID
+}
+
+type canceledOutcome struct {
+	st    handoff.Signed
+	state state.State
+	at    time.Time
+}
+
+// canceledHold is how long an outcome signed in a Cancel is held for a
+// Cancel Task request sent again; canceledMax bounds how many are held.
+const (
+	canceledHold = 2 * time.Minute
+	canceledMax  = 4096
+)
+
+func (c *canceledOutcomes) put(h binding.Hop, want state.State, st handoff.Signed, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held == nil {
+		c.held = map[canceledKey]canceledOutcome{}
+	}
+	for k, o := range c.held {
+		if now.Sub(o.at) > canceledHold {
+			delete(c.held, k)
+		}
+	}
+	if len(c.held) < canceledMax {
+		c.held[canceledKey{h.Iss, h.Hop}] = canceledOutcome{st: st, state: want, at: now}
+	}
+}
+
+func (c *canceledOutcomes) get(h binding.Hop, want state.State, now time.Time) (handoff.Signed, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o, ok := c.held[canceledKey{h.Iss, h.Hop}]
+	if !ok || o.state != want || now.Sub(o.at) > canceledHold {
+		return handoff.Signed{}, false
+	}
+	return o.st, true
 }
 
 // NewServer returns the delegate's flow for cfg.
@@ -691,6 +750,13 @@ func (w *Work) final(otherwise hopwork.Outcome) (*handoff.Signed, state.State, e
 		st, err = w.s.reply(w.ctx, w.in, w.hop.Hop, want, opt)
 	} else if st, err = w.s.cfg.Agent.ReplyHop(w.ctx, w.hop.Iss, w.hop.Hop, want, opt); err == nil {
 		w.s.sent(w.ctx, w.hop.Hop, st)
+		w.s.canceled.put(w.hop, want, st, time.Now())
+	} else if held, ok := w.s.canceled.get(w.hop, want, time.Now()); ok && errors.Is(err, handoff.ErrState) {
+		// The same Cancel Task request again: the outcome is signed.
+		w.mu.Lock()
+		w.status = &held
+		w.mu.Unlock()
+		return &held, want, nil
 	}
 	if err != nil {
 		w.mu.Lock()

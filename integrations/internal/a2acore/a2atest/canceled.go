@@ -3,7 +3,9 @@ package a2atest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -22,8 +24,12 @@ import (
 // "accepted", unresolved (HC-25, HC-40).
 
 // canceledHop pauses a hop in TASK_STATE_INPUT_REQUIRED, after effect, and
-// cancels it; it returns the canceled task and the hop.
-func canceledHop(t *testing.T, l Line, co *Node, cl Delegator, effect func(context.Context) error) (*Result, handoff.HopID) {
+// cancels it; it returns the canceled task and the hop. The executor
+// returns linger after it set the state: a Cancel Task request that
+// arrives meanwhile is dropped by the SDK and sent again by the client
+// (a2acore.CancelInterrupted), so the executor's Cancel may run more than
+// once, always with the same outcome.
+func canceledHop(t *testing.T, l Line, co *Node, cl Delegator, effect func(context.Context) error, linger time.Duration) (*Result, handoff.HopID) {
 	t.Helper()
 	ctx := context.Background()
 	co.Work.Do(func(ctx context.Context, _ *handoff.Received, x Exec) error {
@@ -32,7 +38,9 @@ func canceledHop(t *testing.T, l Line, co *Node, cl Delegator, effect func(conte
 				return err
 			}
 		}
-		return x.Write(ctx, a2acore.InputRequired) // waits for an answer
+		err := x.Write(ctx, a2acore.InputRequired) // waits for an answer
+		time.Sleep(linger)
+		return err
 	})
 	p := handoff.OfferParams{To: Coder}
 	if co.Evidence != nil {
@@ -45,7 +53,11 @@ func canceledHop(t *testing.T, l Line, co *Node, cl Delegator, effect func(conte
 	require.NoError(t, err)
 	require.Equal(t, a2acore.Canceled, task.State)
 	require.EqualValues(t, 1, co.Work.Calls.Load())
-	require.EqualValues(t, 1, co.Work.Cancels.Load())
+	if linger == 0 {
+		require.GreaterOrEqual(t, co.Work.Cancels.Load(), int32(1))
+	} else {
+		require.GreaterOrEqual(t, co.Work.Cancels.Load(), int32(2), "the first Cancel Task request came while the execution ended")
+	}
 	return task, d.Hop
 }
 
@@ -72,19 +84,26 @@ func requireCanceledFailed(t *testing.T, cl Delegator, planner *handoff.Agent, t
 }
 
 // The executor's Cancel reports that the canceled work took no effect:
-// "failed", no refs, on the canceled task (no ledger is needed).
+// "failed", no refs, on the canceled task (no ledger is needed). Also when
+// the first Cancel Task request comes while the execution ends, and the
+// SDK drops it: the client sends it again, and the task it gets carries
+// the outcome signed the first time, the same octets.
 func cancelReportsOutcome(t *testing.T, l Line) {
-	ps := agenttest.New(t, agenttest.Spec{ID: Planner, Format: handoff.JWS}, agenttest.Spec{ID: Coder, Format: handoff.COSE})
-	co := Serve(t, l, ps[Coder])
-	co.Work.OnCancel(func(ctx context.Context, x Exec) error {
-		if !x.Report(ctx, Outcome{Effect: state.EffectNone}) {
-			return errors.New("Report does not work in the executor's Cancel")
-		}
-		return x.Write(ctx, a2acore.Canceled)
-	})
-	cl := co.Dial(t, l, ps[Planner])
-	task, hop := canceledHop(t, l, co, cl, nil)
-	requireCanceledFailed(t, cl, ps[Planner].Agent, task, hop)
+	for _, linger := range []time.Duration{0, 250 * time.Millisecond} {
+		t.Run(fmt.Sprintf("Linger%v", linger), func(t *testing.T) {
+			ps := agenttest.New(t, agenttest.Spec{ID: Planner, Format: handoff.JWS}, agenttest.Spec{ID: Coder, Format: handoff.COSE})
+			co := Serve(t, l, ps[Coder])
+			co.Work.OnCancel(func(ctx context.Context, x Exec) error {
+				if !x.Report(ctx, Outcome{Effect: state.EffectNone}) {
+					return errors.New("Report does not work in the executor's Cancel")
+				}
+				return x.Write(ctx, a2acore.Canceled)
+			})
+			cl := co.Dial(t, l, ps[Planner])
+			task, hop := canceledHop(t, l, co, cl, nil, linger)
+			requireCanceledFailed(t, cl, ps[Planner].Agent, task, hop)
+		})
+	}
 }
 
 // With the authority ledger (ServerConfig.Evidence): a hop that took no
@@ -99,10 +118,12 @@ func cancelLedgerKnows(t *testing.T, l Line) {
 		ledger bool
 		effect bool
 		known  bool
+		linger time.Duration
 	}{
-		{"NoEffect", true, false, true},
-		{"EffectTaken", true, true, false},
-		{"NoLedger", false, false, false},
+		{"NoEffect", true, false, true, 0},
+		{"NoEffectCanceledWhileEnding", true, false, true, 250 * time.Millisecond},
+		{"EffectTaken", true, true, false, 0},
+		{"NoLedger", false, false, false, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ps := agenttest.New(t, agenttest.Spec{ID: Planner, Format: handoff.JWS}, agenttest.Spec{ID: Coder, Format: handoff.JWS})
@@ -121,7 +142,7 @@ func cancelLedgerKnows(t *testing.T, l Line) {
 				}
 			}
 			cl := co.Dial(t, l, ps[Planner])
-			task, hop := canceledHop(t, l, co, cl, took)
+			task, hop := canceledHop(t, l, co, cl, took, c.linger)
 			if c.known {
 				requireCanceledFailed(t, cl, ps[Planner].Agent, task, hop)
 				return
